@@ -1,0 +1,222 @@
+"""The device protocol: what a verification device takes, returns and declares.
+
+A *device* is anything that runs one speculative verification step for a
+ragged batch of requests: the torch device, the Triton kernels, a vendor's
+NPU kernel. The semantics every device must implement are stated in
+``reference/SPEC.md``; this module is only the calling convention, written so
+that a vendor can implement it from this file and the spec alone.
+
+Everything crossing the protocol is numpy: a vendor needs no torch to plug
+in, and the conformance harness needs no knowledge of the device's tensors.
+
+Layout (flattened ragged batch, vLLM's convention)::
+
+    num_draft_tokens = [2, 0, 3]          # K_i per request, batch = 3
+    draft_token_ids  = [a0 a1 | c0 c1 c2] # [num_tokens = 5]
+    target_logits rows (num_tokens + batch = 8):
+        0: a0's position   1: a1's position   2: request 0 bonus
+        3: request 1 bonus
+        4: c0   5: c1   6: c2   7: request 2 bonus
+
+Request ``i`` owns target rows ``cu[i] + i .. cu[i] + i + K_i`` (the last is
+its bonus row) and draft rows ``cu[i] .. cu[i] + K_i - 1``, where ``cu`` is
+the exclusive cumulative sum of ``num_draft_tokens``.
+
+A minimal device::
+
+    from devices.protocol import Capabilities, VerifyBatch, Noise, VerifyOutput
+
+    class MyDevice:
+        name = "my-npu"
+        capabilities = Capabilities(injected_noise=True, rng="none",
+                                    max_vocab_size=256_000)
+        def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
+            ...
+
+    def make_device() -> MyDevice:   # registered as "my_pkg.my_mod:make_device"
+        return MyDevice()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+PLACEHOLDER_TOKEN_ID = -1
+"""A draft id that must not be verified (always rejected), and the padding
+value of ``VerifyOutput.output_token_ids``."""
+
+RngKind = Literal["philox", "seeded", "none"]
+
+
+class InvalidInput(ValueError):
+    """Bad input: the message names the argument and the rule it broke."""
+
+
+class UnsupportedCall(Exception):
+    """The device cannot serve this call (a declared limit, a dtype, a mode).
+
+    The conformance harness records the check as ``not_supported``, never
+    ``fail``. Raise it only for something the capabilities declare absent.
+    """
+
+    def __init__(self, requirement: str, got: object = None):
+        self.requirement = requirement
+        self.got = got
+        super().__init__(f"{requirement}" + ("" if got is None else f" (got {got!r})"))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a device declares it can do; checks outside it are ``not_supported``.
+
+    - ``injected_noise``: ``verify(batch, noise)`` honours given noise exactly
+      (SPEC §5.1), so the device can be checked token for token (layer L1).
+    - ``rng``: how the device draws its own randomness when ``noise`` is None:
+      ``"philox"`` — the keyed Philox streams of SPEC §5.2, bit for bit, so its
+      tokens equal the reference's for the same seeds; ``"seeded"`` — its own
+      generator, but a deterministic function of (seed, position) per request,
+      so determinism and batch invariance are checked and the output law is
+      checked statistically; ``"none"`` — cannot draw (injected noise only).
+    - ``greedy``, ``draft_probs``, ``point_proposals``, ``top_k``, ``top_p``:
+      the modes of SPEC §3 and §2 the device implements.
+    - ``max_k``: the largest ``num_draft_tokens`` of one request.
+    - ``max_vocab_size``: the largest V.
+    - ``dtypes``: float dtypes accepted for ``target_logits``/``draft_probs``.
+    """
+
+    injected_noise: bool
+    rng: RngKind
+    max_vocab_size: int
+    max_k: int = 16
+    greedy: bool = True
+    draft_probs: bool = True
+    point_proposals: bool = True
+    top_k: bool = True
+    top_p: bool = True
+    dtypes: tuple[str, ...] = ("float32", "float64")
+
+    def __post_init__(self):
+        if self.rng not in ("philox", "seeded", "none"):
+            raise InvalidInput(f"capabilities.rng: must be 'philox', 'seeded' or 'none', got {self.rng!r}")
+        if not self.injected_noise and self.rng == "none":
+            raise InvalidInput("capabilities: a device must take injected noise or draw its own (rng != 'none')")
+        for d in self.dtypes:
+            if d not in ("float16", "bfloat16", "float32", "float64"):
+                raise InvalidInput(f"capabilities.dtypes: unknown dtype {d!r}")
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class VerifyBatch:
+    """One verification step for a ragged batch (see the module docstring).
+
+    - ``num_draft_tokens``: ``[batch]`` int64, K_i >= 0.
+    - ``draft_token_ids``: ``[num_tokens]`` int64, ``num_tokens = sum(K_i)``;
+      each in ``[0, V)`` or ``PLACEHOLDER_TOKEN_ID``.
+    - ``draft_probs``: ``[num_tokens, V]`` float, the rows the drafts were
+      sampled from; or None for point proposals (n-gram, greedy drafting).
+      A placeholder's row may be all zeros.
+    - ``target_logits``: ``[num_tokens + batch, V]`` float, raw target logits
+      (before temperature, top-k, top-p); finite or -inf, never NaN or +inf.
+    - ``temperature``: ``[batch]`` float64 >= 0; 0 means greedy.
+    - ``top_k``: ``[batch]`` int64 >= 0; 0 means off.
+    - ``top_p``: ``[batch]`` float64 in (0, 1]; 1 means off.
+    - ``seeds``: ``[batch]`` uint64, the key of each request's random streams
+      (SPEC §5.2); needed only when the device draws its own randomness.
+    - ``positions``: ``[batch]`` int64 >= 0, the number of tokens in each
+      request's sequence before this step's drafts — the round's key.
+    """
+
+    num_draft_tokens: np.ndarray
+    draft_token_ids: np.ndarray
+    draft_probs: np.ndarray | None
+    target_logits: np.ndarray
+    temperature: np.ndarray
+    top_k: np.ndarray
+    top_p: np.ndarray
+    seeds: np.ndarray | None = None
+    positions: np.ndarray | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return int(len(self.num_draft_tokens))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target_logits.shape[-1])
+
+    @property
+    def max_k(self) -> int:
+        return int(np.max(self.num_draft_tokens, initial=0))
+
+    def request_offsets(self) -> np.ndarray:
+        """``[batch + 1]`` exclusive cumsum of ``num_draft_tokens``.
+
+        >>> VerifyBatch(np.array([2, 0, 3]), np.zeros(5, int), None,
+        ...             np.zeros((8, 4)), np.ones(3), np.zeros(3, int),
+        ...             np.ones(3)).request_offsets().tolist()
+        [0, 2, 2, 5]
+        """
+        return np.concatenate([[0], np.cumsum(self.num_draft_tokens)]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Injected randomness for one step (SPEC §5.1).
+
+    - ``uniforms``: ``[num_tokens]`` float64 in [0, 1): the acceptance coin of
+      each draft position.
+    - ``exponentials``: ``[batch, V]`` float64, finite and > 0: one Exp(1)
+      vector per request, used by the exponential race that draws the
+      request's one recovered-or-bonus token.
+    """
+
+    uniforms: np.ndarray
+    exponentials: np.ndarray
+
+
+@dataclass(frozen=True)
+class VerifyOutput:
+    """The result of one step.
+
+    - ``output_token_ids``: ``[batch, max_k + 1]`` int64: request i's accepted
+      drafts, then its recovered or bonus token, then ``PLACEHOLDER_TOKEN_ID``.
+    - ``num_accepted``: ``[batch]`` int64, the accepted drafts of each request;
+      it emitted ``num_accepted + 1`` tokens.
+    """
+
+    output_token_ids: np.ndarray
+    num_accepted: np.ndarray
+
+    def emitted(self, i: int) -> list[int]:
+        """Request ``i``'s emitted tokens, without padding."""
+        return [int(t) for t in self.output_token_ids[i, : int(self.num_accepted[i]) + 1]]
+
+
+@runtime_checkable
+class Device(Protocol):
+    """A verification device. ``verify`` must not mutate its arguments.
+
+    ``noise`` given: use exactly that randomness (requires
+    ``capabilities.injected_noise``). ``noise`` None: draw your own as
+    ``capabilities.rng`` declares, keyed by ``batch.seeds``/``batch.positions``.
+    Raise ``InvalidInput`` for input breaking SPEC §6, ``UnsupportedCall`` for
+    a call outside the declared capabilities.
+    """
+
+    name: str
+    capabilities: Capabilities
+
+    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput: ...
+
+
+__all__ = [
+    "PLACEHOLDER_TOKEN_ID", "InvalidInput", "UnsupportedCall", "Capabilities",
+    "VerifyBatch", "Noise", "VerifyOutput", "Device",
+]

@@ -1,0 +1,122 @@
+"""Device registry: built-in names, the ``specsim.devices`` entry-point group,
+and ``"module:attr"`` strings — all loaded lazily, failures listed, never
+swallowed.
+
+A spec names a device three ways:
+
+* a built-in name: ``"torch"``;
+* an entry point a vendor declares in their own ``pyproject.toml``::
+
+      [project.entry-points."specsim.devices"]
+      acme-npu = "acme_specsim.device:make_device"
+
+* a ``"module:attr"`` string: ``"acme_specsim.device:make_device"``.
+
+The attribute is a factory (called with no arguments) or a device instance.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass
+from importlib import metadata
+
+from devices.protocol import Capabilities, Device
+
+BUILTIN: dict[str, str] = {
+    "torch": "devices.torch_device:make_cpu_device",
+    "torch-cuda": "devices.torch_device:make_cuda_device",
+    "triton": "devices.triton_device:make_device",
+    "hpu": "devices.hpu_device:make_device",
+    "npu": "devices.npu_device:make_device",
+}
+"""Built-in devices; a name whose module is not in this checkout is listed as unavailable."""
+
+ENTRY_POINT_GROUP = "specsim.devices"
+
+
+class DeviceLoadError(RuntimeError):
+    """A device spec could not be turned into a device; the message says why."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    target: str  # "module:attr"
+    origin: str  # "builtin" or "entry point (distribution)"
+
+
+def entries() -> dict[str, Entry]:
+    """Every known device name → where it lives. Duplicate names are an error."""
+    found = {name: Entry(name, target, "builtin") for name, target in BUILTIN.items()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        origin = f"entry point ({dist.name if dist else '?'})"
+        if ep.name in found:
+            raise DeviceLoadError(f"device name {ep.name!r} from {origin} is already registered by {found[ep.name].origin}")
+        found[ep.name] = Entry(ep.name, ep.value, origin)
+    return found
+
+
+def _resolve(target: str) -> object:
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise DeviceLoadError(f"device spec {target!r}: expected a registered name or 'module:attr'")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:
+        raise DeviceLoadError(f"device spec {target!r}: importing {module_name!r} failed: {e!r}") from e
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as e:
+            raise DeviceLoadError(f"device spec {target!r}: module {module_name!r} has no attribute {attr!r}") from e
+    return obj
+
+
+def load(spec: str) -> Device:
+    """Turn a device spec into a device, checking it honours the protocol."""
+    known = entries()
+    target = known[spec].target if spec in known else spec
+    if ":" not in target:
+        raise DeviceLoadError(f"unknown device {spec!r}: not a registered name ({', '.join(sorted(known))}) "
+                              "and not a 'module:attr' string")
+    obj = _resolve(target)
+    if not isinstance(obj, Device):
+        try:
+            obj = obj()  # a factory
+        except Exception as e:
+            raise DeviceLoadError(f"device spec {spec!r}: calling {target} failed: {e!r}") from e
+    if not isinstance(obj, Device):
+        raise DeviceLoadError(f"device spec {spec!r}: {target} gave {type(obj).__name__}, which lacks "
+                              "'name', 'capabilities' or 'verify' (see devices/protocol.py)")
+    if not isinstance(obj.capabilities, Capabilities):
+        raise DeviceLoadError(f"device spec {spec!r}: capabilities must be devices.protocol.Capabilities, "
+                              f"got {type(obj.capabilities).__name__}")
+    return obj
+
+
+@dataclass(frozen=True)
+class Availability:
+    entry: Entry
+    device: Device | None
+    error: str | None  # why it is unavailable: the load error, in full
+
+
+def survey() -> list[Availability]:
+    """Try to load every known device; report each with its device or its error."""
+    out = []
+    for entry in entries().values():
+        try:
+            out.append(Availability(entry, load(entry.name), None))
+        except DeviceLoadError as e:
+            cause = e.__cause__
+            tail = "".join(traceback.format_exception_only(type(cause), cause)).strip() if cause else ""
+            out.append(Availability(entry, None, str(e) if not tail or tail in str(e) else f"{e} [{tail}]"))
+    return out
+
+
+def load_failures() -> dict[str, str]:
+    """Names of devices that could not be loaded, with why."""
+    return {a.entry.name: a.error for a in survey() if a.error}
