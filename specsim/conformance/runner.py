@@ -1,0 +1,133 @@
+"""The conformance runner: check groups, run in order, one JSON document.
+
+A *group* is a function ``run(device, ctx) -> list[CheckResult]`` named by a
+``"module:function"`` string in ``GROUPS``. Groups are the unit of isolation
+(a crash or hang loses one group, not the run) and of resumption; a group
+whose capabilities the device lacks returns ``not_supported`` results rather
+than nothing, so the report shows what was not checked.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+from specsim.conformance.results import SCHEMA_VERSION, CheckResult
+
+GROUPS: dict[str, str] = {
+    "L1-injected": "specsim.conformance.exact:injected_noise_group",
+    "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
+    "L1-edges": "specsim.conformance.exact:edge_group",
+    "L2-rng": "specsim.conformance.rng_contracts:rng_group",
+    "input-rules": "specsim.conformance.input_rules:input_rules_group",
+    "L3-statistical": "specsim.conformance.statistical:statistical_group",
+}
+"""Every group, in run order. A group whose module is absent from this checkout is skipped."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every group gets besides the device.
+
+    - ``seed``: the suite seed; groups derive case seeds from it and the case.
+    - ``alpha_family``: the false-fail budget of all statistical checks together.
+    - ``quick``: smaller cases and sample sizes (tests of the harness itself);
+      never used for a conformance verdict.
+    """
+
+    seed: int = 0
+    alpha_family: float = 1e-3
+    quick: bool = False
+
+
+def available_groups() -> dict[str, str]:
+    """The groups whose modules exist in this checkout."""
+    out = {}
+    for name, target in GROUPS.items():
+        module_name = target.partition(":")[0]
+        if importlib.util.find_spec(module_name) is not None:
+            out[name] = target
+    return out
+
+
+def resolve_group(name: str) -> Callable:
+    module_name, _, attr = GROUPS[name].partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
+    """Run one group in this process; an exception becomes one ``error`` result."""
+    try:
+        return list(resolve_group(name)(device, ctx))
+    except Exception as e:  # the device raised something the group did not expect
+        return [CheckResult(name=f"{name}/crashed", layer=name.split("-")[0], status="error",
+                            detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]
+
+
+def run_conformance(device, ctx: Context | None = None, groups: list[str] | None = None) -> list[CheckResult]:
+    """Run the chosen groups (default: all available) against ``device`` in this process.
+
+    A vendor's own CI can call this directly::
+
+        from specsim.conformance.runner import run_conformance
+        from specsim.conformance.results import passed
+        assert passed(run_conformance(MyDevice()))
+    """
+    ctx = ctx or Context()
+    results: list[CheckResult] = []
+    for name in groups or list(available_groups()):
+        results.extend(run_group(name, device, ctx))
+    return results
+
+
+def environment(device=None) -> dict:
+    """Where the run happened: versions and machine, for every report."""
+    from specsim import __version__
+    env = {"specsim": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
+           "machine": platform.machine(), "processor": platform.processor() or None}
+    try:
+        import numpy
+        env["numpy"] = numpy.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    if "torch" in sys.modules or device is None or "torch" in type(device).__module__:
+        try:
+            import torch
+            env["torch"] = torch.__version__
+            env["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        except ImportError:
+            pass
+    return env
+
+
+def document(device_spec: str, device, ctx: Context, results: list[CheckResult]) -> dict:
+    """The ``conformance.json`` document (schema ``SCHEMA_VERSION``)."""
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "device": {"spec": device_spec, "name": getattr(device, "name", None),
+                   "capabilities": device.capabilities.to_json() if device is not None else None},
+        "environment": environment(device),
+        "seed": ctx.seed,
+        "alpha_family": ctx.alpha_family,
+        "summary": counts,
+        "passed": counts["fail"] == 0 and counts["error"] == 0,
+        "checks": [r.to_json() for r in results],
+    }
+
+
+def write_json_atomic(path: str, doc: dict) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1, default=float)
+    os.replace(tmp, path)
