@@ -1,0 +1,113 @@
+"""SPEC §6: the input rules. Every violation raises ``InvalidInput`` naming the argument.
+
+Devices implement the same rules independently (``devices/_validate.py``):
+the duplication is deliberate, since a device may not import the reference
+that judges it.
+
+>>> check_step(np.array([1]), np.array([5]), None, np.zeros((2, 4)), np.ones(1), np.zeros(1, int), np.ones(1))
+Traceback (most recent call last):
+...
+reference.validate.InvalidInput: draft_token_ids: id 5 at index 0 is outside [0, 4) and is not the placeholder -1
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reference.layout import PLACEHOLDER_TOKEN_ID, offsets
+
+PROB_SUM_ATOL = 1e-3
+FLOAT_DTYPES = (np.float32, np.float64)
+
+
+class InvalidInput(ValueError):
+    """Input that breaks SPEC §6; the message names the argument and the rule."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidInput(message)
+
+
+def _int_array(name: str, a, shape: tuple) -> np.ndarray:
+    a = np.asarray(a)
+    _require(a.dtype.kind in "iu", f"{name}: must be an integer array, got dtype {a.dtype}")
+    _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
+    return a
+
+
+def _float_array(name: str, a, shape: tuple) -> np.ndarray:
+    a = np.asarray(a)
+    _require(a.dtype.type in FLOAT_DTYPES, f"{name}: dtype must be float32 or float64, got {a.dtype}")
+    _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
+    return a
+
+
+def _real_array(name: str, a, shape: tuple) -> np.ndarray:
+    """A per-request parameter: any real dtype (ints and floats), as float64."""
+    a = np.asarray(a)
+    _require(a.dtype.kind in "iuf", f"{name}: must be real numbers, got dtype {a.dtype}")
+    _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
+    return a.astype(np.float64)
+
+
+def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
+               temperature, top_k, top_p, seeds=None, positions=None) -> None:
+    """Raise ``InvalidInput`` for the first rule of SPEC §6 the step breaks."""
+    k = np.asarray(num_draft_tokens)
+    _require(k.ndim == 1, f"num_draft_tokens: must be 1-D [batch], got shape {k.shape}")
+    _require(k.size >= 1, "num_draft_tokens: the batch is empty; a step needs at least one request")
+    _require(k.dtype.kind in "iu", f"num_draft_tokens: must be integers, got dtype {k.dtype}")
+    _require(bool((k >= 0).all()), f"num_draft_tokens: must be >= 0, got {k.tolist()}")
+    batch, num_tokens = k.size, int(k.sum())
+    logits = np.asarray(target_logits)
+    _require(logits.ndim == 2 and logits.shape[1] >= 1,
+             f"target_logits: must be 2-D [num_tokens + batch, V] with V >= 1, got shape {logits.shape}")
+    V = logits.shape[1]
+    logits = _float_array("target_logits", logits, (num_tokens + batch, V))
+    _require(not np.isnan(logits).any(), "target_logits: contains NaN")
+    _require(not np.isposinf(logits).any(), "target_logits: contains +inf")
+    dead = np.flatnonzero(~np.isfinite(logits).any(axis=1))
+    _require(dead.size == 0, f"target_logits: row {dead[:1].tolist()} has no finite value (every token masked)")
+    ids = _int_array("draft_token_ids", draft_token_ids, (num_tokens,))
+    bad = np.flatnonzero(((ids < 0) | (ids >= V)) & (ids != PLACEHOLDER_TOKEN_ID))
+    _require(bad.size == 0, f"draft_token_ids: id {ids[bad[:1]].tolist()[0] if bad.size else ''} at index "
+                            f"{bad[:1].tolist()[0] if bad.size else ''} is outside [0, {V}) and is not the placeholder -1")
+    if draft_probs is not None:
+        probs = _float_array("draft_probs", draft_probs, (num_tokens, V))
+        _require(probs.dtype == logits.dtype,
+                 f"draft_probs: dtype {probs.dtype} differs from target_logits' {logits.dtype}")
+        _check_draft_rows(probs[ids != PLACEHOLDER_TOKEN_ID], np.flatnonzero(ids != PLACEHOLDER_TOKEN_ID), k)
+    t = _real_array("temperature", temperature, (batch,))
+    _require(bool(np.isfinite(t).all() and (t >= 0).all()), f"temperature: must be finite and >= 0, got {t.tolist()}")
+    tk = _int_array("top_k", top_k, (batch,))
+    _require(bool((tk >= 0).all()), f"top_k: must be >= 0 (0 = off), got {tk.tolist()}")
+    tp = _real_array("top_p", top_p, (batch,))
+    _require(bool(((tp > 0) & (tp <= 1)).all()), f"top_p: must be in (0, 1] (1 = off), got {tp.tolist()}")
+    if seeds is not None:
+        s = _int_array("seeds", seeds, (batch,))
+        _require(bool((s >= 0).all()), f"seeds: must be in [0, 2**64), got {s.tolist()}")
+    if positions is not None:
+        L = _int_array("positions", positions, (batch,))
+        _require(bool(((L >= 0) & (L < 2**32)).all()), f"positions: must be in [0, 2**32), got {L.tolist()}")
+
+
+def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: np.ndarray) -> None:
+    cu = offsets(num_draft_tokens)
+    where = lambda r: f"row {r} (request {int(np.searchsorted(cu, r, side='right') - 1)})"  # noqa: E731
+    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} is not finite")
+    bad = np.flatnonzero((rows < 0).any(axis=1))
+    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} has a negative entry")
+    sums = rows.sum(axis=1, dtype=np.float64)
+    bad = np.flatnonzero(np.abs(sums - 1) > PROB_SUM_ATOL)
+    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} sums to "
+                            f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
+
+
+def check_noise(uniforms, exponentials, num_tokens: int, batch: int, V: int) -> None:
+    """SPEC §5.1 shapes and ranges of injected noise."""
+    u = _float_array("uniforms", uniforms, (num_tokens,))
+    _require(bool(((u >= 0) & (u < 1)).all()), "uniforms: must lie in [0, 1)")
+    e = _float_array("exponentials", exponentials, (batch, V))
+    _require(bool((np.isfinite(e) & (e > 0)).all()), "exponentials: must be finite and > 0")

@@ -1,0 +1,118 @@
+"""Deterministic builders of verification batches and noise, for checks and tests.
+
+Everything is drawn from a ``numpy.random.Generator`` passed in: the global
+RNG is never touched, and the same seed builds the same batch.
+
+>>> b = random_batch(np.random.default_rng(0), BatchSpec(batch=3, max_k=2, vocab_size=5))
+>>> b.target_logits.shape == (int(b.num_draft_tokens.sum()) + 3, 5)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a random batch contains; fractions are per request (or per draft)."""
+
+    batch: int = 8
+    max_k: int = 4
+    vocab_size: int = 16
+    dtype: str = "float64"
+    draft_probs: bool = True          # False: point proposals for the whole batch
+    greedy_fraction: float = 0.25
+    top_k_fraction: float = 0.25
+    top_p_fraction: float = 0.25
+    placeholder_fraction: float = 0.05
+    masked_fraction: float = 0.1      # target logits set to -inf
+    zero_k_fraction: float = 0.15
+    closeness: float = 1.0            # std of draft logit noise around the target logits
+    logit_scale: float = 2.0
+
+    @property
+    def needs(self) -> set[str]:
+        """Capabilities a device needs to serve batches of this spec."""
+        out = {"draft_probs" if self.draft_probs else "point_proposals"}
+        if self.greedy_fraction > 0:
+            out.add("greedy")
+        if self.top_k_fraction > 0:
+            out.add("top_k")
+        if self.top_p_fraction > 0:
+            out.add("top_p")
+        return out
+
+
+def _softmax_rows(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
+    """A ragged batch with heterogeneous per-request K and sampling parameters.
+
+    Drafts are drawn from their draft rows (mostly), so acceptance is
+    realistic; a few are placeholders or arbitrary ids (draft prob possibly 0).
+    """
+    B, V = spec.batch, spec.vocab_size
+    k = rng.integers(0, spec.max_k + 1, size=B)
+    k[rng.random(B) < spec.zero_k_fraction] = 0
+    num_tokens = int(k.sum())
+    logits = rng.normal(0.0, spec.logit_scale, size=(num_tokens + B, V))
+    logits[rng.random(logits.shape) < spec.masked_fraction] = -np.inf
+    dead = ~np.isfinite(logits).any(axis=1)
+    logits[dead, rng.integers(0, V, size=int(dead.sum()))] = 0.0
+    request_of_draft = np.repeat(np.arange(B), k)
+    draft_target_rows = np.arange(num_tokens) + request_of_draft
+    finite = np.where(np.isfinite(logits[draft_target_rows]), logits[draft_target_rows], -30.0)
+    draft_probs = _softmax_rows(finite + rng.normal(0.0, spec.closeness, size=finite.shape))
+    ids = np.array([rng.choice(V, p=row) for row in draft_probs], dtype=np.int64).reshape(num_tokens)
+    arbitrary = rng.random(num_tokens) < 0.1
+    ids[arbitrary] = rng.integers(0, V, size=int(arbitrary.sum()))
+    ids[rng.random(num_tokens) < spec.placeholder_fraction] = PLACEHOLDER_TOKEN_ID
+    temperature = rng.choice([0.5, 0.7, 1.0, 1.3], size=B)
+    temperature[rng.random(B) < spec.greedy_fraction] = 0.0
+    top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
+    top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
+    dtype = np.dtype(spec.dtype)
+    probs = draft_probs.astype(dtype)
+    if dtype == np.float32:  # renormalise in float32 so rows sum to 1 in their own dtype
+        probs = probs / probs.sum(axis=1, keepdims=True, dtype=np.float32)
+    return VerifyBatch(
+        num_draft_tokens=k.astype(np.int64), draft_token_ids=ids,
+        draft_probs=probs if spec.draft_probs else None, target_logits=logits.astype(dtype),
+        temperature=temperature.astype(np.float64), top_k=top_k.astype(np.int64), top_p=top_p.astype(np.float64),
+        seeds=rng.integers(0, 2**63, size=B, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1),
+        positions=rng.integers(0, 4096, size=B).astype(np.int64))
+
+
+def random_noise(rng: np.random.Generator, batch: VerifyBatch) -> Noise:
+    """Injected noise of SPEC §5.1 for ``batch``."""
+    return Noise(uniforms=rng.random(int(batch.num_draft_tokens.sum())),
+                 exponentials=rng.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300)
+
+
+def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
+    """The sub-batch of requests ``order`` (any order, no repeats), with their noise.
+
+    Used for batch-invariance checks: a request's result must not change when
+    its neighbours do.
+    """
+    order = np.asarray(order, dtype=np.int64)
+    cu = batch.request_offsets()
+    draft = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in order]) if len(order) else np.zeros(0, np.int64)
+    target = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in order])
+    draft = draft.astype(np.int64)
+    sub = replace(batch, num_draft_tokens=batch.num_draft_tokens[order], draft_token_ids=batch.draft_token_ids[draft],
+                  draft_probs=None if batch.draft_probs is None else batch.draft_probs[draft],
+                  target_logits=batch.target_logits[target], temperature=batch.temperature[order],
+                  top_k=batch.top_k[order], top_p=batch.top_p[order],
+                  seeds=None if batch.seeds is None else batch.seeds[order],
+                  positions=None if batch.positions is None else batch.positions[order])
+    sub_noise = None if noise is None else Noise(noise.uniforms[draft], noise.exponentials[order])
+    return sub, sub_noise
