@@ -1,0 +1,251 @@
+"""Input rules of SPEC §6, in numpy, shared by every device.
+
+A device calls ``validate(batch, noise)`` before touching the data; it raises
+``devices.protocol.InvalidInput`` (a ``ValueError``) whose message names the
+argument and the rule broken, e.g.::
+
+    draft_probs: row 3 (request 1, draft 1) sums to 0.9000, not 1 within 1e-3
+
+Only capability-independent rules live here. Whether a device *can* serve a
+valid call (its ``max_k``, ``max_vocab_size``, modes) is the device's own
+``UnsupportedCall`` check. Nothing is clamped, dropped or renormalised: the
+arrays are read, never changed.
+
+>>> import numpy as np
+>>> from devices.protocol import VerifyBatch
+>>> batch = VerifyBatch(num_draft_tokens=np.array([1]), draft_token_ids=np.array([5]),
+...                     draft_probs=None, target_logits=np.zeros((2, 4)),
+...                     temperature=np.ones(1), top_k=np.zeros(1, np.int64), top_p=np.ones(1))
+>>> validate(batch)
+Traceback (most recent call last):
+...
+devices.protocol.InvalidInput: draft_token_ids: entry 0 (request 0, draft 0) is 5, outside [0, V=4) and not the placeholder -1
+
+This module must not import ``reference``: devices are checked against it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, InvalidInput, Noise, VerifyBatch
+
+SUM_TOLERANCE = 1e-3
+"""A draft row must sum to 1 within this (SPEC §6)."""
+
+FLOAT_DTYPES = ("float32", "float64")
+"""The float dtypes SPEC §6 accepts."""
+
+
+def validate(batch: VerifyBatch, noise: Noise | None = None,
+             float_dtypes: tuple[str, ...] = FLOAT_DTYPES) -> None:
+    """Raise ``InvalidInput`` if ``batch`` or ``noise`` breaks a rule of SPEC §6.
+
+    ``float_dtypes`` is the SPEC's float32/float64; a device declaring a
+    narrower dtype (bfloat16) in its capabilities may widen it for its
+    own arrays. Returns None when every rule holds.
+    """
+    num_draft_tokens = _check_num_draft_tokens(batch.num_draft_tokens)
+    batch_size, num_tokens = len(num_draft_tokens), int(num_draft_tokens.sum())
+    where = _Rows(num_draft_tokens)
+    vocab_size = _check_target_logits(batch.target_logits, num_tokens, batch_size, float_dtypes, where)
+    _check_draft_token_ids(batch.draft_token_ids, num_tokens, vocab_size, where)
+    if batch.draft_probs is not None:
+        _check_draft_probs(batch.draft_probs, batch.draft_token_ids, batch.target_logits,
+                           num_tokens, vocab_size, where)
+    _check_sampling_params(batch, batch_size)
+    if batch.seeds is not None:
+        _check_seeds(batch.seeds, batch_size)
+    if batch.positions is not None:
+        _check_positions(batch.positions, batch_size)
+    if noise is not None:
+        _check_noise(noise, num_tokens, batch_size, vocab_size, where)
+
+
+# --- where a flat row lives, for messages -----------------------------------
+
+class _Rows:
+    """Maps flat draft/target rows back to (request, draft) for error messages."""
+
+    def __init__(self, num_draft_tokens: np.ndarray):
+        self.num_draft_tokens = num_draft_tokens
+        self.cu = np.concatenate([[0], np.cumsum(num_draft_tokens)]).astype(np.int64)
+
+    def draft(self, row: int) -> str:
+        """Draft row ``row`` → ``"request i, draft j"``."""
+        i = int(np.searchsorted(self.cu, row, side="right") - 1)
+        return f"request {i}, draft {row - int(self.cu[i])}"
+
+    def target(self, row: int) -> str:
+        """Target row ``row`` (request i owns ``cu[i]+i .. cu[i]+i+K_i``) → description."""
+        starts = self.cu[:-1] + np.arange(len(self.num_draft_tokens))
+        i = int(np.searchsorted(starts, row, side="right") - 1)
+        j = row - int(starts[i])
+        return f"request {i}, " + ("bonus row" if j == int(self.num_draft_tokens[i]) else f"draft {j}")
+
+
+# --- the rules ----------------------------------------------------------------
+
+def _array(name: str, value, ndim: int) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise InvalidInput(f"{name}: must be a numpy array, got {type(value).__name__}")
+    if value.ndim != ndim:
+        raise InvalidInput(f"{name}: must be {ndim}-D, got shape {value.shape}")
+    return value
+
+
+def _integer(name: str, value: np.ndarray) -> None:
+    if value.dtype.kind not in "iu":
+        raise InvalidInput(f"{name}: must have an integer dtype, got {value.dtype}")
+
+
+def _float(name: str, value: np.ndarray, float_dtypes: tuple[str, ...] = FLOAT_DTYPES) -> None:
+    if value.dtype.name not in float_dtypes:
+        raise InvalidInput(f"{name}: dtype must be one of {', '.join(float_dtypes)}, got {value.dtype}")
+
+
+def _length(name: str, value: np.ndarray, expected: int, what: str) -> None:
+    if value.shape[0] != expected:
+        raise InvalidInput(f"{name}: length must be {what} = {expected}, got {value.shape[0]}")
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask.reshape(-1))[0])
+
+
+def _check_num_draft_tokens(num_draft_tokens) -> np.ndarray:
+    value = _array("num_draft_tokens", num_draft_tokens, 1)
+    _integer("num_draft_tokens", value)
+    if len(value) == 0:
+        raise InvalidInput("num_draft_tokens: empty batch (batch must be >= 1)")
+    if (value < 0).any():
+        i = _first(value < 0)
+        raise InvalidInput(f"num_draft_tokens: entry {i} is {int(value[i])}, must be >= 0")
+    return value.astype(np.int64)
+
+
+def _check_target_logits(target_logits, num_tokens: int, batch_size: int,
+                         float_dtypes: tuple[str, ...], where: _Rows) -> int:
+    value = _array("target_logits", target_logits, 2)
+    _float("target_logits", value, float_dtypes)
+    _length("target_logits", value, num_tokens + batch_size, "num_tokens + batch")
+    vocab_size = value.shape[1]
+    if vocab_size < 1:
+        raise InvalidInput("target_logits: V (the last dimension) must be >= 1, got 0")
+    bad = np.isnan(value) | (value == np.inf)
+    if bad.any():
+        row, col = divmod(_first(bad), vocab_size)
+        raise InvalidInput(f"target_logits: row {row} ({where.target(row)}) column {col} is "
+                           f"{value[row, col]}; logits must be finite or -inf")
+    no_finite = ~np.isfinite(value).any(axis=1)
+    if no_finite.any():
+        row = _first(no_finite)
+        raise InvalidInput(f"target_logits: row {row} ({where.target(row)}) has no finite value")
+    return vocab_size
+
+
+def _check_draft_token_ids(draft_token_ids, num_tokens: int, vocab_size: int, where: _Rows) -> None:
+    value = _array("draft_token_ids", draft_token_ids, 1)
+    _integer("draft_token_ids", value)
+    _length("draft_token_ids", value, num_tokens, "num_tokens = sum(num_draft_tokens)")
+    bad = ((value < 0) | (value >= vocab_size)) & (value != PLACEHOLDER_TOKEN_ID)
+    if bad.any():
+        row = _first(bad)
+        raise InvalidInput(f"draft_token_ids: entry {row} ({where.draft(row)}) is {int(value[row])}, "
+                           f"outside [0, V={vocab_size}) and not the placeholder {PLACEHOLDER_TOKEN_ID}")
+
+
+def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: np.ndarray,
+                       num_tokens: int, vocab_size: int, where: _Rows) -> None:
+    value = _array("draft_probs", draft_probs, 2)
+    if value.dtype != target_logits.dtype:
+        raise InvalidInput(f"draft_probs: dtype must equal target_logits' ({target_logits.dtype}), got {value.dtype}")
+    if value.shape != (num_tokens, vocab_size):
+        raise InvalidInput(f"draft_probs: shape must be [num_tokens, V] = {(num_tokens, vocab_size)}, got {value.shape}")
+    read = draft_token_ids != PLACEHOLDER_TOKEN_ID  # a placeholder's row is never read
+    rows = value[read]
+    index = np.flatnonzero(read)
+    not_finite = ~np.isfinite(rows).all(axis=1)
+    if not_finite.any():
+        row = int(index[_first(not_finite)])
+        raise InvalidInput(f"draft_probs: row {row} ({where.draft(row)}) has a non-finite entry")
+    negative = (rows < 0).any(axis=1)
+    if negative.any():
+        row = int(index[_first(negative)])
+        raise InvalidInput(f"draft_probs: row {row} ({where.draft(row)}) has a negative entry "
+                           f"({float(value[row].min()):.4g})")
+    sums = rows.sum(axis=1, dtype=np.float64)
+    off = np.abs(sums - 1.0) > SUM_TOLERANCE
+    if off.any():
+        k = _first(off)
+        row = int(index[k])
+        raise InvalidInput(f"draft_probs: row {row} ({where.draft(row)}) sums to {sums[k]:.4f}, "
+                           f"not 1 within {SUM_TOLERANCE:g}")
+
+
+def _check_sampling_params(batch: VerifyBatch, batch_size: int) -> None:
+    temperature = _array("temperature", batch.temperature, 1)
+    _float("temperature", temperature)
+    _length("temperature", temperature, batch_size, "batch")
+    bad = ~np.isfinite(temperature) | (temperature < 0)
+    if bad.any():
+        i = _first(bad)
+        raise InvalidInput(f"temperature: entry {i} is {temperature[i]}, must be finite and >= 0")
+
+    top_k = _array("top_k", batch.top_k, 1)
+    _integer("top_k", top_k)
+    _length("top_k", top_k, batch_size, "batch")
+    if (top_k < 0).any():
+        i = _first(top_k < 0)
+        raise InvalidInput(f"top_k: entry {i} is {int(top_k[i])}, must be >= 0 (0 means off)")
+
+    top_p = _array("top_p", batch.top_p, 1)
+    _float("top_p", top_p)
+    _length("top_p", top_p, batch_size, "batch")
+    bad = ~((top_p > 0) & (top_p <= 1))  # also catches NaN
+    if bad.any():
+        i = _first(bad)
+        raise InvalidInput(f"top_p: entry {i} is {top_p[i]}, must be in (0, 1] (1 means off)")
+
+
+def _check_seeds(seeds, batch_size: int) -> None:
+    value = _array("seeds", seeds, 1)
+    _integer("seeds", value)
+    _length("seeds", value, batch_size, "batch")
+    if value.dtype.kind == "i" and (value < 0).any():
+        i = _first(value < 0)
+        raise InvalidInput(f"seeds: entry {i} is {int(value[i])}, must be in [0, 2**64)")
+    # An integer dtype holds at most 64 bits, so >= 2**64 cannot occur.
+
+
+def _check_positions(positions, batch_size: int) -> None:
+    value = _array("positions", positions, 1)
+    _integer("positions", value)
+    _length("positions", value, batch_size, "batch")
+    bad = (value < 0) | (value.astype(np.float64) >= 2.0**32)
+    if bad.any():
+        i = _first(bad)
+        raise InvalidInput(f"positions: entry {i} is {int(value[i])}, must be in [0, 2**32)")
+
+
+def _check_noise(noise: Noise, num_tokens: int, batch_size: int, vocab_size: int, where: _Rows) -> None:
+    uniforms = _array("uniforms", noise.uniforms, 1)
+    _float("uniforms", uniforms)
+    _length("uniforms", uniforms, num_tokens, "num_tokens = sum(num_draft_tokens)")
+    bad = ~((uniforms >= 0) & (uniforms < 1))
+    if bad.any():
+        row = _first(bad)
+        raise InvalidInput(f"uniforms: entry {row} ({where.draft(row)}) is {uniforms[row]}, must be in [0, 1)")
+
+    exponentials = _array("exponentials", noise.exponentials, 2)
+    _float("exponentials", exponentials)
+    if exponentials.shape != (batch_size, vocab_size):
+        raise InvalidInput(f"exponentials: shape must be [batch, V] = {(batch_size, vocab_size)}, "
+                           f"got {exponentials.shape}")
+    bad = ~(np.isfinite(exponentials) & (exponentials > 0))
+    if bad.any():
+        i, v = divmod(_first(bad), vocab_size)
+        raise InvalidInput(f"exponentials: entry [{i}, {v}] is {exponentials[i, v]}, must be finite and > 0")
+
+
+__all__ = ["validate", "SUM_TOLERANCE", "FLOAT_DTYPES"]
