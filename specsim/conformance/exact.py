@@ -1,0 +1,112 @@
+"""Layer L1: a device given the reference's randomness must emit the reference's tokens.
+
+Three groups: injected noise (SPEC §5.1), keyed Philox noise (§5.2; devices
+declaring ``rng="philox"``), and the hand-built edges of §4. Every case is a
+deterministic function of the suite seed and its name, so a failure replays
+with ``specsim conform --device ... --seed N --groups GROUP``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from specsim.conformance._common import call, missing
+from specsim.conformance.results import CheckResult
+from specsim.testing.batches import BatchSpec, random_batch, random_noise
+from specsim.testing.compare import compare, reference_step
+from specsim.testing.edges import EDGES, make_batch
+from specsim.testing.seeds import case_seed
+
+CASES: dict[str, BatchSpec] = {
+    "full-mixed": BatchSpec(),
+    "point-mixed": BatchSpec(draft_probs=False),
+    "full-sampling-only": BatchSpec(greedy_fraction=0, top_k_fraction=0, top_p_fraction=0),
+    "point-sampling-only": BatchSpec(draft_probs=False, greedy_fraction=0, top_k_fraction=0, top_p_fraction=0),
+    "greedy-only": BatchSpec(draft_probs=False, greedy_fraction=1.0, top_k_fraction=0, top_p_fraction=0),
+    "full-near-drafts": BatchSpec(closeness=0.05, greedy_fraction=0),
+    "full-far-drafts": BatchSpec(closeness=4.0, greedy_fraction=0),
+    "full-peaked": BatchSpec(logit_scale=8.0),
+    "full-long": BatchSpec(max_k=8, batch=6),
+}
+"""Case name → what its batches hold. Each runs at every vocabulary size and dtype."""
+
+VOCAB_SIZES = (8, 257, 1025)
+QUICK_VOCAB_SIZES = (8, 65)
+
+
+def _cases(device, ctx, group: str):
+    caps = device.capabilities
+    sizes = QUICK_VOCAB_SIZES if ctx.quick else VOCAB_SIZES
+    for case, spec in CASES.items():
+        for V in sizes:
+            for dtype in ("float32", "float64"):
+                name = f"{group}/{case}/V{V}/{dtype}"
+                spec_here = replace(spec, vocab_size=V, dtype=dtype, max_k=min(spec.max_k, caps.max_k),
+                                    batch=spec.batch if not ctx.quick else min(spec.batch, 6))
+                why = missing(caps, spec.needs, vocab_size=V, dtype=dtype)
+                seed = case_seed(ctx.seed, name)
+                yield name, spec_here, why, seed
+
+
+def _run_cases(device, ctx, group: str, injected: bool) -> list[CheckResult]:
+    results = []
+    for name, spec, why, seed in _cases(device, ctx, group):
+        if why:
+            results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
+            continue
+        rng = np.random.default_rng(seed)
+        batch = random_batch(rng, spec)
+        noise = random_noise(rng, batch) if injected else None
+        got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+        if problem:
+            results.append(problem)
+            continue
+        cmp = compare(batch, got, reference_step(batch, noise),
+                      repro=f" [case {name}, seed {seed}]")
+        detail = cmp.summary() if not cmp.ok else f"{batch.batch_size} requests agree" + (
+            f"; {len(cmp.waived)} within the rounding margin" if cmp.waived else "")
+        results.append(CheckResult(name, "L1", "pass" if cmp.ok else "fail", detail, seed=seed,
+                                   extra={"waived": len(cmp.waived)} if cmp.waived else {}))
+    return results
+
+
+def injected_noise_group(device, ctx) -> list[CheckResult]:
+    """Random ragged batches with injected noise, token for token (SPEC §5.1)."""
+    if not device.capabilities.injected_noise:
+        return [CheckResult("L1/injected", "L1", "not_supported", "device does not take injected noise")]
+    return _run_cases(device, ctx, "L1/injected", injected=True)
+
+
+def keyed_noise_group(device, ctx) -> list[CheckResult]:
+    """Random ragged batches with the device's own Philox draws (SPEC §5.2), token for token."""
+    if device.capabilities.rng != "philox":
+        return [CheckResult("L1/keyed", "L1", "not_supported",
+                            f"device rng is {device.capabilities.rng!r}, not the keyed Philox streams")]
+    return _run_cases(device, ctx, "L1/keyed", injected=False)
+
+
+def edge_group(device, ctx) -> list[CheckResult]:
+    """Every SPEC §4 edge, with its exact expected tokens (no rounding margin)."""
+    caps, results = device.capabilities, []
+    for edge in EDGES:
+        dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+        name = f"L1/edge/{edge.name}"
+        why = missing(caps, edge.needs) or (None if caps.injected_noise else "device does not take injected noise")
+        if why:
+            results.append(CheckResult(name, "L1", "not_supported", why))
+            continue
+        batch, noise = make_batch(edge.requests, dtype=dtype, point=edge.point)
+        got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+        if problem:
+            results.append(problem)
+            continue
+        width = batch.max_k + 1
+        emitted = [np.asarray(got.output_token_ids)[i, : int(got.num_accepted[i]) + 1].tolist()
+                   if np.asarray(got.output_token_ids).shape == (batch.batch_size, width) else None
+                   for i in range(batch.batch_size)]
+        ok = emitted == edge.expected
+        detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
+        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail))
+    return results

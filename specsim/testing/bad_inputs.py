@@ -1,0 +1,110 @@
+"""One bad call per rule of SPEC §6, each naming the argument the error must name.
+
+>>> len(BAD_INPUTS) >= 20
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from devices.protocol import Noise, VerifyBatch
+
+
+def good_batch() -> tuple[VerifyBatch, Noise]:
+    """A small valid batch (K = [2, 0], V = 4, draft probs) and valid noise."""
+    rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    batch = VerifyBatch(num_draft_tokens=np.array([2, 0]), draft_token_ids=np.array([3, 1]), draft_probs=rows,
+                        target_logits=np.zeros((4, 4)), temperature=np.array([1.0, 0.7]),
+                        top_k=np.array([0, 2]), top_p=np.array([1.0, 0.9]),
+                        seeds=np.array([1, 2], np.uint64), positions=np.array([5, 9]))
+    return batch, Noise(np.array([0.3, 0.6]), np.ones((2, 4)))
+
+
+@dataclass(frozen=True)
+class BadInput:
+    rule: str
+    argument: str                       # the name the error message must contain
+    make: Callable[[], tuple]           # -> (batch, noise)
+
+
+def _b(**changes) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        return replace(batch, **changes), noise
+    return make
+
+
+def _n(**changes) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        return batch, replace(noise, **changes)
+    return make
+
+
+def _logits(fill) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        logits = batch.target_logits.copy()
+        fill(logits)
+        return replace(batch, target_logits=logits), noise
+    return make
+
+
+def _probs(fill) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        probs = batch.draft_probs.copy()
+        fill(probs)
+        return replace(batch, draft_probs=probs), noise
+    return make
+
+
+def _set(index, value):
+    def fill(a):
+        a[index] = value
+    return fill
+
+
+BAD_INPUTS: list[BadInput] = [
+    BadInput("empty batch", "num_draft_tokens", _b(num_draft_tokens=np.zeros(0, np.int64), draft_token_ids=np.zeros(0, np.int64),
+                                                  draft_probs=np.zeros((0, 4)), target_logits=np.zeros((0, 4)),
+                                                  temperature=np.zeros(0), top_k=np.zeros(0, np.int64), top_p=np.zeros(0),
+                                                  seeds=np.zeros(0, np.uint64), positions=np.zeros(0, np.int64))),
+    BadInput("negative K", "num_draft_tokens", _b(num_draft_tokens=np.array([3, -1]))),
+    BadInput("K not integer", "num_draft_tokens", _b(num_draft_tokens=np.array([2.0, 0.0]))),
+    BadInput("draft ids length differs from sum(K)", "draft_token_ids", _b(draft_token_ids=np.array([3]))),
+    BadInput("draft id >= V", "draft_token_ids", _b(draft_token_ids=np.array([3, 4]))),
+    BadInput("negative draft id that is not the placeholder", "draft_token_ids", _b(draft_token_ids=np.array([-2, 1]))),
+    BadInput("float draft ids", "draft_token_ids", _b(draft_token_ids=np.array([3.0, 1.0]))),
+    BadInput("draft probs wrong shape", "draft_probs", _b(draft_probs=np.full((2, 3), 1 / 3))),
+    BadInput("draft probs negative", "draft_probs", _probs(_set((0, slice(None)), [-0.1, 0.4, 0.3, 0.4]))),
+    BadInput("draft probs unnormalised", "draft_probs", _probs(_set((1, slice(None)), [0.2, 0.2, 0.2, 0.3]))),
+    BadInput("draft probs NaN", "draft_probs", _probs(_set((0, 0), np.nan))),
+    BadInput("draft probs dtype differs from target logits", "draft_probs",
+             lambda: (replace(good_batch()[0], draft_probs=good_batch()[0].draft_probs.astype(np.float32)), good_batch()[1])),
+    BadInput("target logits NaN", "target_logits", _logits(_set((1, 2), np.nan))),
+    BadInput("target logits +inf", "target_logits", _logits(_set((0, 0), np.inf))),
+    BadInput("target logits row all -inf", "target_logits", _logits(_set((2, slice(None)), -np.inf))),
+    BadInput("target logits wrong number of rows", "target_logits", _b(target_logits=np.zeros((3, 4)))),
+    BadInput("target logits integer dtype", "target_logits", _b(target_logits=np.zeros((4, 4), np.int64))),
+    BadInput("temperature negative", "temperature", _b(temperature=np.array([-0.5, 1.0]))),
+    BadInput("temperature NaN", "temperature", _b(temperature=np.array([np.nan, 1.0]))),
+    BadInput("temperature wrong length", "temperature", _b(temperature=np.array([1.0]))),
+    BadInput("top_k negative", "top_k", _b(top_k=np.array([-1, 0]))),
+    BadInput("top_p zero", "top_p", _b(top_p=np.array([0.0, 1.0]))),
+    BadInput("top_p above one", "top_p", _b(top_p=np.array([1.5, 1.0]))),
+    BadInput("positions negative", "positions", _b(positions=np.array([-1, 0]))),
+    BadInput("uniforms equal to 1", "uniforms", _n(uniforms=np.array([1.0, 0.5]))),
+    BadInput("uniforms wrong length", "uniforms", _n(uniforms=np.array([0.5]))),
+    BadInput("exponentials zero", "exponentials", _n(exponentials=np.zeros((2, 4)))),
+    BadInput("exponentials infinite", "exponentials", _n(exponentials=np.full((2, 4), np.inf))),
+]
+"""Each rule of SPEC §6 with the argument its error must name."""
+
+NO_NOISE_WITHOUT_SEEDS = BadInput("no noise and no seeds", "seeds",
+                                  lambda: (replace(good_batch()[0], seeds=None), None))
+"""Only for devices that draw their own randomness."""

@@ -1,0 +1,129 @@
+"""Hand-built batches for every edge of SPEC §4, each with the exact answer.
+
+Each edge is a batch, injected noise and the tokens the reference must emit
+(asserted against the reference in the property tests, then used to judge
+devices). Values are chosen so that float32 and float64 agree exactly:
+softmax of equal logits, ratios of small dyadic numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
+from devices.protocol import Noise, VerifyBatch
+
+NEG = -np.inf
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of an edge batch. ``logits``: ``[K+1, V]``; ``draft_rows``: ``[K, V]`` or None."""
+
+    draft_ids: list
+    logits: list
+    draft_rows: list | None = None
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    uniforms: list | None = None      # [K]
+    exponentials: list | None = None  # [V]
+
+
+def make_batch(requests: list[Request], dtype: str = "float64", point: bool | None = None) -> tuple[VerifyBatch, Noise]:
+    """Assemble requests into a ``VerifyBatch`` and its ``Noise`` (defaults: u = 0.5, E = 1)."""
+    point = all(r.draft_rows is None for r in requests) if point is None else point
+    V = len(requests[0].logits[0])
+    ids, rows, logits, u, E = [], [], [], [], []
+    for r in requests:
+        K = len(r.draft_ids)
+        ids += list(r.draft_ids)
+        logits += list(r.logits)
+        if not point:
+            rows += list(r.draft_rows) if r.draft_rows is not None else [[1.0 / V] * V] * K
+        u += list(r.uniforms) if r.uniforms is not None else [0.5] * K
+        E.append(r.exponentials if r.exponentials is not None else [1.0] * V)
+    B = len(requests)
+    batch = VerifyBatch(
+        num_draft_tokens=np.array([len(r.draft_ids) for r in requests], np.int64),
+        draft_token_ids=np.array(ids, np.int64).reshape(-1),
+        draft_probs=None if point else np.array(rows, dtype).reshape(len(ids), V),
+        target_logits=np.array(logits, dtype), temperature=np.array([r.temperature for r in requests], float),
+        top_k=np.array([r.top_k for r in requests], np.int64), top_p=np.array([r.top_p for r in requests], float),
+        seeds=np.arange(1, B + 1, dtype=np.uint64), positions=np.zeros(B, np.int64))
+    return batch, Noise(np.array(u, float).reshape(-1), np.array(E, float))
+
+
+@dataclass(frozen=True)
+class Edge:
+    name: str
+    why: str
+    requests: list
+    expected: list          # per request: the emitted tokens
+    needs: frozenset
+    point: bool = False
+
+
+def _ratio_u() -> tuple[float, float]:
+    ratio = 0.5 / 0.75  # t(x) = 0.5 exactly (two equal logits), d(x) = 0.75
+    return ratio, float(np.nextafter(ratio, 0))
+
+
+EDGES: list[Edge] = [
+    Edge("u0-zero-target-full", "§4 u = 0 never accepts a token top-k removed (vLLM #23803, SGLang #35771)",
+         [Request([0], [[0, 5, 1], [0, 0, 0]], [[0.5, 0.25, 0.25]], top_k=1, uniforms=[0.0])],
+         [[1]], frozenset({"draft_probs", "top_k"})),
+    Edge("u0-masked-point", "§4 u = 0 never accepts a -inf (masked) token",
+         [Request([2], [[0, 0, NEG], [0, 0, 0]], uniforms=[0.0], exponentials=[1, 2, 1])],
+         [[0]], frozenset({"point_proposals"}), point=True),
+    Edge("u-just-below-ratio", "§3 accept iff u < ratio (just below: accepted)",
+         [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[1]])],
+         [[1, 0]], frozenset({"draft_probs"})),
+    Edge("u-equal-ratio", "§3 acceptance is strict: u == ratio rejects",
+         [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[0]])],
+         [[0]], frozenset({"draft_probs"})),
+    Edge("draft-prob-zero", "§4 d(x) = 0: rejected; x stays in the residual",
+         [Request([1], [[0, 0, 0, 0], [0, 0, 0, 0]], [[0.5, 0.0, 0.5, 0.0]], uniforms=[0.0],
+                  exponentials=[1, 0.01, 1, 1])],
+         [[1]], frozenset({"draft_probs"})),
+    Edge("placeholder-full", "§4 placeholder -1: rejected, never indexed, its draft row (NaN here) never read",
+         [Request([PH, 2], [[0, 1, 2], [0, 0, 0], [0, 0, 0]], [[np.nan] * 3, [0.2, 0.3, 0.5]],
+                  uniforms=[0.0, 0.0], exponentials=[0.01, 1, 1])],
+         [[0]], frozenset({"draft_probs"})),
+    Edge("placeholder-point", "§4 placeholder with point proposals: residual is the full target row",
+         [Request([PH], [[0, 0, 0], [0, 0, 0]], uniforms=[0.0], exponentials=[1, 1, 0.5])],
+         [[2]], frozenset({"point_proposals"}), point=True),
+    Edge("k0-random-and-greedy", "§4 K = 0: one token from the bonus row",
+         [Request([], [[0, 1, 0]], exponentials=[1, 1, 0.1]), Request([], [[0, 1, 0]], temperature=0.0)],
+         [[2], [1]], frozenset({"point_proposals", "greedy"}), point=True),
+    Edge("bonus-from-last-row", "§3 all accepted: bonus from row K, not K-1 (stats.md §3.3)",
+         [Request([0, 1], [[0, NEG, NEG], [NEG, 0, NEG], [NEG, NEG, 0]], [[1, 0, 0], [0, 1, 0]],
+                  uniforms=[0.0, 0.0])],
+         [[0, 1, 2]], frozenset({"draft_probs"})),
+    Edge("greedy-argmax-tie", "§2 greedy ties go to the smallest id",
+         [Request([2, 0], [[1, 3, 3, 0], [0, 0, 0, 0], [0, 0, 0, 0]], temperature=0.0)],
+         [[1]], frozenset({"greedy", "point_proposals"}), point=True),
+    Edge("greedy-bonus", "§3 greedy: all drafts match → bonus argmax of the last row",
+         [Request([1, 0], [[0, 2, 1], [5, 0, 0], [0, 0, 7]], temperature=0.0)],
+         [[1, 0, 2]], frozenset({"greedy", "point_proposals"}), point=True),
+    Edge("top-k-boundary-ties", "§2 top-k keeps every token tied with the k-th value",
+         [Request([2], [[3, 2, 2, 1], [0, 0, 0, 0]], top_k=2, uniforms=[1e-9])],
+         [[2, 0]], frozenset({"top_k", "point_proposals"}), point=True),
+    Edge("top-p-cut-ties", "§2 top-p keeps every token tied with the cut",
+         [Request([3], [list(np.log([0.4, 0.2, 0.2, 0.2])), [0, 0, 0, 0]], top_p=0.5, uniforms=[1e-9])],
+         [[3, 0]], frozenset({"top_p", "point_proposals"}), point=True),
+    Edge("race-tie", "§3 race ties go to the smallest id",
+         [Request([0], [[0, 0, 0, 0], [0, 0, 0, 0]], uniforms=[0.9])],
+         [[1]], frozenset({"point_proposals"}), point=True),
+    Edge("vocab-one", "V = 1: every draft accepted, bonus 0",
+         [Request([0, 0], [[0], [0], [0]], [[1.0], [1.0]], uniforms=[0.999, 0.999])],
+         [[0, 0, 0]], frozenset({"draft_probs"})),
+    Edge("heterogeneous-rows", "§1 rows belong to the right request: cu[i] + i offsets (vLLM #14645)",
+         [Request([0], [[0, NEG, NEG], [NEG, 0, NEG]], [[1, 0, 0]], uniforms=[0.0]),
+          Request([], [[NEG, NEG, 0]]),
+          Request([2, 2], [[NEG, NEG, 0], [NEG, NEG, 0], [0, NEG, NEG]], [[0, 0, 1], [0, 0, 1]], uniforms=[0.0, 0.0])],
+         [[0, 1], [2], [2, 2, 0]], frozenset({"draft_probs"})),
+]
+"""Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""
