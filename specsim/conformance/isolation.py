@@ -1,0 +1,402 @@
+"""Run each conformance group in its own subprocess, with a time limit.
+
+A vendor's device is native code we do not control: it may segfault, call
+``abort()``, deadlock, or raise. Run in-process, any of these loses the whole
+run and its report. Here each group runs in a child process
+(``python -m specsim.conformance.isolation ...``); the parent records what
+became of it:
+
+======================  ==================================================
+child outcome           recorded as
+======================  ==================================================
+wrote its results       the group's own results (pass/fail/... as checked)
+killed by a signal      one ``error`` result ``<group>/crashed``: signal
+                        name, exit status, the tail of its stderr (with a
+                        Python traceback of every thread: faulthandler)
+ran past the limit      one ``error`` result ``<group>/timeout``: the limit,
+                        and where it was stuck (faulthandler dump on SIGUSR1)
+exited without results  one ``error`` result ``<group>/crashed``
+======================  ==================================================
+
+Results are written as they come, each file atomically (temp file + rename):
+``OUT/groups/<group>.json`` per finished group, and ``OUT/conformance.json``
+rewritten after every group with everything so far (``run.complete`` false
+until the last group). ``resume=True`` reads that state back and runs only
+the groups without a file, after checking the run's device, seed, α, quick
+flag and group list are the same (else :class:`ResumeMismatch`).
+
+Example (what ``specsim conform --out DIR`` does)::
+
+    from specsim.conformance.isolation import run_isolated
+    doc = run_isolated("torch", device, Context(seed=0), available_groups(), out_dir="DIR")
+    doc["passed"], doc["summary"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from specsim.conformance.results import CheckResult
+
+GROUP_FILE_KIND = "specsim.conformance.group"
+"""The ``kind`` of a per-group file (reports skip these: conformance.json holds the same results)."""
+
+DEFAULT_GROUP_TIMEOUT_S = 600.0
+_KILL_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+_DUMP_GRACE_S = 1.0  # after SIGUSR1 (traceback dump), before SIGTERM
+_STDERR_TAIL_CHARS = 4000
+_POLL_S = 0.2
+
+
+class ResumeMismatch(Exception):
+    """``resume`` asked for, but the stored run differs (or there is none); the message says how."""
+
+
+@dataclass
+class GroupOutcome:
+    """What became of one group's child process."""
+
+    group: str
+    outcome: str  # "ok", "crashed", "timeout", "no_result", "load_failed"
+    results: list[CheckResult]
+    elapsed_s: float
+    returncode: int | None = None
+    stderr_tail: str = ""
+
+    def to_json(self) -> dict:
+        return {"group": self.group, "outcome": self.outcome, "elapsed_s": round(self.elapsed_s, 3),
+                "returncode": self.returncode, "stderr_tail": self.stderr_tail}
+
+
+@dataclass
+class Plan:
+    """What a run is: the fields a resumed run must share with the stored one."""
+
+    device_spec: str
+    seed: int
+    alpha_family: float
+    quick: bool
+    groups: list[str]
+    device_name: str | None = None
+    capabilities: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+    def key(self) -> dict:
+        """As stored in conformance.json (JSON round-tripped, so tuples compare equal to lists)."""
+        return json.loads(json.dumps(self._key()))
+
+    def _key(self) -> dict:
+        return {"device": self.device_spec, "seed": self.seed, "alpha_family": self.alpha_family,
+                "quick": self.quick, "groups": list(self.groups), "device_name": self.device_name,
+                "capabilities": self.capabilities}
+
+
+# ----------------------------------------------------------------------------- child side
+
+
+def _write_json_atomic(path: str, doc) -> None:
+    from specsim.conformance.runner import write_json_atomic
+    write_json_atomic(path, doc)
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    """The child: load the device, run one group, write its results. Exit 0 when written, 3 when the
+    device does not load here."""
+    p = argparse.ArgumentParser(prog="python -m specsim.conformance.isolation",
+                                description="run one conformance group (the child of `specsim conform`)")
+    p.add_argument("--device", required=True)
+    p.add_argument("--group", required=True, help="group name (as in runner.GROUPS)")
+    p.add_argument("--target", default=None, help="'module:function' of the group (default: runner.GROUPS[group])")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=1e-3)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--result", required=True, help="where to write the results JSON")
+    args = p.parse_args(argv)
+
+    if hasattr(signal, "SIGUSR1"):  # the parent asks for a traceback before killing a hung child
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    from devices.registry import DeviceLoadError, load
+    from specsim.conformance.runner import Context, GROUPS, run_group
+
+    try:
+        device = load(args.device)
+    except DeviceLoadError as e:
+        print(f"device load failed in the group's process: {e}", file=sys.stderr)
+        return 3
+    if args.target:  # a group not in GROUPS (the parent names it by target); register it for run_group
+        GROUPS[args.group] = args.target
+    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
+    started = time.monotonic()
+    results = run_group(args.group, device, ctx)
+    _write_json_atomic(args.result, {"group": args.group, "elapsed_s": time.monotonic() - started,
+                                     "results": [r.to_json() for r in results]})
+    return 0
+
+
+# ----------------------------------------------------------------------------- parent side
+
+
+def _layer_of(group: str) -> str:
+    return group.split("-")[0]  # the runner's convention: "L1-keyed" -> "L1"
+
+
+def _error(group: str, what: str, detail: str) -> CheckResult:
+    return CheckResult(name=f"{group}/{what}", layer=_layer_of(group), status="error", detail=detail)
+
+
+def _child_env() -> dict:
+    """The child must import what the parent could (a 'module:attr' device found via sys.path)."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if isinstance(p, str) and p]
+    if "" in sys.path or not sys.path:
+        paths.insert(0, os.getcwd())
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([old] if old else []))
+    env.setdefault("PYTHONFAULTHANDLER", "1")  # a crash prints every thread's Python stack to stderr
+    env["SPECSIM_PROGRESS"] = "0"
+    return env
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _tail(path: str, n: int = _STDERR_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(size - n, 0))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return ("…" if size > n else "") + text.strip()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask for a traceback (SIGUSR1), then SIGTERM, then SIGKILL the child's whole process group."""
+    def send(sig) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for sig, grace in ((getattr(signal, "SIGUSR1", None), _DUMP_GRACE_S), (signal.SIGTERM, _KILL_GRACE_S)):
+        if sig is None:
+            continue
+        send(sig)
+        try:
+            proc.wait(grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    send(signal.SIGKILL)
+    proc.wait()
+
+
+def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, workdir: str, *,
+                            timeout_s: float = DEFAULT_GROUP_TIMEOUT_S,
+                            on_tick: Callable[[], None] | None = None) -> GroupOutcome:
+    """Run one group in a child process and turn whatever happens into results.
+
+    - ``target``: the group's ``"module:function"``.
+    - ``workdir``: where the child's result and stderr files go (removed afterwards).
+    """
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", group)
+    result_path = os.path.join(workdir, f".{safe}.child.json")
+    stderr_path = os.path.join(workdir, f".{safe}.stderr")
+    for path in (result_path, stderr_path):
+        if os.path.exists(path):
+            os.remove(path)
+    cmd = [sys.executable, "-X", "faulthandler", "-m", "specsim.conformance.isolation",
+           "--device", device_spec, "--group", group, "--target", target, "--seed", str(ctx.seed),
+           "--alpha", repr(ctx.alpha_family), "--result", result_path] + (["--quick"] if ctx.quick else [])
+    started = time.monotonic()
+    with open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                env=_child_env(), start_new_session=True)
+        timed_out = False
+        try:
+            while True:
+                try:
+                    proc.wait(_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if on_tick:
+                        on_tick()
+                    if time.monotonic() - started > timeout_s:
+                        timed_out = True
+                        _stop(proc)
+                        break
+        except BaseException:  # Ctrl-C or any parent failure: never leave the child running
+            _stop(proc)
+            raise
+    elapsed = time.monotonic() - started
+    tail = _tail(stderr_path)
+    rc = proc.returncode
+    try:
+        if timed_out:
+            return GroupOutcome(group, "timeout", [_error(group, "timeout",
+                f"no result after the time limit of {timeout_s:g} s (--group-timeout); the process was "
+                f"stopped. Where it was:\n{tail}")], elapsed, rc, tail)
+        if rc is not None and rc < 0:
+            name = _signal_name(rc)
+            return GroupOutcome(group, "crashed", [_error(group, "crashed",
+                f"the group's process was killed by {name} (exit status {rc}) after {elapsed:.1f} s; "
+                f"stderr tail:\n{tail}")], elapsed, rc, tail)
+        if rc == 3:
+            return GroupOutcome(group, "load_failed", [_error(group, "crashed",
+                f"the device did not load in the group's process (exit 3): {tail}")], elapsed, rc, tail)
+        try:
+            with open(result_path) as f:
+                payload = json.load(f)
+            results = [CheckResult.from_json(d) for d in payload["results"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return GroupOutcome(group, "no_result", [_error(group, "crashed",
+                f"the group's process exited with status {rc} without results ({type(e).__name__}: {e}); "
+                f"stderr tail:\n{tail}")], elapsed, rc, tail)
+        return GroupOutcome(group, "ok", results, elapsed, rc, tail if rc else "")
+    finally:
+        for path in (result_path, stderr_path):
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def group_path(out_dir: str, group: str) -> str:
+    return os.path.join(out_dir, "groups", re.sub(r"[^A-Za-z0-9_.-]", "_", group) + ".json")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult], dict]]:
+    """A stored run's finished groups, after checking it is the same run as ``plan``.
+
+    Raises :class:`ResumeMismatch` naming every difference.
+    """
+    path = os.path.join(out_dir, "conformance.json")
+    try:
+        with open(path) as f:
+            stored = json.load(f)
+    except FileNotFoundError:
+        raise ResumeMismatch(f"--resume: {path} does not exist; there is no run to resume "
+                             "(run without --resume to start one)") from None
+    except ValueError as e:
+        raise ResumeMismatch(f"--resume: {path} is not valid JSON ({e}); run without --resume to start over") from None
+    run = stored.get("run") or {}
+    before = run.get("plan")
+    if not isinstance(before, dict):
+        raise ResumeMismatch(f"--resume: {path} has no run plan (written by --in-process or an older specsim); "
+                             "run without --resume to start over")
+    now = plan.key()
+    diffs = [f"{k}: stored {before.get(k)!r}, now {now[k]!r}" for k in now if before.get(k) != now[k]]
+    if diffs:
+        raise ResumeMismatch("--resume: this is not the same run as the one in " + out_dir + "; "
+                             + "; ".join(diffs) + ". Pass the same options, or run without --resume to start over.")
+    finished = {}
+    for group in plan.groups:
+        try:
+            with open(group_path(out_dir, group)) as f:
+                gdoc = json.load(f)
+            if gdoc.get("kind") != GROUP_FILE_KIND or gdoc.get("group") != group:
+                continue
+            finished[group] = ([CheckResult.from_json(d) for d in gdoc["results"]], gdoc.get("isolation", {}))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not finished (or torn): run it again
+    return finished
+
+
+def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_dir: str | None = None,
+                 timeout_s: float = DEFAULT_GROUP_TIMEOUT_S, resume: bool = False, progress=None,
+                 command: list[str] | None = None) -> dict:
+    """Run ``groups`` (name → ``"module:function"``) each in a subprocess; return the conformance document.
+
+    With ``out_dir``, write ``groups/<name>.json`` and ``conformance.json`` after every group.
+    ``progress``: a :class:`specsim.conformance.progress.Progress` (or None).
+    """
+    from specsim.conformance.runner import document
+
+    plan = Plan(device_spec, ctx.seed, ctx.alpha_family, ctx.quick, list(groups),
+                getattr(device, "name", None),
+                device.capabilities.to_json() if device is not None else None)
+    finished = load_finished(out_dir, plan) if resume else {}
+    started_at = _now()
+    workdir_holder = None
+    if out_dir:
+        os.makedirs(os.path.join(out_dir, "groups"), exist_ok=True)
+        workdir = os.path.join(out_dir, "groups")
+        if not resume:  # a fresh run: earlier group files would be mistaken for this run's
+            for name in os.listdir(workdir):
+                if name.endswith(".json"):
+                    os.remove(os.path.join(workdir, name))
+    else:
+        workdir_holder = tempfile.TemporaryDirectory(prefix="specsim-conform-")
+        workdir = workdir_holder.name
+
+    outcomes: dict[str, dict] = {g: dict(meta, resumed=True) for g, (_, meta) in finished.items()}
+    by_group: dict[str, list[CheckResult]] = {g: res for g, (res, _) in finished.items()}
+
+    def current_doc(complete: bool) -> dict:
+        results = [r for g in plan.groups if g in by_group for r in by_group[g]]
+        doc = document(device_spec, device, ctx, results)
+        doc["run"] = {"isolation": "subprocess", "group_timeout_s": timeout_s, "complete": complete,
+                      "started": started_at, "updated": _now(), "resumed": bool(finished),
+                      "command": command if command is not None else list(sys.argv),
+                      "finished_groups": [g for g in plan.groups if g in by_group],
+                      "pending_groups": [g for g in plan.groups if g not in by_group],
+                      "group_outcomes": outcomes, "plan": plan.key()}
+        return doc
+
+    def save(complete: bool) -> dict:
+        doc = current_doc(complete)
+        if out_dir:
+            _write_json_atomic(os.path.join(out_dir, "conformance.json"), doc)
+        return doc
+
+    if progress is not None and finished:
+        progress.skip(len(finished))
+    save(complete=False)
+    try:
+        for group, target in groups.items():
+            if group in by_group:
+                continue
+            if progress is not None:
+                progress.start(group)
+            outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir, timeout_s=timeout_s,
+                                              on_tick=progress.tick if progress is not None else None)
+            by_group[group] = outcome.results
+            outcomes[group] = outcome.to_json()
+            if out_dir:
+                _write_json_atomic(group_path(out_dir, group), {
+                    "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
+                    "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results]})
+            if progress is not None:
+                worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
+                progress.done(worst)
+            save(complete=False)
+    finally:
+        if progress is not None:
+            progress.close()
+        if workdir_holder is not None:
+            workdir_holder.cleanup()
+    return save(complete=True)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())

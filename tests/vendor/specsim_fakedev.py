@@ -1,0 +1,111 @@
+"""Fixture devices for the vendor-workflow tests: one good, and broken ones.
+
+``GreedyDevice`` is a tiny numpy device that treats every request as greedy
+(SPEC §3: accept a draft iff it is the target's argmax; emit the argmax at
+the first rejection, or the bonus argmax). It is only as correct as the fake
+groups in ``specsim_fakegroups`` need. Each broken device misbehaves in *one*
+kind of call, keyed by the vocabulary size, so the other groups still run:
+
+- ``make_aborting``: ``os.abort()`` (SIGABRT) when V == 13;
+- ``make_hanging``: sleeps forever when V == 17;
+- ``make_raising``: raises ``RuntimeError`` when V == 19;
+- ``make_wrong_token``: emits argmax + 1 at the first rejection (every call).
+
+Registered as ``"specsim_fakedev:make_aborting"`` etc. (this directory is on sys.path).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, VerifyBatch, VerifyOutput
+
+ABORT_VOCAB, HANG_VOCAB, RAISE_VOCAB = 13, 17, 19
+
+
+class GreedyDevice:
+    name = "fake-greedy"
+    capabilities = Capabilities(injected_noise=True, rng="none", max_vocab_size=64, max_k=4,
+                                draft_probs=False, point_proposals=True, top_k=False, top_p=False)
+
+    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
+        self.misbehave(batch)
+        cu = batch.request_offsets()
+        out = np.full((batch.batch_size, batch.max_k + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+        num_accepted = np.zeros(batch.batch_size, dtype=np.int64)
+        for i in range(batch.batch_size):
+            k = int(batch.num_draft_tokens[i])
+            rows = batch.target_logits[cu[i] + i: cu[i] + i + k + 1]  # [k + 1, V]; the last is the bonus row
+            drafts = batch.draft_token_ids[cu[i]: cu[i] + k]  # [k]
+            j = 0
+            while j < k and int(drafts[j]) == int(np.argmax(rows[j])):
+                out[i, j] = drafts[j]
+                j += 1
+            out[i, j] = self.emit(rows[j])
+            num_accepted[i] = j
+        return VerifyOutput(out, num_accepted)
+
+    def misbehave(self, batch: VerifyBatch) -> None:
+        pass
+
+    def emit(self, row: np.ndarray) -> int:
+        return int(np.argmax(row))
+
+
+class AbortingDevice(GreedyDevice):
+    name = "fake-aborting"
+
+    def misbehave(self, batch):
+        if batch.vocab_size == ABORT_VOCAB:
+            os.abort()  # what a native kernel's failed assertion does
+
+
+class HangingDevice(GreedyDevice):
+    name = "fake-hanging"
+
+    def misbehave(self, batch):
+        if batch.vocab_size == HANG_VOCAB:
+            while True:  # a deadlocked kernel
+                time.sleep(0.05)
+
+
+class RaisingDevice(GreedyDevice):
+    name = "fake-raising"
+
+    def misbehave(self, batch):
+        if batch.vocab_size == RAISE_VOCAB:
+            raise RuntimeError("fake device: driver returned status 700")
+
+
+class WrongTokenDevice(GreedyDevice):
+    name = "fake-wrong-token"
+
+    def emit(self, row):
+        return (int(np.argmax(row)) + 1) % row.shape[-1]
+
+
+def make_good():
+    return GreedyDevice()
+
+
+def make_aborting():
+    return AbortingDevice()
+
+
+def make_hanging():
+    return HangingDevice()
+
+
+def make_raising():
+    return RaisingDevice()
+
+
+def make_wrong_token():
+    return WrongTokenDevice()
+
+
+def make_unloadable():
+    raise OSError("libacme_npu.so: cannot open shared object file")

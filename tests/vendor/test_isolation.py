@@ -1,0 +1,163 @@
+"""``specsim conform`` isolation: a crash, hang or exception in one group is that group's ``error``;
+every other group keeps its results; the report is still written; ``--resume`` skips finished groups."""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+
+import pytest
+
+from specsim.commands import conform
+from specsim.conformance import runner
+from specsim_fakegroups import FAKE_GROUPS
+
+
+@pytest.fixture
+def fake_groups(monkeypatch):
+    monkeypatch.setattr(runner, "GROUPS", dict(FAKE_GROUPS))
+    return FAKE_GROUPS
+
+
+def conform_args(**kw) -> types.SimpleNamespace:
+    base = dict(device="specsim_fakedev:make_good", out=None, seed=0, alpha=1e-3, groups=None, quick=True,
+                group_timeout=60.0, resume=False, in_process=False, no_report=True)
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def statuses(doc) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in doc["checks"]}
+
+
+def read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_good_device_passes_every_group(fake_groups, tmp_path, capsys):
+    rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok,F5-ok"))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 0, capsys.readouterr()
+    assert doc["passed"] and doc["run"]["complete"] and doc["run"]["isolation"] == "subprocess"
+    assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F5-ok/greedy/V11"}
+    assert sorted(os.listdir(tmp_path / "groups")) == ["F1-ok.json", "F5-ok.json"]
+
+
+def test_abort_and_exception_are_errors_of_their_group_only(fake_groups, tmp_path, capsys):
+    rc = conform.run(conform_args(device="specsim_fakedev:make_aborting", out=str(tmp_path),
+                                  groups="F1-ok,F2-abort,F5-ok"))
+    assert rc == 1
+    doc = read(tmp_path / "conformance.json")
+    got = statuses(doc)
+    assert got == {"F1-ok/greedy/V8": "pass", "F2-abort/crashed": "error", "F5-ok/greedy/V11": "pass"}
+    crash = next(c for c in doc["checks"] if c["name"] == "F2-abort/crashed")
+    assert "SIGABRT" in crash["detail"]
+    assert "misbehave" in crash["detail"]  # faulthandler's Python stack names the device's function
+    assert doc["run"]["group_outcomes"]["F2-abort"]["outcome"] == "crashed"
+    assert doc["summary"] == {"pass": 2, "fail": 0, "not_supported": 0, "error": 1}
+
+
+def test_raising_device_is_an_error_with_its_message(fake_groups, tmp_path):
+    rc = conform.run(conform_args(device="specsim_fakedev:make_raising", out=str(tmp_path), groups="F4-raise,F1-ok"))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 1
+    err = [c for c in doc["checks"] if c["status"] == "error"]
+    assert len(err) == 1 and "driver returned status 700" in err[0]["detail"]
+    assert statuses(doc)["F1-ok/greedy/V8"] == "pass"
+
+
+def test_hang_is_a_timeout_error_and_the_rest_still_runs(fake_groups, tmp_path):
+    rc = conform.run(conform_args(device="specsim_fakedev:make_hanging", out=str(tmp_path),
+                                  groups="F3-hang,F1-ok", group_timeout=2.0))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 1
+    assert statuses(doc) == {"F3-hang/timeout": "error", "F1-ok/greedy/V8": "pass"}
+    hang = next(c for c in doc["checks"] if c["name"] == "F3-hang/timeout")
+    assert "time limit of 2 s" in hang["detail"]
+    assert "misbehave" in hang["detail"]  # where it hung (faulthandler on SIGUSR1)
+
+
+def test_wrong_token_is_a_fail_not_an_error(fake_groups, tmp_path):
+    rc = conform.run(conform_args(device="specsim_fakedev:make_wrong_token", out=str(tmp_path), groups="F1-ok"))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 1 and statuses(doc) == {"F1-ok/greedy/V8": "fail"}
+
+
+def test_resume_skips_finished_groups(fake_groups, tmp_path, monkeypatch):
+    rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok,F5-ok"))
+    assert rc == 0
+    # simulate an interruption after the first group: its file stays, the second's is gone
+    os.remove(tmp_path / "groups" / "F5-ok.json")
+    first = read(tmp_path / "groups" / "F1-ok.json")
+    ran = []
+    from specsim.conformance import isolation
+    real = isolation.run_group_in_subprocess
+    monkeypatch.setattr(isolation, "run_group_in_subprocess",
+                        lambda group, *a, **k: ran.append(group) or real(group, *a, **k))
+    rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok,F5-ok", resume=True))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 0 and ran == ["F5-ok"]
+    assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F5-ok/greedy/V11"}
+    assert read(tmp_path / "groups" / "F1-ok.json") == first
+    assert doc["run"]["group_outcomes"]["F1-ok"]["resumed"] is True
+
+
+def test_resume_refuses_a_different_run(fake_groups, tmp_path, capsys):
+    assert conform.run(conform_args(out=str(tmp_path), groups="F1-ok")) == 0
+    capsys.readouterr()
+    rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok", seed=7, resume=True))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "seed: stored 0, now 7" in err and "without --resume" in err
+
+
+def test_resume_needs_out_and_a_stored_run(fake_groups, tmp_path, capsys):
+    assert conform.run(conform_args(resume=True)) == 2
+    assert conform.run(conform_args(out=str(tmp_path / "nothing"), resume=True)) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_device_load_failure_is_exit_3(fake_groups, capsys):
+    assert conform.run(conform_args(device="specsim_fakedev:make_unloadable")) == 3
+    assert "libacme_npu.so" in capsys.readouterr().err
+
+
+def test_unknown_group_is_usage_error(fake_groups, capsys):
+    assert conform.run(conform_args(groups="F1-ok,nope")) == 2
+    assert "unknown ['nope']" in capsys.readouterr().err
+
+
+def test_in_process_mode_still_works(fake_groups, tmp_path):
+    rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok,F4-raise", in_process=True,
+                                  device="specsim_fakedev:make_raising"))
+    doc = read(tmp_path / "conformance.json")
+    assert rc == 1 and doc["run"]["isolation"] == "in-process"
+    assert statuses(doc)["F4-raise/crashed"] == "error"
+
+
+def test_progress_is_quiet_off_a_terminal(fake_groups, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SPECSIM_PROGRESS", raising=False)
+    conform.run(conform_args(out=str(tmp_path), groups="F1-ok"))
+    assert "\r" not in capsys.readouterr().err
+
+
+def test_progress_draws_on_a_terminal(monkeypatch):
+    import io
+
+    from specsim.conformance.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("SPECSIM_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    stream = Tty()
+    bar = Progress(total=2, stream=stream)
+    bar.start("L1-keyed")
+    bar.done("pass")
+    bar.close()
+    text = stream.getvalue()
+    assert "\r[" in text and "1/2" in text and "L1-keyed" in text
