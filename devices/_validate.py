@@ -104,6 +104,12 @@ def _float(name: str, value: np.ndarray, float_dtypes: tuple[str, ...] = FLOAT_D
         raise InvalidInput(f"{name}: dtype must be one of {', '.join(float_dtypes)}, got {value.dtype}")
 
 
+def _real(name: str, value: np.ndarray) -> None:
+    # Per-request parameters may be given as ints (temperature 1, top_p 1), as in the reference.
+    if value.dtype.kind not in "iuf":
+        raise InvalidInput(f"{name}: must hold real numbers (an int or float dtype), got {value.dtype}")
+
+
 def _length(name: str, value: np.ndarray, expected: int, what: str) -> None:
     if value.shape[0] != expected:
         raise InvalidInput(f"{name}: length must be {what} = {expected}, got {value.shape[0]}")
@@ -185,7 +191,7 @@ def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: 
 
 def _check_sampling_params(batch: VerifyBatch, batch_size: int) -> None:
     temperature = _array("temperature", batch.temperature, 1)
-    _float("temperature", temperature)
+    _real("temperature", temperature)
     _length("temperature", temperature, batch_size, "batch")
     bad = ~np.isfinite(temperature) | (temperature < 0)
     if bad.any():
@@ -200,7 +206,7 @@ def _check_sampling_params(batch: VerifyBatch, batch_size: int) -> None:
         raise InvalidInput(f"top_k: entry {i} is {int(top_k[i])}, must be >= 0 (0 means off)")
 
     top_p = _array("top_p", batch.top_p, 1)
-    _float("top_p", top_p)
+    _real("top_p", top_p)
     _length("top_p", top_p, batch_size, "batch")
     bad = ~((top_p > 0) & (top_p <= 1))  # also catches NaN
     if bad.any():
