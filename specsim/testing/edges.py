@@ -64,6 +64,7 @@ class Edge:
     expected: list          # per request: the emitted tokens
     needs: frozenset
     point: bool = False
+    float32_exact: bool = True  # False: the answer hinges on a float64 ratio (float32 may round across it)
 
 
 def _ratio_u() -> tuple[float, float]:
@@ -80,10 +81,10 @@ EDGES: list[Edge] = [
          [[0]], frozenset({"point_proposals"}), point=True),
     Edge("u-just-below-ratio", "§3 accept iff u < ratio (just below: accepted)",
          [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[1]])],
-         [[1, 0]], frozenset({"draft_probs"})),
+         [[1, 0]], frozenset({"draft_probs"}), float32_exact=False),
     Edge("u-equal-ratio", "§3 acceptance is strict: u == ratio rejects",
          [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[0]])],
-         [[0]], frozenset({"draft_probs"})),
+         [[0]], frozenset({"draft_probs"}), float32_exact=False),
     Edge("draft-prob-zero", "§4 d(x) = 0: rejected; x stays in the residual",
          [Request([1], [[0, 0, 0, 0], [0, 0, 0, 0]], [[0.5, 0.0, 0.5, 0.0]], uniforms=[0.0],
                   exponentials=[1, 0.01, 1, 1])],

@@ -1,0 +1,39 @@
+"""SPEC §6: the reference and the device refuse every bad input with an error naming the argument."""
+
+from __future__ import annotations
+
+import pytest
+
+from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS
+from specsim.testing.compare import reference_step
+
+CASES = BAD_INPUTS + [NO_NOISE_WITHOUT_SEEDS]
+
+
+@pytest.mark.parametrize("bad", CASES, ids=[b.rule.replace(" ", "-") for b in CASES])
+def test_reference_refuses_bad_input_by_name(bad):
+    batch, noise = bad.make()
+    with pytest.raises(ValueError, match=bad.argument):
+        reference_step(batch, noise)
+
+
+@pytest.mark.parametrize("bad", CASES, ids=[b.rule.replace(" ", "-") for b in CASES])
+def test_device_refuses_bad_input_by_name(device_under_test, bad):
+    batch, noise = bad.make()
+    caps = device_under_test.capabilities
+    if noise is not None and not caps.injected_noise:
+        if bad.argument in ("uniforms", "exponentials"):
+            pytest.skip("device does not take injected noise")
+        noise = None
+    if noise is None and caps.rng == "none":
+        pytest.skip("device draws no randomness of its own")
+    with pytest.raises(ValueError, match=bad.argument):
+        device_under_test.verify(batch, noise)
+
+
+def test_valid_input_is_accepted(device_under_test):
+    """The bad inputs are bad for the stated reason only: the base batch is valid."""
+    from specsim.testing.bad_inputs import good_batch
+    batch, noise = good_batch()
+    reference_step(batch, noise)
+    device_under_test.verify(batch, noise if device_under_test.capabilities.injected_noise else None)
