@@ -1,0 +1,57 @@
+"""The architecture, enforced: who may import whom (README, Layout).
+
+- ``reference/`` imports numpy and the standard library only (and itself).
+- ``devices/`` never imports ``reference`` or ``specsim``: a device checked against itself proves nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names)
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "reference").glob("*.py")), ids=lambda p: p.name)
+def test_reference_imports_only_numpy_and_the_standard_library(path):
+    foreign = _imports(path) - STDLIB - {"numpy", "reference"}
+    assert not foreign, f"{path.name} imports {sorted(foreign)}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "devices").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_devices_never_import_the_reference(path):
+    forbidden = _imports(path) & {"reference", "specsim"}
+    assert not forbidden, f"{path.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+def test_reference_stays_small_enough_to_audit():
+    lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "reference").glob("*.py"))
+    assert lines <= 1200, f"reference/ has {lines} lines; the ground truth must stay auditable"
+
+
+DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
+                   "reference.verify", "reference.laws", "devices.protocol", "specsim.testing.batches",
+                   "specsim.testing.compare", "specsim.testing.seeds", "specsim.testing.bad_inputs"]
+
+
+@pytest.mark.parametrize("name", DOCTEST_MODULES)
+def test_docstring_examples_run(name):
+    failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert failures == 0
