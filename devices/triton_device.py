@@ -1,0 +1,238 @@
+"""The Triton device: one verification step in four fused kernels (``devices/triton_kernels.py``).
+
+It implements SPEC §3–§5 with the keyed Philox streams of §5.2 made in
+registers (``capabilities.rng == "philox"``: same seeds, same tokens as the
+reference and the torch device), or with injected noise (§5.1). Temperature
+is applied inside the kernels; top-k and top-p, when a request uses them, are
+a torch pre-pass over that request's rows only (SPEC §2, float64), which sets
+the filtered logits to -inf in a copy — batches without them pay nothing.
+
+Two layers, like the torch device:
+
+* ``verify_tensors(...)`` — torch tensors already on the GPU, no host sync,
+  no validation: what ``specsim bench`` times and what an engine would call;
+* ``TritonDevice.verify(batch, noise)`` — the numpy protocol of
+  ``devices/protocol.py``: validates (SPEC §6), copies in, calls the above.
+
+On a machine without CUDA the kernels run in Triton's interpreter only when
+``TRITON_INTERPRET=1`` was set before triton was first imported; otherwise
+``make_device`` raises, and the registry lists the device as unavailable.
+
+>>> import os, numpy as np                                     # doctest: +SKIP
+>>> os.environ["TRITON_INTERPRET"] = "1"                       # doctest: +SKIP
+>>> from devices.protocol import VerifyBatch                   # doctest: +SKIP
+>>> dev = make_device()                                        # doctest: +SKIP
+>>> b = VerifyBatch(np.array([1]), np.array([2]), None, np.log(np.full((2, 3), 1/3)),
+...                 np.ones(1), np.zeros(1, np.int64), np.ones(1),
+...                 seeds=np.array([7], np.uint64), positions=np.array([0]))  # doctest: +SKIP
+>>> dev.verify(b).output_token_ids.shape                       # doctest: +SKIP
+(1, 2)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
+
+MAX_K = 64
+MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 inside the kernels; offsets are int64
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Launch shape. ``block``: vocabulary tile (power of two, multiple of 4);
+    ``programs``: how many programs a pass aims for (rows × chunks), so that
+    a small batch still spreads over every multiprocessor."""
+
+    block: int = 2048
+    num_warps: int = 8
+    programs: int = 1056  # 8 per SM on a 132-SM H100
+    race_block: int | None = None
+    race_warps: int | None = None
+
+
+INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1)
+
+
+def _chunks(vocab_size: int, rows: int, block: int, programs: int) -> tuple[int, int]:
+    """``(chunk, num_chunks)``: split V so that rows × num_chunks ≈ programs; chunk is a multiple of block."""
+    tiles = math.ceil(vocab_size / block)
+    want = max(1, min(tiles, math.ceil(programs / max(rows, 1))))
+    chunk = math.ceil(tiles / want) * block
+    return chunk, math.ceil(vocab_size / chunk)
+
+
+def _pow2(n: int, at_least: int = 2) -> int:
+    return max(at_least, 1 << max(0, int(n) - 1).bit_length())
+
+
+def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
+                   seeds=None, positions=None, uniforms=None, exponentials=None,
+                   config: KernelConfig = KernelConfig()):
+    """One step on torch tensors (one device, no validation, no host sync).
+
+    - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
+    - ``draft_token_ids``: ``[num_tokens]`` int64 (placeholder -1 allowed);
+    - ``draft_probs``: ``[num_tokens, V]`` float32/64 or None (point proposals);
+    - ``target_logits``: ``[num_tokens + batch, V]``, already top-k/top-p
+      filtered where used (``filter_logits``);
+    - ``temperature``: ``[batch]`` in the logits' dtype, 0 = greedy;
+    - keyed: ``seeds`` ``[batch]`` int64 holding the uint64 bits, ``positions``
+      ``[batch]`` int64; injected: ``uniforms`` ``[num_tokens]`` float64,
+      ``exponentials`` ``[batch, V]``;
+    - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1).
+
+    Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
+    """
+    import torch
+    from devices import triton_kernels as tk
+
+    rows, V = target_logits.shape
+    batch = cu.shape[0] - 1
+    dev = target_logits.device
+    fp64 = target_logits.dtype == torch.float64
+    keyed = uniforms is None
+    has_draft = draft_probs is not None
+    num_k = cu[1:] - cu[:-1]
+    row_temp = torch.repeat_interleave(temperature, num_k + 1, output_size=rows)
+
+    chunk, nchunk = _chunks(V, rows, config.block, config.programs)
+    stat_max = torch.empty((rows, nchunk), dtype=target_logits.dtype, device=dev)
+    stat_sum = torch.empty_like(stat_max)
+    stat_arg = torch.empty((rows, nchunk), dtype=torch.int32, device=dev)
+    tk.row_stats_kernel[(rows, nchunk)](target_logits, row_temp, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
+                                        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps)
+
+    out = torch.full((batch, max_k + 1), -1, dtype=torch.int64, device=dev)
+    num_accepted = torch.empty(batch, dtype=torch.int64, device=dev)
+    emit = torch.empty((3, batch), dtype=torch.int64, device=dev)
+    emit_stats = torch.empty((2, batch), dtype=target_logits.dtype, device=dev)
+    dummy = target_logits
+    tk.accept_kernel[(batch,)](
+        cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
+        seeds if keyed else dummy, positions if keyed else dummy, dummy if keyed else uniforms,
+        stat_max, stat_sum, stat_arg, out, num_accepted, emit[0], emit[1], emit[2], emit_stats[0], emit_stats[1],
+        V, max_k + 1, nchunk, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK_K=_pow2(max_k + 1),
+        BLOCK_C=_pow2(nchunk), FP64=fp64, num_warps=1)
+
+    race_block = config.race_block or config.block
+    race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
+    best = torch.empty((2, batch, race_nchunk), dtype=target_logits.dtype, device=dev)
+    best_id = torch.empty((2, batch, race_nchunk), dtype=torch.int32, device=dev)
+    tk.race_kernel[(batch, race_nchunk)](
+        target_logits, draft_probs if has_draft else dummy, dummy if keyed else exponentials, temperature,
+        seeds if keyed else dummy, positions if keyed else dummy, emit[0], emit[1], emit[2],
+        emit_stats[0], emit_stats[1], best[0], best_id[0], best[1], best_id[1], V, race_chunk, race_nchunk,
+        TILES=race_chunk // race_block, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK=race_block, FP64=fp64,
+        num_warps=config.race_warps or config.num_warps)
+    tk.finalize_kernel[(batch,)](temperature, num_accepted, best[0], best_id[0], best[1], best_id[1], out,
+                                 max_k + 1, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)
+    return out, num_accepted
+
+
+def filter_logits(target_logits, cu, temperature, top_k, top_p):
+    """SPEC §2 top-k then top-p, as -inf in a copy of ``target_logits``, for the rows
+    of random requests that use them; returns ``target_logits`` itself when none do.
+
+    ``target_logits`` ``[rows, V]`` torch; ``cu`` ``[batch + 1]``, ``temperature``,
+    ``top_k``, ``top_p`` ``[batch]`` numpy (known on the host: the engine sets them).
+    Computed in float64 by value, so boundary ties are kept, as the spec says.
+    """
+    import torch
+
+    V = target_logits.shape[1]
+    uses = (temperature > 0) & (((top_k > 0) & (top_k < V)) | (top_p < 1))
+    if not uses.any():
+        return target_logits
+    req = np.flatnonzero(uses)
+    counts = (cu[req + 1] - cu[req]) + 1
+    rows = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in req])
+    per_row = lambda a: torch.as_tensor(np.repeat(a[req], counts), device=target_logits.device)  # noqa: E731
+    idx = torch.as_tensor(rows, device=target_logits.device)
+    z = target_logits[idx].double() / per_row(temperature.astype(np.float64))[:, None]
+    k = per_row(top_k.astype(np.int64))
+    ordered = torch.sort(z, dim=1, descending=True).values
+    k_on = (k > 0) & (k < V)
+    kth = ordered.gather(1, (torch.where(k_on, k, 1) - 1)[:, None])
+    keep = ~k_on[:, None] | (z >= kth)
+    z = torch.where(keep, z, float("-inf"))
+    probs = torch.softmax(z, dim=1)
+    p = per_row(top_p.astype(np.float64))
+    sorted_probs = torch.sort(probs, dim=1, descending=True).values
+    cum = torch.cumsum(sorted_probs, dim=1)
+    m = torch.searchsorted(cum, p[:, None].contiguous(), side="left").clamp(max=V - 1)
+    tau = sorted_probs.gather(1, m)
+    keep &= (p[:, None] >= 1) | (probs >= tau)
+    filtered = target_logits.clone()
+    filtered[idx] = torch.where(keep, target_logits[idx], torch.tensor(float("-inf"), dtype=target_logits.dtype,
+                                                                      device=target_logits.device))
+    return filtered
+
+
+class TritonDevice:
+    """The numpy-protocol face of ``verify_tensors`` (see the module docstring)."""
+
+    name = "triton"
+    capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
+                                greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
+                                dtypes=("float32", "float64"))
+
+    def __init__(self, device: str, config: KernelConfig):
+        self.device = device
+        self.config = config
+
+    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
+        import torch
+
+        from devices._validate import validate
+        validate(batch, noise)
+        self._check_supported(batch)
+        if noise is None and (batch.seeds is None or batch.positions is None):
+            raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
+        dtype = np.dtype(batch.target_logits.dtype)
+        on = lambda a, dt=None: torch.as_tensor(np.ascontiguousarray(a if dt is None else np.asarray(a, dt)),  # noqa: E731
+                                                device=self.device)
+        cu = batch.request_offsets()
+        logits = filter_logits(on(batch.target_logits), cu, np.asarray(batch.temperature, np.float64),
+                               np.asarray(batch.top_k, np.int64), np.asarray(batch.top_p, np.float64))
+        kwargs = {}
+        if noise is None:
+            kwargs.update(seeds=on(np.asarray(batch.seeds).astype(np.uint64).view(np.int64)),
+                          positions=on(batch.positions, np.int64))
+        else:
+            kwargs.update(uniforms=on(noise.uniforms, np.float64), exponentials=on(noise.exponentials, dtype))
+        out, num_accepted = verify_tensors(
+            on(cu), on(batch.draft_token_ids, np.int64),
+            None if batch.draft_probs is None else on(batch.draft_probs),
+            logits, on(batch.temperature, dtype), max_k=batch.max_k, config=self.config, **kwargs)
+        return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
+
+    def _check_supported(self, batch: VerifyBatch) -> None:
+        if batch.max_k > MAX_K:
+            raise UnsupportedCall(f"num_draft_tokens: at most {MAX_K} per request", batch.max_k)
+        if str(batch.target_logits.dtype) not in self.capabilities.dtypes:
+            raise UnsupportedCall("target_logits: float32 or float64", str(batch.target_logits.dtype))
+
+
+def interpreter_enabled() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def make_device(config: KernelConfig | None = None) -> TritonDevice:
+    """The Triton device on CUDA, or in the CPU interpreter under ``TRITON_INTERPRET=1``."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as e:
+        raise RuntimeError(f"triton device: needs torch and triton installed ({e})") from e
+    if torch.cuda.is_available() and not interpreter_enabled():
+        return TritonDevice("cuda", config or KernelConfig())
+    if interpreter_enabled():
+        return TritonDevice("cpu", config or INTERPRETER_CONFIG)
+    raise RuntimeError("triton device: no CUDA GPU here; to run the kernels on CPU in Triton's interpreter "
+                       "(slow, for tests) set TRITON_INTERPRET=1 before triton is first imported")
