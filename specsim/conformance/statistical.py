@@ -1,0 +1,356 @@
+"""L3: the statistical layer — the output law of a device that draws its own randomness.
+
+For every case of ``cases.CASES`` the group replicates the case's batch
+template into many independent trials (drafts sampled here from the draft
+rows; a fresh seed and position per request), runs them through the device
+with ``noise=None`` in large heterogeneous batches, and tests, per request:
+
+* ``pos{j}`` — the token emitted at position j, given it is emitted, against
+  ``target_probs`` of row j (SPEC §3; bonus included): pooled CR(2/3), or
+  randomized PIT + DKWM for the large-V case;
+* ``accepted`` — the number accepted against its exact law (SPEC §8);
+* ``exact`` — no emitted token of target probability 0, tokens in [0, V),
+  accepted tokens equal the drafts, padding after the last token (no α);
+* ``greedy-exact`` for greedy requests: the deterministic path, token for token.
+
+Budget: ``ctx.alpha_family`` split (Bonferroni) over every statistical check
+of the case list, each run at α/10 (``stats.Budget``). The trial count of a
+case comes from the planner so that every position, bonus included, detects
+worst-case TV ``TARGET_TV`` with power 1-β; the group asserts this design.
+Expected laws come from ``reference`` (float64, raw logits and parameters),
+never from the device.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, VerifyBatch
+from reference.laws import num_accepted_law
+from specsim import stats
+from specsim.conformance.cases import CASES, Built, Case, build, capability_needs
+from specsim.conformance.results import CheckResult
+
+TARGET_TV = 0.02
+"""Every position of every non-PIT case must detect worst-case TV ≥ this (default budget)."""
+
+BETA = stats.DEFAULT_BETA
+MAX_FLOATS_PER_CALL = 20_000_000
+"""Bound on the floats of one verify call (logits + draft rows), to bound memory."""
+
+QUICK_TRIALS = 1500
+PIT_TRIALS = 6000
+QUICK_PIT_TRIALS = 300
+MAX_TRIALS = 2_000_000
+
+
+@dataclass
+class CasePlan:
+    case: Case
+    built: Built
+    trials: int
+    checks: list[str] = field(default_factory=list)  # statistical checks (they spend α)
+    design_tv: dict = field(default_factory=dict)     # check name -> detectable TV (or PIT KS) at the design n
+
+
+@dataclass
+class Plan:
+    cases: list[CasePlan]
+    budget: stats.Budget
+    quick: bool
+
+    @property
+    def checks(self) -> int:
+        return self.budget.checks
+
+
+def reach(built: Built, i: int, j: int) -> float:
+    """P(request i reaches position j) = Π_{l<j} a_l."""
+    return float(np.prod(built.acceptance[i][:j]))
+
+
+def check_names(case: Case) -> list[str]:
+    """The statistical checks of a case (exact checks spend no α and are not listed)."""
+    names = []
+    for i, r in enumerate(case.requests):
+        if r.temperature == 0:
+            continue
+        names += [f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "") for j in range(r.k + 1)]
+        if r.k:
+            names.append(f"L3/{case.id}/r{i}/accepted")
+    return names
+
+
+def _design_trials(built: Built, alpha: float, tv: float) -> int:
+    """Smallest trial count so that every position of every request detects TV ``tv`` (fixed point over pooling)."""
+    trials = 1000.0
+    for _ in range(8):
+        need = 0.0
+        for i, r in enumerate(built.case.requests):
+            if r.temperature == 0:
+                continue
+            for j in range(r.k + 1):
+                p = reach(built, i, j)
+                row = built.target[built.target_row(i, j)]
+                cells = stats.design_cells(row, trials * p)
+                need = max(need, stats.min_samples(max(cells, 2), tv, alpha, BETA) / p)
+        if need <= trials:
+            break
+        trials = need * 1.03  # margin for the binomial spread of the per-position count
+    return int(math.ceil(trials / 100.0) * 100)
+
+
+def make_plan(alpha_family: float, quick: bool, cases=CASES) -> Plan:
+    """Build every case, count the checks, split the budget, size every case."""
+    built = [build(c) for c in cases]
+    names = [n for c in cases for n in check_names(c)]
+    budget = stats.Budget(alpha_family, len(names))
+    plans = []
+    for c, b in zip(cases, built):
+        if c.pit:
+            trials = QUICK_PIT_TRIALS if quick else PIT_TRIALS
+        else:
+            trials = QUICK_TRIALS if quick else _design_trials(b, budget.nominal, TARGET_TV)
+        plan = CasePlan(c, b, min(trials, MAX_TRIALS), check_names(c))
+        for i, r in enumerate(c.requests):
+            if r.temperature == 0:
+                continue
+            for j in range(r.k + 1):
+                n = plan.trials * reach(b, i, j)
+                name = f"L3/{c.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
+                if c.pit:
+                    plan.design_tv[name] = stats.dkwm_detectable(n, budget.nominal, BETA)
+                else:
+                    row = b.target[b.target_row(i, j)]
+                    plan.design_tv[name] = stats.min_detectable_tv(stats.design_cells(row, n), n, budget.nominal, BETA)
+        plans.append(plan)
+    if not quick:  # the design claim, asserted like TFP's experiment-design assertions
+        for p in plans:
+            for name, tv in p.design_tv.items():
+                assert p.case.pit or tv <= TARGET_TV * 1.0001, f"{name}: design detects only TV {tv:.4f} > {TARGET_TV}"
+    return Plan(plans, budget, quick)
+
+
+# --------------------------------------------------------------------------- sampling trials
+
+def _sample_drafts(rng: np.random.Generator, rows: np.ndarray, n: int) -> np.ndarray:
+    """``[n, K]`` draft ids, column j drawn from ``rows[j]`` (``[K, V]``) by inverse CDF."""
+    K, V = rows.shape
+    out = np.empty((n, K), dtype=np.int64)
+    for j in range(K):
+        cum = np.cumsum(rows[j])
+        out[:, j] = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), V - 1)
+    return out
+
+
+def _trial_batch(built: Built, drafts: list, rng: np.random.Generator, n: int, dtype) -> VerifyBatch:
+    """``n`` copies of the template, request-major inside a trial, each request with its own seed and position."""
+    B = len(built.num_draft_tokens)
+    ids = np.concatenate([d for d in drafts], axis=1) if drafts else np.zeros((n, 0), np.int64)
+    point = built.case.point
+    return VerifyBatch(
+        num_draft_tokens=np.tile(built.num_draft_tokens, n),
+        draft_token_ids=ids.reshape(-1),
+        draft_probs=None if point else np.tile(built.draft_rows.astype(dtype), (n, 1)),
+        target_logits=np.tile(built.target_logits.astype(dtype), (n, 1)),
+        temperature=np.tile(built.temperature, n),
+        top_k=np.tile(built.top_k, n),
+        top_p=np.tile(built.top_p, n),
+        seeds=rng.integers(0, 2**64, size=n * B, dtype=np.uint64),
+        positions=rng.integers(0, 2**31, size=n * B, dtype=np.int64),
+    )
+
+
+@dataclass
+class Tally:
+    """What the trials of one case produced, per request."""
+
+    counts: dict = field(default_factory=dict)       # (i, j) -> [V] counts of the token emitted at j
+    tokens: dict = field(default_factory=dict)       # (i, j) -> list of token arrays (PIT case)
+    accepted: dict = field(default_factory=dict)     # i -> [K_i + 1] counts of num_accepted
+    structural: dict = field(default_factory=dict)   # i -> list of exact-violation strings
+    n: int = 0
+
+
+def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens: bool) -> None:
+    B = len(built.num_draft_tokens)
+    V = built.target_logits.shape[1]
+    width = int(built.num_draft_tokens.max()) + 1
+    ids = np.asarray(out.output_token_ids).reshape(n, B, -1)
+    acc = np.asarray(out.num_accepted).reshape(n, B)
+    for i, r in enumerate(built.case.requests):
+        bad = t.structural.setdefault(i, [])
+        m = acc[:, i]
+        if ids.shape[2] != width:
+            bad.append(f"output width {ids.shape[2]}, expected {width}")
+            continue
+        if (m < 0).any() or (m > r.k).any():
+            bad.append(f"num_accepted outside 0..{r.k}: {sorted(set(m[(m < 0) | (m > r.k)].tolist()))[:5]}")
+            m = np.clip(m, 0, r.k)
+        d = drafts[i]
+        row_ids = ids[:, i, :]
+        for j in range(r.k + 1):
+            emitted = m >= j
+            tok = row_ids[emitted, j]
+            if j < r.k:
+                acc_here = m > j
+                wrong = row_ids[acc_here, j] != d[acc_here, j]
+                if wrong.any():
+                    bad.append(f"pos{j}: {int(wrong.sum())} accepted tokens differ from the draft")
+            out_of_range = (tok < 0) | (tok >= V)
+            if out_of_range.any():
+                bad.append(f"pos{j}: {int(out_of_range.sum())} tokens outside [0, V): {np.unique(tok[out_of_range])[:5].tolist()}")
+                tok = tok[~out_of_range]
+            after = row_ids[:, j + 1:] if j + 1 < width else None
+            pad = (np.arange(width)[None, :] > m[:, None]) & (row_ids != PLACEHOLDER_TOKEN_ID)
+            if j == 0 and pad.any():
+                bad.append(f"{int(pad.any(axis=1).sum())} rows have tokens after the last emitted one")
+            del after
+            if r.temperature == 0:
+                continue
+            t.counts[(i, j)] = t.counts.get((i, j), 0) + np.bincount(tok, minlength=V)
+            if keep_tokens:
+                t.tokens.setdefault((i, j), []).append(tok)
+        if r.temperature == 0:  # the deterministic greedy path from the drafts
+            logits = built.target_logits[[built.target_row(i, j) for j in range(r.k + 1)]]
+            best = np.argmax(logits, axis=1)
+            match = d == best[None, :r.k] if r.k else np.zeros((n, 0), bool)
+            expect_m = np.where(match.all(axis=1), r.k, np.argmin(match, axis=1)) if r.k else np.zeros(n, np.int64)
+            wrong = (m != expect_m) | (row_ids[np.arange(n), expect_m] != best[expect_m])
+            if wrong.any():
+                first = int(np.flatnonzero(wrong)[0])
+                bad.append(f"greedy: {int(wrong.sum())} trials off the argmax path (e.g. accepted {int(m[first])}, "
+                           f"expected {int(expect_m[first])}, emitted {row_ids[first].tolist()}, argmax {best.tolist()})")
+        if r.k:
+            t.accepted[i] = t.accepted.get(i, 0) + np.bincount(m, minlength=r.k + 1)[: r.k + 1]
+
+
+def run_trials(device, plan: CasePlan, seed: int) -> Tally:
+    """Run ``plan.trials`` trials of the case through ``device`` in chunks; tally the outputs."""
+    built = plan.built
+    rng = np.random.default_rng(seed)
+    dtype = np.float32 if "float32" in device.capabilities.dtypes else np.float64
+    per_trial = built.target_logits.size + (0 if built.case.point else built.draft_rows.size)
+    chunk = max(1, min(plan.trials, MAX_FLOATS_PER_CALL // per_trial))
+    t = Tally()
+    done = 0
+    while done < plan.trials:
+        n = min(chunk, plan.trials - done)
+        drafts = [_sample_drafts(rng, built.draft_rows[built.draft_row(i, 0): built.draft_row(i, 0) + r.k], n)
+                  for i, r in enumerate(built.case.requests)]
+        out = device.verify(_trial_batch(built, drafts, rng, n, dtype))
+        _tally_chunk(t, built, drafts, out, n, keep_tokens=built.case.pit)
+        done += n
+    t.n = done
+    return t
+
+
+# --------------------------------------------------------------------------- verdicts
+
+def _stat_result(name: str, res, budget: stats.Budget, seed: int, design_tv: float | None, extra: dict) -> CheckResult:
+    detectable = getattr(res, "detectable_tv", None)
+    if detectable is None:
+        detectable = getattr(res, "detectable_ks", None)
+    return CheckResult(
+        name=name, layer="L3", status="pass" if res.passed else "fail", detail=res.report(),
+        p_value=float(res.p_value), alpha=budget.nominal, n=int(res.n),
+        statistic=float(getattr(res, "statistic", getattr(res, "ks", 0.0))),
+        detectable_tv=None if detectable is None or not math.isfinite(detectable) else float(detectable),
+        seed=seed, extra={"alpha_share": budget.alpha, "family_checks": budget.checks,
+                          "alpha_family": budget.alpha_family, "design_detectable": design_tv, **extra})
+
+
+def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) -> list[CheckResult]:
+    built, case = plan.built, plan.case
+    out = []
+    pit_rng = np.random.default_rng(seed ^ 0x5EED)
+    for i, r in enumerate(case.requests):
+        bad = tally.structural.get(i, [])
+        if r.temperature == 0:
+            out.append(CheckResult(f"L3/{case.id}/r{i}/greedy-exact", "L3", "fail" if bad else "pass",
+                                   "; ".join(bad[:3]) if bad else f"{tally.n} trials on the argmax path",
+                                   n=tally.n, seed=seed))
+            continue
+        support_bad = []
+        for j in range(r.k + 1):
+            row = built.target[built.target_row(i, j)]
+            counts = tally.counts.get((i, j), np.zeros(len(row)))
+            sup = stats.support_check(counts, row, what=f"pos{j}")
+            if not sup.passed:
+                support_bad.append(sup.report())
+            name = f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
+            if case.pit:
+                tokens = np.concatenate(tally.tokens.get((i, j), [np.zeros(0, np.int64)]))
+                tokens = tokens[row[tokens] > 0]  # support failures are counted exactly above
+                res = stats.dkwm_test(stats.pit_values(tokens, row, pit_rng), budget.nominal, what=name, seed=seed)
+                out.append(_stat_result(name, res, budget, seed, plan.design_tv.get(name),
+                                        {"test": "randomized PIT + DKWM", "detectable_metric": "PIT KS distance"}))
+            else:
+                res = stats.gof_test(counts, row, budget.nominal, what=name, seed=seed)
+                out.append(_stat_result(name, res, budget, seed, plan.design_tv.get(name),
+                                        {"test": "pooled Cressie-Read 2/3", **res.extra()}))
+        if r.k:
+            law = np.array(num_accepted_law(built.acceptance[i]), dtype=np.float64)
+            counts = tally.accepted.get(i, np.zeros(r.k + 1))
+            sup = stats.support_check(counts, law, what="num_accepted")
+            if not sup.passed:
+                support_bad.append(sup.report())
+            name = f"L3/{case.id}/r{i}/accepted"
+            res = stats.gof_test(counts, law, budget.nominal, what=name, seed=seed)
+            out.append(_stat_result(name, res, budget, seed, None,
+                                    {"test": "accepted-count law, pooled Cressie-Read 2/3",
+                                     "expected_law": law.tolist(), "observed": np.asarray(counts).tolist(),
+                                     **res.extra()}))
+        problems = bad + support_bad
+        out.append(CheckResult(f"L3/{case.id}/r{i}/exact", "L3", "fail" if problems else "pass",
+                               "; ".join(problems[:3]) if problems else
+                               f"support, token range, accepted = drafts, padding: all hold over {tally.n} trials",
+                               n=tally.n, seed=seed))
+    return out
+
+
+def _missing(device, case: Case) -> list[str]:
+    caps = device.capabilities
+    missing = [need for need in capability_needs(case) if not getattr(caps, need)]
+    if case.vocab_size > caps.max_vocab_size:
+        missing.append(f"vocab {case.vocab_size} > max_vocab_size {caps.max_vocab_size}")
+    if max(r.k for r in case.requests) > caps.max_k:
+        missing.append(f"K > max_k {caps.max_k}")
+    return missing
+
+
+def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=None) -> list[CheckResult]:
+    """The L3 group: ``run(device, ctx) -> list[CheckResult]`` (see the module docstring).
+
+    ``stop_at_first_fail`` (used by ``specsim mutants``) stops after the first
+    case with a failing check; the budget and every check's α are unchanged.
+    """
+    if device.capabilities.rng == "none":
+        return [CheckResult("L3/statistical", "L3", "not_supported",
+                            "the device cannot draw its own randomness (capabilities.rng = 'none')")]
+    plan = make_plan(ctx.alpha_family, ctx.quick)
+    results = []
+    for cp in plan.cases:
+        if cases is not None and cp.case.id not in cases:
+            continue
+        missing = _missing(device, cp.case)
+        if missing:
+            results += [CheckResult(n, "L3", "not_supported", f"needs {', '.join(missing)}") for n in cp.checks]
+            continue
+        seed = stats.case_seed(ctx.seed, cp.case.id)
+        start = time.perf_counter()
+        tally = run_trials(device, cp, seed)
+        elapsed = time.perf_counter() - start
+        found = case_results(cp, tally, plan.budget, seed)
+        for r in found:
+            r.extra.setdefault("trials", tally.n)
+            r.extra.setdefault("case_seconds", round(elapsed, 2))
+            r.extra.setdefault("quick", plan.quick)
+        results += found
+        if stop_at_first_fail and any(r.status == "fail" for r in found):
+            break
+    return results
