@@ -1,0 +1,419 @@
+"""The report's content as plain tables (strings in cells), shared by Markdown and HTML.
+
+Every builder takes parsed JSON and returns a :class:`Table` (or None when
+its inputs are absent); escaping is the writer's job, so cells hold raw text.
+
+The simulation tables keep the seeds' shapes, so they paste into a PR next to
+numbers people already know:
+
+- ``acc_counts`` / ``acc_rate`` block (seed 000, vLLM ``spec_decode.py``)::
+
+      acc_counts: [3331, 0]
+      acc_rate: 0.3735142408611796
+      num_draft_tokens: 8918
+      num_drafts: 8918
+
+- acceptance per position (seed 002): ``| run | pos 1 | pos 2 | ... |``,
+  acceptance at position i = ``acc_counts[i] / num_drafts``;
+- AL by temperature with and without draft probs (seed 003)::
+
+      | Temperature | AL w/o probs | AL w/ probs |
+      | 0           | 2.37         | 2.37        |
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from specsim.conformance.results import STATUSES
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    classes: list[list[str]] = field(default_factory=list)  # per-cell CSS class (HTML only), parallel to rows
+
+
+def fmt(x, digits: int = 4) -> str:
+    """A number for a table cell: ints as is, floats to ``digits`` significant figures, None as ''."""
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def first_line(text, width: int = 120) -> str:
+    line = (str(text or "").splitlines() or [""])[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def device_label(doc: dict) -> str:
+    dev = doc.get("device") or {}
+    spec, name = dev.get("spec"), dev.get("name")
+    if name and spec and name != spec:
+        return f"{name} ({spec})"
+    return str(name or spec or "?")
+
+
+def provenance(doc: dict) -> dict[str, str]:
+    """What was run, where, with what: one conformance document's provenance as label → text."""
+    env = doc.get("environment") or {}
+    checks = [c for c in doc.get("checks") or [] if isinstance(c, dict)]
+    ns = [c["n"] for c in checks if isinstance(c.get("n"), (int, float))]
+    run = doc.get("run") or {}
+    versions = ", ".join(f"{k} {env[k]}" for k in ("specsim", "python", "numpy", "torch", "scipy") if env.get(k))
+    out = {
+        "device": device_label(doc),
+        "versions": versions,
+        "machine": ", ".join(str(env[k]) for k in ("platform", "machine", "processor", "cuda") if env.get(k)),
+        "suite seed": fmt(doc.get("seed")),
+        "α family budget": fmt(doc.get("alpha_family")),
+        "sample sizes": (f"n = {fmt(min(ns))} … {fmt(max(ns))} over {len(ns)} checks that sample" if ns
+                         else "no statistical checks"),
+        "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
+        "verdict": "PASS" if doc.get("passed") else "FAIL",
+    }
+    if run:
+        out["run"] = (f"{run.get('isolation', '?')}; " + ("complete" if run.get("complete", True) else "INCOMPLETE")
+                      + (f"; started {run['started']}" if run.get("started") else ""))
+        if run.get("command"):
+            out["command"] = " ".join(str(a) for a in run["command"])
+    return out
+
+
+def provenance_line(conformance: list[tuple[str, dict]], extra: str = "") -> str:
+    """One line for a figure: device(s), versions, seed(s), n, α, machine."""
+    if not conformance:
+        return extra or "no conformance input"
+    parts = []
+    for _, doc in conformance[:3]:
+        p = provenance(doc)
+        parts.append(f"{p['device']} · {p['versions']} · seed {p['suite seed']} · α_family {p['α family budget']} "
+                     f"· {p['sample sizes']} · {p['machine']}")
+    more = f" (+{len(conformance) - 3} more)" if len(conformance) > 3 else ""
+    return " | ".join(parts) + more + (f" · {extra}" if extra else "")
+
+
+# ----------------------------------------------------------------------------- conformance
+
+
+def checks_of(doc: dict) -> list[dict]:
+    return [c for c in doc.get("checks") or [] if isinstance(c, dict)]
+
+
+def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
+    if not conformance:
+        return None
+    rows, classes = [], []
+    for src, doc in conformance:
+        s = doc.get("summary") or {}
+        verdict = "PASS" if doc.get("passed") else "FAIL"
+        rows.append([device_label(doc), verdict] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
+        classes.append(["", "pass" if verdict == "PASS" else "fail"] + ["", "", "", "", ""])
+    return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
+                 note="Only fail and error count against conformance; not_supported marks a capability "
+                      "the device does not declare.", classes=classes)
+
+
+def layer_table(doc: dict) -> Table | None:
+    checks = checks_of(doc)
+    if not checks:
+        return None
+    layers: dict[str, dict[str, int]] = {}
+    for c in checks:
+        row = layers.setdefault(str(c.get("layer", "?")), {s: 0 for s in STATUSES})
+        row[c.get("status")] = row.get(c.get("status"), 0) + 1
+    return Table(f"By layer — {device_label(doc)}", ["layer", *STATUSES],
+                 [[k, *(fmt(v.get(s, 0)) for s in STATUSES)] for k, v in sorted(layers.items())])
+
+
+def problem_table(doc: dict) -> Table | None:
+    bad = [c for c in checks_of(doc) if c.get("status") in ("fail", "error")]
+    if not bad:
+        return None
+    return Table(f"Failed and errored checks — {device_label(doc)}", ["check", "status", "p-value", "α", "n", "detail"],
+                 [[str(c.get("name")), str(c.get("status")), fmt(c.get("p_value"), 3), fmt(c.get("alpha"), 3),
+                   fmt(c.get("n")), first_line(c.get("detail"), 300)] for c in bad],
+                 classes=[["", str(c.get("status")), "", "", "", ""] for c in bad])
+
+
+def statistical_table(doc: dict) -> Table | None:
+    stat = [c for c in checks_of(doc) if c.get("p_value") is not None]
+    if not stat:
+        return None
+    return Table(f"Statistical checks — {device_label(doc)}",
+                 ["check", "status", "p-value", "α", "n", "statistic", "detectable TV", "seed"],
+                 [[str(c.get("name")), str(c.get("status")), fmt(c.get("p_value"), 3), fmt(c.get("alpha"), 3),
+                   fmt(c.get("n")), fmt(c.get("statistic")), fmt(c.get("detectable_tv"), 3), fmt(c.get("seed"))]
+                  for c in stat],
+                 classes=[["", str(c.get("status"))] + [""] * 6 for c in stat])
+
+
+def all_checks_table(doc: dict) -> Table | None:
+    checks = checks_of(doc)
+    if not checks:
+        return None
+    return Table(f"All checks — {device_label(doc)}", ["check", "layer", "status", "detail"],
+                 [[str(c.get("name")), str(c.get("layer", "")), str(c.get("status")), first_line(c.get("detail"))]
+                  for c in checks],
+                 classes=[["", "", str(c.get("status")), ""] for c in checks])
+
+
+def check_group(name: str, prefix_counts: dict[str, int] | None = None) -> str:
+    """The matrix row of a check: its first two path parts (``L1/injected/full/case-3`` → ``L1/injected``), or
+    just the first where that two-part prefix holds a single check (``input/top_p-zero`` → ``input``), so
+    single-check families collapse into one row."""
+    parts = str(name).split("/")
+    two = "/".join(parts[:2])
+    if prefix_counts is not None and prefix_counts.get(two, 0) < 2:
+        return parts[0]
+    return two
+
+
+WORST = {"error": 3, "fail": 2, "pass": 1, "not_supported": 0}
+
+
+def matrix(conformance: list[tuple[str, dict]]) -> tuple[list[str], list[str], list[list[str | None]]]:
+    """Device × check-group statuses: ``(devices, groups, cells)`` with ``cells[device][group]`` the worst
+    status of the group's checks on that device (None: the device's run has no such check)."""
+    devices = [device_label(doc) for _, doc in conformance]
+    prefix_counts: dict[str, int] = {}
+    for _, doc in conformance:
+        for c in checks_of(doc):
+            two = "/".join(str(c.get("name", "?")).split("/")[:2])
+            prefix_counts[two] = prefix_counts.get(two, 0) + 1
+    groups: list[str] = []
+    per: list[dict[str, str]] = []
+    for _, doc in conformance:
+        cells: dict[str, str] = {}
+        for c in checks_of(doc):
+            g = check_group(c.get("name", "?"), prefix_counts)
+            if g not in groups:
+                groups.append(g)
+            st = str(c.get("status"))
+            if g not in cells or WORST.get(st, 0) > WORST.get(cells[g], 0):
+                cells[g] = st
+        per.append(cells)
+    return devices, groups, [[cells.get(g) for g in groups] for cells in per]
+
+
+def matrix_table(conformance: list[tuple[str, dict]]) -> Table | None:
+    if not conformance:
+        return None
+    devices, groups, cells = matrix(conformance)
+    rows = [[g] + [cells[d][j] or "—" for d in range(len(devices))] for j, g in enumerate(groups)]
+    return Table("Device × check matrix (worst status per check group)", ["check group", *devices], rows,
+                 classes=[[""] + [cells[d][j] or "" for d in range(len(devices))] for j in range(len(groups))])
+
+
+# ----------------------------------------------------------------------------- mutants
+
+MUTANT_COLUMNS = ("name", "models", "killed", "killer", "killer_check", "p_value", "detail")
+
+
+def mutants_table(mutants: list[tuple[str, list[dict]]]) -> Table | None:
+    records = [r for _, recs in mutants for r in recs]
+    if not records:
+        return None
+    keys: list[str] = [k for k in MUTANT_COLUMNS if any(k in r for r in records)]
+    for r in records:  # render whatever else exists too, in first-seen order
+        keys.extend(k for k in r if k not in keys and not isinstance(r[k], (dict, list)))
+    rows, classes = [], []
+    for r in records:
+        rows.append([first_line(fmt(r.get(k), 3) if not isinstance(r.get(k), str) else r.get(k), 200) for k in keys])
+        killed = r.get("killed")
+        classes.append(["pass" if killed is True and k == "killed" else "fail" if killed is False and k == "killed"
+                        else "" for k in keys])
+    n_killed = sum(r.get("killed") is True for r in records)
+    return Table("Mutants", list(keys), rows, note=f"{n_killed} of {len(records)} mutants killed.", classes=classes)
+
+
+# ----------------------------------------------------------------------------- simulations
+
+
+def num_drafts(sim: dict) -> float | None:
+    v = sim.get("num_drafts")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def mean_acceptance_length(sim: dict) -> float | None:
+    """``mean_acceptance_length`` if given, else ``1 + sum(acc_counts) / num_drafts``."""
+    v = sim.get("mean_acceptance_length")
+    if isinstance(v, (int, float)):
+        return float(v)
+    counts, n = sim.get("acc_counts"), num_drafts(sim)
+    if isinstance(counts, list) and n:
+        return 1.0 + sum(float(c) for c in counts) / n
+    return None
+
+
+def sim_label(src: str, sim: dict) -> str:
+    for k in ("name", "label", "workload", "proposer", "method"):
+        if isinstance(sim.get(k), str):
+            return sim[k]
+    return src.rsplit("/", 1)[-1]
+
+
+def counts_block(src: str, sim: dict) -> str | None:
+    """Seed 000's print shape (``acc_counts:``, ``acc_rate:``, ...)."""
+    keys = [k for k in ("acc_counts", "acc_rate", "num_draft_tokens", "num_drafts", "mean_acceptance_length",
+                        "emitted_tokens") if k in sim]
+    if not keys:
+        return None
+    lines = [f"=== {sim_label(src, sim)} ==="] + [f"{k}: {sim[k]}" for k in keys]
+    return "\n".join(lines)
+
+
+def per_position_table(simulations: list[tuple[str, dict]]) -> Table | None:
+    rows = []
+    width = 0
+    for src, sim in simulations:
+        counts, n = sim.get("acc_counts"), num_drafts(sim)
+        if not isinstance(counts, list) or not n:
+            continue
+        rates = [float(c) / n for c in counts]
+        width = max(width, len(rates))
+        rows.append((sim_label(src, sim), rates, mean_acceptance_length(sim)))
+    if not rows:
+        return None
+    header = ["run"] + [f"pos {i + 1}" for i in range(width)] + ["mean AL"]
+    return Table("Acceptance per position", header,
+                 [[label] + [fmt(r, 3) for r in rates] + [""] * (width - len(rates)) + [fmt(al, 3)]
+                  for label, rates, al in rows],
+                 note="Acceptance at position i = acc_counts[i] / num_drafts; "
+                      "mean AL = 1 + sum(acc_counts) / num_drafts.")
+
+
+_AL_KEYS = ("mean_acceptance_length", "al", "AL", "acceptance_length")
+_WITH_KEYS = ("draft_probs", "use_draft_probs", "with_probs", "with_draft_probs")
+
+
+def _bool_of(row: dict) -> bool | None:
+    for k in _WITH_KEYS:
+        if k in row and isinstance(row[k], (bool, int)):
+            return bool(row[k])
+    proposal = row.get("proposals") or row.get("proposal")
+    if isinstance(proposal, str):
+        return proposal in ("draft_probs", "full", "probs")
+    return None
+
+
+def _al_of(row: dict) -> float | None:
+    for k in _AL_KEYS:
+        if isinstance(row.get(k), (int, float)):
+            return float(row[k])
+    return mean_acceptance_length(row)
+
+
+def sweep_points(sim: dict) -> list[tuple[float, bool | None, float]]:
+    """``(temperature, with draft probs?, AL)`` points of one simulation document, in any shape we know."""
+    points = []
+    for key in ("temperature_sweep", "sweep", "rows"):
+        sweep = sim.get(key)
+        if isinstance(sweep, dict):  # columns: {"temperature": [...], "al_without_probs": [...], ...}
+            temps = sweep.get("temperature") or sweep.get("temperatures") or []
+            for flag, names in ((False, ("al_without_probs", "al_wo_probs", "AL w/o probs")),
+                                (True, ("al_with_probs", "al_w_probs", "AL w/ probs"))):
+                col = next((sweep[n] for n in names if isinstance(sweep.get(n), list)), None)
+                if col:
+                    points += [(float(t), flag, float(a)) for t, a in zip(temps, col) if isinstance(a, (int, float))]
+        elif isinstance(sweep, list):
+            for row in sweep:
+                if not isinstance(row, dict) or not isinstance(row.get("temperature"), (int, float)):
+                    continue
+                t = float(row["temperature"])
+                for flag, names in ((False, ("al_without_probs", "al_wo_probs", "AL w/o probs")),
+                                    (True, ("al_with_probs", "al_w_probs", "AL w/ probs"))):
+                    for n in names:
+                        if isinstance(row.get(n), (int, float)):
+                            points.append((t, flag, float(row[n])))
+                al = _al_of(row)
+                if al is not None and not any(n in row for n in ("al_without_probs", "al_with_probs")):
+                    points.append((t, _bool_of(row), al))
+    if not points and isinstance(sim.get("temperature"), (int, float)):
+        al = _al_of(sim)
+        if al is not None:
+            points.append((float(sim["temperature"]), _bool_of(sim), al))
+    return points
+
+
+def temperature_table(simulations: list[tuple[str, dict]]) -> Table | None:
+    by_t: dict[float, dict] = {}
+    for _, sim in simulations:
+        for t, flag, al in sweep_points(sim):
+            by_t.setdefault(t, {})[flag] = al
+    if not by_t:
+        return None
+    rows = [[fmt(t), fmt(v.get(False), 3), fmt(v.get(True), 3)] for t, v in sorted(by_t.items())]
+    unknown = any(None in v for v in by_t.values())
+    return Table("AL by temperature", ["Temperature", "AL w/o probs", "AL w/ probs"], rows,
+                 note="AL: mean acceptance length (tokens emitted per verification step). 'w/o probs': point "
+                      "proposals (draft probabilities not used); 'w/ probs': full draft probabilities."
+                      + (" Some points did not say whether draft probs were used and are not shown." if unknown else ""))
+
+
+# ----------------------------------------------------------------------------- distributions in checks
+
+_OBSERVED = ("observed", "observed_counts", "counts")
+_EXPECTED = ("expected_probs", "expected_law", "exact_probs", "expected", "target_probs", "law", "exact_law")
+_LABELS = ("cells", "tokens", "labels", "categories", "support")
+
+
+def _vector(v) -> tuple[list, list[float]] | None:
+    """A list → (index labels, values); a dict → (sorted keys, values)."""
+    if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+        return list(range(len(v))), [float(x) for x in v]
+    if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values()):
+        keys = sorted(v, key=lambda k: (len(str(k)), str(k)))
+        return keys, [float(v[k]) for k in keys]
+    return None
+
+
+def distribution_of(check: dict) -> dict | None:
+    """A statistical check's observed counts and exact law, if its ``extra`` carries them.
+
+    Returns ``{"labels", "observed" (counts), "expected" (probabilities), "n", "kind", "position", "partial"}``;
+    kind is ``"num_accepted"`` for the law of the number accepted, else ``"tokens"``. Full vectors come from
+    ``extra["observed"]`` and ``extra["expected_probs"]`` (or ``expected_law``); failing those, the cells of
+    ``extra["worst"]`` (``[{cell, observed, expected}]``, expected as a count) with ``partial`` True.
+    """
+    extra = check.get("extra") or {}
+    if not isinstance(extra, dict):
+        return None
+    obs = next((_vector(extra[k]) for k in _OBSERVED if k in extra and _vector(extra[k])), None)
+    exp = next((_vector(extra[k]) for k in _EXPECTED if k in extra and _vector(extra[k])), None)
+    partial = False
+    if (obs is None or exp is None) and isinstance(extra.get("worst"), list) and isinstance(check.get("n"), (int, float)):
+        # only the largest residuals were recorded: show those cells (expected count / n = probability)
+        worst = [w for w in extra["worst"] if isinstance(w, dict) and {"cell", "observed", "expected"} <= set(w)]
+        if worst and check["n"] > 0:
+            worst.sort(key=lambda w: str(w["cell"]))
+            obs = ([w["cell"] for w in worst], [float(w["observed"]) for w in worst])
+            exp = (obs[0], [float(w["expected"]) / check["n"] for w in worst])
+            partial = True
+    if obs is None or exp is None or len(obs[1]) != len(exp[1]):
+        return None
+    labels = next((list(extra[k]) for k in _LABELS if isinstance(extra.get(k), list)
+                   and len(extra[k]) == len(obs[1])), obs[0])
+    total = sum(exp[1])
+    expected = [e / total for e in exp[1]] if total > 1.5 and not partial else exp[1]  # counts → probabilities
+    n = float(check["n"]) if partial else sum(obs[1])
+    text = " ".join(str(x) for x in (check.get("name"), extra.get("kind"), extra.get("what"))).lower()
+    kind = "num_accepted" if "accept" in text else "tokens"
+    return {"labels": labels, "observed": obs[1], "expected": expected, "n": n, "kind": kind, "partial": partial,
+            "position": extra.get("position"), "name": check.get("name"), "p_value": check.get("p_value"),
+            "alpha": check.get("alpha"), "status": check.get("status"), "seed": check.get("seed")}
