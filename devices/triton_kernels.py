@@ -291,3 +291,21 @@ def finalize_kernel(temp_ptr, num_accepted_ptr, best_w_ptr, best_w_id_ptr, best_
         token = tl.where(top_w > 0, token_w, token_t)  # empty residual: draw from t (§4)
         n = tl.load(num_accepted_ptr + i)
         tl.store(out_ptr + i.to(tl.int64) * OUT_WIDTH + n, token.to(tl.int64))
+
+
+@triton.jit
+def stream_kernel(seeds_ptr, positions_ptr, words_ptr, exps_ptr, purpose, column, N: tl.constexpr,
+                  BLOCK: tl.constexpr, FP64: tl.constexpr):
+    """Words ``0 .. N-1`` of S(seeds[i], positions[i], purpose, column) and their
+    exponentials, for checking the in-kernel streams against the reference
+    (``words_ptr`` ``[batch, N]`` int32 bits, ``exps_ptr`` ``[batch, N]``)."""
+    i = tl.program_id(0)
+    seed = tl.load(seeds_ptr + i).to(tl.uint64, bitcast=True)
+    pos = tl.load(positions_ptr + i).to(tl.uint32)
+    lanes = tl.arange(0, BLOCK)
+    for tile in range(0, tl.cdiv(N, BLOCK)):
+        off = tile * BLOCK
+        w = philox_words(seed, off, pos, purpose, column, BLOCK)
+        cols = off + lanes
+        tl.store(words_ptr + i.to(tl.int64) * N + cols, w.to(tl.int32, bitcast=True), mask=cols < N)
+        tl.store(exps_ptr + i.to(tl.int64) * N + cols, word_exponential(w, FP64), mask=cols < N)
