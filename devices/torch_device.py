@@ -32,12 +32,13 @@ Lower-level API (tensors already on the device; used by GPU benchmarks)::
                    exponentials=None,  # [batch, V] float64 > 0           }
                    seeds=None,         # [batch] int64 holding uint64 bits } keyed Philox noise
                    positions=None,     # [batch] int64 in [0, 2^32)        } (SPEC §5.2)
-                   max_k=None,         # int, max(K_i); given, no device sync for the output width
+                   max_k=None,         # int, max(K_i); None: read from num_draft_tokens (a device sync)
+                   modes=None,         # Modes(...) of the batch; None: read from the parameters (a sync)
                    ) -> (output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)
 
 It does not validate (call ``devices._validate.validate`` on the numpy
-batch for that) and synchronises with the device once, to read which modes
-the batch uses (greedy/sampled/top-k/top-p), plus once more if ``max_k`` is None.
+batch for that). With ``max_k`` and ``modes`` given it never synchronises
+with the device (CUDA-graph capturable); ``batch_modes`` computes ``modes``.
 
 >>> import numpy as np
 >>> from devices.protocol import VerifyBatch, Noise
@@ -51,6 +52,8 @@ the batch uses (greedy/sampled/top-k/top-p), plus once more if ``max_k`` is None
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
@@ -63,6 +66,25 @@ CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=26
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                             dtypes=("float32", "float64"))
 """Limits are declared, not inherent: memory grows as ``num_tokens × V``."""
+
+
+class Modes(NamedTuple):
+    """Which code paths a batch needs; a path a batch does not need is skipped.
+
+    Claiming a mode the batch lacks only costs time; omitting one it has is wrong.
+    """
+
+    greedy: bool = True    # some request has temperature 0
+    sampled: bool = True   # some request has temperature > 0
+    top_k: bool = True     # some sampled request has 0 < top_k < V
+    top_p: bool = True     # some sampled request has top_p < 1
+
+
+def batch_modes(temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, vocab_size: int) -> Modes:
+    """The ``Modes`` of a batch, read in one device sync. Arguments ``[batch]`` as in ``verify_tensors``."""
+    greedy = temperature == 0
+    return Modes(*torch.stack([greedy.any(), (~greedy).any(), ((top_k > 0) & (top_k < vocab_size) & ~greedy).any(),
+                               ((top_p < 1) & ~greedy).any()]).tolist())
 
 
 # --- phase 2: the target distribution of a set of rows (SPEC §2) ---------------
@@ -186,7 +208,7 @@ def _residual(target_rows, draft_rows, draft_ids, subtract) -> torch.Tensor:
 # --- the whole step -----------------------------------------------------------
 
 def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, *,
-                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None):
+                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None, modes=None):
     """One step on tensors already on the device; see the module docstring for shapes.
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
@@ -201,12 +223,10 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
             raise InvalidInput("seeds: required (with positions) when no noise is injected")
         uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size, num_tokens)
 
-    # Phase 1: layout. The one device sync: which modes does this batch use?
+    # Phase 1: layout, and which paths this batch needs.
     offsets, request, draft_index, target_row = _layout(num_draft_tokens, num_tokens)
+    has_greedy, has_sampled, use_top_k, use_top_p = modes or batch_modes(temperature, top_k, top_p, vocab_size)
     greedy = temperature == 0
-    has_greedy, has_sampled, use_top_k, use_top_p = torch.stack([
-        greedy.any(), (~greedy).any(),
-        ((top_k > 0) & (top_k < vocab_size) & ~greedy).any(), ((top_p < 1) & ~greedy).any()]).tolist()
     safe_temperature = torch.where(greedy, torch.ones_like(temperature), temperature)
     filters = dict(use_top_k=use_top_k, use_top_p=use_top_p)
 
@@ -306,4 +326,4 @@ def make_cuda_device() -> TorchDevice:
     return TorchDevice("cuda", name="torch-cuda")
 
 
-__all__ = ["TorchDevice", "verify_tensors", "target_probs", "make_cpu_device", "make_cuda_device", "CAPABILITIES"]
+__all__ = ["TorchDevice", "verify_tensors", "Modes", "batch_modes", "target_probs", "make_cpu_device", "make_cuda_device", "CAPABILITIES"]

@@ -36,34 +36,71 @@ _MASK32 = 0xFFFFFFFF
 _MASK16 = 0xFFFF
 
 
-def _mulhilo(m: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _mulhilo_split(m: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(hi, lo)`` 32-bit halves of ``m * x`` for ``m`` a 32-bit constant, ``x`` int64 in [0, 2^32).
 
-    ``m*x = m*x_lo + (m*x_hi) << 16`` with ``x = x_hi·2^16 + x_lo``; both
-    partial products are < 2^48, so nothing wraps in int64.
+    Never overflows: ``m*x = m*x_lo + (m*x_hi) << 16`` with ``x = x_hi·2^16 + x_lo``,
+    both partial products < 2^48. The fallback when wrapping multiply is untrusted.
     """
     low_part = m * (x & _MASK16)          # < 2^48
     high_part = m * (x >> 16)             # < 2^48
-    partial = low_part + ((high_part & _MASK16) << 16)  # < 2^49: the low 48 bits of m*x plus a carry
+    partial = low_part + ((high_part & _MASK16) << 16)  # the low 48 bits of m*x, plus a carry
     lo = partial & _MASK32
     hi = (high_part >> 16) + (partial >> 32)  # < 2^32 because m*x < 2^64
     return hi, lo
 
 
-def philox4x32_10(counter: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+def _mulhilo_wrapping(m: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """As ``_mulhilo_split`` in 4 ops instead of 9: the int64 product wraps mod 2^64, keeping
+    its 64 bits in two's complement; the arithmetic shift's sign copies are masked off."""
+    product = x * m
+    return (product >> 32) & _MASK32, product & _MASK32
+
+
+_WRAPPING_OK: dict[str, bool] = {}
+
+
+def _mulhilo_for(device: torch.device):
+    """The fast multiply on devices where a known answer proves int64 products wrap, else the split."""
+    kind = device.type
+    if kind not in _WRAPPING_OK:
+        x = torch.tensor([0xFFFFFFFF, 0x80000001, 12345], dtype=torch.int64, device=device)
+        hi, lo = _mulhilo_wrapping(M0, x)
+        want = [divmod(M0 * int(v), 2**32) for v in (0xFFFFFFFF, 0x80000001, 12345)]
+        _WRAPPING_OK[kind] = list(zip(hi.tolist(), lo.tolist())) == want
+    return _mulhilo_wrapping if _WRAPPING_OK[kind] else _mulhilo_split
+
+
+def _words(value, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(value, dtype=torch.int64, device=device)
+
+
+def philox_words(c0, c1, c2, c3, k0, k1, *, split: bool = False) -> tuple[torch.Tensor, ...]:
+    """Philox4x32-10 on broadcastable counter words ``c0..c3`` and key words ``k0, k1``.
+
+    Each argument is an int64 tensor (or int) of 32-bit values; shapes
+    broadcast, so a per-request key ``[batch, 1]`` is bumped once per request,
+    not once per word. Returns the four output words, broadcast shape.
+    ``split=True`` forces the overflow-free multiply (tests use it).
+    """
+    device = next(v.device for v in (c0, c1, c2, c3, k0, k1) if isinstance(v, torch.Tensor))
+    c0, c1, c2, c3, k0, k1 = (_words(v, device) for v in (c0, c1, c2, c3, k0, k1))
+    mulhilo = _mulhilo_split if split else _mulhilo_for(device)
+    for r in range(ROUNDS):
+        if r:
+            k0, k1 = (k0 + W0) & _MASK32, (k1 + W1) & _MASK32
+        hi0, lo0 = mulhilo(M0, c0)
+        hi1, lo1 = mulhilo(M1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return torch.broadcast_tensors(c0, c1, c2, c3)
+
+
+def philox4x32_10(counter: torch.Tensor, key: torch.Tensor, *, split: bool = False) -> torch.Tensor:
     """Philox4x32-10 of ``counter`` ``[n, 4]`` under ``key`` ``[n, 2]`` → ``[n, 4]``.
 
     All int64 tensors with values in ``[0, 2^32)`` (one 32-bit word each).
     """
-    c0, c1, c2, c3 = counter.unbind(-1)
-    k0, k1 = key.unbind(-1)
-    for r in range(ROUNDS):
-        if r:
-            k0, k1 = (k0 + W0) & _MASK32, (k1 + W1) & _MASK32
-        hi0, lo0 = _mulhilo(M0, c0)
-        hi1, lo1 = _mulhilo(M1, c2)
-        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
-    return torch.stack([c0, c1, c2, c3], dim=-1)
+    return torch.stack(philox_words(*counter.unbind(-1), *key.unbind(-1), split=split), dim=-1)
 
 
 def seeds_to_int64(seeds) -> torch.Tensor:
@@ -95,15 +132,10 @@ def stream_words(keys: torch.Tensor, positions: torch.Tensor, purpose: int,
 
     ``keys`` ``[n, 2]``, ``positions`` ``[n]``, ``word_index`` ``[n]`` int64
     (``column`` an int or ``[n]``) → ``[n]`` int64 words in [0, 2^32).
-    Each word evaluates its own Philox block; callers wanting whole blocks
-    use ``block_words``.
+    Each word evaluates its own Philox block; whole streams use ``block_words``.
     """
-    block = word_index >> 2
-    counter = torch.stack([block & _MASK32, positions & _MASK32,
-                           torch.full_like(block, purpose),
-                           torch.as_tensor(column, dtype=torch.int64, device=block.device).expand_as(block)], dim=-1)
-    words = philox4x32_10(counter, keys)
-    return words.gather(-1, (word_index & 3).unsqueeze(-1)).squeeze(-1)
+    words = philox_words(word_index >> 2, positions & _MASK32, purpose, column, keys[:, 0], keys[:, 1])
+    return torch.stack(words, dim=-1).gather(-1, (word_index & 3).unsqueeze(-1)).squeeze(-1)
 
 
 def block_words(keys: torch.Tensor, positions: torch.Tensor, purpose: int, column: int,
@@ -112,13 +144,10 @@ def block_words(keys: torch.Tensor, positions: torch.Tensor, purpose: int, colum
     ``[batch]`` → ``[batch, num_words]`` int64."""
     batch = keys.shape[0]
     blocks = (num_words + 3) // 4
-    block = torch.arange(blocks, dtype=torch.int64, device=keys.device).expand(batch, blocks)
-    counter = torch.stack([block,
-                           (positions & _MASK32).unsqueeze(-1).expand(batch, blocks),
-                           torch.full_like(block, purpose),
-                           torch.full_like(block, column)], dim=-1)
-    words = philox4x32_10(counter, keys.unsqueeze(1).expand(batch, blocks, 2))
-    return words.reshape(batch, blocks * 4)[:, :num_words]
+    block = torch.arange(blocks, dtype=torch.int64, device=keys.device).unsqueeze(0)  # [1, blocks]
+    words = philox_words(block, (positions & _MASK32).unsqueeze(1), purpose, column,
+                         keys[:, :1], keys[:, 1:])                                   # 4 × [batch, blocks]
+    return torch.stack(words, dim=-1).reshape(batch, blocks * 4)[:, :num_words]
 
 
 def uniform(words: torch.Tensor) -> torch.Tensor:
@@ -168,5 +197,5 @@ def step_noise(seeds: torch.Tensor, positions: torch.Tensor, num_draft_tokens: t
     return uniforms, exponentials
 
 
-__all__ = ["philox4x32_10", "seeds_to_int64", "seed_keys", "stream_words", "block_words",
+__all__ = ["philox4x32_10", "philox_words", "seeds_to_int64", "seed_keys", "stream_words", "block_words",
            "uniform", "exponential", "step_noise", "ACCEPT", "RECOVER", "DRAFT", "ENGINE"]

@@ -14,7 +14,7 @@ from devices import torch_philox as tp
 from devices._validate import validate
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import InvalidInput, Noise, UnsupportedCall, VerifyBatch
-from devices.torch_device import make_cpu_device, make_cuda_device, target_probs, verify_tensors
+from devices.torch_device import Modes, make_cpu_device, make_cuda_device, target_probs, verify_tensors
 from reference import rng as ref_rng
 from specsim.testing import batches as batches_module
 from specsim.testing import compare as compare_module
@@ -76,13 +76,15 @@ def test_philox_known_answers(counter, key, expected):
     assert got[0].tolist() == expected
 
 
-def test_philox_matches_reference_word_for_word():
+@pytest.mark.parametrize("split", [False, True], ids=["wrapping-multiply", "16-bit-split"])
+def test_philox_matches_reference_word_for_word(split):
     g = np.random.default_rng(1)
     counter = g.integers(0, 2**32, size=(4096, 4), dtype=np.uint64).astype(np.uint32)
     key = g.integers(0, 2**32, size=(4096, 2), dtype=np.uint64).astype(np.uint32)
     counter[:8], key[:8] = 0xFFFFFFFF, 0xFFFFFFFF  # the top of every 16-bit split
     want = ref_rng.philox4x32_10(counter, key).astype(np.int64)
-    got = tp.philox4x32_10(torch.from_numpy(counter.astype(np.int64)), torch.from_numpy(key.astype(np.int64)))
+    got = tp.philox4x32_10(torch.from_numpy(counter.astype(np.int64)), torch.from_numpy(key.astype(np.int64)),
+                           split=split)
     np.testing.assert_array_equal(got.numpy(), want)
 
 
@@ -371,6 +373,19 @@ def test_verify_tensors_lower_level_api():
                               t(batch.temperature), t(batch.top_k), t(batch.top_p),
                               uniforms=t(noise.uniforms), exponentials=t(noise.exponentials), max_k=2)
     assert out.tolist() == [[1, 0, -1]] and acc.tolist() == [1]
+
+
+def test_verify_tensors_with_every_mode_claimed_matches_verify():
+    g = np.random.default_rng(5)
+    batch = batches_module.random_batch(g, batches_module.BatchSpec(batch=6, max_k=4, vocab_size=11))
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+    out, acc = verify_tensors(t(batch.num_draft_tokens), t(batch.draft_token_ids), t(batch.draft_probs),
+                              t(batch.target_logits), t(batch.temperature), t(batch.top_k), t(batch.top_p),
+                              seeds=tp.seeds_to_int64(batch.seeds), positions=t(batch.positions),
+                              max_k=batch.max_k, modes=Modes())  # no device sync: every path runs
+    want = DEVICE.verify(batch)
+    np.testing.assert_array_equal(out.numpy(), want.output_token_ids)
+    np.testing.assert_array_equal(acc.numpy(), want.num_accepted)
 
 
 def test_cuda_factory_explains_absence():
