@@ -128,7 +128,9 @@ def _mask_top_p(probs: torch.Tensor, order: torch.Tensor, top_p: torch.Tensor) -
     """Keep ``probs >= τ``, τ the m*-th largest with m* the smallest m where ``c_m >= p``; renormalise."""
     vocab_size = probs.shape[1]
     sorted_probs = probs.gather(1, order)
-    cumulative = sorted_probs.cumsum(dim=1)
+    # float64 prefix sums: in float32 a long tail's rounding could move the cut by more
+    # than SPEC §9's float32 tolerance, and c_m is compared with a float64 p anyway.
+    cumulative = sorted_probs.cumsum(dim=1, dtype=torch.float64)
     # m* - 1 = how many prefixes fall short of p; capped in case rounding keeps c_V < p.
     cut = (cumulative < top_p.unsqueeze(1)).sum(dim=1).clamp(max=vocab_size - 1)
     tau = sorted_probs.gather(1, cut.unsqueeze(1))
