@@ -32,8 +32,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-ACCEPT, RECOVER = 1, 2  # SPEC §5.2 purposes (devices never import reference)
-TWO_POW_M32 = 2.3283064365386963e-10  # 2**-32, exact
+# Globals read inside @triton.jit must be constexpr for the compiler.
+ACCEPT = tl.constexpr(1)  # SPEC §5.2 purposes (devices never import reference)
+RECOVER = tl.constexpr(2)
+TWO_POW_M32 = tl.constexpr(2.3283064365386963e-10)  # 2**-32, exact
 
 
 @triton.jit
