@@ -220,14 +220,15 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
     device = target_logits.device
     if max_k is None:
         max_k = int(num_draft_tokens.max()) if batch else 0
-    if uniforms is None or exponentials is None:
-        if seeds is None or positions is None:
-            raise InvalidInput("seeds: required (with positions) when no noise is injected")
-        uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size, num_tokens)
+    keyed = uniforms is None or exponentials is None
+    if keyed and (seeds is None or positions is None):
+        raise InvalidInput("seeds: required (with positions) when no noise is injected")
 
-    # Phase 1: layout, and which paths this batch needs.
+    # Phase 1: layout, which paths this batch needs, and its noise (greedy requests read none).
     offsets, request, draft_index, target_row = _layout(num_draft_tokens, num_tokens)
     has_greedy, has_sampled, use_top_k, use_top_p = modes or batch_modes(temperature, top_k, top_p, vocab_size)
+    if keyed and has_sampled:
+        uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size, num_tokens)
     greedy = temperature == 0
     safe_temperature = torch.where(greedy, torch.ones_like(temperature), temperature)
     filters = dict(use_top_k=use_top_k, use_top_p=use_top_p)
