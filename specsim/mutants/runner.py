@@ -1,0 +1,97 @@
+"""Run the conformance suite against every mutant and every correct built-in device.
+
+A mutant is *killed* when some check fails (or errors) on it; the first
+killing check is reported with its p-value or its exact mismatch. Groups run
+in the runner's order (exact layers first) and a mutant stops at its first
+killing group: the family budget and every check's α are those of a full run,
+so stopping early changes nothing about the check that killed it.
+
+``black_box=True`` hides the mutant's injected-noise capability and declares
+its randomness ``"seeded"``, so only the layers a vendor's closed RNG allows
+(L2 contracts, L3 statistics, input rules) can kill it: the demonstration that
+the statistical layer has power on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from specsim.conformance.results import CheckResult
+from specsim.conformance.runner import Context, available_groups, run_group
+
+
+@dataclass
+class Verdict:
+    name: str
+    bug: str
+    models: str
+    killed: bool
+    killer: CheckResult | None
+    groups_run: list
+    seconds: float
+
+    def evidence(self) -> str:
+        if self.killer is None:
+            return ""
+        k = self.killer
+        if k.p_value is not None:
+            return f"p={k.p_value:.3g} <= alpha={k.alpha:.3g}"
+        return (k.detail.splitlines() or [""])[0][:160]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "bug": self.bug, "models": self.models, "killed": self.killed,
+                "killer": self.killer.to_json() if self.killer else None, "evidence": self.evidence(),
+                "groups_run": self.groups_run, "seconds": round(self.seconds, 2)}
+
+
+class BlackBox:
+    """Wraps a device, declaring no injected noise and a ``"seeded"`` RNG."""
+
+    def __init__(self, device):
+        self.inner = device
+        self.name = f"{device.name} (black box)"
+        self.capabilities = replace(device.capabilities, injected_noise=False, rng="seeded")
+
+    def verify(self, batch, noise=None):
+        return self.inner.verify(batch, noise)
+
+
+def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:
+    if name == "L3-statistical":
+        from specsim.conformance.statistical import statistical_group
+        try:
+            return statistical_group(device, ctx, stop_at_first_fail=stop_early)
+        except Exception as e:  # same isolation as run_group
+            return [CheckResult("L3-statistical/crashed", "L3", "error", f"{type(e).__name__}: {e}")]
+    return run_group(name, device, ctx)
+
+
+def hunt(device, ctx: Context, *, stop_early: bool = True) -> tuple[CheckResult | None, list[str], list[CheckResult]]:
+    """Run groups in order until one kills ``device``: (killer, groups run, all results)."""
+    seen, everything = [], []
+    for name in available_groups():
+        results = _run(name, device, ctx, stop_early)
+        seen.append(name)
+        everything += results
+        bad = [r for r in results if r.status in ("fail", "error")]
+        if bad and stop_early:
+            return bad[0], seen, everything
+    bad = [r for r in everything if r.status in ("fail", "error")]
+    return (bad[0] if bad else None), seen, everything
+
+
+def judge_mutant(mutant, ctx: Context, black_box: bool = False) -> Verdict:
+    device = BlackBox(mutant) if black_box else mutant
+    start = time.perf_counter()
+    killer, seen, _ = hunt(device, ctx, stop_early=True)
+    return Verdict(mutant.id, mutant.bug, mutant.models, killer is not None, killer, seen,
+                   time.perf_counter() - start)
+
+
+def judge_correct(name: str, device, ctx: Context) -> Verdict:
+    start = time.perf_counter()
+    killer, seen, results = hunt(device, ctx, stop_early=False)
+    v = Verdict(name, "(correct device)", "", killer is not None, killer, seen, time.perf_counter() - start)
+    v.counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
+    return v
