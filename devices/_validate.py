@@ -31,7 +31,7 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID, InvalidInput, Noise, VerifyBatch
 
 SUM_TOLERANCE = 1e-3
-"""A draft row must sum to 1 within this (SPEC §6)."""
+"""A draft row must sum to 1 within this (SPEC §6); messages spell it ``1e-3``."""
 
 FLOAT_DTYPES = ("float32", "float64")
 """The float dtypes SPEC §6 accepts."""
@@ -186,7 +186,7 @@ def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: 
         k = _first(off)
         row = int(index[k])
         raise InvalidInput(f"draft_probs: row {row} ({where.draft(row)}) sums to {sums[k]:.4f}, "
-                           f"not 1 within {SUM_TOLERANCE:g}")
+                           f"not 1 within 1e-3")
 
 
 def _check_sampling_params(batch: VerifyBatch, batch_size: int) -> None:

@@ -325,7 +325,8 @@ BAD_INPUTS = [  # (field, bad value, text the message must contain)
     ("draft_token_ids", np.array([1, 2]), "length"),
     ("draft_token_ids", np.array([1, 4, 2]), "entry 1 (request 0, draft 1) is 4, outside [0, V=4)"),
     ("draft_token_ids", np.array([1.0, 0.0, 2.0]), "integer dtype"),
-    ("draft_probs", np.array([[0.25] * 4, [0.0] * 4, [0.3] * 4]), "row 2 (request 1, draft 0) sums to 1.2000"),
+    ("draft_probs", np.array([[0.25] * 4, [0.0] * 4, [0.3] * 4]),
+     "row 2 (request 1, draft 0) sums to 1.2000, not 1 within 1e-3"),
     ("draft_probs", np.array([[0.5, 0.5, -0.25, 0.25], [0.0] * 4, [0.25] * 4]), "negative"),
     ("draft_probs", np.array([[0.25] * 4, [0.0] * 4, [0.25] * 4], np.float32), "dtype must equal"),
     ("draft_probs", np.array([[0.25] * 4, [0.0] * 4]), "shape"),
@@ -355,6 +356,14 @@ def test_invalid_input_names_the_argument_and_rule(field, value, text):
         DEVICE.verify(batch, noise)
     message = str(info.value)
     assert message.startswith(field) and text in message, message
+
+
+@pytest.mark.parametrize("field,value,text", BAD_INPUTS, ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(BAD_INPUTS)])
+def test_reference_rejects_the_same_inputs(field, value, text):
+    """Each bad input breaks SPEC §6 by the reference's reading too (the rules are not the device's own)."""
+    batch, noise = _with(field, value)
+    with pytest.raises(ValueError):
+        compare_module.reference_step(batch, noise)
 
 
 def test_valid_edge_inputs_accepted():
