@@ -102,6 +102,7 @@ class Engine:
         self.requests: dict[str, Request] = {}
         self.metrics = SpecDecodeMetrics(self.k)
         self.step_index = 0
+        self._retired: set[str] = set()
 
     # -- requests -------------------------------------------------------------
     def add_request(self, request_id: str, prompt: Sequence[int], params: SamplingParams | None = None, *,
@@ -325,8 +326,12 @@ class Engine:
         queued = {id(r) for r in sched.running} | {id(r) for r in sched.waiting}
         if len(queued) != len(sched.running) + len(sched.waiting):
             raise EngineError("a request is queued twice")
-        for r in self.requests.values():
+        for rid, r in self.requests.items():
+            if rid in self._retired:
+                continue
             _check_request(r, id(r) in queued, self.pool, self.target)
+            if r.done:
+                self._retired.add(rid)  # a finished request never changes again: check it once
 
 
 def _check_request(r: Request, queued: bool, pool: BlockPool, target: ToyLM) -> None:

@@ -56,7 +56,7 @@ class SamplingParams:
             raise ValueError(f"num_speculative_tokens: must be >= 0, got {self.num_speculative_tokens}")
 
 
-@dataclass
+@dataclass(eq=False)  # identity: queues find *this* request, never an equal-looking one
 class Request:
     request_id: str
     prompt: list[int]
