@@ -109,3 +109,24 @@ def make_wrong_token():
 
 def make_unloadable():
     raise OSError("libacme_npu.so: cannot open shared object file")
+
+
+class WrongFirstTokenDevice:
+    """Wraps a correct device (the reference-as-device) and bumps request 0's first emitted token."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = f"wrong-first-token({inner.name})"
+        self.capabilities = inner.capabilities
+
+    def verify(self, batch, noise=None):
+        out = self.inner.verify(batch, noise)
+        ids = out.output_token_ids.copy()
+        if ids.size:
+            ids[0, 0] = (ids[0, 0] + 1) % batch.vocab_size
+        return VerifyOutput(ids, out.num_accepted)
+
+
+def make_wrong_reference():
+    from specsim.testing.reference_device import make_device
+    return WrongFirstTokenDevice(make_device())

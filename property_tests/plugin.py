@@ -1,0 +1,187 @@
+"""The ``specsim`` pytest plugin: run the shipped suites against any device.
+
+Registered through ``[project.entry-points.pytest11] specsim = "property_tests.plugin"``,
+so once specsim is installed::
+
+    pytest --pyargs property_tests --specsim-device=acme-npu --specsim-waivers acme-waivers.toml
+
+Options (also ``pytest --help``, group "specsim"):
+
+- ``--specsim-device=SPEC``: a registered device name or ``module:attr``
+  (default: ``$SPECSIM_DEVICE``, else ``torch``);
+- ``--specsim-waivers=FILE``: expected failures, each with a reason and an
+  issue URL (``property_tests/waivers.py`` has the format; default
+  ``$SPECSIM_WAIVERS``). Waived tests are marked ``xfail`` (not strict: a
+  statistical test of a buggy device can pass by chance) or ``skip``; entries
+  that match no collected test are listed in the terminal summary.
+
+The header shows the device, where the choice came from, every ``SPECSIM_*``
+variable (a typo in one is then visible), and devices that failed to load
+(``devices.registry.load_failures()``; it loads every known device, so it runs
+only when a device is chosen or ``property_tests`` is named;
+``SPECSIM_DEVICE_SURVEY=0`` skips it). Tests get the device from the
+session fixture ``specsim_device``; a device that does not load fails each
+test that uses it with the loader's message.
+
+This module is imported by every pytest run in an environment where specsim
+is installed, so it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+DEFAULT_DEVICE = "torch"
+_DEVICE_KEY = "specsim_device_spec"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("specsim", "specsim conformance suites")
+    group.addoption("--specsim-device", action="store", default=None, metavar="SPEC",
+                    help=f"device to test: registered name or 'module:attr' "
+                         f"(default: $SPECSIM_DEVICE, else {DEFAULT_DEVICE!r})")
+    group.addoption("--specsim-waivers", action="store", default=None, metavar="FILE",
+                    help="TOML or JSON file of expected failures (check, reason, issue URL each; "
+                         "default: $SPECSIM_WAIVERS)")
+
+
+def device_choice(config) -> tuple[str, str]:
+    """``(spec, where it came from)``."""
+    opt = config.getoption("specsim_device", default=None)
+    if opt:
+        return opt, "--specsim-device"
+    env = os.environ.get("SPECSIM_DEVICE")
+    if env:
+        return env, "$SPECSIM_DEVICE"
+    return DEFAULT_DEVICE, "default"
+
+
+class _State:
+    """Per-session plugin state (on the config object)."""
+
+    def __init__(self):
+        self.waivers = []
+        self.waivers_path: str | None = None
+        self.matched: set = set()
+        self.waived_items: dict[str, object] = {}  # nodeid -> Waiver
+
+
+def _state(config) -> _State:
+    st = getattr(config, "_specsim_state", None)
+    if st is None:
+        st = _State()
+        config._specsim_state = st
+    return st
+
+
+def pytest_configure(config):
+    st = _state(config)
+    path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
+    if path:
+        from property_tests.waivers import WaiverError, load
+        try:
+            st.waivers = load(path)
+        except WaiverError as e:
+            raise pytest.UsageError(str(e)) from None
+        st.waivers_path = path
+
+
+def _explicit(config) -> bool:
+    """Whether this run is about a specsim device (then the header's device survey is worth its cost:
+    it loads every known device). ``SPECSIM_DEVICE_SURVEY=0`` turns it off, ``=1`` on."""
+    forced = os.environ.get("SPECSIM_DEVICE_SURVEY")
+    if forced:
+        return forced not in ("0", "false", "no")
+    if config.getoption("specsim_device", default=None) or os.environ.get("SPECSIM_DEVICE"):
+        return True
+    return any("property_tests" in str(a) for a in config.args)
+
+
+def pytest_report_header(config):
+    spec, origin = device_choice(config)
+    lines = [f"specsim: device {spec!r} ({origin})"]
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("SPECSIM_")}
+    if env:
+        lines.append("specsim: environment " + " ".join(f"{k}={v}" for k, v in env.items()))
+    st = _state(config)
+    if st.waivers_path:
+        lines.append(f"specsim: {len(st.waivers)} waiver(s) from {st.waivers_path}")
+    if _explicit(config):
+        try:
+            from devices.registry import load_failures
+            failures = load_failures()
+        except Exception as e:  # the registry itself broke: say so, do not hide the header
+            failures = {"<registry>": f"{type(e).__name__}: {e}"}
+        if failures:
+            lines.append(f"specsim: {len(failures)} device(s) failed to load:")
+            lines += [f"  {name}: {why.splitlines()[0] if why else '?'}" for name, why in sorted(failures.items())]
+        else:
+            lines.append("specsim: every known device loads")
+    return lines
+
+
+@pytest.fixture(scope="session")
+def specsim_device(pytestconfig):
+    """The device under test (``--specsim-device``), loaded once per session."""
+    from devices.registry import DeviceLoadError, load
+    spec, origin = device_choice(pytestconfig)
+    try:
+        return load(spec)
+    except DeviceLoadError as e:
+        why = str(e)
+    pytest.fail(f"specsim: device {spec!r} ({origin}) did not load: {why}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def specsim_device_spec(pytestconfig) -> str:
+    """The device spec string the session tests (for messages and reports)."""
+    return device_choice(pytestconfig)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark waived tests (before -k/-m deselection, so a waiver matching a deselected test still counts)."""
+    st = _state(config)
+    if not st.waivers:
+        return
+    from property_tests.waivers import check_id
+    spec = device_choice(config)[0]
+    for item in items:
+        cid = check_id(item.nodeid)
+        for w in st.waivers:
+            if not w.matches(cid, item.name, item.nodeid):
+                continue
+            st.matched.add(w)
+            if not w.applies_to_device(spec):
+                continue
+            text = f"waived: {w.reason} ({w.issue})"
+            item.add_marker(pytest.mark.skip(reason=text) if w.mark == "skip"
+                            else pytest.mark.xfail(reason=text, strict=False))
+            st.waived_items[item.nodeid] = w
+            break
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    st = _state(config)
+    if not st.waivers:
+        return
+    tr = terminalreporter
+    unmatched = [w for w in st.waivers if w not in st.matched]
+    tr.section("specsim waivers")
+    spec = device_choice(config)[0]
+    applied = len(st.waived_items)
+    tr.write_line(f"{len(st.waivers)} waiver(s) from {st.waivers_path}; applied to {applied} test(s) "
+                  f"for device {spec!r}")
+    xpassed = [r.nodeid for r in tr.stats.get("xpassed", []) if r.nodeid in st.waived_items]
+    if xpassed:
+        tr.write_line(f"{len(xpassed)} waived test(s) passed (XPASS); is the issue fixed? "
+                      "(not a failure: a statistical test can pass by chance)")
+        for nodeid in xpassed:
+            tr.write_line(f"  XPASS {nodeid}  [{st.waived_items[nodeid].issue}]")
+    if unmatched:
+        tr.write_line(f"{len(unmatched)} waiver(s) matched no collected test (stale, or a typo):", yellow=True,
+                      bold=True)
+        for w in unmatched:
+            tr.write_line(f"  {w.describe()}", yellow=True)

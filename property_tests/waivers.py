@@ -1,0 +1,160 @@
+"""Waivers: a vendor's expected failures, each with a reason and an issue URL.
+
+A waivers file lives in the vendor's repository and is passed with
+``pytest --specsim-waivers FILE``. TOML::
+
+    [[waiver]]
+    check  = "property_tests/test_device_exact.py::test_device_matches_reference_given_injected_noise[float32]"
+    reason = "float32 tile reduction rounds differently; fixed in driver 2.4"
+    issue  = "https://tracker.acme.example/SPEC-123"
+    devices = ["acme-npu"]   # optional: only when --specsim-device is one of these
+    mark   = "xfail"         # optional: "xfail" (default; runs, failure expected) or "skip"
+
+or JSON: ``{"waiver": [{...}, ...]}`` (``"waivers"`` also accepted) or a bare list.
+
+``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
+matched against the test's id from ``property_tests/`` on (so it does not
+depend on where the package is installed), its full node id, and its name;
+a pattern without wildcards also matches every parametrization and every test
+in a file it names (``property_tests/test_bad_input.py``). ``reason``, ``issue``
+(an ``http(s)://`` URL) and ``check`` are required; an unknown key is an error
+(a typo must not silently disable a waiver). An entry that matches no collected
+test is reported at the end of the run.
+
+Example::
+
+    >>> w = Waiver(check="property_tests/test_x.py::test_y", reason="r", issue="https://x.example/1")
+    >>> w.matches("property_tests/test_x.py::test_y[float32]", "test_y[float32]")
+    True
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from dataclasses import dataclass, field
+
+KEYS = {"check", "reason", "issue", "devices", "mark"}
+ALIASES = {"id": "check", "pattern": "check", "url": "issue"}
+MARKS = ("xfail", "skip")
+
+
+class WaiverError(ValueError):
+    """A waivers file is unreadable or an entry breaks a rule; the message names the file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Waiver:
+    check: str
+    reason: str
+    issue: str
+    devices: tuple[str, ...] = ()
+    mark: str = "xfail"
+    source: str = ""  # "file.toml, entry 3" for messages
+    _wild: bool = field(default=False, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_wild", any(c in self.check for c in "*?"))
+
+    def applies_to_device(self, device_spec: str | None) -> bool:
+        return not self.devices or device_spec in self.devices
+
+    def matches(self, check_id: str, name: str, nodeid: str | None = None) -> bool:
+        """Whether this waiver covers the test ``check_id`` (id from ``property_tests/``), ``name``, ``nodeid``."""
+        ids = [i for i in (check_id, nodeid, name) if i]
+        if self._wild:  # '[' is literal: test ids are full of parametrization brackets
+            pattern = self.check.replace("[", "[[]")
+            return any(fnmatch.fnmatchcase(i, pattern) for i in ids)
+        return any(i == self.check or i.startswith(self.check + "::") or i.startswith(self.check + "[")
+                   for i in ids)
+
+    def describe(self) -> str:
+        return f"{self.check!r} ({self.source}): {self.reason} [{self.issue}]"
+
+
+def check_id(nodeid: str) -> str:
+    """The install-independent id of a test: its node id from the last ``property_tests/`` on.
+
+    >>> check_id("../venv/lib/python3.11/site-packages/property_tests/test_a.py::test_b[x]")
+    'property_tests/test_a.py::test_b[x]'
+    """
+    path, sep, rest = nodeid.partition("::")
+    i = path.rfind("property_tests/")
+    return (path[i:] if i >= 0 else path) + sep + rest
+
+
+def _entries(doc, path: str) -> list:
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        unknown = set(doc) - {"waiver", "waivers"}
+        if unknown:
+            raise WaiverError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected [[waiver]] tables")
+        entries = doc.get("waiver", doc.get("waivers", []))
+        if isinstance(entries, list):
+            return entries
+    raise WaiverError(f"{path}: expected a list of waiver entries ([[waiver]] in TOML, a list in JSON)")
+
+
+def parse_entry(raw, where: str) -> Waiver:
+    """One entry → :class:`Waiver`, or :class:`WaiverError` naming ``where``, the field and the rule."""
+    if not isinstance(raw, dict):
+        raise WaiverError(f"{where}: must be a table/object, got {type(raw).__name__}")
+    entry = {ALIASES.get(k, k): v for k, v in raw.items()}
+    unknown = set(entry) - KEYS
+    if unknown:
+        raise WaiverError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(KEYS)}")
+    for key in ("check", "reason", "issue"):
+        value = entry.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise WaiverError(f"{where}: '{key}' is required and must be a non-empty string "
+                              f"(got {value!r}); every waiver names its check, why, and the issue tracking it")
+    issue = entry["issue"].strip()
+    if not issue.startswith(("https://", "http://")) or len(issue) < 12 or " " in issue:
+        raise WaiverError(f"{where}: 'issue' must be the URL of the issue tracking the failure "
+                          f"(http:// or https://), got {issue!r}")
+    devices = entry.get("devices", [])
+    if isinstance(devices, str):
+        devices = [devices]
+    if not isinstance(devices, list) or not all(isinstance(d, str) and d for d in devices):
+        raise WaiverError(f"{where}: 'devices' must be a list of device names, got {devices!r}")
+    mark = entry.get("mark", "xfail")
+    if mark not in MARKS:
+        raise WaiverError(f"{where}: 'mark' must be one of {MARKS}, got {mark!r}")
+    return Waiver(check=entry["check"].strip(), reason=entry["reason"].strip(), issue=issue,
+                  devices=tuple(devices), mark=mark, source=where)
+
+
+def load(path: str) -> list[Waiver]:
+    """Read and validate a waivers file (``.toml`` or ``.json``, by extension; else tried as TOML then JSON)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise WaiverError(f"--specsim-waivers {path}: cannot read ({e.strerror or e})") from None
+    ext = os.path.splitext(path)[1].lower()
+    doc, errors = None, []
+    for kind in (["json"] if ext == ".json" else ["toml"] if ext == ".toml" else ["toml", "json"]):
+        try:
+            if kind == "json":
+                doc = json.loads(data.decode("utf-8"))
+            else:
+                try:
+                    import tomllib
+                except ModuleNotFoundError:  # Python 3.10
+                    import tomli as tomllib  # type: ignore[no-redef]
+                doc = tomllib.loads(data.decode("utf-8"))
+            break
+        except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+            errors.append(f"not valid {kind.upper()}: {e}")
+    if doc is None:
+        raise WaiverError(f"--specsim-waivers {path}: " + "; ".join(errors))
+    waivers = [parse_entry(raw, f"{path}, entry {i + 1}") for i, raw in enumerate(_entries(doc, path))]
+    seen: dict[tuple, str] = {}
+    for w in waivers:
+        key = (w.check, tuple(sorted(w.devices)))
+        if key in seen:
+            raise WaiverError(f"{w.source}: check {w.check!r} is already waived by {seen[key]}")
+        seen[key] = w.source
+    return waivers
