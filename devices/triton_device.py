@@ -54,6 +54,7 @@ class KernelConfig:
     programs: int = 1056  # 8 per SM on a 132-SM H100
     race_block: int | None = None
     race_warps: int | None = None
+    num_stages: int | None = None  # software pipelining depth of the vocabulary loops (None: Triton's default)
 
 
 INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1)
@@ -107,10 +108,16 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     stat_max = torch.empty((rows, nchunk), dtype=target_logits.dtype, device=dev)
     stat_sum = torch.empty_like(stat_max)
     stat_arg = torch.empty((rows, nchunk), dtype=torch.int32, device=dev)
-    mark = (lambda: marks.append(torch.cuda.Event(enable_timing=True)) or marks[-1].record()) \
-        if marks is not None else (lambda: None)
+    stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
+
+    def mark():
+        if marks is not None:
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[-1].record()
+
     tk.row_stats_kernel[(rows, nchunk)](target_logits, row_temp, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-                                        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps)
+                                        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps,
+                                        **stages)
     mark()
 
     out = torch.full((batch, max_k + 1), -1, dtype=torch.int64, device=dev)
@@ -135,7 +142,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
         seeds if keyed else dummy, positions if keyed else dummy, emit[0], emit[1], emit[2],
         emit_stats[0], emit_stats[1], best[0], best_id[0], best[1], best_id[1], V, race_chunk, race_nchunk,
         TILES=race_chunk // race_block, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK=race_block, FP64=fp64,
-        num_warps=config.race_warps or config.num_warps)
+        num_warps=config.race_warps or config.num_warps, **stages)
     mark()
     tk.finalize_kernel[(batch,)](temperature, num_accepted, best[0], best_id[0], best[1], best_id[1], out,
                                  max_k + 1, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)

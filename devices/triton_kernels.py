@@ -64,13 +64,15 @@ def word_exponential(words, FP64: tl.constexpr):
     log1p uses Goldberg's ``log(a)·y/(a-1)`` since tl has no log1p."""
     if FP64:
         e = -tl.log(word_uniform(words))
-    else:
+    else:  # one log per word: log(u) for the lower half, log(1 - y) for the upper
         low = words < 0x80000000
         u = (words.to(tl.float32) + 0.5) * TWO_POW_M32
         y = ((words ^ 0xFFFFFFFF).to(tl.float32) + 0.5) * TWO_POW_M32  # 1 - u, from the exact complement
         a = 1.0 - y
-        log1p_neg_y = tl.where(a == 1.0, -y, tl.log(a) * (-y) / (a - 1.0))
-        e = tl.where(low, -tl.log(u), -log1p_neg_y)
+        lg = tl.log(tl.where(low, u, a))
+        exact = a == 1.0  # y below half an ulp of 1: log1p(-y) = -y
+        log1p_neg_y = tl.where(exact, -y, lg * (y / tl.where(exact, 1.0, 1.0 - a)))
+        e = tl.where(low, -lg, -log1p_neg_y)
     return e
 
 
@@ -255,8 +257,9 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
                 e = word_exponential(philox_words(seed, off, pos, RECOVER, 0, BLOCK), FP64)
             else:
                 e = tl.load(exponentials_ptr + i.to(tl.int64) * V + cols, mask=inside, other=1.0).to(dtype)
-            sw = tl.where(w > 0, w / e, -1.0)
-            st = tl.where(t > 0, t / e, -1.0)
+            r = 1.0 / e  # one division for both races
+            sw = tl.where(w > 0, w * r, -1.0)
+            st = tl.where(t > 0, t * r, -1.0)
             up_w = sw > best_w  # strict: earlier (smaller) ids win ties within a lane
             up_t = st > best_t
             best_w = tl.where(up_w, sw, best_w)
