@@ -56,14 +56,17 @@ class Mutant:
         if self.hooks is not None:
             noise = noise if noise is not None else _keyed(batch)
             self.base.verify(batch, noise)  # validates the input exactly as the correct device does
-            return walk(batch, noise, self.hooks)
+            return walk(batch, noise, self.hooks)  # noise is not None here: bad input raised above
         inner = self.batch_in(batch)
         return self.output(batch, self.base.verify(inner, self.noise_for(inner, noise)))
 
 
-def _keyed(batch: VerifyBatch) -> Noise:
-    """SPEC §5.2 noise, or the wrapped device's error for missing seeds."""
-    return keyed_noise(batch)
+def _keyed(batch: VerifyBatch) -> Noise | None:
+    """SPEC §5.2 noise; None when the batch is too broken to key (the wrapped device then raises its error)."""
+    try:
+        return keyed_noise(batch)
+    except Exception:
+        return None
 
 
 def _sampled(batch: VerifyBatch) -> np.ndarray:
@@ -204,7 +207,8 @@ class NoiseMutant(Mutant):
         return noise
 
     def noise_for(self, batch, noise):
-        return self.bend(batch, noise if noise is not None else _keyed(batch))
+        noise = noise if noise is not None else _keyed(batch)
+        return None if noise is None else self.bend(batch, noise)
 
 
 class CoinReusedAcrossPositions(NoiseMutant):
@@ -262,7 +266,7 @@ class GlobalRng(NoiseMutant):
     models = "vLLM MRV1 draft sampling TODO and #6038 (vllm.md §4 #1, #38: global RNG, seeds ignored)"
 
     def noise_for(self, batch, noise):
-        if noise is not None:
+        if noise is not None or _keyed(batch) is None:  # bad input: the wrapped device raises its error
             return noise
         u = np.random.random(int(np.sum(batch.num_draft_tokens)))
         e = np.random.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300
