@@ -45,6 +45,11 @@ def pytest_addoption(parser):
     group.addoption("--specsim-waivers", action="store", default=None, metavar="FILE",
                     help="TOML or JSON file of expected failures (check, reason, issue URL each; "
                          "default: $SPECSIM_WAIVERS)")
+    try:  # the repository's conftest.py declares it too; whichever comes first wins
+        group.addoption("--run-slow", action="store_true", default=False,
+                        help="also run tests marked slow (long statistical campaigns; or SPECSIM_RUN_SLOW=1)")
+    except ValueError:
+        pass
 
 
 def device_choice(config) -> tuple[str, str]:
@@ -77,6 +82,9 @@ def _state(config) -> _State:
 
 
 def pytest_configure(config):
+    # an installed suite has no pyproject.toml to declare its markers
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
+    config.addinivalue_line("markers", "slow: long statistical campaign; opt in with --run-slow")
     st = _state(config)
     path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
     if path:
@@ -140,9 +148,28 @@ def specsim_device_spec(pytestconfig) -> str:
     return device_choice(pytestconfig)[0]
 
 
+def _cuda_available() -> bool:
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark waived tests (before -k/-m deselection, so a waiver matching a deselected test still counts)."""
+    """Skip ``slow`` (without --run-slow) and ``gpu`` (without CUDA) tests — the installed suite has no
+    conftest.py to do it — and mark waived tests (before -k/-m deselection, so a waiver matching a
+    deselected test still counts as matched)."""
+    run_slow = config.getoption("run_slow", default=False) or os.environ.get("SPECSIM_RUN_SLOW") == "1"
+    cuda = None
+    for item in items:
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow: opt in with --run-slow"))
+        if "gpu" in item.keywords:
+            cuda = _cuda_available() if cuda is None else cuda
+            if not cuda:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
     st = _state(config)
     if not st.waivers:
         return

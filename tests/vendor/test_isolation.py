@@ -161,3 +161,13 @@ def test_progress_draws_on_a_terminal(monkeypatch):
     bar.close()
     text = stream.getvalue()
     assert "\r[" in text and "1/2" in text and "L1-keyed" in text
+
+
+def test_out_writes_report_files_even_when_a_group_crashed(fake_groups, tmp_path, capsys):
+    rc = conform.run(conform_args(device="specsim_fakedev:make_aborting", out=str(tmp_path),
+                                  groups="F1-ok,F2-abort", no_report=False))
+    assert rc == 1
+    for name in ("conformance.json", "report.html", "report.md", "report.json"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    md = (tmp_path / "report.md").read_text()
+    assert "F2-abort/crashed" in md and "SIGABRT" in md
