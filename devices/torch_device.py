@@ -228,7 +228,8 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
     offsets, request, draft_index, target_row = _layout(num_draft_tokens, num_tokens)
     has_greedy, has_sampled, use_top_k, use_top_p = modes or batch_modes(temperature, top_k, top_p, vocab_size)
     if keyed and has_sampled:
-        uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size, num_tokens)
+        uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size,
+                                                         num_tokens, max_k)
     greedy = temperature == 0
     safe_temperature = torch.where(greedy, torch.ones_like(temperature), temperature)
     filters = dict(use_top_k=use_top_k, use_top_p=use_top_p)

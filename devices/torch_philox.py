@@ -171,30 +171,47 @@ def exponential(words: torch.Tensor, dtype: torch.dtype = torch.float64) -> torc
 
 
 def step_noise(seeds: torch.Tensor, positions: torch.Tensor, num_draft_tokens: torch.Tensor,
-               vocab_size: int, num_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               vocab_size: int, num_tokens: int | None = None,
+               max_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The noise of SPEC §5.1 drawn from the keyed streams of §5.2, whole batch at once.
 
     - ``seeds``: ``[batch]`` int64 (uint64 bits, see ``seeds_to_int64``);
     - ``positions``: ``[batch]`` int64 in [0, 2^32);
     - ``num_draft_tokens``: ``[batch]`` int64;
-    - ``num_tokens``: ``sum(num_draft_tokens)`` if known (saves a device sync).
+    - ``num_tokens``, ``max_k``: its sum and max if known (each saves a device sync).
 
     Returns ``uniforms [num_tokens]`` float64 (``u_j`` of request i is
     ``uniforms[cu[i] + j]``, from ``S(seed_i, L_i, ACCEPT, 0)[j]``) and
     ``exponentials [batch, V]`` float64 (``S(seed_i, L_i, RECOVER, 0)[v]``),
     all on ``seeds.device``.
+
+    Both streams come from ONE Philox evaluation over ``[batch, A + R]``
+    blocks: the first ``A = ceil(max_k / 4)`` columns are ACCEPT blocks
+    ``0..A-1``, the other ``R = ceil(V / 4)`` RECOVER blocks ``0..R-1``
+    (one launch sequence instead of two; short requests waste < A blocks).
     """
-    keys = seed_keys(seeds)
+    device = seeds.device
     if num_tokens is None:
         num_tokens = int(num_draft_tokens.sum())
+    if max_k is None:
+        max_k = int(num_draft_tokens.max()) if num_tokens else 0
     batch = seeds.shape[0]
-    request = torch.repeat_interleave(torch.arange(batch, device=seeds.device), num_draft_tokens,
-                                      output_size=num_tokens)
+    accept_blocks, recover_blocks = (max_k + 3) // 4, (vocab_size + 3) // 4
+    column = torch.arange(accept_blocks + recover_blocks, dtype=torch.int64, device=device).unsqueeze(0)
+    is_accept = column < accept_blocks
+    block = torch.where(is_accept, column, column - accept_blocks)
+    purpose = torch.where(is_accept, ACCEPT, RECOVER)
+    keys = seed_keys(seeds)
+    words = torch.stack(philox_words(block, (positions & _MASK32).unsqueeze(1), purpose, 0,
+                                     keys[:, :1], keys[:, 1:]), dim=-1)        # [batch, A + R, 4]
+    accept_words = words[:, :accept_blocks].reshape(batch, accept_blocks * 4)   # [batch, 4A]
+    recover_words = words[:, accept_blocks:].reshape(batch, recover_blocks * 4)[:, :vocab_size]
+
+    request = torch.repeat_interleave(torch.arange(batch, device=device), num_draft_tokens, output_size=num_tokens)
     offsets = torch.cumsum(num_draft_tokens, 0) - num_draft_tokens
-    draft_index = torch.arange(num_tokens, device=seeds.device) - offsets[request]
-    uniforms = uniform(stream_words(keys[request], positions[request], ACCEPT, 0, draft_index))
-    exponentials = exponential(block_words(keys, positions, RECOVER, 0, vocab_size))
-    return uniforms, exponentials
+    draft_index = torch.arange(num_tokens, device=device) - offsets[request]
+    uniforms = uniform(accept_words[request, draft_index])
+    return uniforms, exponential(recover_words)
 
 
 __all__ = ["philox4x32_10", "philox_words", "seeds_to_int64", "seed_keys", "stream_words", "block_words",

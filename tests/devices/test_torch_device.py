@@ -110,8 +110,9 @@ def test_stream_words_match_reference(purpose, column):
         np.testing.assert_array_equal(single.numpy(), want)
 
 
-def test_step_noise_matches_reference():
-    k = np.array([3, 0, 9, 1, 4, 0, 2, 5], np.int64)
+@pytest.mark.parametrize("k", [[3, 0, 9, 1, 4, 0, 2, 5], [0] * 8, [64, 1, 0, 0, 0, 0, 0, 2]], ids=["mixed", "no-drafts", "long"])
+def test_step_noise_matches_reference(k):
+    k = np.array(k, np.int64)
     positions = np.array([12, 0, 2**32 - 1, 2**31, 5, 6, 7, 8], np.int64)
     V = 37  # not a multiple of 4: the last block is cut
     want_u, want_e = ref_rng.step_noise(SEEDS, positions, k, V)
