@@ -199,6 +199,9 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens:
             m = np.clip(m, 0, r.k)
         d = drafts[i]
         row_ids = ids[:, i, :]
+        pad = (np.arange(width)[None, :] > m[:, None]) & (row_ids != PLACEHOLDER_TOKEN_ID)
+        if pad.any():
+            bad.append(f"{int(pad.any(axis=1).sum())} trials have tokens after the last emitted one")
         for j in range(r.k + 1):
             emitted = m >= j
             tok = row_ids[emitted, j]
@@ -211,11 +214,6 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens:
             if out_of_range.any():
                 bad.append(f"pos{j}: {int(out_of_range.sum())} tokens outside [0, V): {np.unique(tok[out_of_range])[:5].tolist()}")
                 tok = tok[~out_of_range]
-            after = row_ids[:, j + 1:] if j + 1 < width else None
-            pad = (np.arange(width)[None, :] > m[:, None]) & (row_ids != PLACEHOLDER_TOKEN_ID)
-            if j == 0 and pad.any():
-                bad.append(f"{int(pad.any(axis=1).sum())} rows have tokens after the last emitted one")
-            del after
             if r.temperature == 0:
                 continue
             t.counts[(i, j)] = t.counts.get((i, j), 0) + np.bincount(tok, minlength=V)
@@ -285,7 +283,7 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
         for j in range(r.k + 1):
             row = built.target[built.target_row(i, j)]
             counts = tally.counts.get((i, j), np.zeros(len(row)))
-            sup = stats.support_check(counts, row, what=f"pos{j}")
+            sup = stats.support_check(counts, row, what=f"pos{j}", seed=seed)
             if not sup.passed:
                 support_bad.append(sup.report())
             name = f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
@@ -302,7 +300,7 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
         if r.k:
             law = np.array(num_accepted_law(built.acceptance[i]), dtype=np.float64)
             counts = tally.accepted.get(i, np.zeros(r.k + 1))
-            sup = stats.support_check(counts, law, what="num_accepted")
+            sup = stats.support_check(counts, law, what="num_accepted", seed=seed)
             if not sup.passed:
                 support_bad.append(sup.report())
             name = f"L3/{case.id}/r{i}/accepted"

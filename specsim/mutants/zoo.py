@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from devices._validate import validate
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
 from specsim.mutants.walk import Hooks, keyed_noise, walk
 
@@ -57,6 +58,7 @@ class Mutant:
             noise = noise if noise is not None else _keyed(batch)
             self.base.verify(batch, noise)  # validates the input exactly as the correct device does
             return walk(batch, noise, self.hooks)  # noise is not None here: bad input raised above
+        validate(batch, noise)  # SPEC §6 on what the caller gave, before the bug rewrites it
         inner = self.batch_in(batch)
         return self.output(batch, self.base.verify(inner, self.noise_for(inner, noise)))
 
