@@ -189,6 +189,21 @@ def _tail(path: str, n: int = _STDERR_TAIL_CHARS) -> str:
     return ("…" if size > n else "") + text.strip()
 
 
+def _clean(tail: str) -> str:
+    """Drop faulthandler's 'Extension modules: ...' list: long, and the same for every crash."""
+    return re.sub(r"\n\s*Extension modules:[^\n]*(\n\s*\(total: \d+\))?", "", tail).strip()
+
+
+def _where(tail: str) -> str:
+    """The innermost Python frame of a faulthandler dump (where it crashed or hung), or ''.
+
+    >>> _where('Current thread 0x1 (most recent call first):\\n  File "/x/dev.py", line 9 in verify\\n  File "/x/g.py"')
+    ' in verify (/x/dev.py:9)'
+    """
+    m = re.search(r'most recent call first\):\s*\n\s*File "([^"]+)", line (\d+) in (\S+)', tail)
+    return f" in {m.group(3)} ({m.group(1)}:{m.group(2)})" if m else ""
+
+
 def _stop(proc: subprocess.Popen) -> None:
     """Ask for a traceback (SIGUSR1), then SIGTERM, then SIGKILL the child's whole process group."""
     def send(sig) -> None:
@@ -247,18 +262,18 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
             _stop(proc)
             raise
     elapsed = time.monotonic() - started
-    tail = _tail(stderr_path)
+    tail = _clean(_tail(stderr_path))
     rc = proc.returncode
     try:
         if timed_out:
             return GroupOutcome(group, "timeout", [_error(group, "timeout",
-                f"no result after the time limit of {timeout_s:g} s (--group-timeout); the process was "
-                f"stopped. Where it was:\n{tail}")], elapsed, rc, tail)
+                f"no result after the time limit of {timeout_s:g} s (--group-timeout){_where(tail)}; the "
+                f"process was stopped. Where it was:\n{tail}")], elapsed, rc, tail)
         if rc is not None and rc < 0:
             name = _signal_name(rc)
             return GroupOutcome(group, "crashed", [_error(group, "crashed",
-                f"the group's process was killed by {name} (exit status {rc}) after {elapsed:.1f} s; "
-                f"stderr tail:\n{tail}")], elapsed, rc, tail)
+                f"the group's process was killed by {name} (exit status {rc}) after {elapsed:.1f} s"
+                f"{_where(tail)}; stderr tail:\n{tail}")], elapsed, rc, tail)
         if rc == 3:
             return GroupOutcome(group, "load_failed", [_error(group, "crashed",
                 f"the device did not load in the group's process (exit 3): {tail}")], elapsed, rc, tail)

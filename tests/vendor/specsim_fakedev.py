@@ -130,3 +130,26 @@ class WrongFirstTokenDevice:
 def make_wrong_reference():
     from specsim.testing.reference_device import make_device
     return WrongFirstTokenDevice(make_device())
+
+
+class AbortWhenDrawingDevice:
+    """Wraps a real device; ``os.abort()`` the first time it must draw its own randomness (noise=None).
+
+    Against the real groups this crashes the keyed, RNG and statistical groups and leaves the
+    injected-noise, edge and input-rule groups to pass.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = f"abort-when-drawing({inner.name})"
+        self.capabilities = inner.capabilities
+
+    def verify(self, batch, noise=None):
+        if noise is None:
+            os.abort()
+        return self.inner.verify(batch, noise)
+
+
+def make_torch_aborting_when_drawing():
+    from devices.registry import load
+    return AbortWhenDrawingDevice(load("torch"))
