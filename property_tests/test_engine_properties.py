@@ -161,8 +161,18 @@ def test_seeded_request_output_is_invariant_to_batch_order_budget_preemption_and
         device=devices()[data.draw(st.sampled_from(["torch", "reference"]))],
         max_num_seqs=data.draw(st.integers(1, 4)), spare_blocks=data.draw(st.integers(0, 4)),
         budget=data.draw(st.integers(longest, longest + 12)),
-        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), max_size=3)))
+        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)))
     assert out == alone
+
+
+def test_seeded_output_survives_preemption_of_requests_holding_drafts():
+    """Every other step, every running request is preempted while holding cached drafts (seed 003)."""
+    target = ToyLM(16, order=2, seed=1)
+    reqs = [(f"q{i}", [1, 2 + i], SamplingParams(temperature=1.0, max_tokens=12), 40, i) for i in range(4)]
+    calm, _ = run_engine(target, "draft", 3, None, reqs)
+    stormy, engine = run_engine(target, "draft", 3, None, reqs, preempt_at={s: 4 for s in range(2, 30, 2)})
+    assert sum(r.num_preemptions for r in engine.requests.values()) >= 8
+    assert stormy == calm
 
 
 def test_unseeded_requests_differ_between_engine_seeds():
