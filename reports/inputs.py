@@ -65,6 +65,10 @@ def mutant_records(doc) -> list[dict] | None:
     records = doc.get("mutants") if isinstance(doc, dict) else doc
     if isinstance(records, dict):  # {"name": {...}} form
         records = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "value": v} for k, v in records.items()]
+    if isinstance(doc, dict) and isinstance(records, list) and isinstance(doc.get("black_box"), list):
+        # `specsim mutants` also judges each mutant as a black box (no injected noise): same table, marked
+        records = records + [dict(r, name=f"{r.get('name', '?')} [black box]") for r in doc["black_box"]
+                             if isinstance(r, dict)]
     if isinstance(records, list) and records and all(isinstance(r, dict) for r in records) \
             and any("killed" in r for r in records):
         return records

@@ -222,11 +222,21 @@ def matrix_table(conformance: list[tuple[str, dict]]) -> Table | None:
 
 # ----------------------------------------------------------------------------- mutants
 
-MUTANT_COLUMNS = ("name", "models", "killed", "killer", "killer_check", "p_value", "detail")
+MUTANT_COLUMNS = ("name", "bug", "models", "killed", "killer", "killer_check", "p_value", "evidence", "detail")
+
+
+def _flat_mutant(r: dict) -> dict:
+    """A killer given as a check result (``{"name", "p_value", ...}``) becomes its name and p-value."""
+    killer = r.get("killer")
+    if isinstance(killer, dict):
+        r = dict(r, killer=killer.get("name"))
+        if "p_value" not in r and killer.get("p_value") is not None:
+            r["p_value"] = killer["p_value"]
+    return r
 
 
 def mutants_table(mutants: list[tuple[str, list[dict]]]) -> Table | None:
-    records = [r for _, recs in mutants for r in recs]
+    records = [_flat_mutant(r) for _, recs in mutants for r in recs]
     if not records:
         return None
     keys: list[str] = [k for k in MUTANT_COLUMNS if any(k in r for r in records)]
@@ -261,11 +271,21 @@ def mean_acceptance_length(sim: dict) -> float | None:
     return None
 
 
+def _setting(sim: dict, key: str):
+    """A workload setting, at the top level or under ``workload``."""
+    if key in sim:
+        return sim[key]
+    w = sim.get("workload")
+    return w.get(key) if isinstance(w, dict) else None
+
+
 def sim_label(src: str, sim: dict) -> str:
-    for k in ("name", "label", "workload", "proposer", "method"):
+    for k in ("name", "label", "workload", "method"):
         if isinstance(sim.get(k), str):
             return sim[k]
-    return src.rsplit("/", 1)[-1]
+    parts = [f"{k}={_setting(sim, k)}" for k in ("proposer", "k", "temperature", "draft_probs")
+             if _setting(sim, k) is not None]
+    return " ".join(parts) if parts else src.rsplit("/", 1)[-1]
 
 
 def counts_block(src: str, sim: dict) -> str | None:
@@ -294,8 +314,8 @@ def per_position_table(simulations: list[tuple[str, dict]]) -> Table | None:
     return Table("Acceptance per position", header,
                  [[label] + [fmt(r, 3) for r in rates] + [""] * (width - len(rates)) + [fmt(al, 3)]
                   for label, rates, al in rows],
-                 note="Acceptance at position i = acc_counts[i] / num_drafts; "
-                      "mean AL = 1 + sum(acc_counts) / num_drafts.")
+                 note="Acceptance at position i = acc_counts[i] / num_drafts; mean AL as the run reported it "
+                      "(mean_acceptance_length), else 1 + sum(acc_counts) / num_drafts.")
 
 
 _AL_KEYS = ("mean_acceptance_length", "al", "AL", "acceptance_length")
@@ -344,10 +364,13 @@ def sweep_points(sim: dict) -> list[tuple[float, bool | None, float]]:
                 al = _al_of(row)
                 if al is not None and not any(n in row for n in ("al_without_probs", "al_with_probs")):
                     points.append((t, _bool_of(row), al))
-    if not points and isinstance(sim.get("temperature"), (int, float)):
+    temperature = _setting(sim, "temperature")
+    if not points and isinstance(temperature, (int, float)):
         al = _al_of(sim)
         if al is not None:
-            points.append((float(sim["temperature"]), _bool_of(sim), al))
+            w = sim.get("workload")
+            flag = _bool_of(sim)
+            points.append((float(temperature), flag if flag is not None or not isinstance(w, dict) else _bool_of(w), al))
     return points
 
 

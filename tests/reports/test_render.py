@@ -117,3 +117,21 @@ def test_unknown_and_partial_shapes_are_read_defensively(tmp_path):
     from reports import markdown
     md = markdown.render(report)
     assert "| 1 | 1.5 | 1.8 |" in md and "m1" in md and "| x |" in md
+
+
+def test_specsim_mutants_document_shape(tmp_path):
+    """``specsim mutants --out`` writes {"mutants": [...], "black_box": [...], ...} with the killer as a check."""
+    doc = {"seed": 0, "alpha_family": 1e-3, "quick": True, "base": "torch",
+           "mutants": [{"name": "residual-unclamped", "bug": "max(0, t - d) missing", "models": "vLLM #1",
+                        "killed": True, "killer": {"name": "L1/injected/full/case-3", "layer": "L1",
+                                                   "status": "fail"},
+                        "evidence": "token 3 != 4", "groups_run": ["L1-injected"], "seconds": 0.5}],
+           "black_box": [{"name": "residual-unclamped", "bug": "b", "models": "m", "killed": True,
+                          "killer": {"name": "L3/v8-hetero/r0/pos0", "status": "fail", "p_value": 1e-12},
+                          "evidence": "p=1e-12"}],
+           "correct_devices": [{"name": "torch", "killed": False, "counts": {"pass": 3}}]}
+    (tmp_path / "mutants.json").write_text(json.dumps(doc))
+    from reports import markdown
+    md = markdown.render(build(load_inputs([str(tmp_path)]), with_plots=False))
+    assert "| residual-unclamped | max(0, t - d) missing | vLLM #1 | yes | L1/injected/full/case-3 |" in md
+    assert "residual-unclamped [black box]" in md and "1e-12" in md and "2 of 2 mutants killed." in md
