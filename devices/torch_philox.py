@@ -72,7 +72,10 @@ def _mulhilo_for(device: torch.device):
 
 
 def _words(value, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(value, dtype=torch.int64, device=device)
+    if isinstance(value, torch.Tensor):
+        return value
+    # A fill, not a host-to-device copy: keeps the whole step capturable in a CUDA graph.
+    return torch.full((), int(value), dtype=torch.int64, device=device)
 
 
 def philox_words(c0, c1, c2, c3, k0, k1, *, split: bool = False) -> tuple[torch.Tensor, ...]:
