@@ -55,6 +55,7 @@ class KernelConfig:
     race_block: int | None = None
     race_warps: int | None = None
     num_stages: int | None = None  # software pipelining depth of the vocabulary loops (None: Triton's default)
+    join: bool = False  # race: interleave Philox outputs with join/reshape instead of selects
 
 
 INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1)
@@ -74,7 +75,7 @@ def _pow2(n: int, at_least: int = 2) -> int:
 
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
-                   config: KernelConfig = KernelConfig(), marks: list | None = None):
+                   config: KernelConfig = KernelConfig()):
     """One step on torch tensors (one device, no validation, no host sync).
 
     - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
@@ -86,9 +87,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     - keyed: ``seeds`` ``[batch]`` int64 holding the uint64 bits, ``positions``
       ``[batch]`` int64; injected: ``uniforms`` ``[num_tokens]`` float64,
       ``exponentials`` ``[batch, V]``;
-    - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1);
-    - ``marks``: if a list, a CUDA event is recorded into it after each of the
-      four launches (``specsim bench --breakdown`` times the phases with them).
+    - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1).
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
     """
@@ -109,16 +108,9 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     stat_sum = torch.empty_like(stat_max)
     stat_arg = torch.empty((rows, nchunk), dtype=torch.int32, device=dev)
     stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
-
-    def mark():
-        if marks is not None:
-            marks.append(torch.cuda.Event(enable_timing=True))
-            marks[-1].record()
-
     tk.row_stats_kernel[(rows, nchunk)](target_logits, row_temp, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
                                         TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps,
                                         **stages)
-    mark()
 
     out = torch.full((batch, max_k + 1), -1, dtype=torch.int64, device=dev)
     num_accepted = torch.empty(batch, dtype=torch.int64, device=dev)
@@ -131,7 +123,6 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
         stat_max, stat_sum, stat_arg, out, num_accepted, emit[0], emit[1], emit[2], emit_stats[0], emit_stats[1],
         V, max_k + 1, nchunk, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK_K=_pow2(max_k + 1),
         BLOCK_C=_pow2(nchunk), FP64=fp64, num_warps=1)
-    mark()
 
     race_block = config.race_block or config.block
     race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
@@ -142,11 +133,9 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
         seeds if keyed else dummy, positions if keyed else dummy, emit[0], emit[1], emit[2],
         emit_stats[0], emit_stats[1], best[0], best_id[0], best[1], best_id[1], V, race_chunk, race_nchunk,
         TILES=race_chunk // race_block, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK=race_block, FP64=fp64,
-        num_warps=config.race_warps or config.num_warps, **stages)
-    mark()
+        JOIN=config.join, num_warps=config.race_warps or config.num_warps, **stages)
     tk.finalize_kernel[(batch,)](temperature, num_accepted, best[0], best_id[0], best[1], best_id[1], out,
                                  max_k + 1, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)
-    mark()
     return out, num_accepted
 
 

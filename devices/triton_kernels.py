@@ -52,6 +52,26 @@ def philox_words(seed, first, position, purpose, column, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def philox_quads(seed, first, position, purpose, column, QUADS: tl.constexpr, JOIN: tl.constexpr):
+    """Words ``first .. first + 4·QUADS - 1`` of S(seed, position, purpose, column) as a
+    ``[QUADS, 4]`` uint32 tile (row q holds the 4 outputs of counter ``first//4 + q``).
+
+    JOIN builds it with ``join``/``reshape``; otherwise each output is broadcast
+    into its column with selects, which keeps the 4 words in one thread's registers.
+    """
+    q = (first // 4 + tl.arange(0, QUADS)).to(tl.uint32)
+    zero = q * 0
+    c0, c1, c2, c3 = tl.philox(seed, q, zero + position, zero + purpose, zero + column)
+    if JOIN:
+        words = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (QUADS, 4))
+    else:
+        lane = tl.arange(0, 4)[None, :]
+        words = tl.where(lane == 0, c0[:, None], tl.where(lane == 1, c1[:, None],
+                                                          tl.where(lane == 2, c2[:, None], c3[:, None])))
+    return words
+
+
+@triton.jit
 def word_uniform(words):
     """``(x + 1/2)·2^-32`` in float64, exact (SPEC §5.2)."""
     return (words.to(tl.float64) + 0.5) * TWO_POW_M32
@@ -210,7 +230,8 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
                 emit_row_ptr, emit_draft_row_ptr, emit_excluded_ptr, emit_max_ptr, emit_sum_ptr,
                 best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr,
                 V, CHUNK, NCHUNK, TILES: tl.constexpr,
-                HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
+                HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
+                JOIN: tl.constexpr = False):
     """Exponential race (SPEC §3) over one chunk of a request's emission row.
 
     Residual ``w = max(t − d, 0)`` (draft row given) or ``t`` with the excluded
@@ -232,15 +253,18 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
         if KEYED:
             seed = tl.load(seeds_ptr + i).to(tl.uint64, bitcast=True)
             pos = tl.load(positions_ptr + i).to(tl.uint32)
-        lanes = tl.arange(0, BLOCK)
+        # Tiles are [BLOCK/4, 4]: row q holds vocabulary ids off + 4q .. off + 4q + 3, the four
+        # words of one Philox counter — same memory order as a flat tile.
+        QUADS: tl.constexpr = BLOCK // 4
+        lanes = tl.arange(0, QUADS)[:, None] * 4 + tl.arange(0, 4)[None, :]
         lo = chunk * CHUNK
         hi = lo + CHUNK
         if hi > V:
             hi = V
-        best_w = tl.full([BLOCK], -1.0, dtype)
-        best_t = tl.full([BLOCK], -1.0, dtype)
-        best_w_id = tl.zeros([BLOCK], tl.int32)
-        best_t_id = tl.zeros([BLOCK], tl.int32)
+        best_w = tl.full([QUADS, 4], -1.0, dtype)
+        best_t = tl.full([QUADS, 4], -1.0, dtype)
+        best_w_id = tl.zeros([QUADS, 4], tl.int32)
+        best_t_id = tl.zeros([QUADS, 4], tl.int32)
         for tile in range(0, TILES):
             off = lo + tile * BLOCK
             cols = off + lanes
@@ -254,7 +278,7 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
             else:
                 w = tl.where(cols == excluded, 0.0, t)
             if KEYED:
-                e = word_exponential(philox_words(seed, off, pos, RECOVER, 0, BLOCK), FP64)
+                e = word_exponential(philox_quads(seed, off, pos, RECOVER, 0, QUADS, JOIN), FP64)
             else:
                 e = tl.load(exponentials_ptr + i.to(tl.int64) * V + cols, mask=inside, other=1.0).to(dtype)
             r = 1.0 / e  # one division for both races
@@ -266,6 +290,10 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
             best_w_id = tl.where(up_w, cols, best_w_id)
             best_t = tl.where(up_t, st, best_t)
             best_t_id = tl.where(up_t, cols, best_t_id)
+        best_w = tl.reshape(best_w, (BLOCK,))
+        best_t = tl.reshape(best_t, (BLOCK,))
+        best_w_id = tl.reshape(best_w_id, (BLOCK,))
+        best_t_id = tl.reshape(best_t_id, (BLOCK,))
         bw = tl.max(best_w, axis=0)
         bt = tl.max(best_t, axis=0)
         out = i.to(tl.int64) * NCHUNK + chunk

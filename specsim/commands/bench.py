@@ -33,7 +33,7 @@ def add_arguments(p):
                    help="draft: full rejection with draft probs; point: no draft probs; greedy: T = 0")
     p.add_argument("--reps", type=int, default=50, help="timed calls (median reported)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--breakdown", action="store_true", help="also time the Triton device's four launches")
+    p.add_argument("--breakdown", action="store_true", help="also profile the Triton device's kernels (device time each)")
     p.add_argument("--block", type=int, default=None, help="Triton vocabulary tile (default: KernelConfig)")
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
     p.add_argument("--programs", type=int, default=None, help="Triton programs per pass")
@@ -96,15 +96,15 @@ def _callers(torch, name: str, config):
     if name == "triton":
         from devices.triton_device import verify_tensors as triton_verify
 
-        def call(x, marks=None):
+        def call(x):
             return triton_verify(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
                                  x["temperature"].to(x["target_logits"].dtype), max_k=x["max_k"], seeds=x["seeds"],
-                                 positions=x["positions"], config=config, marks=marks)
+                                 positions=x["positions"], config=config)
         return call
     from devices.torch_device import verify_tensors as torch_verify
     zeros = {}
 
-    def call(x, marks=None):
+    def call(x):
         b = x["temperature"].shape[0]
         if b not in zeros:
             zeros[b] = (torch.zeros(b, device="cuda", dtype=torch.int64), torch.ones(b, device="cuda",
@@ -116,19 +116,23 @@ def _callers(torch, name: str, config):
     return call
 
 
-def _breakdown(torch, call, sets, reps: int) -> list[float]:
-    """Median seconds of each of the Triton device's four launches."""
-    phases = []
-    for i in range(reps + 3):
-        start = torch.cuda.Event(enable_timing=True)
-        start.record()
-        marks = []
-        call(sets[i % len(sets)], marks)
+def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
+    """Device seconds per call of each kernel (torch.profiler), calls issued back to back
+    as in the timed loop; torch's small glue kernels are summed under ``"other"``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for i in range(3):
+        call(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            call(sets[i % len(sets)])
         torch.cuda.synchronize()
-        if i >= 3:
-            edges = [start] + marks
-            phases.append([a.elapsed_time(b) * 1e-3 for a, b in zip(edges, edges[1:])])
-    return [_median([p[j] for p in phases]) for j in range(len(phases[0]))]
+    times = {e.key: getattr(e, "device_time_total", 0) * 1e-6 / reps for e in prof.key_averages()}
+    ours = {k: v for k, v in times.items() if k in ("row_stats_kernel", "accept_kernel", "race_kernel",
+                                                     "finalize_kernel")}
+    ours["other"] = sum(times.values()) - sum(ours.values())
+    return ours
 
 
 def run(args) -> int:
@@ -172,9 +176,9 @@ def run(args) -> int:
                                      f"{nbytes / copy_bw * 1e3:.3f}", f"{gbs:.0f}", f"{100 * nbytes / t / copy_bw:.0f}%"))
                         print("  ".join(str(c) for c in rows[-1]), flush=True)
                         if args.breakdown and name == "triton":
-                            ph = _breakdown(torch, call, sets, min(args.reps, 20))
-                            print("    triton phases (ms): " + ", ".join(
-                                f"{n} {p * 1e3:.3f}" for n, p in zip(("stats", "accept", "race", "finalize"), ph)))
+                            ph = kernel_times(torch, call, sets)
+                            print("    triton kernels, device ms per call: " + ", ".join(
+                                f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
                     del sets
                     torch.cuda.empty_cache()
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
