@@ -40,8 +40,9 @@ def add_arguments(p):
     p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
     p.add_argument("--groups", default=None, help="comma-separated group names (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes; for testing the harness, not for a verdict")
-    p.add_argument("--group-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="time limit of one group's subprocess; past it the group is recorded as error (default 600)")
+    p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
+                   help="time limit of each group's subprocess; past it the group is recorded as error "
+                        "(default: 600, and 3600 for L3-statistical)")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --out DIR: finished groups are not run again "
                         "(same device, seed, alpha, --quick and groups required)")
@@ -88,7 +89,7 @@ def run(args) -> int:
         return _usage("--resume needs --out DIR (the directory of the run to continue)")
     if args.resume and args.in_process:
         return _usage("--resume works with the isolated runner only; drop --in-process")
-    if args.group_timeout <= 0:
+    if args.group_timeout is not None and args.group_timeout <= 0:
         return _usage(f"--group-timeout: must be > 0 seconds, got {args.group_timeout}")
     try:
         device = load(args.device)

@@ -53,6 +53,14 @@ GROUP_FILE_KIND = "specsim.conformance.group"
 """The ``kind`` of a per-group file (reports skip these: conformance.json holds the same results)."""
 
 DEFAULT_GROUP_TIMEOUT_S = 600.0
+GROUP_TIMEOUT_OVERRIDES_S = {"L3-statistical": 3600.0}
+"""Default limits of groups that legitimately run long: the statistical layer draws ~10⁶ steps on CPU
+(about 6 minutes on a loaded 2-core machine at the default budget). An explicit ``--group-timeout`` applies
+to every group."""
+
+
+def default_timeout(group: str) -> float:
+    return GROUP_TIMEOUT_OVERRIDES_S.get(group, DEFAULT_GROUP_TIMEOUT_S)
 _KILL_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 _DUMP_GRACE_S = 1.0  # after SIGUSR1 (traceback dump), before SIGTERM
 _STDERR_TAIL_CHARS = 4000
@@ -338,11 +346,12 @@ def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult]
 
 
 def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_dir: str | None = None,
-                 timeout_s: float = DEFAULT_GROUP_TIMEOUT_S, resume: bool = False, progress=None,
+                 timeout_s: float | None = None, resume: bool = False, progress=None,
                  command: list[str] | None = None) -> dict:
     """Run ``groups`` (name → ``"module:function"``) each in a subprocess; return the conformance document.
 
     With ``out_dir``, write ``groups/<name>.json`` and ``conformance.json`` after every group.
+    ``timeout_s``: every group's limit; None: :func:`default_timeout` per group.
     ``progress``: a :class:`specsim.conformance.progress.Progress` (or None).
     """
     from specsim.conformance.runner import document
@@ -370,7 +379,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     def current_doc(complete: bool) -> dict:
         results = [r for g in plan.groups if g in by_group for r in by_group[g]]
         doc = document(device_spec, device, ctx, results)
-        doc["run"] = {"isolation": "subprocess", "group_timeout_s": timeout_s, "complete": complete,
+        doc["run"] = {"isolation": "subprocess", "complete": complete,
+                      "group_timeout_s": {g: timeout_s or default_timeout(g) for g in plan.groups},
                       "started": started_at, "updated": _now(), "resumed": bool(finished),
                       "command": command if command is not None else list(sys.argv),
                       "finished_groups": [g for g in plan.groups if g in by_group],
@@ -393,7 +403,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
                 continue
             if progress is not None:
                 progress.start(group)
-            outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir, timeout_s=timeout_s,
+            outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
+                                              timeout_s=timeout_s or default_timeout(group),
                                               on_tick=progress.tick if progress is not None else None)
             by_group[group] = outcome.results
             outcomes[group] = outcome.to_json()
