@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# What the default suite needs beyond the package's extras: triton (its kernels
+# run on CPU under TRITON_INTERPRET=1) and Debian's chromium (the report's browser test).
+set -euo pipefail
+python -m pip install -q "triton==3.6.0"
+bash "$(dirname "$0")/install-chromium.sh"
