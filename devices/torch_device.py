@@ -4,9 +4,11 @@ No Python loop over requests or positions: per-row request and draft indices
 come from ``repeat_interleave``; the step runs in a fixed number of phases:
 
 1. **layout** — request, draft index and target row of each of the
-   ``num_tokens`` draft positions;
+   ``num_tokens`` draft positions; keyed noise (one Philox pass, §5.2) when
+   no noise is injected and some request samples;
 2. **target rows** — §2 (temperature, top-k by value, softmax, top-p with
-   ties kept) for every draft position's target row, in the input dtype;
+   ties kept) for every draft position's target row, in the input dtype
+   (one sort serves both filters; top-p prefix sums in float64);
 3. **acceptance** — ``u < t(x)/d(x)`` (full), ``u < t(x)`` (point) or
    ``x == argmax z`` (greedy) for every position at once, the ratio and coin
    in float64; placeholders and ``d(x) = 0`` rejected (§4);
