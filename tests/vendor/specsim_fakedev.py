@@ -7,7 +7,7 @@ groups in ``specsim_fakegroups`` need. Each broken device misbehaves in *one*
 kind of call, keyed by the vocabulary size, so the other groups still run:
 
 - ``make_aborting``: ``os.abort()`` (SIGABRT) when V == 13;
-- ``make_hanging``: sleeps forever when V == 17;
+- ``make_hanging``: sleeps forever when V == 17 (unless ``FAKEDEV_NO_HANG=1``: the driver was fixed);
 - ``make_raising``: raises ``RuntimeError`` when V == 19;
 - ``make_wrong_token``: emits argmax + 1 at the first rejection (every call).
 
@@ -67,7 +67,7 @@ class HangingDevice(GreedyDevice):
     name = "fake-hanging"
 
     def misbehave(self, batch):
-        if batch.vocab_size == HANG_VOCAB:
+        if batch.vocab_size == HANG_VOCAB and os.environ.get("FAKEDEV_NO_HANG") != "1":
             while True:  # a deadlocked kernel
                 time.sleep(0.05)
 

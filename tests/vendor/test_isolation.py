@@ -171,3 +171,49 @@ def test_out_writes_report_files_even_when_a_group_crashed(fake_groups, tmp_path
         assert (tmp_path / name).stat().st_size > 0, name
     md = (tmp_path / "report.md").read_text()
     assert "F2-abort/crashed" in md and "SIGABRT" in md
+
+
+DRIVER = """
+import sys
+from specsim.conformance import runner
+from specsim_fakegroups import FAKE_GROUPS
+runner.GROUPS.clear()
+runner.GROUPS.update(FAKE_GROUPS)
+from specsim.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_interrupted_run_resumes(tmp_path):
+    """Ctrl-C while a group hangs: exit 130, the finished group is kept; --resume runs only the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.getcwd()]), SPECSIM_PROGRESS="0")
+    env.pop("FAKEDEV_NO_HANG", None)
+    cmd = [sys.executable, "-c", DRIVER, "conform", "--device", "specsim_fakedev:make_hanging", "--quick",
+           "--groups", "F1-ok,F3-hang,F5-ok", "--out", str(tmp_path), "--no-report"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "groups" / "F1-ok.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.0)  # F3-hang is now running (and hanging)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "--resume" in err
+    doc = read(tmp_path / "conformance.json")
+    assert doc["run"]["complete"] is False and doc["run"]["pending_groups"] == ["F3-hang", "F5-ok"]
+    first = (tmp_path / "groups" / "F1-ok.json").stat().st_mtime_ns
+
+    env["FAKEDEV_NO_HANG"] = "1"  # the vendor fixed the driver, same device spec
+    done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = read(tmp_path / "conformance.json")
+    assert doc["run"]["complete"] is True and doc["passed"]
+    assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F3-hang/greedy/V17", "F5-ok/greedy/V11"}
+    assert (tmp_path / "groups" / "F1-ok.json").stat().st_mtime_ns == first  # not run again
