@@ -13,7 +13,12 @@ Example (the anchor: vLLM 0.33's sampler takes 1.34 ms here on an H100)::
     specsim bench --device triton --batch 256 --k 4 --vocab 128256
 
 prints, per device and mode, the median time, bytes of the floor, achieved
-GB/s (floor bytes / time) and that as a percent of the copy bandwidth.
+GB/s (floor bytes / time) and that as a percent of the copy bandwidth. The
+Triton step is timed twice: replaying a CUDA graph of it ("triton graph",
+kernels only, as an engine that graphs its step runs it) and eagerly from
+Python ("triton", which adds the launch overhead of four Triton launches and
+a few torch ops, and is host-bound when the GPU work is under ~1 ms). The
+torch device synchronises once per call, so it is timed eagerly only.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ def add_arguments(p):
                    help="draft: full rejection with draft probs; point: no draft probs; greedy: T = 0")
     p.add_argument("--reps", type=int, default=50, help="timed calls (median reported)")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--no-graph", action="store_true",
+                   help="skip the CUDA-graph timing of the Triton step (eager timing is always shown)")
     p.add_argument("--breakdown", action="store_true", help="also profile the Triton device's kernels (device time each)")
     p.add_argument("--block", type=int, default=None, help="Triton vocabulary tile (default: KernelConfig)")
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
@@ -116,6 +123,24 @@ def _callers(torch, name: str, config):
     return call
 
 
+def _graphs(torch, call, sets) -> list:
+    """One CUDA graph per input set (the step has no host sync, so it captures whole):
+    replays time the kernels without Python's launch overhead, as an engine runs them."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for x in sets:
+            call(x)  # compile and warm outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graphs = []
+    for x in sets:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            call(x)
+        graphs.append(g)
+    return graphs
+
+
 def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
     """Device seconds per call of each kernel (torch.profiler), calls issued back to back
     as in the timed loop; torch's small glue kernels are summed under ``"other"``."""
@@ -170,11 +195,17 @@ def run(args) -> int:
                     sets = [make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
                     for name in names:
                         call = _callers(torch, name, config)
-                        t = _median(_time(torch, lambda i: call(sets[i % nsets]), args.reps, args.warmup))
-                        gbs = nbytes / t / 1e9
-                        rows.append((name, B, K, V, mode, f"{t * 1e3:.3f}", f"{nbytes / 1e6:.0f}",
-                                     f"{nbytes / copy_bw * 1e3:.3f}", f"{gbs:.0f}", f"{100 * nbytes / t / copy_bw:.0f}%"))
-                        print("  ".join(str(c) for c in rows[-1]), flush=True)
+                        variants = [(name, lambda i: call(sets[i % nsets]))]
+                        if name == "triton" and not args.no_graph:
+                            graphs = _graphs(torch, call, sets)
+                            variants.insert(0, ("triton graph", lambda i: graphs[i % nsets].replay()))
+                        for label, fn in variants:
+                            t = _median(_time(torch, fn, args.reps, args.warmup))
+                            gbs = nbytes / t / 1e9
+                            rows.append((label, B, K, V, mode, f"{t * 1e3:.3f}", f"{nbytes / 1e6:.0f}",
+                                         f"{nbytes / copy_bw * 1e3:.3f}", f"{gbs:.0f}",
+                                         f"{100 * nbytes / t / copy_bw:.0f}%"))
+                            print("  ".join(str(c) for c in rows[-1]), flush=True)
                         if args.breakdown and name == "triton":
                             ph = kernel_times(torch, call, sets)
                             print("    triton kernels, device ms per call: " + ", ".join(

@@ -1,10 +1,12 @@
-"""Launch-shape sweep of the Triton device at the anchor size (run on the device machine).
+"""Launch-shape and noise-mode sweep of the Triton device at the anchor size (device machine).
 
     PYTHONUNBUFFERED=1 python3 tools/gpu/triton_sweep.py [--batch 256 --k 4 --vocab 128256]
 
-For each (block, num_warps, programs): median step time with draft probs and
-keyed noise, the four launches' times, and % of the measured copy bandwidth
-for the floor bytes (specsim/commands/bench.py's method and inputs).
+For each variant: median CUDA-graph replay time with draft probs, % of the
+floor (specsim/commands/bench.py's inputs and method), and each kernel's
+device time from torch.profiler. The "injected" variant reads given
+exponentials instead of making Philox words: the race kernel's time with and
+without in-register noise says how much of it is arithmetic.
 """
 
 from __future__ import annotations
@@ -17,8 +19,21 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 
-from devices.triton_device import KernelConfig  # noqa: E402
+from devices.triton_device import KernelConfig, verify_tensors  # noqa: E402
 from specsim.commands import bench  # noqa: E402
+
+
+def injected_caller(config):
+    def call(x):
+        g = torch.Generator(device="cuda").manual_seed(1)
+        if "uniforms" not in x:
+            x["uniforms"] = torch.rand(x["draft_token_ids"].shape[0], device="cuda", dtype=torch.float64, generator=g)
+            x["exponentials"] = torch.empty_like(x["target_logits"][: x["cu"].shape[0] - 1]).exponential_(
+                generator=g) + 1e-30
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
+                              x["temperature"].to(x["target_logits"].dtype), max_k=x["max_k"],
+                              uniforms=x["uniforms"], exponentials=x["exponentials"], config=config)
+    return call
 
 
 def main() -> int:
@@ -27,25 +42,24 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--mode", default="draft")
-    ap.add_argument("--quick", action="store_true", help="only the default config, then the profile")
     args = ap.parse_args()
     copy_bw = bench.copy_bandwidth(torch)
     print(f"{torch.cuda.get_device_name(0)}: copy {copy_bw / 1e9:.0f} GB/s")
     nbytes = bench.floor_bytes(args.batch, args.k, args.vocab, 4, args.mode)
     sets = [bench.make_inputs(torch, args.batch, args.k, args.vocab, torch.float32, args.mode, s) for s in range(3)]
-    configs = [KernelConfig(b, w, p, rb, rw, st, j) for b, w, p, rb, rw, st, j in [
-        (2048, 8, 1056, None, None, None, False), (2048, 8, 1056, None, None, None, True),
-        (2048, 8, 2112, None, None, None, False), (2048, 8, 2112, None, None, 1, False),
-        (2048, 8, 2112, 1024, 4, None, False), (2048, 8, 2112, 4096, 8, None, False),
-        (2048, 8, 2112, 1024, 8, None, False), (1024, 4, 4224, None, None, None, False)]]
-    warm = bench._callers(torch, "triton", configs[0])  # clocks and allocator settle before the first row
-    bench._time(torch, lambda i: warm(sets[i % 3]), 100, 5)
-    for cfg in configs[:1] if args.quick else configs:
-        call = bench._callers(torch, "triton", cfg)
-        t = bench._median(bench._time(torch, lambda i: call(sets[i % 3]), 50, 5))
-        print(f"{cfg}: {t * 1e3:.3f} ms, {100 * nbytes / t / copy_bw:.0f}% of floor", flush=True)
+    d = KernelConfig()
+    variants = [("default", d, None), ("join", KernelConfig(join=True), None), ("injected noise", d, "injected"),
+                ("race 1024x4", KernelConfig(race_block=1024, race_warps=4), None),
+                ("race 4096x16", KernelConfig(race_block=4096, race_warps=16), None),
+                ("programs 2112", KernelConfig(programs=2112), None),
+                ("stats 4096x16", KernelConfig(block=4096, num_warps=16, race_block=2048, race_warps=8), None)]
+    for label, cfg, kind in variants:
+        call = injected_caller(cfg) if kind else bench._callers(torch, "triton", cfg)
+        graphs = bench._graphs(torch, call, sets)
+        t = bench._median(bench._time(torch, lambda i: graphs[i % 3].replay(), 50, 5))
         ph = bench.kernel_times(torch, call, sets)
-        print("    device ms per call: " + ", ".join(f"{n} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
+        print(f"{label:<16} {t * 1e3:.3f} ms graph, {100 * nbytes / t / copy_bw:.0f}% of floor; device ms: "
+              + ", ".join(f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
     return 0
 
 
