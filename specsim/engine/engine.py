@@ -175,8 +175,9 @@ class Engine:
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return StepOutput(self.step_index, {}, [])
-        self._write_kv(scheduled)
-        logits, hidden = self._target_forward(scheduled)
+        tables = self._block_tables(scheduled)
+        self._write_kv(scheduled, tables)
+        logits, hidden = self._target_forward(scheduled, tables)
         results = self._verify(scheduled, logits)
         new_tokens, finished = self._commit(scheduled, results, hidden)
         self._propose([s.request for s in scheduled if not s.request.done])
@@ -195,35 +196,54 @@ class Engine:
             for rid in what:
                 self.preempt(rid)
 
-    def _write_kv(self, scheduled: list[Scheduled]) -> None:
+    def _block_tables(self, scheduled: list[Scheduled]) -> np.ndarray:
+        """``[batch, max blocks]`` int64, zero-padded: the step's block tables as one array."""
+        width = max(len(s.request.block_table) for s in scheduled)
+        tables = np.zeros((len(scheduled), width), np.int64)
+        for i, s in enumerate(scheduled):
+            tables[i, :len(s.request.block_table)] = s.request.block_table
+        return tables
+
+    def _slots(self, tables: np.ndarray, owner: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Slots of ``positions`` (any shape) of requests ``owner`` (same shape) under ``tables``."""
+        bs = self.pool.block_size
+        blocks = positions // bs
+        if blocks.size and (blocks >= tables.shape[1]).any():
+            raise KVError("a position falls outside its request's block table")
+        return tables[owner, blocks] * bs + positions % bs
+
+    def _write_kv(self, scheduled: list[Scheduled], tables: np.ndarray) -> None:
+        tokens, starts, counts = [], [], []
         for s in scheduled:
             r = s.request
             end = r.num_tokens + s.num_drafts  # positions r.num_computed .. end - 1
             if end - 1 >= r.max_model_len:
                 raise EngineError(f"{r.request_id}: KV slot at position {end - 1} >= max_model_len {r.max_model_len}")
-            tokens = r.tokens[r.num_computed:]
+            tokens.extend(r.tokens_from(r.num_computed))
             if s.num_drafts:
-                tokens = tokens + r.spec_token_ids[:s.num_drafts].tolist()
-            self.pool.write(np.asarray(r.block_table), np.arange(r.num_computed, end), np.asarray(tokens))
+                tokens.extend(r.spec_token_ids[:s.num_drafts].tolist())
+            starts.append(r.num_computed)
+            counts.append(end - r.num_computed)
             r.max_slot_position = max(r.max_slot_position, end - 1)
+        counts = np.array(counts)
+        owner = np.repeat(np.arange(len(scheduled)), counts)
+        positions = np.repeat(np.array(starts) - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+        self.pool.tokens[self._slots(tables, owner, positions)] = tokens
 
-    def _target_forward(self, scheduled: list[Scheduled]):
-        """Rows predicting positions ``L .. L + k`` of each request → logits ``[rows, V]``, features ``[rows, H]``."""
+    def _target_forward(self, scheduled: list[Scheduled], tables: np.ndarray):
+        """Rows predicting positions ``L .. L + k`` of each request → logits ``[rows, V]``, features ``[rows, H]``.
+
+        Each row's context (the ``order`` tokens before its position) is read from the paged KV.
+        """
         n = self.target.order
         counts = np.array([s.num_drafts + 1 for s in scheduled])
         lengths = np.array([s.request.num_tokens for s in scheduled])
         owner = np.repeat(np.arange(len(scheduled)), counts)
-        predicted = np.repeat(lengths, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+        predicted = np.repeat(lengths - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
         if n:
-            width = max(len(s.request.block_table) for s in scheduled)
-            tables = np.zeros((len(scheduled), width), np.int64)
-            for i, s in enumerate(scheduled):
-                tables[i, :len(s.request.block_table)] = s.request.block_table
             pos = predicted[:, None] - n + np.arange(n)[None, :]        # [rows, n]
             inside = pos >= 0
-            p = np.where(inside, pos, 0)
-            bs = self.pool.block_size
-            slots = tables[owner[:, None], p // bs] * bs + p % bs
+            slots = self._slots(tables, np.broadcast_to(owner[:, None], pos.shape), np.where(inside, pos, 0))
             windows = np.where(inside, self.pool.tokens[slots], self.target.vocab_size)
             if (windows < 0).any():
                 raise KVError("target read an unwritten (or freed) KV slot")

@@ -82,6 +82,12 @@ class Request:
     def tokens(self) -> list[int]:
         return self.prompt + self.output
 
+    def tokens_from(self, start: int) -> list[int]:
+        """``tokens[start:]`` without copying the whole sequence."""
+        if start >= len(self.prompt):
+            return self.output[start - len(self.prompt):]
+        return self.prompt[start:] + self.output
+
     @property
     def num_tokens(self) -> int:
         return len(self.prompt) + len(self.output)
