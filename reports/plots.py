@@ -46,6 +46,11 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
+def _short(text, width: int = 32) -> str:
+    """Input text for a plot: one line, at most ``width`` characters (legends and ticks stay readable)."""
+    return tables.first_line(text, width)
+
+
 def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
@@ -75,7 +80,7 @@ def pvalue_figure(conformance: list[tuple[str, dict]]) -> Figure | None:
     for _, doc in conformance:
         ps = sorted(float(c["p_value"]) for c in tables.checks_of(doc) if isinstance(c.get("p_value"), (int, float)))
         if ps:
-            series.append((tables.device_label(doc), ps, doc.get("alpha_family")))
+            series.append((_short(tables.device_label(doc)), ps, doc.get("alpha_family")))
     if not series:
         return None
     fig = _figure(10, 4.6)
@@ -118,7 +123,7 @@ def distribution_cases(conformance: list[tuple[str, dict]], kind: str) -> tuple[
         for c in tables.checks_of(doc):
             d = tables.distribution_of(c)
             if d is not None and d["kind"] == kind:
-                found.append((tables.device_label(doc), d))
+                found.append((_short(tables.device_label(doc), 28), d))
     found.sort(key=lambda x: (x[1]["status"] == "pass", x[1]["p_value"] if x[1]["p_value"] is not None else 1.0))
     return found[:MAX_DISTRIBUTION_CASES], len(found)
 
@@ -156,11 +161,12 @@ def _distribution_figure(cases, total: int, kind: str, conformance) -> Figure | 
         ax.plot(x, freq, "o", color=_status_colour(d["status"]), ms=4, label="observed")
         if len(x) <= 16:
             ax.set_xticks(x)
-            ax.set_xticklabels([str(lbl) for lbl in d["labels"]], fontsize=6, rotation=90 if len(x) > 8 else 0)
+            ax.set_xticklabels([_short(lbl, 12) for lbl in d["labels"]], fontsize=6, rotation=90 if len(x) > 8 else 0)
         where = f" pos {d['position']}" if d.get("position") is not None else ""
         where += " (worst cells only)" if d.get("partial") else ""
         ax.set_title(f"{tables.first_line(d['name'], 48)}{where}\n{device}: {d['status']}, p = "
-                     f"{tables.fmt(d['p_value'], 3)}, n = {tables.fmt(int(n))}", fontsize=7)
+                     f"{tables.fmt(d['p_value'], 3)} (α = {tables.fmt(d['alpha'], 2)}), n = {tables.fmt(int(n))}, "
+                     f"seed {d['seed'] if d.get('seed') is not None else '?'}", fontsize=6.5)
         ax.set_xlabel("number accepted" if kind == "num_accepted" else "token (cell)", fontsize=7)
         ax.set_ylabel("frequency", fontsize=7)
         ax.tick_params(labelsize=6)
@@ -224,7 +230,7 @@ def acceptance_figure(simulations, conformance) -> Figure | None:
     for src, sim in simulations:
         counts, n = sim.get("acc_counts"), tables.num_drafts(sim)
         if isinstance(counts, list) and counts and n:
-            runs.append((tables.sim_label(src, sim), [float(c) / n for c in counts], int(n)))
+            runs.append((_short(tables.sim_label(src, sim), 40), [float(c) / n for c in counts], int(n)))
     if not runs:
         return None
     fig = _figure(6.5, 4.2)
@@ -262,9 +268,9 @@ def matrix_figure(conformance) -> Figure | None:
     cmap = ListedColormap([STATUS_COLOURS[None]] + [STATUS_COLOURS[s] for s in order])
     ax.imshow(values, cmap=cmap, vmin=0, vmax=len(order), aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(devices)))
-    ax.set_xticklabels(devices, fontsize=8, rotation=20, ha="right")
+    ax.set_xticklabels([_short(d, 24) for d in devices], fontsize=8, rotation=20, ha="right")
     ax.set_yticks(range(len(groups)))
-    ax.set_yticklabels(groups, fontsize=7)
+    ax.set_yticklabels([_short(g, 36) for g in groups], fontsize=7)
     ax.legend(handles=[Patch(color=STATUS_COLOURS[s], label=s) for s in order] + [Patch(facecolor="white",
               edgecolor="#999999", label="not run")], fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
     ax.set_title("device × check conformance\n(worst status per check group)", fontsize=9)
@@ -274,8 +280,13 @@ def matrix_figure(conformance) -> Figure | None:
 
 
 def all_figures(inputs) -> list[Figure]:
-    """Every figure the inputs allow, in report order."""
+    """Every figure the inputs allow, in report order.
+
+    Mathtext is off: text from inputs (a device named ``a$b``) must print as is, not parse as TeX.
+    """
+    import matplotlib
     conf, sims = inputs.conformance, inputs.simulations
-    out = [matrix_figure(conf), pvalue_figure(conf), token_distribution_figure(conf), num_accepted_figure(conf),
-           acceptance_figure(sims, conf), temperature_figure(sims, conf)]
+    with matplotlib.rc_context({"text.parse_math": False}):
+        out = [matrix_figure(conf), pvalue_figure(conf), token_distribution_figure(conf), num_accepted_figure(conf),
+               acceptance_figure(sims, conf), temperature_figure(sims, conf)]
     return [f for f in out if f is not None]

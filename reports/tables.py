@@ -102,7 +102,7 @@ def provenance_line(conformance: list[tuple[str, dict]], extra: str = "") -> str
     parts = []
     for _, doc in conformance[:3]:
         p = provenance(doc)
-        parts.append(f"{p['device']} · {p['versions']} · seed {p['suite seed']} · α_family {p['α family budget']} "
+        parts.append(f"{first_line(p['device'], 48)} · {p['versions']} · seed {p['suite seed']} · α_family {p['α family budget']} "
                      f"· {p['sample sizes']} · {p['machine']}")
     more = f" (+{len(conformance) - 3} more)" if len(conformance) > 3 else ""
     return " | ".join(parts) + more + (f" · {extra}" if extra else "")

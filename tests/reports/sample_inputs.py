@@ -1,8 +1,9 @@
 """Small hand-made report inputs: two devices' conformance.json, a mutants.json, simulation JSON.
 
-``HOSTILE`` text (a script tag, an img with onerror, a table-breaking pipe)
-is planted in every place input text reaches the report, so the escaping
-tests see it everywhere.
+``HOSTILE`` text (a script tag, an img with onerror, a table-breaking pipe,
+TeX that matplotlib cannot parse) is planted in every place input text
+reaches the report, so the escaping tests see it everywhere; a check name
+carries the TeX too, since check names reach the figures' titles.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>|x'
+HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>|x $\\frac{1}{ $'  # and TeX that does not parse
 
 
 def conformance_doc(device: str, *, broken: bool = False) -> dict:
@@ -32,6 +33,9 @@ def conformance_doc(device: str, *, broken: bool = False) -> dict:
          "extra": {"expected_law": [0.2, 0.3, 0.5], "observed": [390, 610, 1000]}},
     ]
     if broken:
+        checks.append({"name": "L3/tex $\\frac{1}{ $/pos2", "layer": "L3", "status": "fail", "p_value": 1e-7,
+                       "alpha": 1e-5, "n": 1000, "seed": 11,
+                       "extra": {"observed": [700, 300], "expected_probs": [0.5, 0.5], "position": 2}})
         checks.append({"name": "L1-keyed/crashed", "layer": "L1", "status": "error",
                        "detail": f"the group's process was killed by SIGABRT {HOSTILE}"})
     counts = {s: sum(c["status"] == s for c in checks) for s in ("pass", "fail", "not_supported", "error")}
