@@ -114,6 +114,11 @@ class DraftModelProposer:
         temperature = np.array([r.params.temperature for r in requests], np.float64)
         sampled = (temperature > 0) & (self.has_probs or self.point_drafts == "sample")
         k_max = int(np.max(ks))
+        # The noise of every draft column at once: S(seed, L, DRAFT, j) does not depend on earlier drafts.
+        racing = np.flatnonzero(sampled & valid)
+        noise = draft_exponentials(seeds[racing], length[racing], np.arange(k_max), self.vocab_size)
+        noise_row = np.full(len(requests), -1)
+        noise_row[racing] = np.arange(len(racing))
         ids = np.zeros((len(requests), k_max), np.int64)
         rows = np.zeros((len(requests), k_max, self.vocab_size)) if self.has_probs else None
         for j in range(k_max):
@@ -123,9 +128,7 @@ class DraftModelProposer:
             tok = np.argmax(logits, axis=1)
             race_rows = np.flatnonzero(sampled[live])
             if len(race_rows):
-                sel = live[race_rows]
-                noise = draft_exponentials(seeds[sel], length[sel], j, self.vocab_size)
-                tok[race_rows] = race(probs[race_rows], noise)
+                tok[race_rows] = race(probs[race_rows], noise[noise_row[live[race_rows]], j])
             ids[live, j] = tok
             if rows is not None:
                 rows[live, j] = probs

@@ -14,8 +14,8 @@ batch size, the arrival order or a generator's state:
 The global RNGs (``random``, numpy's, torch's) are never touched.
 
 >>> from reference.rng import DRAFT, exponential, stream_words
->>> e = draft_exponentials(np.array([7, 9], np.uint64), np.array([12, 3]), column=1, vocab_size=5)
->>> bool((e[1] == exponential(stream_words(9, 3, DRAFT, 1, 5))).all())
+>>> e = draft_exponentials(np.array([7, 9], np.uint64), np.array([12, 3]), columns=[0, 1], vocab_size=5)
+>>> bool((e[1, 1] == exponential(stream_words(9, 3, DRAFT, 1, 5))).all())
 True
 """
 
@@ -38,25 +38,27 @@ def request_seed(engine_seed: int, request_id: str) -> int:
     return int(lo) | (int(hi) << 32)
 
 
-def keyed_words(seeds: np.ndarray, positions: np.ndarray, purpose: int, column: int, n: int) -> np.ndarray:
-    """Words ``[batch, n]`` uint32: row ``b`` is ``stream_words(seeds[b], positions[b], purpose, column, n)``."""
+def keyed_words(seeds: np.ndarray, positions: np.ndarray, purpose: int, columns, n: int) -> np.ndarray:
+    """Words ``[batch, len(columns), n]`` uint32 (one Philox call for all):
+    ``[b, c]`` is ``stream_words(seeds[b], positions[b], purpose, columns[c], n)``."""
     seeds = np.asarray(seeds, np.uint64)
-    batch, blocks = len(seeds), (n + 3) // 4
-    counter = np.empty((batch, blocks, 4), np.uint32)
-    counter[:, :, 0] = np.arange(blocks, dtype=np.uint32)[None, :]
-    counter[:, :, 1] = (np.asarray(positions, np.int64) & 0xFFFFFFFF).astype(np.uint32)[:, None]
-    counter[:, :, 2] = purpose
-    counter[:, :, 3] = column
-    key = np.empty((batch, blocks, 2), np.uint32)
-    key[:, :, 0] = (seeds & np.uint64(0xFFFFFFFF)).astype(np.uint32)[:, None]
-    key[:, :, 1] = (seeds >> np.uint64(32)).astype(np.uint32)[:, None]
+    columns = np.atleast_1d(np.asarray(columns, np.uint32))
+    batch, width, blocks = len(seeds), len(columns), (n + 3) // 4
+    counter = np.empty((batch, width, blocks, 4), np.uint32)
+    counter[..., 0] = np.arange(blocks, dtype=np.uint32)
+    counter[..., 1] = (np.asarray(positions, np.int64) & 0xFFFFFFFF).astype(np.uint32)[:, None, None]
+    counter[..., 2] = purpose
+    counter[..., 3] = columns[None, :, None]
+    key = np.empty((batch, width, blocks, 2), np.uint32)
+    key[..., 0] = (seeds & np.uint64(0xFFFFFFFF)).astype(np.uint32)[:, None, None]
+    key[..., 1] = (seeds >> np.uint64(32)).astype(np.uint32)[:, None, None]
     out = philox4x32_10(counter.reshape(-1, 4), key.reshape(-1, 2))
-    return out.reshape(batch, blocks * 4)[:, :n]
+    return out.reshape(batch, width, blocks * 4)[:, :, :n]
 
 
-def draft_exponentials(seeds: np.ndarray, positions: np.ndarray, column: int, vocab_size: int) -> np.ndarray:
-    """Exp(1) noise ``[batch, V]`` for draft ``column`` of the round at ``positions`` ``[batch]``."""
-    return exponential(keyed_words(seeds, positions, DRAFT, column, vocab_size))
+def draft_exponentials(seeds: np.ndarray, positions: np.ndarray, columns, vocab_size: int) -> np.ndarray:
+    """Exp(1) noise ``[batch, len(columns), V]`` for draft ``columns`` of the rounds at ``positions`` ``[batch]``."""
+    return exponential(keyed_words(seeds, positions, DRAFT, columns, vocab_size))
 
 
 def race(weights: np.ndarray, exponentials: np.ndarray) -> np.ndarray:
