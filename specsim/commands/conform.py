@@ -64,6 +64,20 @@ def _usage(message: str) -> int:
     return 2
 
 
+def _warn_if_incomplete(out_dir: str) -> None:
+    """Starting over in a directory that holds an interrupted run is allowed, but say so."""
+    import json
+    try:
+        with open(os.path.join(out_dir, "conformance.json")) as f:
+            run = json.load(f).get("run") or {}
+    except (OSError, ValueError, AttributeError):
+        return
+    if run.get("complete") is False:
+        print(f"specsim conform: {out_dir} holds an interrupted run (pending: "
+              f"{', '.join(run.get('pending_groups') or [])}); starting over. Use --resume to continue it instead.",
+              file=sys.stderr)
+
+
 def write_reports(out_dir: str) -> None:
     """Render report.html/md/json next to conformance.json; a reporting problem is said, not fatal."""
     try:
@@ -114,6 +128,8 @@ def run(args) -> int:
         from specsim.conformance.isolation import ResumeMismatch, run_isolated
         from specsim.conformance.progress import Progress
 
+        if args.out and not args.resume:
+            _warn_if_incomplete(args.out)
         progress = Progress(total=len(names))
         try:
             doc = run_isolated(args.device, device, ctx, {g: known[g] for g in names}, out_dir=args.out,
