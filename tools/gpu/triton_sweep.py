@@ -23,13 +23,16 @@ from devices.triton_device import KernelConfig, verify_tensors  # noqa: E402
 from specsim.commands import bench  # noqa: E402
 
 
+def add_injected_noise(x: dict) -> None:
+    """Uniforms ``[num_tokens]`` float64 and exponentials ``[batch, V]`` for the injected variant."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x["uniforms"] = torch.rand(x["draft_token_ids"].shape[0], device="cuda", dtype=torch.float64, generator=g)
+    x["exponentials"] = torch.empty_like(x["target_logits"][: x["cu"].shape[0] - 1]).exponential_(
+        generator=g) + 1e-30
+
+
 def injected_caller(config):
     def call(x):
-        g = torch.Generator(device="cuda").manual_seed(1)
-        if "uniforms" not in x:
-            x["uniforms"] = torch.rand(x["draft_token_ids"].shape[0], device="cuda", dtype=torch.float64, generator=g)
-            x["exponentials"] = torch.empty_like(x["target_logits"][: x["cu"].shape[0] - 1]).exponential_(
-                generator=g) + 1e-30
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
                               x["temperature"].to(x["target_logits"].dtype), max_k=x["max_k"],
                               uniforms=x["uniforms"], exponentials=x["exponentials"], config=config)
@@ -47,6 +50,8 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name(0)}: copy {copy_bw / 1e9:.0f} GB/s")
     nbytes = bench.floor_bytes(args.batch, args.k, args.vocab, 4, args.mode)
     sets = [bench.make_inputs(torch, args.batch, args.k, args.vocab, torch.float32, args.mode, s) for s in range(3)]
+    for x in sets:
+        add_injected_noise(x)
     d = KernelConfig()
     variants = [("default", d, None), ("join", KernelConfig(join=True), None), ("injected noise", d, "injected"),
                 ("race 1024x4", KernelConfig(race_block=1024, race_warps=4), None),
