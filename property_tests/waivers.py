@@ -143,7 +143,11 @@ def load(path: str) -> list[Waiver]:
                 try:
                     import tomllib
                 except ModuleNotFoundError:  # Python 3.10
-                    import tomli as tomllib  # type: ignore[no-redef]
+                    try:
+                        import tomli as tomllib  # type: ignore[no-redef]
+                    except ModuleNotFoundError:
+                        raise WaiverError(f"--specsim-waivers {path}: reading TOML needs Python >= 3.11 or "
+                                          "`pip install tomli`; or write the waivers as JSON") from None
                 doc = tomllib.loads(data.decode("utf-8"))
             break
         except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
