@@ -94,6 +94,9 @@ class UniversalDraftProposer:
         key = self.draft.key_of(context)
         temperature = float(request.params.temperature)
         ids, rows = np.zeros(k, np.int64), np.zeros((k, self.vocab_size))
+        noise = None if temperature == 0 else draft_exponentials(       # [k, Vd]: column j keys draft j
+            np.array([request.seed], np.uint64), np.array([request.num_tokens]), np.arange(k),
+            self.mapping.draft_vocab_size)[0]
         for j in range(k):
             logits = self.draft.logits_at(np.array([key]), np.array([len(context) + j]))[0]
             if temperature == 0:            # greedy: argmax within the intersection
@@ -103,9 +106,7 @@ class UniversalDraftProposer:
             if temperature == 0:
                 token = int(np.argmax(constrained))
             else:
-                noise = draft_exponentials(np.array([request.seed], np.uint64), np.array([request.num_tokens]),
-                                           j, self.mapping.draft_vocab_size)
-                token = int(race(constrained[None, :], noise)[0])
+                token = int(race(constrained[None, :], noise[j][None, :])[0])
             ids[j] = self.mapping.map_draft_to_target([token])[0]
             rows[j] = self.mapping.to_target(constrained)
             key = int(self.draft.roll(np.array([key]), np.array([token]))[0])
@@ -148,9 +149,9 @@ class PtdProposer:
             if request.params.temperature == 0 or not self.has_probs:
                 ids = np.argmax(rows, axis=1).astype(np.int64)
             else:
-                seeds, length = np.array([request.seed], np.uint64), np.array([request.num_tokens])
-                ids = np.array([race(rows[j][None, :], draft_exponentials(seeds, length, j, self.vocab_size))[0]
-                                for j in range(k)], np.int64)
+                noise = draft_exponentials(np.array([request.seed], np.uint64), np.array([request.num_tokens]),
+                                           np.arange(k), self.vocab_size)[0]          # [k, V]
+                ids = race(rows, noise).astype(np.int64)       # the rows are independent: one race each
             out.append((ids, rows if self.has_probs else None))
         return out
 
