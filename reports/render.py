@@ -124,6 +124,9 @@ def _write_text_atomic(path: str, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.splitext(path)[1])
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for sharing, like any file we write
     os.replace(tmp, path)
 
 
