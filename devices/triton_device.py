@@ -51,7 +51,7 @@ class KernelConfig:
 
     block: int = 2048
     num_warps: int = 8
-    programs: int = 1056  # 8 per SM on a 132-SM H100
+    programs: int = 2112  # 16 per SM on a 132-SM H100 (sweep: stats 0.217 vs 0.231 ms at 1056)
     race_block: int | None = None
     race_warps: int | None = None
     num_stages: int | None = None  # software pipelining depth of the vocabulary loops (None: Triton's default)
