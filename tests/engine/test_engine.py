@@ -134,3 +134,22 @@ def test_engine_takes_a_device_by_name():
     assert Engine(target, None, device="torch").device.name.startswith("torch")
     with pytest.raises(Exception, match="unknown device"):
         Engine(target, None, device="no-such-device")
+
+
+@pytest.mark.parametrize("kind", ["draft", "eagle"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_perfect_drafter_is_always_accepted_even_under_preemption(kind, temperature):
+    """Acceptance sanity (vLLM #5, #18): with drafter == target, every draft is accepted. A stale EAGLE
+    feature, draft state lost at preemption or a misaligned row would show up here as rejections."""
+    from specsim.engine import EagleProposer
+    target = ToyLM(16, order=2, seed=0)
+    head = target.mixed(1.0, seed=1)
+    proposer = DraftModelProposer(head) if kind == "draft" else EagleProposer(head)
+    engine = Engine(target, proposer, device=ReferenceDevice(), num_speculative_tokens=3, check_invariants=True,
+                    preempt_at={s: 2 for s in range(3, 12, 3)})
+    for i in range(3):
+        engine.add_request(f"r{i}", [i + 1, 2], SamplingParams(temperature=temperature, max_tokens=14),
+                           max_model_len=40)
+    engine.run()
+    rounds = engine.metrics.rounds
+    assert all(a == k for k, a, _ in rounds) and sum(k for k, _, _ in rounds) >= 9, rounds
