@@ -34,8 +34,20 @@ def md_code(text: str) -> str:
     return f"```\n{body}\n```"
 
 
+GITHUB_COMMENT_LIMIT = 65_536
+"""GitHub refuses a PR comment or description longer than this; past it the folded tables are dropped."""
+
+
 def render(report: dict) -> str:
-    """``report``: what :func:`reports.render.build` returns."""
+    """``report``: what :func:`reports.render.build` returns. Stays under GitHub's comment limit when
+    it can, by leaving out the folded per-check tables (report.html has them)."""
+    text = _render(report, folded=True)
+    if len(text) < GITHUB_COMMENT_LIMIT - 1000:
+        return text
+    return _render(report, folded=False)
+
+
+def _render(report: dict, folded: bool) -> str:
     out = ["# specsim report", "", md_cell(report["headline"]), ""]
     if report["provenance"]:
         out += [md_table(report["provenance"], "##"), ""]
@@ -48,6 +60,9 @@ def render(report: dict) -> str:
                 out += [md_code(item[1]), ""]
             elif isinstance(item, tuple) and item[0] == "details":
                 _, summary, table = item
+                if not folded:
+                    out += [f"{md_cell(summary)}: left out to fit a pull-request comment; see report.html.", ""]
+                    continue
                 out += [f"<details><summary>{md_cell(summary)}</summary>", "", md_table(table, "####"), "",
                         "</details>", ""]
             else:

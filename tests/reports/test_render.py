@@ -135,3 +135,14 @@ def test_specsim_mutants_document_shape(tmp_path):
     md = markdown.render(build(load_inputs([str(tmp_path)]), with_plots=False))
     assert "| residual-unclamped | max(0, t - d) missing | vLLM #1 | yes | L1/injected/full/case-3 |" in md
     assert "residual-unclamped [black box]" in md and "1e-12" in md and "2 of 2 mutants killed." in md
+
+
+def test_markdown_fits_a_pull_request_comment(tmp_path):
+    from reports import markdown
+    from tests.reports.sample_inputs import conformance_doc
+    doc = conformance_doc("torch")
+    doc["checks"] = [{"name": f"L1/injected/case-{i}", "layer": "L1", "status": "pass", "detail": "x" * 80}
+                     for i in range(2000)]
+    (tmp_path / "conformance.json").write_text(json.dumps(doc))
+    md = markdown.render(build(load_inputs([str(tmp_path)]), with_plots=False))
+    assert len(md) < markdown.GITHUB_COMMENT_LIMIT and "left out to fit a pull-request comment" in md
