@@ -129,3 +129,12 @@ def test_report_names_every_figure():
     text = r.report()
     for word in ("statistic=", "df=2", "n=100", "p=", "alpha=", "seed=7", "detectable TV="):
         assert word in text
+
+
+@pytest.mark.parametrize("name", ["specsim.stats", "specsim.conformance.cases", "specsim.mutants.walk",
+                                  "specsim.mutants.zoo"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+    failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert failures == 0
