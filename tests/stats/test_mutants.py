@@ -43,3 +43,20 @@ def test_every_mutant_is_killed_quick():
     base = load("torch")
     for m in make_mutants(base):
         assert judge_mutant(m, Context(quick=True)).killed, m.id
+
+
+def test_walk_without_hooks_is_the_reference():
+    """The numpy walk the 'inside' mutants recompute with is correct when no hook is on."""
+    from reference.verify import verify
+    dev = WalkDevice()
+    for s in range(60):
+        rng = np.random.default_rng(s)
+        b = random_batch(rng, BatchSpec(batch=6, max_k=4, vocab_size=int(rng.integers(2, 40)),
+                                        draft_probs=bool(s % 3)))
+        seeds, positions = rng.integers(0, 2**63, 6, dtype=np.uint64), rng.integers(0, 2**31, 6)
+        b = type(b)(**{**b.__dict__, "seeds": seeds, "positions": positions})
+        out = dev.verify(b)
+        ref = verify(b.num_draft_tokens, b.draft_token_ids, b.draft_probs, b.target_logits, b.temperature,
+                     b.top_k, b.top_p, seeds=seeds, positions=positions)
+        assert np.array_equal(out.output_token_ids, ref.output_token_ids), s
+        assert np.array_equal(out.num_accepted, ref.num_accepted), s
