@@ -130,4 +130,7 @@ def write_json_atomic(path: str, doc: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=1, default=float)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for reading
     os.replace(tmp, path)
