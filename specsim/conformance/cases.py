@@ -40,6 +40,8 @@ class Request:
     - ``draft_zeros``: fraction of draft entries set to 0 (then renormalised).
     - ``ties``: round target logits to this grid (0 = off), so equal values
       (top-k boundary ties, top-p cut ties, greedy argmax ties) are common.
+    - ``placeholder``: every draft is the placeholder id -1 (SPEC §4: always
+      rejected, rows zero, positions after the first never reached).
     """
 
     k: int
@@ -51,6 +53,7 @@ class Request:
     masked: float = 0.0
     draft_zeros: float = 0.0
     ties: float = 0.0
+    placeholder: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,9 @@ CASES: tuple[Case, ...] = (
          note="target zeros (-inf logits), draft zeros, top-p zeros"),
     Case("v8-ties", 8, (R(2, 1.0, top_k=2, ties=1.0), R(1, 0.9, top_p=0.8, scale=1.0, ties=0.5), R(2, 0.0, ties=1.0)),
          note="ties at the top-k boundary, the top-p cut and the greedy argmax"),
-    Case("v8-point", 8, (R(1, 1.0, scale=4.0, draft="near"), R(1, 0.7, top_p=0.8, scale=1.5), R(2, 0.0)), point=True,
-         note="point proposals (draft_probs none)"),
+    Case("v8-point", 8, (R(1, 1.0, scale=4.0, draft="near"), R(1, 0.7, top_p=0.8, scale=1.5), R(2, 0.0),
+                         R(1, 1.0, placeholder=True)), point=True,
+         note="point proposals (draft_probs none), a placeholder draft"),
     Case("v16-same", 16, (R(3, 1.0, draft="same"), R(2, 1.5, draft="same")),
          note="draft = target: always accepted, the bonus path carries the law"),
     Case("v32-peaked", 32, (R(2, 0.7, scale=5.0, draft="near"), R(2, 1.0, top_p=0.9, scale=5.0)),
@@ -177,7 +181,10 @@ def build(case: Case) -> Built:
         probs = [target_probs(z, r.temperature, r.top_k, r.top_p) if r.temperature > 0 else np.zeros(V)
                  for z in rows]
         draft = [_draft_row(rng, r, rows[j], probs[j]) for j in range(r.k)]
-        if r.temperature > 0 and case.point:
+        if r.placeholder:
+            draft = [np.zeros(V) for _ in range(r.k)]
+            a = [0.0] * r.k
+        elif r.temperature > 0 and case.point:
             a = [float(np.dot(d, t)) for d, t in zip(draft, probs)]
         elif r.temperature > 0:
             a = [float(np.minimum(d, t).sum()) for d, t in zip(draft, probs)]

@@ -73,13 +73,18 @@ def reach(built: Built, i: int, j: int) -> float:
     return float(np.prod(built.acceptance[i][:j]))
 
 
+def tested_positions(r) -> range:
+    """Positions a request can reach: after a placeholder nothing is verified (SPEC §4)."""
+    return range(1) if r.placeholder else range(r.k + 1)
+
+
 def check_names(case: Case) -> list[str]:
     """The statistical checks of a case (exact checks spend no α and are not listed)."""
     names = []
     for i, r in enumerate(case.requests):
         if r.temperature == 0:
             continue
-        names += [f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "") for j in range(r.k + 1)]
+        names += [f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "") for j in tested_positions(r)]
         if r.k:
             names.append(f"L3/{case.id}/r{i}/accepted")
     return names
@@ -93,7 +98,7 @@ def _design_trials(built: Built, alpha: float, tv: float) -> int:
         for i, r in enumerate(built.case.requests):
             if r.temperature == 0:
                 continue
-            for j in range(r.k + 1):
+            for j in tested_positions(r):
                 p = reach(built, i, j)
                 row = built.target[built.target_row(i, j)]
                 if np.count_nonzero(row) == 1:
@@ -121,7 +126,7 @@ def make_plan(alpha_family: float, quick: bool, cases=CASES) -> Plan:
         for i, r in enumerate(c.requests):
             if r.temperature == 0:
                 continue
-            for j in range(r.k + 1):
+            for j in tested_positions(r):
                 n = plan.trials * reach(b, i, j)
                 name = f"L3/{c.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
                 if c.pit:
@@ -244,7 +249,8 @@ def run_trials(device, plan: CasePlan, seed: int) -> Tally:
     done = 0
     while done < plan.trials:
         n = min(chunk, plan.trials - done)
-        drafts = [_sample_drafts(rng, built.draft_rows[built.draft_row(i, 0): built.draft_row(i, 0) + r.k], n)
+        drafts = [np.full((n, r.k), PLACEHOLDER_TOKEN_ID, np.int64) if r.placeholder else
+                  _sample_drafts(rng, built.draft_rows[built.draft_row(i, 0): built.draft_row(i, 0) + r.k], n)
                   for i, r in enumerate(built.case.requests)]
         out = device.verify(_trial_batch(built, drafts, rng, n, dtype))
         _tally_chunk(t, built, drafts, out, n, keep_tokens=built.case.pit)
@@ -287,6 +293,8 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
             if not sup.passed:
                 support_bad.append(sup.report())
             name = f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
+            if j not in tested_positions(r):  # unreachable: any token here is an exact failure (above)
+                continue
             if case.pit:
                 tokens = np.concatenate(tally.tokens.get((i, j), [np.zeros(0, np.int64)]))
                 tokens = tokens[row[tokens] > 0]  # support failures are counted exactly above
