@@ -38,6 +38,14 @@ from specsim.testing.reference_device import ReferenceDevice
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=6)
 _TORCH = []
+_UNDER_TEST = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _device_under_test(device_under_test):
+    """``--specsim-device X`` (or ``$SPECSIM_DEVICE``) runs these engine properties on X; default torch."""
+    _UNDER_TEST[:] = [device_under_test]
+    yield
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -57,8 +65,12 @@ def torch_device():
     return _TORCH[0]
 
 
+def device_under_test():
+    return _UNDER_TEST[0] if _UNDER_TEST else torch_device()
+
+
 def devices():
-    return {"torch": torch_device(), "reference": ReferenceDevice()}
+    return {"torch": torch_device(), "reference": ReferenceDevice(), "under test": device_under_test()}
 
 
 # --------------------------------------------------------------------------- oracles
@@ -121,7 +133,7 @@ def run_engine(target, kind, k, drafter_max, reqs, *, device=None, seed=0, order
     pool_blocks = -(-longest // block_size) + spare_blocks
     config = SchedulerConfig(max_num_seqs=max_num_seqs, block_size=block_size, num_blocks=pool_blocks,
                              max_num_batched_tokens=budget or 1024, partial_drafts=partial)
-    engine = Engine(target, proposers(target, kind, drafter_max), device=device or torch_device(),
+    engine = Engine(target, proposers(target, kind, drafter_max), device=device or device_under_test(),
                     num_speculative_tokens=k, scheduler=config, seed=seed, preempt_at=preempt_at,
                     check_invariants=True)
     for idx in (order if order is not None else range(len(reqs))):
@@ -158,7 +170,7 @@ def test_seeded_request_output_is_invariant_to_batch_order_budget_preemption_and
     longest = max(mml for *_, mml, _ in reqs) + k
     out, engine = run_engine(
         target, kind, k, drafter_max, reqs, seed=7, order=order,
-        device=devices()[data.draw(st.sampled_from(["torch", "reference"]))],
+        device=devices()[data.draw(st.sampled_from(["torch", "reference", "under test"]))],
         max_num_seqs=data.draw(st.integers(1, 4)), spare_blocks=data.draw(st.integers(0, 4)),
         budget=data.draw(st.integers(longest, longest + 12)),
         preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)))
@@ -213,7 +225,7 @@ def test_sequence_law_equals_the_targets_autoregressive_law(case, n):
     options = dict(options)
     options.setdefault("max_num_seqs", 256)
     options.setdefault("spare_blocks", 1500)
-    out, engine = run_engine(target, kind, 3, None, reqs, seed=seed, device=torch_device(), **options)
+    out, engine = run_engine(target, kind, 3, None, reqs, seed=seed, **options)
     law = target.sequence_law(LAW_PROMPT, LAW_TOKENS, lambda z: target_probs(z, 1.0, top_k))
     cells = sorted(law)
     index = {c: i for i, c in enumerate(cells)}
@@ -241,7 +253,7 @@ def test_mean_acceptance_length_matches_the_closed_form_under_iid_acceptance(alp
     target = ToyLM.constant([math.log(alpha), math.log(1 - alpha)], max_position=64)
     drafter = DraftModelProposer(ToyLM.constant([1.0, 0.0], max_position=64), use_probs=False)
     seed = case_seed(SUITE_SEED, f"engine-iid/{alpha}/{k}")
-    engine = Engine(target, drafter, device=torch_device(), num_speculative_tokens=k, seed=seed,
+    engine = Engine(target, drafter, device=device_under_test(), num_speculative_tokens=k, seed=seed,
                     scheduler=SchedulerConfig(max_num_seqs=128))
     for i in range(128):
         engine.add_request(f"a{i}", [1], SamplingParams(temperature=1.0, max_tokens=63), max_model_len=64)
