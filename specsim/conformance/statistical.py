@@ -365,4 +365,14 @@ def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=No
         results += found
         if stop_at_first_fail and any(r.status == "fail" for r in found):
             break
+    _mark_holm(results, plan.budget)
     return results
+
+
+def _mark_holm(results: list[CheckResult], budget: stats.Budget) -> None:
+    """For the report: Holm's step-down at the family level (same gate as Bonferroni, names more failures)."""
+    measured = [r for r in results if r.p_value is not None]
+    if measured:
+        rejected = stats.holm([r.p_value for r in measured], budget.alpha_family / budget.safety)
+        for r, rej in zip(measured, rejected):
+            r.extra["holm_rejected"] = bool(rej)
