@@ -179,13 +179,19 @@ class NgramProposer:
         self.vocab_size, self.min_n, self.max_n = vocab_size, min_n, max_n
 
     def _lookup(self, tokens: list[int], k: int) -> np.ndarray | None:
-        for n in range(min(self.max_n, len(tokens) - 1), self.min_n - 1, -1):
-            suffix = tokens[-n:]
-            for start in range(len(tokens) - n - 1, -1, -1):
-                if tokens[start:start + n] == suffix:
-                    follow = tokens[start + n:start + n + k]
-                    return np.array(follow, np.int64)
-        return None
+        """One numpy pass: for every earlier end position, the length of its match with the suffix."""
+        seq, m = np.asarray(tokens, np.int64), self.max_n
+        if len(seq) < 2:
+            return None
+        padded = np.concatenate([np.full(m, -1), seq])                  # window pads: -1
+        windows = np.lib.stride_tricks.sliding_window_view(padded, m)[1:len(seq)]  # [L-1, m]: n-grams ending at i
+        suffix = np.concatenate([np.full(m, -2), seq])[-m:]             # suffix pads: -2, never equal to -1
+        run = np.cumprod((windows == suffix)[:, ::-1], axis=1).sum(axis=1)   # trailing match length per end i
+        n = int(run.max())
+        if n < self.min_n:
+            return None
+        end = int(np.flatnonzero(run >= n)[-1])                         # the latest longest match
+        return seq[end + 1:end + 1 + k]
 
     def propose(self, requests: Sequence[Request], ks: np.ndarray) -> list:
         out = []

@@ -98,3 +98,20 @@ def test_eagle_drafts_from_the_feature_not_the_tokens():
 def test_ngram_prompt_lookup(tokens, k, expected):
     [out] = NgramProposer(10).propose([_req("a", tokens)], np.array([k]))
     assert (None if out is None else out[0].tolist()) == expected
+
+
+def _lookup_by_definition(tokens, k, min_n=1, max_n=3):
+    for n in range(min(max_n, len(tokens) - 1), min_n - 1, -1):
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start:start + n] == tokens[-n:]:
+                return tokens[start + n:start + n + k]
+    return None
+
+
+def test_vectorised_ngram_lookup_matches_its_definition():
+    rng = np.random.default_rng(0)
+    prop = NgramProposer(4, min_n=1, max_n=3)
+    for _ in range(300):
+        tokens = rng.integers(0, 4, rng.integers(1, 30)).tolist()
+        found = prop._lookup(tokens, 3)
+        assert (None if found is None else found.tolist()) == _lookup_by_definition(tokens, 3), tokens
