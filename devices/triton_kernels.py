@@ -342,3 +342,11 @@ def stream_kernel(seeds_ptr, positions_ptr, words_ptr, exps_ptr, purpose, column
         cols = off + lanes
         tl.store(words_ptr + i.to(tl.int64) * N + cols, w.to(tl.int32, bitcast=True), mask=cols < N)
         tl.store(exps_ptr + i.to(tl.int64) * N + cols, word_exponential(w, FP64), mask=cols < N)
+
+
+@triton.jit
+def exponential_kernel(words_ptr, out_ptr, N: tl.constexpr, FP64: tl.constexpr):
+    """``word_exponential`` of ``N`` given words (int32 bits) → ``out_ptr`` ``[N]``: for tests."""
+    cols = tl.arange(0, N)
+    w = tl.load(words_ptr + cols).to(tl.uint32, bitcast=True)
+    tl.store(out_ptr + cols, word_exponential(w, FP64))

@@ -3,25 +3,38 @@ SPEC §4 edge, token-for-token agreement with ``reference.verify`` (injected and
 keyed noise, margin-aware per §9), vocabulary sizes around the tile, and chunked
 reductions. Small sizes: the interpreter runs each program in numpy.
 
-``TRITON_INTERPRET=1`` must be set before triton is imported, so it is set
-here, at import; skipped cleanly where triton is not installed.
+``TRITON_INTERPRET=1`` must be set when the kernels are decorated (when
+``devices.triton_kernels`` is first imported) and while they run, so it is set
+around that import and by a module fixture, then restored: the rest of the
+suite does not inherit interpreter mode.
+Skipped cleanly where triton is not installed.
 """
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+def _set_interpret(value: str | None) -> str | None:
+    saved = os.environ.get("TRITON_INTERPRET")
+    if value is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = value
+    return saved
 
-triton = pytest.importorskip("triton", reason="triton not installed (pip install 'specsim[triton]')")
-torch = pytest.importorskip("torch")
-tl = pytest.importorskip("triton.language")
+
+_saved = _set_interpret("1")
+try:
+    triton = pytest.importorskip("triton", reason="triton not installed (pip install 'specsim[triton]')")
+    torch = pytest.importorskip("torch")
+    from devices import triton_kernels as tk
+finally:
+    _set_interpret(_saved)
 
 from devices import triton_device as td  # noqa: E402
-from devices import triton_kernels as tk  # noqa: E402
 from devices.protocol import InvalidInput, Noise  # noqa: E402
 from reference import rng as ref_rng  # noqa: E402
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests  # noqa: E402
@@ -30,11 +43,21 @@ from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 
 pytestmark = [
-    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
-                       reason="these tests run the kernels in Triton's CPU interpreter"),
+    pytest.mark.skipif(type(tk.row_stats_kernel).__name__ != "InterpretedFunction",
+                       reason="devices.triton_kernels was imported before, compiled for a GPU; "
+                              "these tests run the kernels in Triton's CPU interpreter"),
     # tl.where evaluates both branches: log(0) and -inf - -inf in the discarded one are expected
     pytest.mark.filterwarnings("ignore::RuntimeWarning"),
 ]
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter_mode():
+    saved = _set_interpret("1")
+    yield
+    _set_interpret(saved)
+
 
 SUITE_SEED = 20261122
 BLOCK = 64
@@ -66,19 +89,12 @@ def test_philox_words_equal_reference_bit_for_bit(purpose, column):
         np.testing.assert_array_equal(exps[i].numpy(), ref_rng.exponential(want))  # float64: same formula
 
 
-@triton.jit
-def _exponential_kernel(words_ptr, out_ptr, N: tl.constexpr, FP64: tl.constexpr):
-    cols = tl.arange(0, N)
-    w = tl.load(words_ptr + cols).to(tl.uint32, bitcast=True)
-    tl.store(out_ptr + cols, tk.word_exponential(w, FP64))
-
-
 def test_float32_exponential_is_accurate_and_positive_at_both_ends():
     """§5.2: in float32 the top half goes through log1p, so x = 2^32 - 1 gives 2^-33, not 0."""
     words = np.array([0, 1, 2**24 + 3, 2**31 - 1, 2**31, 2**32 - 2**20, 2**32 - 2, 2**32 - 1,
                       0x12345678, 0xDEADBEEF, 0x9E3779B9, 0x80000001, 5, 6, 7, 8], np.uint32)
     out = torch.empty(len(words), dtype=torch.float32)
-    _exponential_kernel[(1,)](torch.from_numpy(words.view(np.int32).copy()), out, len(words), FP64=False)
+    tk.exponential_kernel[(1,)](torch.from_numpy(words.view(np.int32).copy()), out, len(words), FP64=False)
     got, want = out.numpy().astype(np.float64), ref_rng.exponential(words)
     assert (got > 0).all() and np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -164,6 +180,7 @@ def test_factory_refuses_cpu_without_the_interpreter(monkeypatch):
         td.make_device()
 
 
-def test_factory_runs_in_the_interpreter():
+def test_factory_runs_in_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     device = td.make_device()
     assert device.name == "triton" and device.capabilities.rng == "philox"
