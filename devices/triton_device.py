@@ -40,7 +40,7 @@ import numpy as np
 from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
 MAX_K = 64
-MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 inside the kernels; offsets are int64
+MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
 
 
 @dataclass(frozen=True)
