@@ -206,7 +206,7 @@ LAW_CASES = {
     "ngram": ("ngram", {}),
 }
 LAW_V, LAW_PROMPT, LAW_TOKENS = 3, [1, 2], 4
-LAW_N, LAW_N_SLOW = 4000, 40000  # detectable TV ≈ 0.07 and ≈ 0.02 at power 0.999 (printed by the report)
+LAW_N, LAW_N_SLOW = 4000, 40000  # detectable TV ≈ 0.075 and ≈ 0.025 at power 0.999 (printed by the report)
 
 
 def _law_target():
