@@ -153,3 +153,22 @@ def test_a_perfect_drafter_is_always_accepted_even_under_preemption(kind, temper
     engine.run()
     rounds = engine.metrics.rounds
     assert all(a == k for k, a, _ in rounds) and sum(k for k, _, _ in rounds) >= 9, rounds
+
+
+def test_verify_batches_carry_request_seeds_and_round_start_positions():
+    """SPEC §5.2: positions = tokens in the sequence before this step's drafts; seeds = the request's seed."""
+    seen = []
+
+    class Spy(ReferenceDevice):
+        def verify(self, batch, noise=None):
+            seen.append((batch.seeds.tolist(), batch.positions.tolist()))
+            return super().verify(batch, noise)
+
+    target = ToyLM(8, order=2, seed=0)
+    engine = Engine(target, DraftModelProposer(target.mixed(0.5, seed=1)), device=Spy(), num_speculative_tokens=3)
+    r = engine.add_request("a", [1, 2, 3], SamplingParams(max_tokens=12), seed=2**64 - 5)
+    lengths = []
+    while engine.has_unfinished():
+        lengths.append(r.num_tokens)
+        engine.step()
+    assert seen == [([2**64 - 5], [n]) for n in lengths]
