@@ -298,6 +298,11 @@ class HpuDevice:
         self.capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144,
                                          max_k=self.k_buckets[-1], dtypes=("float32", "float64"))
         self._injected, self._keyed = verify_static, verify_static_keyed
+        # torch_philox picks its multiply by a one-off device probe (a host sync): run it
+        # here, eagerly, so the compiled graph finds it cached and never breaks on it.
+        torch_philox.stream_words(torch.zeros(1, 2, dtype=torch.int64, device=self.device),
+                                  torch.zeros(1, dtype=torch.int64, device=self.device), 1, 0,
+                                  torch.zeros(1, dtype=torch.int64, device=self.device))
         if compile:
             options = dict(fullgraph=True, dynamic=False, backend=backend)
             self._injected = torch.compile(verify_static, **options)
@@ -312,6 +317,9 @@ class HpuDevice:
             missing = "seeds" if batch.seeds is None else "positions"
             raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
                                "keyed Philox noise from seeds and positions, SPEC §5.2)")
+        largest = self.batch_buckets[-1]
+        if batch.batch_size > largest:      # several launches of the largest graph, as a Gaudi runner would
+            return self._chunked(batch, noise, largest)
         padded_batch = bucket(batch.batch_size, self.batch_buckets, "batch")
         k_pad = bucket(batch.max_k, self.k_buckets, "max_k")
         host = pad_batch(batch, padded_batch, k_pad)
@@ -337,6 +345,28 @@ class HpuDevice:
         width = batch.max_k + 1
         return VerifyOutput(output[:batch.batch_size, :width].cpu().numpy().copy(),
                             num_accepted[:batch.batch_size].cpu().numpy().copy())
+
+    def _chunked(self, batch: VerifyBatch, noise: Noise | None, size: int) -> VerifyOutput:
+        """Verify requests ``[c, c + size)`` at a time; keyed noise depends on (seed, position) only,
+        and injected noise is sliced with its requests, so the result equals one big launch."""
+        cu = batch.request_offsets()
+        width = batch.max_k + 1
+        output = np.full((batch.batch_size, width), PLACEHOLDER_TOKEN_ID, np.int64)
+        num_accepted = np.zeros(batch.batch_size, np.int64)
+        for start in range(0, batch.batch_size, size):
+            stop = min(start + size, batch.batch_size)
+            drafts = slice(int(cu[start]), int(cu[stop]))
+            targets = slice(int(cu[start]) + start, int(cu[stop]) + stop)
+            per_request = lambda a: None if a is None else a[start:stop]  # noqa: E731
+            part = VerifyBatch(batch.num_draft_tokens[start:stop], batch.draft_token_ids[drafts],
+                               None if batch.draft_probs is None else batch.draft_probs[drafts],
+                               batch.target_logits[targets], batch.temperature[start:stop], batch.top_k[start:stop],
+                               batch.top_p[start:stop], per_request(batch.seeds), per_request(batch.positions))
+            part_noise = None if noise is None else Noise(noise.uniforms[drafts], noise.exponentials[start:stop])
+            got = self.verify(part, part_noise)
+            output[start:stop, :got.output_token_ids.shape[1]] = got.output_token_ids
+            num_accepted[start:stop] = got.num_accepted
+        return VerifyOutput(output, num_accepted)
 
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         return torch.tensor(np.asarray(array), dtype=dtype, device=self.device)
