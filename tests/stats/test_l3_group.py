@@ -57,3 +57,16 @@ def test_rng_none_is_not_supported():
         capabilities = Capabilities(injected_noise=True, rng="none", max_vocab_size=10)
     res = S.statistical_group(NoRng(), Context(quick=True))
     assert [r.status for r in res] == ["not_supported"]
+
+
+def test_declared_batch_limit_is_respected_by_smaller_calls():
+    from devices.protocol import UnsupportedCall
+
+    class Small(WalkDevice):
+        def verify(self, batch, noise=None):
+            if batch.batch_size > 100:
+                raise UnsupportedCall("batch <= 100", batch.batch_size)
+            return super().verify(batch, noise)
+
+    res = S.statistical_group(Small(), Context(seed=0, quick=True), cases={"v8-far"})
+    assert res and all(r.status == "pass" for r in res)
