@@ -51,8 +51,8 @@ from devices._validate import validate
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall,
                               VerifyBatch, VerifyOutput)
 
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-"""Padded batch sizes: a batch of n runs in the smallest bucket ≥ n."""
+BATCH_BUCKETS = tuple(2**i for i in range(17))
+"""Padded batch sizes 1, 2, 4, …, 65536: a batch of n runs in the smallest bucket ≥ n."""
 
 K_BUCKETS = (1, 2, 4, 8, 16)
 """Padded draft slots per request; ``K_BUCKETS=(16,)`` is vllm-gaudi's one fixed K."""
@@ -113,15 +113,19 @@ def pad_batch(batch: VerifyBatch, padded_batch: int, k_pad: int) -> dict[str, np
 # --- the static graph -----------------------------------------------------------
 
 def static_target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                        top_p: torch.Tensor) -> torch.Tensor:
+                        top_p: torch.Tensor, use_filters: bool = True) -> torch.Tensor:
     """SPEC §2 for rows ``logits [R, V]`` with per-row ``temperature [R]`` (> 0),
     ``top_k [R]``, ``top_p [R]``; both filters always computed, selected per row.
+    ``use_filters=False`` (the host saw no top-k/top-p in the batch: a separate
+    graph, not a device branch) skips the sort.
 
     >>> static_target_probs(torch.tensor([[1., 1., 0.]]), torch.ones(1), torch.tensor([1]), torch.ones(1)).tolist()
     [[0.5, 0.5, 0.0]]
     """
     vocab_size = logits.shape[-1]
     z = logits / temperature.to(logits.dtype).unsqueeze(1)
+    if not use_filters:
+        return torch.softmax(z, dim=1)
     sorted_z, order = z.sort(dim=1, descending=True)
     # Top-k by value: keep z >= the k-th largest (boundary ties survive); off rows keep all.
     kth = sorted_z.gather(1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(1))
@@ -159,7 +163,8 @@ def keyed_noise_static(seeds: torch.Tensor, positions: torch.Tensor, k_pad: int,
 
 def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, target_logits: torch.Tensor,
                   num_draft_tokens: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                  top_p: torch.Tensor, uniforms: torch.Tensor, exponentials: torch.Tensor):
+                  top_p: torch.Tensor, uniforms: torch.Tensor, exponentials: torch.Tensor,
+                  use_filters: bool = True):
     """One step in the bucket's static shapes; no host sync, no data-dependent shape.
 
     - ``draft_ids [Bp, Kp]`` int64 (padding -1); ``draft_probs [Bp, Kp, V]`` or None (point);
@@ -180,7 +185,8 @@ def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, tar
     rows = k_pad + 1
     flat_logits = target_logits.reshape(padded_batch * rows, vocab_size)
     per_row = lambda x: x.unsqueeze(1).expand(padded_batch, rows).reshape(-1)  # noqa: E731
-    probs = static_target_probs(flat_logits, per_row(safe_temperature), per_row(top_k), per_row(top_p))
+    probs = static_target_probs(flat_logits, per_row(safe_temperature), per_row(top_k), per_row(top_p),
+                                use_filters)
     probs = probs.reshape(padded_batch, rows, vocab_size)
 
     # §3/§4 acceptance of every slot; only valid slots can reject (the vllm-gaudi fix).
@@ -226,11 +232,11 @@ def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, tar
 
 
 def verify_static_keyed(draft_ids, draft_probs, target_logits, num_draft_tokens, temperature, top_k, top_p,
-                        seeds, positions):
+                        seeds, positions, use_filters: bool = True):
     """``verify_static`` with the keyed noise drawn inside the same graph (``seeds``/``positions`` ``[Bp]``)."""
     uniforms, exponentials = keyed_noise_static(seeds, positions, draft_ids.shape[1], target_logits.shape[-1])
     return verify_static(draft_ids, draft_probs, target_logits, num_draft_tokens, temperature, top_k, top_p,
-                         uniforms, exponentials)
+                         uniforms, exponentials, use_filters)
 
 
 # --- HPU-style input preparation (seed 000's prepare_decodes_input) --------------
@@ -327,21 +333,25 @@ class HpuDevice:
         args = (t(host["draft_ids"]), None if host["draft_probs"] is None else t(host["draft_probs"]),
                 t(host["target_logits"]), t(host["num_draft_tokens"]), t(host["temperature"], torch.float64),
                 t(host["top_k"]), t(host["top_p"], torch.float64))
+        # Host-known (numpy), so a graph choice, not a device branch: does any sampled row filter?
+        sampled = batch.temperature > 0
+        use_filters = bool((((batch.top_k > 0) & (batch.top_k < batch.vocab_size)) | (batch.top_p < 1))[sampled].any())
         self.shapes_seen.add((padded_batch, k_pad, batch.vocab_size, batch.target_logits.dtype.name,
-                              batch.draft_probs is None, noise is None))
+                              batch.draft_probs is None, noise is None, use_filters))
         if noise is not None:
             uniforms = np.zeros((padded_batch, k_pad))
             exponentials = np.ones((padded_batch, batch.vocab_size))
             k = batch.num_draft_tokens
             uniforms[:batch.batch_size][np.arange(k_pad)[None, :] < k[:, None]] = noise.uniforms
             exponentials[:batch.batch_size] = noise.exponentials
-            output, num_accepted = self._injected(*args, t(uniforms, torch.float64), t(exponentials, torch.float64))
+            output, num_accepted = self._injected(*args, t(uniforms, torch.float64), t(exponentials, torch.float64),
+                                                  use_filters)
         else:
             seeds = torch.zeros(padded_batch, dtype=torch.int64)
             seeds[:batch.batch_size] = torch_philox.seeds_to_int64(batch.seeds)
             positions = np.zeros(padded_batch, np.int64)
             positions[:batch.batch_size] = batch.positions
-            output, num_accepted = self._keyed(*args, seeds.to(self.device), t(positions))
+            output, num_accepted = self._keyed(*args, seeds.to(self.device), t(positions), use_filters)
         width = batch.max_k + 1
         return VerifyOutput(output[:batch.batch_size, :width].cpu().numpy().copy(),
                             num_accepted[:batch.batch_size].cpu().numpy().copy())

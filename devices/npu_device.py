@@ -165,15 +165,18 @@ def uniform_parts(uniforms: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 # --- SPEC §2 in fp32 ---------------------------------------------------------------
 
 def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                 top_p: torch.Tensor) -> torch.Tensor:
+                 top_p: torch.Tensor, use_filters: bool = True) -> torch.Tensor:
     """Rows ``logits [R, V]`` fp32 → probabilities; ``temperature [R]`` > 0, ``top_k [R]``, ``top_p [R]``.
 
     Top-p is cut on the **renormalised post-top-k** law (SPEC §2.4), not on
     the pre-top-k probabilities as vllm-ascend's ``_apply_top_k_top_p_pytorch``
-    does (research/vllm.md bug #32).
+    does (research/vllm.md bug #32). ``use_filters=False``: the host saw no
+    filter in the batch, so no sort is launched.
     """
     vocab_size = logits.shape[1]
     z = logits / temperature.to(torch.float32).unsqueeze(1)
+    if not use_filters:
+        return torch.softmax(z, dim=1)
     sorted_z, order = z.sort(dim=1, descending=True)
     kth = sorted_z.gather(1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(1))
     k_on = ((top_k > 0) & (top_k < vocab_size)).unsqueeze(1)
@@ -189,7 +192,8 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
 # --- the step on the flat ragged layout ---------------------------------------------
 
 def verify_flat(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, *,
-                max_k: int, uniforms=None, exponentials=None, accept_words=None, recover_words=None):
+                max_k: int, uniforms=None, exponentials=None, accept_words=None, recover_words=None,
+                use_filters: bool = True):
     """One step, vllm-ascend's flat layout; no host sync.
 
     - ``num_draft_tokens [B]`` int64; ``draft_token_ids [N]`` int64; ``draft_probs [N, V]`` fp32 or None;
@@ -212,7 +216,7 @@ def verify_flat(num_draft_tokens, draft_token_ids, draft_probs, target_logits, t
     request = torch.searchsorted(cu, flat, right=True)
     target_row = flat + request
     logits_rows = target_logits[target_row]                                   # [N, V]
-    probs = target_probs(logits_rows, safe_t[request], top_k[request], top_p[request])
+    probs = target_probs(logits_rows, safe_t[request], top_k[request], top_p[request], use_filters)
     real = draft_token_ids != PLACEHOLDER_TOKEN_ID
     safe_ids = torch.where(real, draft_token_ids, torch.zeros_like(draft_token_ids)).unsqueeze(1)
     t_x = probs.gather(1, safe_ids).squeeze(1)
@@ -241,7 +245,7 @@ def verify_flat(num_draft_tokens, draft_token_ids, draft_probs, target_logits, t
     # Emission row: target row starts + i + num_accepted; draft row starts + num_accepted (clamped).
     arange = torch.arange(batch, device=device)
     emit_logits = target_logits[starts + arange + num_accepted]
-    emit_probs = target_probs(emit_logits, safe_t, top_k, top_p)
+    emit_probs = target_probs(emit_logits, safe_t, top_k, top_p, use_filters)
     draft_row = (starts + num_accepted).clamp(max=max(num_tokens - 1, 0))
     emit_draft = draft_token_ids[draft_row] if num_tokens else torch.full_like(arange, PLACEHOLDER_TOKEN_ID)
     subtract = (num_accepted < num_draft_tokens) & (emit_draft != PLACEHOLDER_TOKEN_ID)
@@ -319,8 +323,15 @@ class NpuDevice:
             k, t(batch.draft_token_ids, torch.int64),
             None if batch.draft_probs is None else t(batch.draft_probs, torch.float32),
             t(batch.target_logits, torch.float32), t(batch.temperature, torch.float32),
-            t(batch.top_k, torch.int64), t(batch.top_p, torch.float32), max_k=batch.max_k, **keyed)
+            t(batch.top_k, torch.int64), t(batch.top_p, torch.float32), max_k=batch.max_k,
+            use_filters=self._uses_filters(batch), **keyed)
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
+
+    @staticmethod
+    def _uses_filters(batch: VerifyBatch) -> bool:
+        """Host-side (numpy): does any sampled request set top-k or top-p? Picks the launch sequence."""
+        filtered = ((batch.top_k > 0) & (batch.top_k < batch.vocab_size)) | (batch.top_p < 1)
+        return bool(filtered[batch.temperature > 0].any())
 
     def _keyed_words(self, batch: VerifyBatch, k: torch.Tensor) -> dict:
         seeds = torch_philox.seeds_to_int64(batch.seeds).to(self.device)

@@ -39,8 +39,8 @@ def test_static_graph_compiles_once_per_bucket_and_never_recompiles():
     """fullgraph=True fails on any graph break (host sync, data-dependent shape);
     varying batch size (1..4 → bucket 4), K, modes and data must reuse the graph."""
     device, stats, results = _compile_run("aot_eager", draft_probs=True, count=5)
-    assert stats["unique_graphs"] == 2, stats          # one injected-noise graph, one keyed graph
-    assert len(device.shapes_seen) == 2
+    # One graph per (noise kind: injected/keyed) × (host-known "any top-k/top-p"): at most 4, each compiled once.
+    assert stats["unique_graphs"] == len(device.shapes_seen) <= 4, (stats, device.shapes_seen)
     for batch, noise, injected, keyed in results:       # and the compiled graphs are still right
         assert compare(batch, injected, reference_step(batch, noise)).ok
         assert compare(batch, keyed, reference_step(batch, None)).ok
@@ -50,7 +50,8 @@ def test_error_on_recompile_within_a_bucket():
     import torch._dynamo
     torch._dynamo.reset()
     device = HpuDevice(compile=True, backend="eager", batch_buckets=(4,), k_buckets=(4,))
-    batches = list(_batches(case_seed(0, "hpu-recompile"), 4, draft_probs=False))
+    batches = list(_batches(case_seed(0, "hpu-recompile"), 4, draft_probs=False, top_k_fraction=0.0,
+                            top_p_fraction=0.0))
     device.verify(*batches[0])                          # the one compile
     with torch._dynamo.config.patch(error_on_recompile=True):
         for batch, noise in batches[1:]:
@@ -61,8 +62,8 @@ def test_error_on_recompile_within_a_bucket():
 def test_inductor_codegen_compiles_both_schemes():
     """Inductor generates code for the graphs (≈ 150 s on a busy 2-core CPU: opt-in)."""
     for draft_probs in (True, False):
-        _, stats, results = _compile_run("inductor", draft_probs=draft_probs, count=3)
-        assert stats["unique_graphs"] == 2
+        device, stats, results = _compile_run("inductor", draft_probs=draft_probs, count=3)
+        assert stats["unique_graphs"] == len(device.shapes_seen)
         for batch, noise, injected, _ in results:
             assert compare(batch, injected, reference_step(batch, noise)).ok
 
