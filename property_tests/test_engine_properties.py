@@ -100,18 +100,21 @@ def proposers(target: ToyLM, kind: str, drafter_max_len: int | None = None):
     if kind == "mixed":  # per-request proposers: probs and point proposals in one step
         return {"draft": proposers(target, "draft", drafter_max_len), "ngram": NgramProposer(target.vocab_size),
                 "eagle-noprobs": EagleProposer(target.mixed(0.6, seed=12, **draft_max), use_probs=False)}
+    if kind in ("ptd", "universal"):  # the seeds' platforms: parallel token drafting, heterogeneous vocabularies
+        from specsim.engine_ext import make_platform_proposer
+        return make_platform_proposer(kind, target, seed=11)
     raise ValueError(kind)
 
 
-PROPOSER_KINDS = ["draft", "draft-noprobs", "draft-noprobs-sample", "eagle", "ngram", "mixed"]
+PROPOSER_KINDS = ["draft", "draft-noprobs", "draft-noprobs-sample", "eagle", "ngram", "mixed", "ptd", "universal"]
 
 
 @st.composite
 def scenarios(draw, greedy_only=False):
-    vocab = draw(st.sampled_from([4, 7]))
+    kind = draw(st.sampled_from(PROPOSER_KINDS))
+    vocab = draw(st.sampled_from([7] if kind == "universal" else [4, 7]))  # the toy tokenizers need V >= 6
     target = ToyLM(vocab, order=draw(st.integers(1, 3)), seed=draw(st.integers(0, 50)),
                    eos_id=draw(st.sampled_from([None, 0])), max_position=40)
-    kind = draw(st.sampled_from(PROPOSER_KINDS))
     names = list(proposers(target, kind)) if kind == "mixed" else [None]
     reqs = []
     for i in range(draw(st.integers(1, 5))):

@@ -18,7 +18,7 @@ def add_arguments(p):
     w.add_argument("--num-requests", type=int, default=64)
     w.add_argument("--prompt-len", type=int, default=16)
     w.add_argument("--output-len", type=int, default=64, help="max_tokens of every request")
-    w.add_argument("--proposer", choices=("draft", "eagle", "ngram", "none"), default="draft")
+    w.add_argument("--proposer", choices=("draft", "eagle", "ngram", "ptd", "universal", "none"), default="draft")
     w.add_argument("-k", "--num-speculative-tokens", type=int, default=4)
     w.add_argument("--temperature", type=float, default=1.0)
     w.add_argument("--top-k", type=int, default=0)

@@ -22,7 +22,7 @@ from specsim.engine.proposers import DraftModelProposer, EagleProposer, NgramPro
 from specsim.engine.scheduler import SchedulerConfig
 from specsim.engine.state import SamplingParams
 
-PROPOSERS = ("draft", "eagle", "ngram", "none")
+PROPOSERS = ("draft", "eagle", "ngram", "ptd", "universal", "none")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ def make_proposer(w: Workload, target: ToyLM):
         return EagleProposer(target.mixed(w.closeness, seed=w.seed + 2), use_probs=w.draft_probs)
     if w.proposer == "ngram":
         return NgramProposer(w.vocab_size)
+    if w.proposer in ("ptd", "universal"):  # the seeds' platforms (specsim/engine_ext)
+        from specsim.engine_ext import make_platform_proposer
+        return make_platform_proposer(w.proposer, target, seed=w.seed, closeness=w.closeness, draft_probs=w.draft_probs)
     return None
 
 
@@ -68,6 +71,9 @@ def _device(name: str):
     if name == "reference":
         from specsim.testing.reference_device import ReferenceDevice
         return ReferenceDevice()
+    if name in ("hpu", "npu"):  # float32-only / static-shape devices need the engine_ext adapters
+        from specsim.engine_ext import engine_device
+        return engine_device(name)
     return name
 
 
