@@ -60,14 +60,25 @@ def _workload(args, **override):
 
 
 def _sweep(args) -> int:
+    """Seed 003's table; with ``--json``, ``{"temperature_sweep": [{temperature, al_without_probs, al_with_probs}]}``
+    (the shape ``specsim report`` reads)."""
+    import json
+
     from specsim.engine.workload import build_engine
-    print("| Temperature | AL w/o probs | AL w/ probs |")
-    print("|---|---|---|")
+    rows = []
+    if not args.json:
+        print("| Temperature | AL w/o probs | AL w/ probs |")
+        print("|---|---|---|")
     for t in SWEEP_TEMPERATURES:
         al = [build_engine(_workload(args, temperature=t, draft_probs=probs)) for probs in (False, True)]
         for engine in al:
             engine.run()
-        print(f"| {t:g} | {al[0].metrics.mean_acceptance_length:.2f} | {al[1].metrics.mean_acceptance_length:.2f} |")
+        rows.append({"temperature": t, "al_without_probs": al[0].metrics.mean_acceptance_length,
+                     "al_with_probs": al[1].metrics.mean_acceptance_length})
+        if not args.json:
+            print(f"| {t:g} | {rows[-1]['al_without_probs']:.2f} | {rows[-1]['al_with_probs']:.2f} |")
+    if args.json:
+        print(json.dumps({"temperature_sweep": rows}))
     return 0
 
 
