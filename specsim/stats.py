@@ -241,6 +241,7 @@ class GofResult:
     detectable_tv: float
     seed: int | None = None
     worst: list[dict] = field(default_factory=list)  # largest standardized residuals
+    law: dict | None = None  # the whole pooled law (labels, observed, expected_probs) when it is small
 
     @property
     def passed(self) -> bool:
@@ -255,7 +256,8 @@ class GofResult:
                 f"detectable TV={_fmt(self.detectable_tv)}" + (f"; worst cells {worst}" if worst else ""))
 
     def extra(self) -> dict:
-        return {"df": self.df, "cells": self.cells, "min_expected": self.min_expected, "worst": self.worst[:5]}
+        return {"df": self.df, "cells": self.cells, "min_expected": self.min_expected, "worst": self.worst[:5],
+                **(self.law or {})}
 
 
 @dataclass
@@ -312,6 +314,10 @@ def support_check(counts: np.ndarray, probs: np.ndarray, *, what: str = "support
     return SupportResult(what, int(counts.sum()), {label(int(c)): int(counts[c]) for c in bad}, seed)
 
 
+LAW_CELLS_RECORDED = 64
+"""A goodness-of-fit result keeps its whole pooled law (for reports) up to this many cells."""
+
+
 def gof_test(counts: np.ndarray, probs: np.ndarray, alpha: float, *, beta: float = DEFAULT_BETA,
              lambda_: str | float = "cressie-read", min_expected: float = MIN_EXPECTED,
              what: str = "gof", seed: int | None = None) -> GofResult:
@@ -345,8 +351,13 @@ def gof_test(counts: np.ndarray, probs: np.ndarray, alpha: float, *, beta: float
         members = np.flatnonzero(labels == c)
         name = int(members[0]) if members.size == 1 else f"pool of {members.size}"
         worst.append({"cell": name, "observed": float(obs[c]), "expected": float(expected[c]), "z": float(z[c])})
+    law = None
+    if cells <= LAW_CELLS_RECORDED:  # enough for a report to plot the whole law, small enough for its JSON
+        names = [int(m[0]) if m.size == 1 else f"pool of {m.size}"
+                 for m in (np.flatnonzero(labels == c) for c in range(cells))]
+        law = {"labels": names, "observed": obs.tolist(), "expected_probs": (mass / mass.sum()).tolist()}
     return GofResult(what, float(stat), cells - 1, float(p), n_total, alpha, cells, float(expected.min()),
-                     min_detectable_tv(cells, n, alpha, beta), seed, worst)
+                     min_detectable_tv(cells, n, alpha, beta), seed, worst, law)
 
 
 def count_law_test(num_accepted: np.ndarray, law: np.ndarray, alpha: float, **kw) -> tuple[SupportResult, GofResult]:
