@@ -165,8 +165,8 @@ def _distribution_figure(cases, total: int, kind: str, conformance) -> Figure | 
         where = f" pos {d['position']}" if d.get("position") is not None else ""
         where += " (worst cells only)" if d.get("partial") else ""
         ax.set_title(f"{tables.first_line(d['name'], 48)}{where}\n{device}: {d['status']}, p = "
-                     f"{tables.fmt(d['p_value'], 3)} (α = {tables.fmt(d['alpha'], 2)}), n = {tables.fmt(int(n))}, "
-                     f"seed {d['seed'] if d.get('seed') is not None else '?'}", fontsize=6.5)
+                     f"{tables.fmt(d['p_value'], 3)} (α = {tables.fmt(d['alpha'], 2)}), n = {tables.fmt(int(n))}\n"
+                     f"seed {d['seed'] if d.get('seed') is not None else '?'}", fontsize=6.5)  # 3 lines: a 19-digit seed overruns the panel
         ax.set_xlabel("number accepted" if kind == "num_accepted" else "token (cell)", fontsize=7)
         ax.set_ylabel("frequency", fontsize=7)
         ax.tick_params(labelsize=6)
