@@ -278,11 +278,14 @@ class Engine:
         drafts = [r.spec_token_ids[:s.num_drafts] for r, s in zip(reqs, group) if s.num_drafts]
         probs = [r.spec_draft_probs[:s.num_drafts] for r, s in zip(reqs, group) if s.num_drafts and with_probs]
         V = self.target.vocab_size
+        # Hand the device the precision it declares (an Ascend or HPU runner gives its sampler fp32):
+        # float64 when it takes it, else its first dtype. A cast, never a renormalisation.
+        dtype = np.float64 if "float64" in self.device.capabilities.dtypes else np.dtype(self.device.capabilities.dtypes[0])
         return VerifyBatch(
             num_draft_tokens=ks,
             draft_token_ids=np.concatenate(drafts).astype(np.int64) if drafts else np.zeros(0, np.int64),
-            draft_probs=(np.concatenate(probs) if probs else np.zeros((0, V))) if with_probs else None,
-            target_logits=np.concatenate(rows),
+            draft_probs=(np.concatenate(probs) if probs else np.zeros((0, V))).astype(dtype) if with_probs else None,
+            target_logits=np.concatenate(rows).astype(dtype),
             temperature=np.array([r.params.temperature for r in reqs], np.float64),
             top_k=np.array([r.params.top_k for r in reqs], np.int64),
             top_p=np.array([r.params.top_p for r in reqs], np.float64),

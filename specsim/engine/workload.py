@@ -71,9 +71,6 @@ def _device(name: str):
     if name == "reference":
         from specsim.testing.reference_device import ReferenceDevice
         return ReferenceDevice()
-    if name in ("hpu", "npu"):  # float32-only / static-shape devices need the engine_ext adapters
-        from specsim.engine_ext import engine_device
-        return engine_device(name)
     return name
 
 

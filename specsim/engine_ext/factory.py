@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from specsim.engine.models import ToyLM
-from specsim.engine_ext.adapters import Float32Host
 from specsim.engine_ext.proposers import PtdProposer, UniversalDraftProposer
 from specsim.vocab.mapping import VocabMapping
 from specsim.vocab.tokenizers import random_tokenizer
@@ -41,10 +40,9 @@ def make_platform_proposer(kind: str, target: ToyLM, *, seed: int, closeness: fl
 
 
 def engine_device(name: str):
-    """A registry device for the engine; fp32-only devices (``npu``) get the host-side cast."""
+    """A registry device for the engine (the engine casts to the dtype a device declares)."""
     from devices.registry import load
-    device = load(name)
-    return Float32Host(device) if "float64" not in device.capabilities.dtypes else device
+    return load(name)
 
 
 __all__ = ["make_platform_proposer", "engine_device", "tokenizer_pair"]

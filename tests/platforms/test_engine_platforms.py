@@ -9,7 +9,7 @@ import pytest
 from devices.hpu_device import HpuDevice
 from devices.npu_device import NpuDevice
 from specsim.engine import Engine, SamplingParams, SchedulerConfig, ToyLM
-from specsim.engine_ext import Float32Host, PtdProposer, UniversalDraftProposer
+from specsim.engine_ext import PtdProposer, UniversalDraftProposer
 from specsim.vocab import VocabMapping, random_tokenizer
 
 T_TOK, D_TOK = random_tokenizer("abc ", 8, seed=1), random_tokenizer("abc ", 10, seed=2, marker="▁")
@@ -31,7 +31,7 @@ def device(name: str):
     if name == "hpu":
         return HpuDevice()
     if name == "npu":
-        return Float32Host(NpuDevice())
+        return NpuDevice()
     from devices.registry import load
     return load(name)
 

@@ -11,7 +11,7 @@ from devices.npu_device import (NpuDevice, coin_accepts, keyed_exponentials, log
                                 uniform_parts)
 from reference.rng import exponential as ref_exponential
 from specsim.engine import Engine, SamplingParams, ToyLM
-from specsim.engine_ext import Float32Host, UniversalDraftProposer
+from specsim.engine_ext import UniversalDraftProposer
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
 from specsim.testing.seeds import case_seed
@@ -94,7 +94,7 @@ def _tli_engine(device, temperature: float, seed: int = 0):
 
 
 def test_engine_greedy_tli_on_npu_equals_target_argmax_chain():
-    target, engine = _tli_engine(Float32Host(NpuDevice()), temperature=0.0)
+    target, engine = _tli_engine(NpuDevice(), temperature=0.0)
     out = engine.run()
     for i in range(3):
         tokens = [0, 1 + i]
@@ -108,6 +108,6 @@ def test_engine_seeded_tli_npu_matches_torch():
     """Keyed drafting and keyed verification: the fp32 NPU and the torch device emit the same tokens
     (up to SPEC §9 waivers, none expected at these sizes)."""
     from devices.registry import load
-    _, a = _tli_engine(Float32Host(NpuDevice()), temperature=1.0, seed=5)
+    _, a = _tli_engine(NpuDevice(), temperature=1.0, seed=5)
     _, b = _tli_engine(load("torch"), temperature=1.0, seed=5)
     assert a.run() == b.run()
