@@ -39,10 +39,6 @@ def make_platform_proposer(kind: str, target: ToyLM, *, seed: int, closeness: fl
     raise ValueError(f"kind: must be 'ptd' or 'universal', got {kind!r}")
 
 
-def engine_device(name: str):
-    """A registry device for the engine (the engine casts to the dtype a device declares)."""
-    from devices.registry import load
-    return load(name)
 
 
-__all__ = ["make_platform_proposer", "engine_device", "tokenizer_pair"]
+__all__ = ["make_platform_proposer", "tokenizer_pair"]
