@@ -39,6 +39,4 @@ def make_platform_proposer(kind: str, target: ToyLM, *, seed: int, closeness: fl
     raise ValueError(f"kind: must be 'ptd' or 'universal', got {kind!r}")
 
 
-
-
 __all__ = ["make_platform_proposer", "tokenizer_pair"]
