@@ -45,6 +45,15 @@ def cpu_query_start_loc(query_start_loc: np.ndarray, num_rejected: np.ndarray, l
     return np.concatenate([[0], np.cumsum(kept + masks)]).astype(np.int64)
 
 
+def check_buffer_rows(out: dict, total: int) -> int:
+    """The buffers' row count; a clear error if ``total`` rows will not fit (the seed's 8213 > 8192 crash)."""
+    rows = out["token_ids"].shape[0]
+    if total > rows:
+        raise ValueError(f"out: the drafter needs {total} rows but its buffers hold {rows}; size them "
+                         "max_num_batched_tokens + max_num_seqs × draft_len (buffer_rows)")
+    return rows
+
+
 def allocate_buffers(rows: int, device: str | torch.device = "cpu", fill: int = 0) -> dict[str, torch.Tensor]:
     """Preallocated output buffers ``[rows]`` (``is_mask`` bool, the rest int64), filled with ``fill``."""
     out = {name: torch.full((rows,), fill, dtype=torch.int64, device=device) for name in FIELDS}
@@ -86,10 +95,7 @@ def prepare_ptd_inputs_torch(token_ids, positions, slot_mapping, query_start_loc
         total = int(out_qsl[-1])
     if out is None:
         out = allocate_buffers(total, device)
-    rows = out["token_ids"].shape[0]
-    if total > rows:
-        raise ValueError(f"out: the drafter needs {total} rows but its buffers hold {rows}; size them "
-                         "max_num_batched_tokens + max_num_seqs × draft_len (buffer_rows)")
+    rows = check_buffer_rows(out, total)
     index = torch.arange(total, device=device)
     request = torch.searchsorted(out_qsl[1:], index, right=True)
     local = index - out_qsl[request]

@@ -74,17 +74,14 @@ def prepare_ptd_inputs_triton(token_ids, positions, slot_mapping, query_start_lo
                               block: int = 128) -> dict:
     """The Triton layout; same arguments as ``devices.ptd.prepare_ptd_inputs_torch`` (``total`` required:
     the host's ``cpu_query_start_loc(...)[-1]``). Returns the buffers plus ``query_start_loc`` and ``total``."""
-    from devices.ptd import device_query_start_loc
+    from devices.ptd import check_buffer_rows, device_query_start_loc
     kept, num_mask, last_pos, out_qsl = device_query_start_loc(
         query_start_loc, num_rejected, positions, draft_len=draft_len, max_model_len=max_model_len,
         cap_drafts=cap_drafts)
     device = token_ids.device
     if out is None:
         out = allocate_buffers(total, device)
-    rows = out["token_ids"].shape[0]
-    if total > rows:
-        raise ValueError(f"out: the drafter needs {total} rows but its buffers hold {rows}; size them "
-                         "max_num_batched_tokens + max_num_seqs × draft_len (buffer_rows)")
+    rows = check_buffer_rows(out, total)
     is_mask = torch.zeros(rows, dtype=torch.int8, device=device)
     is_mask.copy_(out["is_mask"].to(torch.int8))
     batch = int(query_start_loc.shape[0] - 1)

@@ -75,16 +75,6 @@ def devices():
 
 # --------------------------------------------------------------------------- oracles
 
-def greedy_chain(target: ToyLM, prompt, max_tokens, max_model_len) -> list[int]:
-    """The non-speculative greedy output, from the model alone (no engine)."""
-    out = []
-    while len(out) < max_tokens and len(prompt) + len(out) < max_model_len:
-        out.append(int(np.argmax(target.next_logits(list(prompt) + out))))
-        if out[-1] == target.eos_id:
-            break
-    return out
-
-
 def proposers(target: ToyLM, kind: str, drafter_max_len: int | None = None):
     draft_max = dict(max_position=drafter_max_len) if drafter_max_len else {}
     if kind == "draft":
@@ -156,7 +146,7 @@ def test_greedy_speculative_output_equals_the_targets_argmax_chain(case, spare_b
     out, _ = run_engine(target, kind, k, drafter_max, reqs, spare_blocks=spare_blocks, preempt_at=preempt_at,
                         max_num_seqs=3)
     for rid, prompt, params, mml, _ in reqs:
-        assert out[rid] == greedy_chain(target, prompt, params.max_tokens, mml), rid
+        assert out[rid] == target.greedy_chain(prompt, params.max_tokens, mml), rid
 
 
 # --------------------------------------------------------------------------- seeded invariance

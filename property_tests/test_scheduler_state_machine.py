@@ -32,15 +32,6 @@ from specsim.testing.reference_device import ReferenceDevice
 V = 5
 
 
-def greedy_chain(target, prompt, max_tokens, max_model_len):
-    out = []
-    while len(out) < max_tokens and len(prompt) + len(out) < max_model_len:
-        out.append(int(np.argmax(target.next_logits(list(prompt) + out))))
-        if out[-1] == target.eos_id:
-            break
-    return out
-
-
 class SchedulerMachine(RuleBasedStateMachine):
     @initialize(num_blocks=st.integers(8, 16), block_size=st.integers(1, 3), max_num_seqs=st.integers(1, 4),
                 budget=st.integers(24, 40), partial=st.booleans(), k=st.integers(1, 3), probs=st.booleans())
@@ -100,7 +91,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def greedy_outputs_are_the_argmax_chain(self):
         for rid, r in self.engine.requests.items():
             if r.status is Status.FINISHED and r.params.temperature == 0:
-                assert r.output == greedy_chain(self.target, r.prompt, r.params.max_tokens, r.max_model_len), rid
+                assert r.output == self.target.greedy_chain(r.prompt, r.params.max_tokens, r.max_model_len), rid
 
     def teardown(self):
         if hasattr(self, "engine"):

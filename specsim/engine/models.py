@@ -116,6 +116,16 @@ class ToyLM:
         """Logits ``[V]`` of the token following ``tokens``."""
         return self.logits_at(np.array([self.key_of(tokens)]), np.array([len(tokens)]))[0]
 
+    def greedy_chain(self, prompt: Sequence[int], max_tokens: int, max_model_len: int = 1 << 30) -> list[int]:
+        """The non-speculative greedy output, from the model alone (no engine): the oracle of the
+        greedy properties. Stops at ``max_tokens``, at ``max_model_len`` or after EOS."""
+        out: list[int] = []
+        while len(out) < max_tokens and len(prompt) + len(out) < max_model_len:
+            out.append(int(np.argmax(self.next_logits(list(prompt) + out))))
+            if out[-1] == self.eos_id:
+                break
+        return out
+
     # -- derived models -----------------------------------------------------
     def mixed(self, closeness: float, seed: int, *, max_position: int | None = None) -> "ToyLM":
         """A drafter: logits ``closeness·target + (1 − closeness)·independent`` on the same keys."""
