@@ -19,8 +19,6 @@ held drafts verifies exactly those drafts on resume.
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
