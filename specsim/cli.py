@@ -31,7 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args._run(args) or 0)
+    from devices.registry import DeviceLoadError
+    try:
+        return int(args._run(args) or 0)
+    except DeviceLoadError as e:  # one place for every command's "the device could not be loaded"
+        print(f"specsim {args.command}: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def write_reports(out_dir: str) -> None:
 
 
 def run(args) -> int:
-    from devices.registry import DeviceLoadError, load
+    from devices.registry import load
     from specsim.conformance.results import CheckResult
     from specsim.conformance.runner import Context, available_groups, document, run_conformance, write_json_atomic
 
@@ -105,11 +105,7 @@ def run(args) -> int:
         return _usage("--resume works with the isolated runner only; drop --in-process")
     if args.group_timeout is not None and args.group_timeout <= 0:
         return _usage(f"--group-timeout: must be > 0 seconds, got {args.group_timeout}")
-    try:
-        device = load(args.device)
-    except DeviceLoadError as e:
-        print(f"specsim conform: {e}", file=sys.stderr)
-        return 3
+    device = load(args.device)
     known = available_groups()
     names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
     unknown = [g for g in names if g not in known]

@@ -133,7 +133,6 @@ def run(args) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    from devices.registry import DeviceLoadError
     try:
         if args.sweep_temperature:
             return _sweep(args)
@@ -141,9 +140,6 @@ def run(args) -> int:
             return _bench(args)
         from specsim.engine.workload import build_engine
         engine = build_engine(_workload(args))
-    except DeviceLoadError as e:
-        print(f"specsim simulate: {e}")
-        return 3
     except ValueError as e:
         print(f"specsim simulate: {e}")
         return 2
