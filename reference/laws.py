@@ -25,8 +25,6 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Callable, Sequence, Union
 
-import numpy as np
-
 Row = Union[Sequence, Callable[[tuple], Sequence]]
 
 
@@ -164,7 +162,3 @@ def num_accepted_from_law(law: dict[tuple, object], K: int) -> list:
     for seq, mass in law.items():
         out[len(seq) - 1] = out[len(seq) - 1] + mass
     return out
-
-
-def as_float_array(values) -> np.ndarray:
-    return np.array([float(v) for v in values])
