@@ -6,9 +6,10 @@ argument and the rule broken, e.g.::
 
     draft_probs: row 3 (request 1, draft 1) sums to 0.9000, not 1 within 1e-3
 
-Only capability-independent rules live here. Whether a device *can* serve a
-valid call (its ``max_k``, ``max_vocab_size``, modes) is the device's own
-``UnsupportedCall`` check. Nothing is clamped, dropped or renormalised: the
+``validate`` holds the capability-independent rules; ``check_call`` is the
+whole preamble of a device's ``verify``: those rules, then whether the device
+*can* serve the valid call (its declared ``max_k``, ``max_vocab_size``,
+dtypes: ``UnsupportedCall``). Nothing is clamped, dropped or renormalised: the
 arrays are read, never changed.
 
 >>> import numpy as np
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devices.protocol import PLACEHOLDER_TOKEN_ID, InvalidInput, Noise, VerifyBatch
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch
 
 SUM_TOLERANCE = 1e-3
 """A draft row must sum to 1 within this (SPEC §6); messages spell it ``1e-3``."""
@@ -60,6 +61,28 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
         _check_positions(batch.positions, batch_size)
     if noise is not None:
         _check_noise(noise, num_tokens, batch_size, vocab_size, where)
+
+
+def check_call(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilities) -> None:
+    """The preamble of every device's ``verify``: SPEC §6's input rules first (``InvalidInput``),
+    keyed noise's seeds and positions present when no noise is given, then the
+    declared limits (``UnsupportedCall``, ``check_capabilities``)."""
+    validate(batch, noise)
+    if noise is None and (batch.seeds is None or batch.positions is None):
+        missing = "seeds" if batch.seeds is None else "positions"
+        raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
+                           "keyed Philox noise from seeds and positions, SPEC §5.2)")
+    check_capabilities(batch, capabilities)
+
+
+def check_capabilities(batch: VerifyBatch, capabilities: Capabilities) -> None:
+    """``UnsupportedCall`` for a valid call beyond what ``capabilities`` declare (K, V, dtype)."""
+    if batch.max_k > capabilities.max_k:
+        raise UnsupportedCall(f"max_k <= {capabilities.max_k}", batch.max_k)
+    if batch.vocab_size > capabilities.max_vocab_size:
+        raise UnsupportedCall(f"max_vocab_size <= {capabilities.max_vocab_size}", batch.vocab_size)
+    if batch.target_logits.dtype.name not in capabilities.dtypes:
+        raise UnsupportedCall(f"dtype in {capabilities.dtypes}", batch.target_logits.dtype.name)
 
 
 # --- where a flat row lives, for messages -----------------------------------
@@ -254,4 +277,4 @@ def _check_noise(noise: Noise, num_tokens: int, batch_size: int, vocab_size: int
         raise InvalidInput(f"exponentials: entry [{i}, {v}] is {exponentials[i, v]}, must be finite and > 0")
 
 
-__all__ = ["validate", "SUM_TOLERANCE", "FLOAT_DTYPES"]
+__all__ = ["validate", "check_call", "check_capabilities", "SUM_TOLERANCE", "FLOAT_DTYPES"]

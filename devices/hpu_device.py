@@ -23,9 +23,12 @@ than the batch maximum lost its bonus token. Here a slot is a mismatch only
 if it is *valid* (``j < K_i``), so such a request keeps its bonus and its
 exact ``num_accepted``; random sampling and any K ≤ ``k_pad`` are supported.
 
-Precision: target rows are computed in the input dtype; coins and race
-scores in float64, as the ``torch`` device (a Gaudi would run the race in
-fp32; SPEC §9's margin covers that).
+Every rule (§2 target rows, the coin, the residual, the race, the argmax,
+the first rejection, the output row) is ``devices.torch_sampling``'s, on
+``[padded_batch, slots, V]`` shapes. Precision is its policy: target rows in
+the input dtype, top-p sums, coins and race scores in float64, as the
+``torch`` device (a Gaudi would run the race in fp32; SPEC §9's margin covers
+that).
 
 ``prepare_decode_inputs`` is the HPU-style input preparation (combine each
 request's last token with its drafts, pad, positions, slot mapping); its
@@ -47,9 +50,9 @@ import numpy as np
 import torch
 
 from devices import torch_philox
-from devices._validate import validate
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall,
-                              VerifyBatch, VerifyOutput)
+from devices import torch_sampling as ts
+from devices._validate import check_call
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
 BATCH_BUCKETS = tuple(2**i for i in range(17))
 """Padded batch sizes 1, 2, 4, …, 65536: a batch of n runs in the smallest bucket ≥ n."""
@@ -112,35 +115,6 @@ def pad_batch(batch: VerifyBatch, padded_batch: int, k_pad: int) -> dict[str, np
 
 # --- the static graph -----------------------------------------------------------
 
-def static_target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                        top_p: torch.Tensor, use_filters: bool = True) -> torch.Tensor:
-    """SPEC §2 for rows ``logits [R, V]`` with per-row ``temperature [R]`` (> 0),
-    ``top_k [R]``, ``top_p [R]``; both filters always computed, selected per row.
-    ``use_filters=False`` (the host saw no top-k/top-p in the batch: a separate
-    graph, not a device branch) skips the sort.
-
-    >>> static_target_probs(torch.tensor([[1., 1., 0.]]), torch.ones(1), torch.tensor([1]), torch.ones(1)).tolist()
-    [[0.5, 0.5, 0.0]]
-    """
-    vocab_size = logits.shape[-1]
-    z = logits / temperature.to(logits.dtype).unsqueeze(1)
-    if not use_filters:
-        return torch.softmax(z, dim=1)
-    sorted_z, order = z.sort(dim=1, descending=True)
-    # Top-k by value: keep z >= the k-th largest (boundary ties survive); off rows keep all.
-    kth = sorted_z.gather(1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(1))
-    k_on = ((top_k > 0) & (top_k < vocab_size)).unsqueeze(1)
-    z = z.masked_fill(k_on & (z < kth), -torch.inf)
-    probs = torch.softmax(z, dim=1)
-    # Top-p on the renormalised post-top-k law: the sort order of z is still the order of probs.
-    sorted_probs = probs.gather(1, order)
-    cut = (sorted_probs.cumsum(dim=1) < top_p.unsqueeze(1)).sum(dim=1).clamp(max=vocab_size - 1)
-    tau = sorted_probs.gather(1, cut.unsqueeze(1))
-    kept = torch.where(probs >= tau, probs, torch.zeros_like(probs))
-    renormalised = kept / kept.sum(dim=1, keepdim=True)
-    return torch.where((top_p < 1).unsqueeze(1), renormalised, probs)
-
-
 def keyed_noise_static(seeds: torch.Tensor, positions: torch.Tensor, k_pad: int,
                        vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """SPEC §5.2 noise in the bucket's shapes: ``uniforms [Bp, Kp]``, ``exponentials [Bp, V]`` (float64).
@@ -176,33 +150,18 @@ def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, tar
     """
     padded_batch, k_pad = draft_ids.shape
     vocab_size = target_logits.shape[-1]
-    slots = torch.arange(k_pad, device=draft_ids.device).unsqueeze(0)          # [1, Kp]
-    valid = slots < num_draft_tokens.unsqueeze(1)                              # [Bp, Kp]: a real draft slot
     greedy = temperature == 0
-    safe_temperature = torch.where(greedy, torch.ones_like(temperature), temperature)
+    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p)
 
-    # §2 for every row of the bucket (drafts and bonus), one flat [Bp·(Kp+1), V] pass.
-    rows = k_pad + 1
-    flat_logits = target_logits.reshape(padded_batch * rows, vocab_size)
-    per_row = lambda x: x.unsqueeze(1).expand(padded_batch, rows).reshape(-1)  # noqa: E731
-    probs = static_target_probs(flat_logits, per_row(safe_temperature), per_row(top_k), per_row(top_p),
-                                use_filters)
-    probs = probs.reshape(padded_batch, rows, vocab_size)
+    # §2 for every row of the bucket (drafts and bonus): [Bp, Kp + 1, V], per-row parameters broadcast.
+    slot_rows = ts.SamplingRows(*(field.unsqueeze(1).expand(padded_batch, k_pad + 1) for field in rows))
+    probs = ts.target_probs(target_logits, slot_rows, use_top_k=use_filters, use_top_p=use_filters)
 
     # §3/§4 acceptance of every slot; only valid slots can reject (the vllm-gaudi fix).
-    real = draft_ids != PLACEHOLDER_TOKEN_ID
-    safe_ids = torch.where(real, draft_ids, torch.zeros_like(draft_ids)).unsqueeze(2)   # never index with -1
-    t_x = probs[:, :k_pad].gather(2, safe_ids).squeeze(2).to(torch.float64)
-    if draft_probs is None:
-        sampled_accept = real & (uniforms < t_x)
-    else:
-        d_x = draft_probs.gather(2, safe_ids).squeeze(2).to(torch.float64)
-        drawable = real & (d_x > 0)
-        sampled_accept = drawable & (uniforms < t_x / torch.where(drawable, d_x, torch.ones_like(d_x)))
-    greedy_accept = draft_ids == target_logits[:, :k_pad].argmax(dim=2)
+    sampled_accept = ts.accepts(draft_ids, draft_probs, probs[:, :k_pad], uniforms)
+    greedy_accept = draft_ids == ts.greedy_argmax(target_logits[:, :k_pad])
     accept = torch.where(greedy.unsqueeze(1), greedy_accept, sampled_accept)
-    rejected_at = torch.where(valid & ~accept, slots, torch.full_like(slots, k_pad))
-    num_accepted = torch.minimum(rejected_at.amin(dim=1), num_draft_tokens)  # [Bp], in [0, K_i]
+    num_accepted = ts.first_rejection(accept, num_draft_tokens)                # [Bp], in [0, K_i]
 
     # §3 emission: the one row at num_accepted (first rejection or bonus), gathered, never sliced.
     row_index = num_accepted.view(padded_batch, 1, 1).expand(padded_batch, 1, vocab_size)
@@ -211,24 +170,16 @@ def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, tar
     draft_slot = num_accepted.clamp(max=k_pad - 1).unsqueeze(1)                # [Bp, 1]
     emit_draft = draft_ids.gather(1, draft_slot).squeeze(1)                    # [Bp]
     subtract = (num_accepted < num_draft_tokens) & (emit_draft != PLACEHOLDER_TOKEN_ID)
-    if draft_probs is None:
-        safe = torch.where(subtract, emit_draft, torch.zeros_like(emit_draft)).unsqueeze(1)
-        residual = emit_probs.scatter(1, safe, 0.0)
-    else:
-        emit_draft_probs = draft_probs.gather(1, draft_slot.unsqueeze(2).expand(padded_batch, 1, vocab_size))
-        residual = (emit_probs - emit_draft_probs.squeeze(1)).clamp_min(0)
-    weights = torch.where(subtract.unsqueeze(1), residual, emit_probs)
-    weights = torch.where((weights > 0).any(dim=1, keepdim=True), weights, emit_probs)  # §4 empty residual
-    score = torch.where(weights > 0, weights.to(torch.float64) / exponentials, torch.full_like(exponentials, -1.0))
-    token = torch.where(greedy, emit_logits.argmax(dim=1), score.argmax(dim=1))
+    emit_draft_probs = None
+    if draft_probs is not None:
+        slot_index = draft_slot.unsqueeze(2).expand(padded_batch, 1, vocab_size)
+        emit_draft_probs = draft_probs.gather(1, slot_index).squeeze(1)
+    weights = ts.residual_weights(emit_probs, emit_draft_probs, emit_draft, subtract)
+    token = torch.where(greedy, ts.greedy_argmax(emit_logits), ts.race(weights, exponentials))
 
     # §7 layout: accepted drafts, the token, then -1 — by comparison with arange, no scatter.
-    columns = torch.arange(rows, device=draft_ids.device).unsqueeze(0)         # [1, Kp + 1]
     padded_ids = torch.cat([draft_ids, torch.full_like(draft_ids[:, :1], PLACEHOLDER_TOKEN_ID)], dim=1)
-    n = num_accepted.unsqueeze(1)
-    output = torch.where(columns < n, padded_ids,
-                         torch.where(columns == n, token.unsqueeze(1), torch.full_like(padded_ids, -1)))
-    return output, num_accepted
+    return ts.emitted_rows(padded_ids, num_accepted, token), num_accepted
 
 
 def verify_static_keyed(draft_ids, draft_probs, target_logits, num_draft_tokens, temperature, top_k, top_p,
@@ -316,13 +267,7 @@ class HpuDevice:
         self.shapes_seen: set[tuple] = set()   # (padded_batch, k_pad, V, dtype, point) — one graph each
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
-        validate(batch, noise)
-        if batch.vocab_size > self.capabilities.max_vocab_size:
-            raise UnsupportedCall(f"max_vocab_size <= {self.capabilities.max_vocab_size}", batch.vocab_size)
-        if noise is None and (batch.seeds is None or batch.positions is None):
-            missing = "seeds" if batch.seeds is None else "positions"
-            raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
-                               "keyed Philox noise from seeds and positions, SPEC §5.2)")
+        check_call(batch, noise, self.capabilities)
         largest = self.batch_buckets[-1]
         if batch.batch_size > largest:      # several launches of the largest graph, as a Gaudi runner would
             return self._chunked(batch, noise, largest)
@@ -334,8 +279,8 @@ class HpuDevice:
                 t(host["target_logits"]), t(host["num_draft_tokens"]), t(host["temperature"], torch.float64),
                 t(host["top_k"]), t(host["top_p"], torch.float64))
         # Host-known (numpy), so a graph choice, not a device branch: does any sampled row filter?
-        sampled = batch.temperature > 0
-        use_filters = bool((((batch.top_k > 0) & (batch.top_k < batch.vocab_size)) | (batch.top_p < 1))[sampled].any())
+        use_filters = bool((ts.uses_top_k(batch.temperature, batch.top_k, batch.vocab_size)
+                            | ts.uses_top_p(batch.temperature, batch.top_p)).any())
         self.shapes_seen.add((padded_batch, k_pad, batch.vocab_size, batch.target_logits.dtype.name,
                               batch.draft_probs is None, noise is None, use_filters))
         if noise is not None:
@@ -352,7 +297,7 @@ class HpuDevice:
             positions = np.zeros(padded_batch, np.int64)
             positions[:batch.batch_size] = batch.positions
             output, num_accepted = self._keyed(*args, seeds.to(self.device), t(positions), use_filters)
-        width = batch.max_k + 1
+        width = ts.output_width(batch.max_k)
         return VerifyOutput(output[:batch.batch_size, :width].cpu().numpy().copy(),
                             num_accepted[:batch.batch_size].cpu().numpy().copy())
 
@@ -360,7 +305,7 @@ class HpuDevice:
         """Verify requests ``[c, c + size)`` at a time; keyed noise depends on (seed, position) only,
         and injected noise is sliced with its requests, so the result equals one big launch."""
         cu = batch.request_offsets()
-        width = batch.max_k + 1
+        width = ts.output_width(batch.max_k)
         output = np.full((batch.batch_size, width), PLACEHOLDER_TOKEN_ID, np.int64)
         num_accepted = np.zeros(batch.batch_size, np.int64)
         for start in range(0, batch.batch_size, size):
@@ -387,6 +332,5 @@ def make_device() -> HpuDevice:
     return HpuDevice("cpu")
 
 
-__all__ = ["HpuDevice", "make_device", "verify_static", "verify_static_keyed", "static_target_probs",
-           "keyed_noise_static", "pad_batch", "prepare_decode_inputs", "bucket", "BATCH_BUCKETS", "K_BUCKETS",
+__all__ = ["HpuDevice", "make_device", "verify_static", "verify_static_keyed", "keyed_noise_static", "pad_batch", "prepare_decode_inputs", "bucket", "BATCH_BUCKETS", "K_BUCKETS",
            "PADDING_SLOT_ID"]

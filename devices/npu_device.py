@@ -56,13 +56,16 @@ import numpy as np
 import torch
 
 from devices import torch_philox
-from devices._validate import validate
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall,
-                              VerifyBatch, VerifyOutput)
+from devices import torch_sampling as ts
+from devices._validate import check_call
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, VerifyBatch, VerifyOutput
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=32,
                             dtypes=("float32",))
 """fp32 only, as vllm-ascend's rejection kernels."""
+
+FP32 = torch.float32
+"""The decision dtype on Ascend (no float64 vector units): top-p prefix sums and race scores."""
 
 
 # --- numerics without log1p or float64 -------------------------------------------
@@ -168,25 +171,19 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
                  top_p: torch.Tensor, use_filters: bool = True) -> torch.Tensor:
     """Rows ``logits [R, V]`` fp32 → probabilities; ``temperature [R]`` > 0, ``top_k [R]``, ``top_p [R]``.
 
-    Top-p is cut on the **renormalised post-top-k** law (SPEC §2.4), not on
-    the pre-top-k probabilities as vllm-ascend's ``_apply_top_k_top_p_pytorch``
-    does (research/vllm.md bug #32). ``use_filters=False``: the host saw no
-    filter in the batch, so no sort is launched.
+    ``devices.torch_sampling.target_probs`` with fp32 prefix sums (no float64
+    on Ascend). Top-p is cut on the **renormalised post-top-k** law (SPEC
+    §2.4), not on the pre-top-k probabilities as vllm-ascend's
+    ``_apply_top_k_top_p_pytorch`` does (research/vllm.md bug #32).
+    ``use_filters=False``: the host saw no filter in the batch, so no sort is launched.
     """
-    vocab_size = logits.shape[1]
-    z = logits / temperature.to(torch.float32).unsqueeze(1)
-    if not use_filters:
-        return torch.softmax(z, dim=1)
-    sorted_z, order = z.sort(dim=1, descending=True)
-    kth = sorted_z.gather(1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(1))
-    k_on = ((top_k > 0) & (top_k < vocab_size)).unsqueeze(1)
-    z = z.masked_fill(k_on & (z < kth), -torch.inf)
-    probs = torch.softmax(z, dim=1)
-    sorted_probs = probs.gather(1, order)
-    cut = (sorted_probs.cumsum(dim=1) < top_p.to(torch.float32).unsqueeze(1)).sum(dim=1).clamp(max=vocab_size - 1)
-    tau = sorted_probs.gather(1, cut.unsqueeze(1))
-    kept = torch.where(probs >= tau, probs, torch.zeros_like(probs))
-    return torch.where((top_p < 1).unsqueeze(1), kept / kept.sum(dim=1, keepdim=True), probs)
+    rows = ts.SamplingRows(temperature.to(torch.float32), top_k, top_p.to(torch.float32))
+    return ts.target_probs(logits, rows, use_top_k=use_filters, use_top_p=use_filters, decision_dtype=FP32)
+
+
+def _exact_coin(uniforms: tuple[torch.Tensor, torch.Tensor], t_x: torch.Tensor, d_x: torch.Tensor) -> torch.Tensor:
+    """``torch_sampling.accepts``'s coin for Ascend: ``uniforms = (mu, eu)``, decided in int64 (``coin_accepts``)."""
+    return coin_accepts(*uniforms, t_x, d_x)
 
 
 # --- the step on the flat ragged layout ---------------------------------------------
@@ -203,71 +200,41 @@ def verify_flat(num_draft_tokens, draft_token_ids, draft_probs, target_logits, t
 
     Returns ``(output_token_ids [B, max_k + 1], num_accepted [B])`` int64.
     """
-    batch, vocab_size = num_draft_tokens.shape[0], target_logits.shape[1]
+    batch = num_draft_tokens.shape[0]
     num_tokens = draft_token_ids.shape[0]
     device = target_logits.device
-    cu = torch.cumsum(num_draft_tokens, 0)                                   # inclusive: cu[i] = end of i
-    starts = cu - num_draft_tokens
+    layout = ts.ragged_layout(num_draft_tokens, num_tokens)
     greedy = temperature == 0
-    safe_t = torch.where(greedy, torch.ones_like(temperature), temperature)
+    safe_t = ts.safe_temperature(temperature)
 
-    # Per flat draft: its request (searchsorted on the inclusive ends; no repeat_interleave of data size).
-    flat = torch.arange(num_tokens, device=device)
-    request = torch.searchsorted(cu, flat, right=True)
-    target_row = flat + request
-    logits_rows = target_logits[target_row]                                   # [N, V]
+    # Every flat draft's target row, its coin (exact, int64) or its greedy test.
+    logits_rows = target_logits[layout.target_row]                            # [N, V]
+    request = layout.request
     probs = target_probs(logits_rows, safe_t[request], top_k[request], top_p[request], use_filters)
-    real = draft_token_ids != PLACEHOLDER_TOKEN_ID
-    safe_ids = torch.where(real, draft_token_ids, torch.zeros_like(draft_token_ids)).unsqueeze(1)
-    t_x = probs.gather(1, safe_ids).squeeze(1)
-    if draft_probs is None:
-        drawable = real
-    else:
-        d_x = draft_probs.gather(1, safe_ids).squeeze(1)
-        drawable = real & (d_x > 0)
-    d_or_one = torch.ones_like(t_x) if draft_probs is None else torch.where(drawable, d_x, torch.ones_like(d_x))
     if accept_words is not None:
-        mu, eu = 2 * accept_words + 1, torch.full_like(accept_words, -33)
-    else:
-        mu, eu = uniforms
-    coin = coin_accepts(mu, eu, t_x, d_or_one)
-    accept = torch.where(greedy[request], draft_token_ids == logits_rows.argmax(dim=1), drawable & coin)
+        uniforms = (2 * accept_words + 1, torch.full_like(accept_words, -33))
+    coin = ts.accepts(draft_token_ids, draft_probs, probs, uniforms, coin=_exact_coin)
+    accept = torch.where(greedy[request], draft_token_ids == ts.greedy_argmax(logits_rows), coin)
 
-    # First rejection: dense [B, max_k] gather with clamped indices, masked, then amin.
-    width = max(max_k, 1)
-    j = torch.arange(width, device=device).unsqueeze(0)
-    valid = j < num_draft_tokens.unsqueeze(1)
-    index = (starts.unsqueeze(1) + j).clamp(max=max(num_tokens - 1, 0))      # never below 0, never past N
-    dense_accept = accept[index] if num_tokens else torch.zeros_like(valid)
-    rejected_at = torch.where(valid & ~dense_accept, j, torch.full_like(j, width))
-    num_accepted = torch.minimum(rejected_at.amin(dim=1), num_draft_tokens)
+    # First rejection: dense [B, max_k + 1] gather with clamped indices, masked, then amin.
+    width = ts.output_width(max_k)
+    num_accepted = ts.first_rejection(ts.per_request(accept, layout.starts, width, False), num_draft_tokens)
 
     # Emission row: target row starts + i + num_accepted; draft row starts + num_accepted (clamped).
     arange = torch.arange(batch, device=device)
-    emit_logits = target_logits[starts + arange + num_accepted]
+    emit_logits = target_logits[layout.starts + arange + num_accepted]
     emit_probs = target_probs(emit_logits, safe_t, top_k, top_p, use_filters)
-    draft_row = (starts + num_accepted).clamp(max=max(num_tokens - 1, 0))
+    draft_row = (layout.starts + num_accepted).clamp(max=max(num_tokens - 1, 0))
     emit_draft = draft_token_ids[draft_row] if num_tokens else torch.full_like(arange, PLACEHOLDER_TOKEN_ID)
     subtract = (num_accepted < num_draft_tokens) & (emit_draft != PLACEHOLDER_TOKEN_ID)
-    if draft_probs is None or not num_tokens:
-        safe = torch.where(subtract, emit_draft, torch.zeros_like(emit_draft)).unsqueeze(1)
-        residual = emit_probs.scatter(1, safe, 0.0)
-    else:
-        residual = (emit_probs - draft_probs[draft_row]).clamp_min(0)
-    weights = torch.where(subtract.unsqueeze(1), residual, emit_probs)
-    weights = torch.where((weights > 0).any(dim=1, keepdim=True), weights, emit_probs)
+    emit_draft_probs = draft_probs[draft_row] if (draft_probs is not None and num_tokens) else None
+    weights = ts.residual_weights(emit_probs, emit_draft_probs, emit_draft, subtract)
     if recover_words is not None:
         exponentials = keyed_exponentials(recover_words)
-    score = torch.where(weights > 0, weights / exponentials, torch.full_like(weights, -1.0))
-    token = torch.where(greedy, emit_logits.argmax(dim=1), score.argmax(dim=1))
+    token = torch.where(greedy, ts.greedy_argmax(emit_logits), ts.race(weights, exponentials, FP32))
 
-    columns = torch.arange(max_k + 1, device=device).unsqueeze(0)
-    draft_at = (starts.unsqueeze(1) + columns).clamp(max=max(num_tokens - 1, 0))
-    drafts = draft_token_ids[draft_at] if num_tokens else torch.full_like(draft_at, PLACEHOLDER_TOKEN_ID)
-    n = num_accepted.unsqueeze(1)
-    output = torch.where(columns < n, drafts,
-                         torch.where(columns == n, token.unsqueeze(1), torch.full_like(drafts, PLACEHOLDER_TOKEN_ID)))
-    return output, num_accepted
+    drafts = ts.per_request(draft_token_ids, layout.starts, width, PLACEHOLDER_TOKEN_ID)
+    return ts.emitted_rows(drafts, num_accepted, token), num_accepted
 
 
 def tli_draft_probs(draft_logits: torch.Tensor, draft_to_target: torch.Tensor, target_vocab_size: int,
@@ -298,19 +265,7 @@ class NpuDevice:
         self.device, self.name, self.capabilities = torch.device(device), name, capabilities
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
-        validate(batch, noise)
-        if noise is None and (batch.seeds is None or batch.positions is None):
-            missing = "seeds" if batch.seeds is None else "positions"
-            raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
-                               "keyed Philox noise from seeds and positions, SPEC §5.2)")
-        caps = self.capabilities
-        if batch.target_logits.dtype.name not in caps.dtypes:
-            raise UnsupportedCall(f"dtype in {caps.dtypes} (Ascend rejection kernels are fp32)",
-                                  batch.target_logits.dtype.name)
-        if batch.max_k > caps.max_k:
-            raise UnsupportedCall(f"max_k <= {caps.max_k}", batch.max_k)
-        if batch.vocab_size > caps.max_vocab_size:
-            raise UnsupportedCall(f"max_vocab_size <= {caps.max_vocab_size}", batch.vocab_size)
+        check_call(batch, noise, self.capabilities)
         t = self._tensor
         k = t(batch.num_draft_tokens, torch.int64)
         if noise is not None:
@@ -330,19 +285,16 @@ class NpuDevice:
     @staticmethod
     def _uses_filters(batch: VerifyBatch) -> bool:
         """Host-side (numpy): does any sampled request set top-k or top-p? Picks the launch sequence."""
-        filtered = ((batch.top_k > 0) & (batch.top_k < batch.vocab_size)) | (batch.top_p < 1)
-        return bool(filtered[batch.temperature > 0].any())
+        return bool((ts.uses_top_k(batch.temperature, batch.top_k, batch.vocab_size)
+                     | ts.uses_top_p(batch.temperature, batch.top_p)).any())
 
     def _keyed_words(self, batch: VerifyBatch, k: torch.Tensor) -> dict:
         seeds = torch_philox.seeds_to_int64(batch.seeds).to(self.device)
         positions = self._tensor(batch.positions, torch.int64)
         keys = torch_philox.seed_keys(seeds)
-        num_tokens = int(batch.num_draft_tokens.sum())
-        cu = torch.cumsum(k, 0)
-        flat = torch.arange(num_tokens, device=self.device)
-        request = torch.searchsorted(cu, flat, right=True)
-        draft_index = flat - (cu - k)[request]
-        accept = torch_philox.stream_words(keys[request], positions[request], torch_philox.ACCEPT, 0, draft_index)
+        layout = ts.ragged_layout(k, int(batch.num_draft_tokens.sum()))
+        accept = torch_philox.stream_words(keys[layout.request], positions[layout.request], torch_philox.ACCEPT, 0,
+                                           layout.draft_index)
         recover = torch_philox.block_words(keys, positions, torch_philox.RECOVER, 0, batch.vocab_size)
         return dict(accept_words=accept, recover_words=recover)
 

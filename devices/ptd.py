@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from devices.torch_sampling import ragged_layout
+
 PADDING_SLOT_ID = -1
 FIELDS = ("token_ids", "positions", "slot_mapping", "is_mask", "source_index")
 
@@ -96,9 +98,9 @@ def prepare_ptd_inputs_torch(token_ids, positions, slot_mapping, query_start_loc
     if out is None:
         out = allocate_buffers(total, device)
     rows = check_buffer_rows(out, total)
-    index = torch.arange(total, device=device)
-    request = torch.searchsorted(out_qsl[1:], index, right=True)
-    local = index - out_qsl[request]
+    # Each output row's request and its index inside the request: the ragged layout of SPEC §1.
+    layout = ragged_layout(kept + num_mask, total)
+    request, local = layout.request, layout.draft_index
     verified = local < kept[request]
     source = (query_start_loc[request] + local).clamp(max=max(token_ids.shape[0] - 1, 0))
     pos = last_pos[request] + 1 + (local - kept[request])          # mask m = local - kept

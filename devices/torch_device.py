@@ -1,7 +1,9 @@
 """The ``torch`` device: SPEC §2–§5 vectorised over the ragged batch, CPU or CUDA.
 
 No Python loop over requests or positions: per-row request and draft indices
-come from ``repeat_interleave``; the step runs in a fixed number of phases:
+come from ``searchsorted``; the step runs in a fixed number of phases, each
+rule taken from ``devices.torch_sampling`` (the one torch implementation of
+every SPEC rule, shared with the hpu, npu and Triton devices):
 
 1. **layout** — request, draft index and target row of each of the
    ``num_tokens`` draft positions; keyed noise (one Philox pass, §5.2) when
@@ -12,7 +14,7 @@ come from ``repeat_interleave``; the step runs in a fixed number of phases:
 3. **acceptance** — ``u < t(x)/d(x)`` (full), ``u < t(x)`` (point) or
    ``x == argmax z`` (greedy) for every position at once, the ratio and coin
    in float64; placeholders and ``d(x) = 0`` rejected (§4);
-4. **first rejection** — ``num_accepted`` per request by a scatter-min;
+4. **first rejection** — ``num_accepted`` per request by a masked ``amin``;
 5. **emission** — only the ONE emission row per request (the first rejected
    position, or the bonus row): §2 again, the residual ``max(t − d, 0)`` (or
    ``t`` with ``x`` zeroed), empty residual → ``t``, then the race
@@ -60,9 +62,9 @@ import numpy as np
 import torch
 
 from devices import torch_philox
-from devices._validate import validate
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall,
-                              VerifyBatch, VerifyOutput)
+from devices import torch_sampling as ts
+from devices._validate import check_call
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, VerifyBatch, VerifyOutput
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
@@ -85,15 +87,15 @@ class Modes(NamedTuple):
 def batch_modes(temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, vocab_size: int) -> Modes:
     """The ``Modes`` of a batch, read in one device sync. Arguments ``[batch]`` as in ``verify_tensors``."""
     greedy = temperature == 0
-    return Modes(*torch.stack([greedy.any(), (~greedy).any(), ((top_k > 0) & (top_k < vocab_size) & ~greedy).any(),
-                               ((top_p < 1) & ~greedy).any()]).tolist())
+    return Modes(*torch.stack([greedy.any(), (~greedy).any(), ts.uses_top_k(temperature, top_k, vocab_size).any(),
+                               ts.uses_top_p(temperature, top_p).any()]).tolist())
 
 
 # --- phase 2: the target distribution of a set of rows (SPEC §2) ---------------
 
 def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                  use_top_k: bool = True, use_top_p: bool = True) -> torch.Tensor:
-    """Rows of logits → target probabilities, in ``logits.dtype``.
+    """Rows of logits → target probabilities, in ``logits.dtype`` (``devices.torch_sampling.target_probs``).
 
     ``logits`` ``[rows, V]``; ``temperature`` ``[rows]`` (> 0; greedy rows
     carry any positive stand-in), ``top_k`` ``[rows]`` int64, ``top_p``
@@ -103,110 +105,8 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
     >>> target_probs(torch.tensor([[1., 1., 0.]]), torch.ones(1), torch.tensor([1]), torch.ones(1)).tolist()
     [[0.5, 0.5, 0.0]]
     """
-    vocab_size = logits.shape[1]
-    z = logits / temperature.to(logits.dtype).unsqueeze(1)
-    if not (use_top_k or use_top_p):
-        return torch.softmax(z, dim=1)
-    # One descending sort serves both filters: masking and exp are monotone,
-    # so this order also sorts the post-top-k probabilities.
-    sorted_z, order = z.sort(dim=1, descending=True)
-    if use_top_k:
-        z = _mask_top_k(z, sorted_z, top_k, vocab_size)
-    probs = torch.softmax(z, dim=1)
-    if use_top_p:
-        probs = _mask_top_p(probs, order, top_p)
-    return probs
-
-
-def _mask_top_k(z: torch.Tensor, sorted_z: torch.Tensor, top_k: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Keep ``z_v >= z_(k)`` (the k-th largest, duplicates counted): boundary ties all survive."""
-    active = (top_k > 0) & (top_k < vocab_size)
-    kth = sorted_z.gather(1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(1))
-    kth = torch.where(active.unsqueeze(1), kth, torch.full_like(kth, -torch.inf))
-    return z.masked_fill(z < kth, -torch.inf)
-
-
-def _mask_top_p(probs: torch.Tensor, order: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Keep ``probs >= τ``, τ the m*-th largest with m* the smallest m where ``c_m >= p``; renormalise."""
-    vocab_size = probs.shape[1]
-    sorted_probs = probs.gather(1, order)
-    # float64 prefix sums: in float32 a long tail's rounding could move the cut by more
-    # than SPEC §9's float32 tolerance, and c_m is compared with a float64 p anyway.
-    cumulative = sorted_probs.cumsum(dim=1, dtype=torch.float64)
-    # m* - 1 = how many prefixes fall short of p; capped in case rounding keeps c_V < p.
-    cut = (cumulative < top_p.unsqueeze(1)).sum(dim=1).clamp(max=vocab_size - 1)
-    tau = sorted_probs.gather(1, cut.unsqueeze(1))
-    kept = torch.where(probs >= tau, probs, torch.zeros_like(probs))
-    renormalised = kept / kept.sum(dim=1, keepdim=True)
-    return torch.where((top_p < 1).unsqueeze(1), renormalised, probs)  # p = 1: untouched, not re-divided
-
-
-# --- phases 1, 3, 4: layout, acceptance, first rejection ---------------------------
-
-def _layout(num_draft_tokens: torch.Tensor, num_tokens: int):
-    """``offsets [batch]`` (cu), ``request [num_tokens]``, ``draft_index [num_tokens]``, ``target_row [num_tokens]``."""
-    batch = num_draft_tokens.shape[0]
-    device = num_draft_tokens.device
-    offsets = torch.cumsum(num_draft_tokens, 0) - num_draft_tokens
-    request = torch.repeat_interleave(torch.arange(batch, device=device), num_draft_tokens, output_size=num_tokens)
-    draft_index = torch.arange(num_tokens, device=device) - offsets[request]
-    target_row = torch.arange(num_tokens, device=device) + request  # cu[i] + i + j
-    return offsets, request, draft_index, target_row
-
-
-def _accepts(draft_token_ids, draft_probs, probs, uniforms) -> torch.Tensor:
-    """``[num_tokens]`` bool: does each sampled position pass its coin test (§3, §4)?
-
-    ``probs`` ``[num_tokens, V]`` the positions' target rows; ``draft_probs``
-    ``[num_tokens, V]`` or None (point proposals); ``uniforms`` ``[num_tokens]``
-    float64. Ratio and coin are float64; the test is strict (``u < ratio``).
-    """
-    real = draft_token_ids != PLACEHOLDER_TOKEN_ID
-    safe_ids = torch.where(real, draft_token_ids, torch.zeros_like(draft_token_ids)).unsqueeze(1)
-    t_x = probs.gather(1, safe_ids).squeeze(1).to(torch.float64)
-    if draft_probs is None:
-        return real & (uniforms < t_x)
-    d_x = draft_probs.gather(1, safe_ids).squeeze(1).to(torch.float64)
-    # d(x) = 0: x cannot have come from d, so reject rather than divide by 0.
-    drawable = real & (d_x > 0)
-    ratio = t_x / torch.where(drawable, d_x, torch.ones_like(d_x))
-    return drawable & (uniforms < ratio)
-
-
-def _first_rejection(accept, num_draft_tokens, request, draft_index) -> torch.Tensor:
-    """``num_accepted [batch]``: each request's first rejected draft index, or K_i if none."""
-    candidate = torch.where(accept, num_draft_tokens[request], draft_index)
-    return num_draft_tokens.clone().scatter_reduce(0, request, candidate, reduce="amin", include_self=True)
-
-
-# --- phase 5: one emission row per request -------------------------------------
-
-def _race(weights: torch.Tensor, exponentials: torch.Tensor) -> torch.Tensor:
-    """``argmax_v w_v / E_v`` over ``w_v > 0``, lowest id on ties → ``[rows]`` int64.
-
-    Scores are float64; excluded tokens score -1, below any ``w/E >= 0``
-    (even an underflowed one), so a zero-weight token is never drawn.
-    """
-    score = weights.to(torch.float64) / exponentials
-    score = torch.where(weights > 0, score, torch.full_like(score, -1.0))
-    return score.argmax(dim=1)  # torch.argmax returns the first maximal index
-
-
-def _residual(target_rows, draft_rows, draft_ids, subtract) -> torch.Tensor:
-    """The weights of the recovered draw ``[batch, V]`` (§3, §4).
-
-    ``subtract`` ``[batch]`` bool: a real rejected draft (not a placeholder,
-    not a bonus row). Full: ``max(t − d, 0)``; point: ``t`` with ``x`` zeroed;
-    otherwise ``t``. An empty residual falls back to ``t``.
-    """
-    if draft_rows is not None:
-        residual = (target_rows - draft_rows).clamp_min(0)
-    else:
-        safe_ids = torch.where(subtract, draft_ids, torch.zeros_like(draft_ids)).unsqueeze(1)
-        residual = target_rows.scatter(1, safe_ids, 0.0)
-    weights = torch.where(subtract.unsqueeze(1), residual, target_rows)
-    empty = ~(weights > 0).any(dim=1, keepdim=True)
-    return torch.where(empty, target_rows, weights)
+    return ts.target_probs(logits, ts.SamplingRows(temperature, top_k, top_p), use_top_k=use_top_k,
+                           use_top_p=use_top_p)
 
 
 # --- the whole step -----------------------------------------------------------
@@ -227,49 +127,45 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
         raise InvalidInput("seeds: required (with positions) when no noise is injected")
 
     # Phase 1: layout, which paths this batch needs, and its noise (greedy requests read none).
-    offsets, request, draft_index, target_row = _layout(num_draft_tokens, num_tokens)
+    layout = ts.ragged_layout(num_draft_tokens, num_tokens)
     has_greedy, has_sampled, use_top_k, use_top_p = modes or batch_modes(temperature, top_k, top_p, vocab_size)
     if keyed and has_sampled:
         uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size,
                                                          num_tokens, max_k)
     greedy = temperature == 0
-    safe_temperature = torch.where(greedy, torch.ones_like(temperature), temperature)
+    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p)
     filters = dict(use_top_k=use_top_k, use_top_p=use_top_p)
 
     # Phases 2-4: every draft position's test, then each request's first rejection.
-    draft_logits = target_logits[target_row]
+    draft_logits = target_logits[layout.target_row]
     accept = torch.zeros(num_tokens, dtype=torch.bool, device=device)
     if has_sampled and num_tokens:
-        probs = target_probs(draft_logits, safe_temperature[request], top_k[request], top_p[request], **filters)
-        accept = _accepts(draft_token_ids, draft_probs, probs, uniforms)
+        probs = ts.target_probs(draft_logits, rows.take(layout.request), **filters)
+        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms)
         del probs
-    if has_greedy and num_tokens:  # x == argmax of the raw logits (argmax: lowest id on ties)
-        accept = torch.where(greedy[request], draft_token_ids == draft_logits.argmax(dim=1), accept)
+    if has_greedy and num_tokens:
+        accept = torch.where(greedy[layout.request], draft_token_ids == ts.greedy_argmax(draft_logits), accept)
     del draft_logits
-    num_accepted = _first_rejection(accept, num_draft_tokens, request, draft_index)
+    width = ts.output_width(max_k)
+    num_accepted = ts.first_rejection(ts.per_request(accept, layout.starts, width, False), num_draft_tokens)
 
     # Phase 5: the one emission row per request (first rejection, or the bonus row).
     arange = torch.arange(batch, device=device)
-    emit_logits = target_logits[offsets + arange + num_accepted]
+    emit_logits = target_logits[layout.starts + arange + num_accepted]
     token = torch.zeros(batch, dtype=torch.int64, device=device)
     if has_sampled:
-        subtract = num_accepted < num_draft_tokens
-        draft_row = (offsets + num_accepted).clamp(max=max(num_tokens - 1, 0))
+        draft_row = (layout.starts + num_accepted).clamp(max=max(num_tokens - 1, 0))
         draft_ids = draft_token_ids[draft_row] if num_tokens else torch.full_like(arange, PLACEHOLDER_TOKEN_ID)
-        subtract &= draft_ids != PLACEHOLDER_TOKEN_ID  # a placeholder's row is never used
-        target_rows = target_probs(emit_logits, safe_temperature, top_k, top_p, **filters)
+        subtract = (num_accepted < num_draft_tokens) & (draft_ids != PLACEHOLDER_TOKEN_ID)  # a placeholder's row is never used
+        target_rows = ts.target_probs(emit_logits, rows, **filters)
         draft_rows = draft_probs[draft_row] if (draft_probs is not None and num_tokens) else None
-        token = _race(_residual(target_rows, draft_rows, draft_ids, subtract), exponentials)
+        token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)
     if has_greedy:
-        token = torch.where(greedy, emit_logits.argmax(dim=1), token)
+        token = torch.where(greedy, ts.greedy_argmax(emit_logits), token)
 
     # Phase 6: accepted drafts, the emitted token, then -1.
-    width = max_k + 1
-    output = torch.full((batch, width), PLACEHOLDER_TOKEN_ID, dtype=torch.int64, device=device)
-    kept = torch.where(draft_index < num_accepted[request], draft_token_ids, PLACEHOLDER_TOKEN_ID)
-    output.view(-1).scatter_(0, request * width + draft_index, kept)
-    output[arange, num_accepted] = token
-    return output, num_accepted
+    drafts = ts.per_request(draft_token_ids, layout.starts, width, PLACEHOLDER_TOKEN_ID)
+    return ts.emitted_rows(drafts, num_accepted, token), num_accepted
 
 
 # --- the protocol device --------------------------------------------------------
@@ -284,12 +180,7 @@ class TorchDevice:
         self.capabilities = capabilities
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
-        validate(batch, noise)
-        self._check_capabilities(batch)
-        if noise is None and (batch.seeds is None or batch.positions is None):
-            missing = "seeds" if batch.seeds is None else "positions"
-            raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
-                               "keyed Philox noise from seeds and positions, SPEC §5.2)")
+        check_call(batch, noise, self.capabilities)
         as_tensor = self._tensor
         if noise is not None:
             keyed = dict(uniforms=as_tensor(noise.uniforms, torch.float64),
@@ -308,15 +199,6 @@ class TorchDevice:
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         # torch.tensor copies: the caller's (possibly read-only) array is never aliased or mutated.
         return torch.tensor(np.asarray(array), dtype=dtype, device=self.device)
-
-    def _check_capabilities(self, batch: VerifyBatch) -> None:
-        caps = self.capabilities
-        if batch.max_k > caps.max_k:
-            raise UnsupportedCall(f"max_k <= {caps.max_k}", batch.max_k)
-        if batch.vocab_size > caps.max_vocab_size:
-            raise UnsupportedCall(f"max_vocab_size <= {caps.max_vocab_size}", batch.vocab_size)
-        if batch.target_logits.dtype.name not in caps.dtypes:
-            raise UnsupportedCall(f"dtype in {caps.dtypes}", batch.target_logits.dtype.name)
 
 
 def make_cpu_device() -> TorchDevice:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from devices.torch_sampling import ragged_layout
+
 M0, M1 = 0xD2511F53, 0xCD9E8D57
 W0, W1 = 0x9E3779B9, 0xBB67AE85
 ROUNDS = 10
@@ -210,10 +212,8 @@ def step_noise(seeds: torch.Tensor, positions: torch.Tensor, num_draft_tokens: t
     accept_words = words[:, :accept_blocks].reshape(batch, accept_blocks * 4)   # [batch, 4A]
     recover_words = words[:, accept_blocks:].reshape(batch, recover_blocks * 4)[:, :vocab_size]
 
-    request = torch.repeat_interleave(torch.arange(batch, device=device), num_draft_tokens, output_size=num_tokens)
-    offsets = torch.cumsum(num_draft_tokens, 0) - num_draft_tokens
-    draft_index = torch.arange(num_tokens, device=device) - offsets[request]
-    uniforms = uniform(accept_words[request, draft_index])
+    layout = ragged_layout(num_draft_tokens, num_tokens)
+    uniforms = uniform(accept_words[layout.request, layout.draft_index])
     return uniforms, exponential(recover_words)
 
 

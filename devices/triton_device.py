@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
+from devices.protocol import Capabilities, Noise, VerifyBatch, VerifyOutput
 
 MAX_K = 64
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
@@ -92,6 +92,8 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
     """
     import torch
+
+    from devices import torch_sampling as ts
     from devices import triton_kernels as tk
 
     rows, V = target_logits.shape
@@ -100,8 +102,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     fp64 = target_logits.dtype == torch.float64
     keyed = uniforms is None
     has_draft = draft_probs is not None
-    num_k = cu[1:] - cu[:-1]
-    row_temp = torch.repeat_interleave(temperature, num_k + 1, output_size=rows)
+    row_temp = temperature[ts.target_row_requests(cu[1:] - cu[:-1], rows)]
 
     chunk, nchunk = _chunks(V, rows, config.block, config.programs)
     stat_max = torch.empty((rows, nchunk), dtype=target_logits.dtype, device=dev)
@@ -112,7 +113,8 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
                                         TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps,
                                         **stages)
 
-    out = torch.full((batch, max_k + 1), -1, dtype=torch.int64, device=dev)
+    width = ts.output_width(max_k)
+    out = torch.full((batch, width), -1, dtype=torch.int64, device=dev)
     num_accepted = torch.empty(batch, dtype=torch.int64, device=dev)
     emit = torch.empty((3, batch), dtype=torch.int64, device=dev)
     emit_stats = torch.empty((2, batch), dtype=target_logits.dtype, device=dev)
@@ -121,7 +123,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
         cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
         seeds if keyed else dummy, positions if keyed else dummy, dummy if keyed else uniforms,
         stat_max, stat_sum, stat_arg, out, num_accepted, emit[0], emit[1], emit[2], emit_stats[0], emit_stats[1],
-        V, max_k + 1, nchunk, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK_K=_pow2(max_k + 1),
+        V, width, nchunk, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK_K=_pow2(width),
         BLOCK_C=_pow2(nchunk), FP64=fp64, num_warps=1)
 
     race_block = config.race_block or config.block
@@ -135,7 +137,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
         TILES=race_chunk // race_block, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK=race_block, FP64=fp64,
         JOIN=config.join, num_warps=config.race_warps or config.num_warps, **stages)
     tk.finalize_kernel[(batch,)](temperature, num_accepted, best[0], best_id[0], best[1], best_id[1], out,
-                                 max_k + 1, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)
+                                 width, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)
     return out, num_accepted
 
 
@@ -145,36 +147,27 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p):
 
     ``target_logits`` ``[rows, V]`` torch; ``cu`` ``[batch + 1]``, ``temperature``,
     ``top_k``, ``top_p`` ``[batch]`` numpy (known on the host: the engine sets them).
-    Computed in float64 by value, so boundary ties are kept, as the spec says.
+    The masks are ``devices.torch_sampling.filter_kept`` on float64 ``z = logits / T``:
+    by value, so boundary ties are kept, as the spec says.
     """
     import torch
 
+    from devices import torch_sampling as ts
+
     V = target_logits.shape[1]
-    uses = (temperature > 0) & (((top_k > 0) & (top_k < V)) | (top_p < 1))
+    uses = ts.uses_top_k(temperature, top_k, V) | ts.uses_top_p(temperature, top_p)
     if not uses.any():
         return target_logits
     req = np.flatnonzero(uses)
-    counts = (cu[req + 1] - cu[req]) + 1
-    rows = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in req])
-    per_row = lambda a: torch.as_tensor(np.repeat(a[req], counts), device=target_logits.device)  # noqa: E731
+    rows = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in req])   # their K_i + 1 target rows
+    per_row = lambda a: torch.as_tensor(np.repeat(a[req], (cu[req + 1] - cu[req]) + 1),  # noqa: E731
+                                        device=target_logits.device)
     idx = torch.as_tensor(rows, device=target_logits.device)
-    z = target_logits[idx].double() / per_row(temperature.astype(np.float64))[:, None]
-    k = per_row(top_k.astype(np.int64))
-    ordered = torch.sort(z, dim=1, descending=True).values
-    k_on = (k > 0) & (k < V)
-    kth = ordered.gather(1, (torch.where(k_on, k, 1) - 1)[:, None])
-    keep = ~k_on[:, None] | (z >= kth)
-    z = torch.where(keep, z, float("-inf"))
-    probs = torch.softmax(z, dim=1)
-    p = per_row(top_p.astype(np.float64))
-    sorted_probs = torch.sort(probs, dim=1, descending=True).values
-    cum = torch.cumsum(sorted_probs, dim=1)
-    m = torch.searchsorted(cum, p[:, None].contiguous(), side="left").clamp(max=V - 1)
-    tau = sorted_probs.gather(1, m)
-    keep &= (p[:, None] >= 1) | (probs >= tau)
+    params = ts.SamplingRows(per_row(temperature.astype(np.float64)), per_row(top_k.astype(np.int64)),
+                             per_row(top_p.astype(np.float64)))
+    kept = ts.filter_kept(ts.scale_by_temperature(target_logits[idx].double(), params.temperature), params)
     filtered = target_logits.clone()
-    filtered[idx] = torch.where(keep, target_logits[idx], torch.tensor(float("-inf"), dtype=target_logits.dtype,
-                                                                      device=target_logits.device))
+    filtered[idx] = target_logits[idx].masked_fill(~kept, float("-inf"))
     return filtered
 
 
@@ -193,11 +186,8 @@ class TritonDevice:
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
 
-        from devices._validate import validate
-        validate(batch, noise)
-        self._check_supported(batch)
-        if noise is None and (batch.seeds is None or batch.positions is None):
-            raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
+        from devices._validate import check_call
+        check_call(batch, noise, self.capabilities)
         dtype = np.dtype(batch.target_logits.dtype)
         on = lambda a, dt=None: torch.as_tensor(np.ascontiguousarray(a if dt is None else np.asarray(a, dt)),  # noqa: E731
                                                 device=self.device)
@@ -215,12 +205,6 @@ class TritonDevice:
             None if batch.draft_probs is None else on(batch.draft_probs),
             logits, on(batch.temperature, dtype), max_k=batch.max_k, config=self.config, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
-
-    def _check_supported(self, batch: VerifyBatch) -> None:
-        if batch.max_k > MAX_K:
-            raise UnsupportedCall(f"num_draft_tokens: at most {MAX_K} per request", batch.max_k)
-        if str(batch.target_logits.dtype) not in self.capabilities.dtypes:
-            raise UnsupportedCall("target_logits: float32 or float64", str(batch.target_logits.dtype))
 
 
 def interpreter_enabled() -> bool:

@@ -20,7 +20,8 @@ The toolkit (research/stats.md §5):
 * ``Budget`` — one family false-fail rate split (Bonferroni) over the checks
   counted when the case list is built; each run at nominal α/10 for the far
   tail of the χ² approximation (stats.md §3.2);
-* ``case_seed`` — seeds are a hash of (suite seed, case id), never drawn;
+* ``case_seed`` — seeds are a hash of (suite seed, case id), never drawn
+  (``specsim.testing.seeds.case_seed``, the one definition, re-exported here);
 * ``holm`` — which of several checks failed, for the report (the gate is the
   same as Bonferroni's).
 
@@ -35,12 +36,13 @@ False
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, stats
+
+from specsim.testing.seeds import case_seed
 
 MIN_EXPECTED = 20.0
 """Pool cells until each has expected count ≥ 20: CR/G then stay within ≈1.4× of
@@ -53,17 +55,7 @@ DEFAULT_BETA = 1e-3
 """Design false-pass rate (power 0.999) of the planner."""
 
 
-# --------------------------------------------------------------------------- seeds and budget
-
-def case_seed(suite_seed: int, case_id: str) -> int:
-    """A 63-bit seed from (suite seed, case id): the same case always gets the same seed.
-
-    >>> case_seed(0, "v8-near") == case_seed(0, "v8-near") != case_seed(1, "v8-near")
-    True
-    """
-    digest = hashlib.sha256(f"specsim-L3/{int(suite_seed)}/{case_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
+# --------------------------------------------------------------------------- budget
 
 @dataclass(frozen=True)
 class Budget:

@@ -47,7 +47,7 @@ def test_reference_stays_small_enough_to_audit():
 
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
-                   "reference.verify", "reference.laws", "devices.protocol", "specsim.testing.batches",
+                   "reference.verify", "reference.laws", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
                    "specsim.testing.compare", "specsim.testing.seeds", "specsim.testing.bad_inputs"]
 
 
