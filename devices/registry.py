@@ -28,10 +28,15 @@ BUILTIN: dict[str, str] = {
     "torch": "devices.torch_device:make_cpu_device",
     "torch-cuda": "devices.torch_device:make_cuda_device",
     "triton": "devices.triton_device:make_device",
+    "triton-interpret": "devices.triton_device:make_interpreter_device",
     "hpu": "devices.hpu_device:make_device",
     "npu": "devices.npu_device:make_device",
 }
 """Built-in devices; a name whose module is not in this checkout is listed as unavailable."""
+
+EMULATED: frozenset[str] = frozenset({"triton-interpret"})
+"""Built-ins that emulate a GPU on CPU (Triton's interpreter, numpy per program): listed and loadable,
+but too slow for runs over every device (``specsim mutants``' correct devices); name them to run them."""
 
 ENTRY_POINT_GROUP = "specsim.devices"
 

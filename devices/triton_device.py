@@ -14,14 +14,18 @@ Two layers, like the torch device:
 * ``TritonDevice.verify(batch, noise)`` — the numpy protocol of
   ``devices/protocol.py``: validates (SPEC §6), copies in, calls the above.
 
-On a machine without CUDA the kernels run in Triton's interpreter only when
-``TRITON_INTERPRET=1`` was set before triton was first imported; otherwise
-``make_device`` raises, and the registry lists the device as unavailable.
+Two registered names, never confused: ``triton`` is the compiled kernels on a
+CUDA GPU (``make_device``; without CUDA, or with ``TRITON_INTERPRET=1`` set,
+it raises and the registry lists it as unavailable), and ``triton-interpret``
+is the same kernels in Triton's CPU interpreter (``make_interpreter_device``:
+slow, small sizes, for tests and CI). A process runs Triton one way only
+(``devices/triton_mode.py``): the device's first call puts an undecided
+process in its mode, and a device whose mode the process is not in says so
+when it is loaded.
 
->>> import os, numpy as np                                     # doctest: +SKIP
->>> os.environ["TRITON_INTERPRET"] = "1"                       # doctest: +SKIP
+>>> import numpy as np                                         # doctest: +SKIP
 >>> from devices.protocol import VerifyBatch                   # doctest: +SKIP
->>> dev = make_device()                                        # doctest: +SKIP
+>>> dev = make_interpreter_device()                            # doctest: +SKIP
 >>> b = VerifyBatch(np.array([1]), np.array([2]), None, np.log(np.full((2, 3), 1/3)),
 ...                 np.ones(1), np.zeros(1, np.int64), np.ones(1),
 ...                 seeds=np.array([7], np.uint64), positions=np.array([0]))  # doctest: +SKIP
@@ -32,8 +36,8 @@ On a machine without CUDA the kernels run in Triton's interpreter only when
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -73,9 +77,16 @@ def _pow2(n: int, at_least: int = 2) -> int:
     return max(at_least, 1 << max(0, int(n) - 1).bit_length())
 
 
+def kernels(interpret: bool | None = None) -> ModuleType:
+    """``devices/triton_kernels.py`` compiled for CUDA, or run by the CPU interpreter
+    (default: the mode this process is in; compiled if undecided)."""
+    from devices.triton_mode import interpreting, kernel_module
+    return kernel_module("devices.triton_kernels", bool(interpreting()) if interpret is None else interpret)
+
+
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
-                   config: KernelConfig = KernelConfig()):
+                   config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None):
     """One step on torch tensors (one device, no validation, no host sync).
 
     - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
@@ -89,12 +100,14 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
       ``exponentials`` ``[batch, V]``;
     - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1).
 
+    - ``kernels_module``: the kernels to launch (default ``kernels()``).
+
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
     """
     import torch
 
     from devices import torch_sampling as ts
-    from devices import triton_kernels as tk
+    tk = kernels_module or kernels()
 
     rows, V = target_logits.shape
     batch = cu.shape[0] - 1
@@ -172,16 +185,29 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p):
 
 
 class TritonDevice:
-    """The numpy-protocol face of ``verify_tensors`` (see the module docstring)."""
+    """The numpy-protocol face of ``verify_tensors`` (see the module docstring); ``name`` is
+    ``"triton"`` on CUDA and ``"triton-interpret"`` in the CPU interpreter."""
 
-    name = "triton"
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float32", "float64"))
 
-    def __init__(self, device: str, config: KernelConfig):
+    def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
+                 name: str | None = None):
         self.device = device
         self.config = config
+        self.interpret = device == "cpu"
+        self.name = name or ("triton-interpret" if self.interpret else "triton")
+        self._kernels = kernels_module
+
+    @property
+    def kernels(self) -> ModuleType:
+        """The kernels, loaded on first use, when this process enters the device's Triton mode."""
+        if self._kernels is None:
+            from devices.triton_mode import enter
+            enter(self.interpret, self.name)
+            self._kernels = kernels(self.interpret)
+        return self._kernels
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
@@ -203,24 +229,35 @@ class TritonDevice:
         out, num_accepted = verify_tensors(
             on(cu), on(batch.draft_token_ids, np.int64),
             None if batch.draft_probs is None else on(batch.draft_probs),
-            logits, on(batch.temperature, dtype), max_k=batch.max_k, config=self.config, **kwargs)
+            logits, on(batch.temperature, dtype), max_k=batch.max_k, config=self.config,
+            kernels_module=self.kernels, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
 
-def interpreter_enabled() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
+def _loadable(name: str, interpret: bool) -> None:
+    """Raise unless torch and triton are installed and this process can run Triton as ``name`` needs."""
+    import importlib.util
+
+    from devices.triton_mode import conflict
+    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RuntimeError(f"{name} device: needs {' and '.join(missing)} installed (pip install 'specsim[triton]')")
+    why = conflict(interpret, f"{name} device")
+    if why:
+        raise RuntimeError(why)
 
 
 def make_device(config: KernelConfig | None = None) -> TritonDevice:
-    """The Triton device on CUDA, or in the CPU interpreter under ``TRITON_INTERPRET=1``."""
-    try:
-        import torch
-        import triton  # noqa: F401
-    except ImportError as e:
-        raise RuntimeError(f"triton device: needs torch and triton installed ({e})") from e
-    if torch.cuda.is_available() and not interpreter_enabled():
-        return TritonDevice("cuda", config or KernelConfig())
-    if interpreter_enabled():
-        return TritonDevice("cpu", config or INTERPRETER_CONFIG)
-    raise RuntimeError("triton device: no CUDA GPU here; to run the kernels on CPU in Triton's interpreter "
-                       "(slow, for tests) set TRITON_INTERPRET=1 before triton is first imported")
+    """The Triton device: compiled kernels on a CUDA GPU (never the interpreter)."""
+    _loadable("triton", interpret=False)
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("triton device: no CUDA GPU here; the same kernels run on CPU in Triton's "
+                           "interpreter as the device 'triton-interpret' (slow, for tests)")
+    return TritonDevice("cuda", config or KernelConfig())
+
+
+def make_interpreter_device(config: KernelConfig | None = None) -> TritonDevice:
+    """The same kernels in Triton's CPU interpreter, named ``triton-interpret`` (any machine)."""
+    _loadable("triton-interpret", interpret=True)
+    return TritonDevice("cpu", config or INTERPRETER_CONFIG)

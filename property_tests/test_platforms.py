@@ -18,29 +18,29 @@
 
 from __future__ import annotations
 
-import os
+from fractions import Fraction
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fractions import Fraction  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from devices.hpu_device import HpuDevice  # noqa: E402
-from devices.protocol import Noise, VerifyBatch  # noqa: E402
-from devices.ptd import allocate_buffers, prepare_ptd_inputs_torch  # noqa: E402
-from reference.laws import emitted_law, lossless_error  # noqa: E402
-from reference.ptd import PADDING_SLOT_ID, PtdInputError, buffer_size, prepare_ptd_inputs  # noqa: E402
-from specsim.engine.models import ToyLM  # noqa: E402
-from specsim.vocab import (VocabError, VocabMapping, greedy_generate, lm_drafter, oracle_drafter,  # noqa: E402
+from devices.hpu_device import HpuDevice
+from devices.protocol import Noise, VerifyBatch
+from devices.ptd import allocate_buffers, prepare_ptd_inputs_torch
+from reference.laws import emitted_law, lossless_error
+from reference.ptd import PADDING_SLOT_ID, PtdInputError, buffer_size, prepare_ptd_inputs
+from specsim.engine.models import ToyLM
+from specsim.vocab import (VocabError, VocabMapping, greedy_generate, lm_drafter, oracle_drafter,
                            random_tokenizer, slem_generate)
 
-try:
-    from devices.ptd_triton import prepare_ptd_inputs_triton
+try:  # PTD's Triton kernel compiled on a GPU, in the interpreter on a machine without one
+    from devices import triton_mode
+    PTD_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+    triton_mode.enter(PTD_DEVICE == "cpu", "the PTD property test")
+    prepare_ptd_inputs_triton = triton_mode.kernel_module("devices.ptd_triton",
+                                                          PTD_DEVICE == "cpu").prepare_ptd_inputs_triton
     TRITON_SKIP = None
 except Exception as e:
     TRITON_SKIP = f"triton unavailable: {e!r}"
@@ -178,11 +178,12 @@ def test_ptd_query_start_locations_and_rows_agree_everywhere(case):
     assert (want.positions < kw["max_model_len"]).all()             # never past the end, never wrapped
     assert (want.positions[want.is_mask] > 0).all()
     tensors = {k: torch.tensor(v, dtype=torch.int64) for k, v in arrays.items()}
-    impls = [("torch", prepare_ptd_inputs_torch)]
+    impls = [("torch", "cpu", prepare_ptd_inputs_torch)]
     if TRITON_SKIP is None:
-        impls.append(("triton", lambda **a: prepare_ptd_inputs_triton(**a, block=8)))
-    for name, fn in impls:
-        out = fn(**tensors, **kw, total=want.total, out=allocate_buffers(want.total + 4, fill=SENTINEL))
+        impls.append(("triton", PTD_DEVICE, lambda **a: prepare_ptd_inputs_triton(**a, block=8)))
+    for name, device, fn in impls:
+        out = fn(**{k: v.to(device) for k, v in tensors.items()}, **kw, total=want.total,
+                 out=allocate_buffers(want.total + 4, device, fill=SENTINEL))
         assert out["query_start_loc"].tolist() == want.query_start_loc.tolist(), name
         for field in ("token_ids", "positions", "slot_mapping", "is_mask", "source_index"):
             assert out[field][:want.total].tolist() == getattr(want, field).tolist(), (name, field)

@@ -3,36 +3,29 @@ SPEC §4 edge, token-for-token agreement with ``reference.verify`` (injected and
 keyed noise, margin-aware per §9), vocabulary sizes around the tile, and chunked
 reductions. Small sizes: the interpreter runs each program in numpy.
 
-``TRITON_INTERPRET=1`` must be set when the kernels are decorated (when
-``devices.triton_kernels`` is first imported) and while they run, so it is set
-around that import and by a module fixture, then restored: the rest of the
-suite does not inherit interpreter mode.
-Skipped cleanly where triton is not installed.
+This test process runs Triton in interpreter mode (``devices/triton_mode.py``);
+where it already runs compiled kernels (a GPU box, after a compiled import) the
+module is skipped with that reason. Skipped cleanly where triton is not installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-def _set_interpret(value: str | None) -> str | None:
-    saved = os.environ.get("TRITON_INTERPRET")
-    if value is None:
-        os.environ.pop("TRITON_INTERPRET", None)
-    else:
-        os.environ["TRITON_INTERPRET"] = value
-    return saved
+torch = pytest.importorskip("torch")
+from devices import triton_mode  # noqa: E402
 
-
-_saved = _set_interpret("1")
-try:
-    triton = pytest.importorskip("triton", reason="triton not installed (pip install 'specsim[triton]')")
-    torch = pytest.importorskip("torch")
-    from devices import triton_kernels as tk
-finally:
-    _set_interpret(_saved)
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton not installed (pip install 'specsim[triton]')", allow_module_level=True)
+if triton_mode.conflict(True, "the interpreter tests"):
+    pytest.skip(triton_mode.conflict(True, "the interpreter tests"), allow_module_level=True)
+triton_mode.enter(True, "the interpreter tests")
 
 from devices import triton_device as td  # noqa: E402
 from devices.protocol import InvalidInput, Noise  # noqa: E402
@@ -42,22 +35,9 @@ from specsim.testing.compare import compare, reference_step  # noqa: E402
 from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 
-pytestmark = [
-    pytest.mark.skipif(type(tk.row_stats_kernel).__name__ != "InterpretedFunction",
-                       reason="devices.triton_kernels was imported before, compiled for a GPU; "
-                              "these tests run the kernels in Triton's CPU interpreter"),
-    # tl.where evaluates both branches: log(0) and -inf - -inf in the discarded one are expected
-    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-]
-
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _interpreter_mode():
-    saved = _set_interpret("1")
-    yield
-    _set_interpret(saved)
-
+tk = td.kernels(interpret=True)
+# tl.where evaluates both branches: log(0) and -inf - -inf in the discarded one are expected
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SUITE_SEED = 20261122
 BLOCK = 64
@@ -173,14 +153,38 @@ def test_invalid_input_is_refused_with_the_argument_named():
         DEVICE.verify(batch, bad)
 
 
-def test_factory_refuses_cpu_without_the_interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
+@pytest.mark.parametrize("interpret_env", [None, "1"])
+def test_triton_is_never_the_interpreter(monkeypatch, interpret_env):
+    """Issue 16: without CUDA, 'triton' refuses (naming 'triton-interpret'), even under TRITON_INTERPRET=1."""
+    if interpret_env is None:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", interpret_env)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+    with pytest.raises(RuntimeError, match="triton-interpret"):
         td.make_device()
 
 
-def test_factory_runs_in_the_interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    device = td.make_device()
-    assert device.name == "triton" and device.capabilities.rng == "philox"
+def test_interpreter_device_has_its_own_name():
+    from devices.registry import load
+    device = load("triton-interpret")
+    assert device.name == "triton-interpret" and device.capabilities.rng == "philox"
+    assert type(device.kernels.race_kernel).__name__ == "InterpretedFunction"
+
+
+def test_a_process_runs_triton_one_way(monkeypatch):
+    """This process interprets: the compiled device refuses to load, and says why (even with a GPU)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1 here"):
+        td.make_device()
+
+
+def test_mode_is_decided_by_the_device_not_by_an_import():
+    """A fresh process: loading 'triton-interpret' decides nothing; its first call enters interpreter mode,
+    and a plain import of triton afterwards does not change it."""
+    code = ("import sys; from devices.registry import load; from devices import triton_mode as m; "
+            "d = load('triton-interpret'); assert m.interpreting() is None, 'load decided the mode'; "
+            "d.kernels; import triton.language as tl; print(m.interpreting(), type(tl.philox).__name__)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.split() == ["True", "InterpretedFunction"], out.stderr

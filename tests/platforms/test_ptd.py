@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import os
+import numpy as np
+import pytest
+import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton is first imported
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from devices.ptd import (FIELDS, allocate_buffers, buffer_rows, cpu_query_start_loc,  # noqa: E402
+from devices.ptd import (FIELDS, allocate_buffers, buffer_rows, cpu_query_start_loc,
                          prepare_ptd_inputs_torch)
-from reference.ptd import PtdInputError, buffer_size, prepare_ptd_inputs, ptd_draft_rows  # noqa: E402
-from specsim.testing.seeds import case_seed  # noqa: E402
+from reference.ptd import PtdInputError, buffer_size, prepare_ptd_inputs, ptd_draft_rows
+from specsim.testing.seeds import case_seed
 
 try:
-    import triton  # noqa: F401
-    from devices.ptd_triton import prepare_ptd_inputs_triton
+    from devices import triton_mode
+    triton_mode.enter(True, "the PTD interpreter tests")   # skipped where this process runs compiled Triton
+    prepare_ptd_inputs_triton = triton_mode.kernel_module("devices.ptd_triton", True).prepare_ptd_inputs_triton
     TRITON = None
 except Exception as e:  # ImportError, or a triton without the interpreter
     TRITON = f"triton unavailable: {e!r}"
