@@ -1,8 +1,12 @@
-"""SPEC §3–§5: one speculative verification step, request by request, in float64.
+"""SPEC §3–§5: one speculative verification step for a whole batch, in float64.
 
-The whole step is the ladder ``verify → verify_request → (accept, residual,
-race)``; each rung is a few lines and cites its SPEC section. Clarity wins
-over speed here: devices are the fast ones.
+The rungs ``accept → residual → race`` (and §2's ``target_rows``) each work on
+one request's row or on every row of the batch at once; ``verify`` applies
+them to the whole batch in a fixed number of numpy passes (fast enough for
+10⁵ requests), records every **decision** on each request's path with its
+margin (SPEC §9), and hands the rare request with a decision closer than
+``RECHECK`` to its boundary to the exact ladder ``reference.exact.verify_request``,
+so the reference's own float64 rounding never decides a near-tie.
 
 Worked example — one request, V = 3, K = 1, full rejection sampling::
 
@@ -15,6 +19,8 @@ Worked example — one request, V = 3, K = 1, full rejection sampling::
 ...            [1.0], [0], [1.0], uniforms=np.array([0.9]), exponentials=np.ones((1, 3)))
 >>> r.output_token_ids.tolist(), r.num_accepted.tolist()
 ([[0, -1]], [0])
+>>> [(kind, j, round(margin, 3)) for kind, j, margin in r.decisions.of(0)]   # the coin, then the race
+[('coin', 0, 0.524), ('race', 0, 1.0)]
 """
 
 from __future__ import annotations
@@ -23,104 +29,117 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.layout import PLACEHOLDER_TOKEN_ID, offsets, pad_outputs, target_rows
+from reference import exact
+from reference.layout import PLACEHOLDER_TOKEN_ID, draft_rows, offsets, pad_outputs
+from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
-from reference.target import greedy_token, target_row
+from reference.target import _last, target_rows
 from reference.validate import InvalidInput, check_noise, check_step
 
 INF = float("inf")
+KINDS = ("coin", "top_k", "top_p", "race", "greedy")
+"""Decisions on a request's path (SPEC §9): a coin at each verified position, the two filter
+cuts of each target row it reads, the race of its emission, or a greedy argmax per row."""
+
+RECHECK = 1e-8
+"""A decision whose float64 margin is below this is re-decided exactly (``reference.exact``).
+float64's own error on a margin is below 1e-11 for V ≤ 10⁵ (sums of V terms of relative
+error 2⁻⁵³), so at or above ``RECHECK`` float64 decides as exact arithmetic does."""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Every decision on the requests' paths, as parallel arrays ``[n]``: ``request``,
+    ``position`` (j; the emission position for a race), ``kind`` (index into ``KINDS``) and
+    ``margin`` (relative; 0 is an exact tie, decided by its SPEC rule; exact below ``RECHECK``)."""
+
+    request: np.ndarray
+    position: np.ndarray
+    kind: np.ndarray
+    margin: np.ndarray
+
+    def of(self, i: int) -> list[tuple[str, int, float]]:
+        """Request ``i``'s decisions as ``(kind, position, margin)``."""
+        at = np.flatnonzero(self.request == i)
+        return [(KINDS[self.kind[n]], int(self.position[n]), float(self.margin[n])) for n in at]
 
 
 @dataclass(frozen=True)
 class StepResult:
-    """``output_token_ids`` ``[batch, max_k + 1]``, ``num_accepted`` ``[batch]``,
-    ``margins`` ``[batch]`` (SPEC §9: the smallest decision margin on each request's path)."""
+    """``output_token_ids`` ``[batch, max_k + 1]``, ``num_accepted`` ``[batch]``, the path
+    ``decisions``, and the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``)."""
 
     output_token_ids: np.ndarray
     num_accepted: np.ndarray
-    margins: np.ndarray
+    decisions: Decisions
+    uniforms: np.ndarray
+    exponentials: np.ndarray
+
+    @property
+    def margins(self) -> np.ndarray:
+        """``[batch]``: each request's smallest decision margin (inf when it has none)."""
+        out = np.full(len(self.num_accepted), INF)
+        np.minimum.at(out, self.decisions.request, self.decisions.margin)
+        return out
 
 
-def accept(draft_id: int, target: np.ndarray, draft: np.ndarray | None, u: float) -> tuple[bool, float]:
-    """SPEC §3/§4: is draft ``draft_id`` accepted with coin ``u``? Returns (accepted, margin).
+def accept(draft_id, target: np.ndarray, draft: np.ndarray | None, u) -> tuple[np.ndarray, np.ndarray]:
+    """SPEC §3/§4 for drafts ``draft_id [...]``: accepted ``[...]`` and margin ``[...]``.
 
-    ``target``: ``[V]`` target_probs; ``draft``: ``[V]`` draft_probs or None (point proposal).
+    ``target``: ``[..., V]`` target_probs; ``draft``: ``[..., V]`` draft_probs or None (point
+    proposal); ``u``: ``[...]``. A placeholder, ``t(x) = 0`` (masked or filtered) or ``d(x) = 0``
+    (x could not have been drawn) reject structurally: margin inf.
     """
-    if draft_id == PLACEHOLDER_TOKEN_ID:
-        return False, INF
-    if target[draft_id] == 0:  # structurally zero (masked or filtered): exact, whatever u is
-        return False, INF
+    x = np.asarray(draft_id)
+    real = x != PLACEHOLDER_TOKEN_ID
+    safe = np.where(real, x, 0)
+    t_x = _last(target, safe)
+    d_x = np.ones_like(t_x) if draft is None else _last(np.asarray(draft, dtype=np.float64), safe)
+    with np.errstate(invalid="ignore"):  # a placeholder's draft row may hold anything (NaN)
+        drawable = real & (t_x > 0) & (d_x > 0)
+    ratio = t_x / np.where(drawable, d_x, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        margin = np.abs(u - ratio) / np.maximum(u, ratio)
+    return drawable & (u < ratio), np.where(drawable, margin, INF)
+
+
+def residual(draft_id, target: np.ndarray, draft: np.ndarray | None) -> np.ndarray:
+    """SPEC §3: the unnormalised law ``[..., V]`` of the token emitted after rejecting ``draft_id``;
+    an empty residual (rounding only, §4) falls back to ``target``."""
+    x = np.asarray(draft_id)[..., None]
+    real = x != PLACEHOLDER_TOKEN_ID
     if draft is None:
-        ratio = target[draft_id]
-    elif draft[draft_id] <= 0:  # x could not have been drawn from this row: reject (§4)
-        return False, INF
+        w = np.where(real & (np.arange(target.shape[-1]) == x), 0.0, target)
     else:
-        ratio = target[draft_id] / float(draft[draft_id])
-    return bool(u < ratio), abs(u - ratio) / max(u, ratio)
+        with np.errstate(invalid="ignore"):
+            w = np.where(real, np.maximum(target - np.asarray(draft, dtype=np.float64), 0.0), target)
+    return np.where((w > 0).any(axis=-1, keepdims=True), w, target)
 
 
-def residual(draft_id: int, target: np.ndarray, draft: np.ndarray | None) -> np.ndarray:
-    """SPEC §3: the unnormalised law of the recovered token after a rejection, ``[V]``."""
-    if draft_id == PLACEHOLDER_TOKEN_ID:
-        return target
-    if draft is None:
-        w = target.copy()
-        w[draft_id] = 0.0
-        return w
-    return np.maximum(target - np.asarray(draft, dtype=np.float64), 0.0)
+def race(weights: np.ndarray, exponentials: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SPEC §3: smallest id maximising ``w/E`` over ``w > 0``. Returns (token, margin) ``[...]``.
 
+    ``weights``: ``[..., V]`` >= 0, not all zero; ``exponentials``: ``[..., V]`` > 0.
 
-def race(weights: np.ndarray, exponentials: np.ndarray) -> tuple[int, float]:
-    """SPEC §3: smallest id maximising ``w/E`` over ``w > 0``. Returns (token, margin).
-
-    ``weights``: ``[V]`` >= 0, not all zero; ``exponentials``: ``[V]`` > 0.
-
-    >>> race(np.array([0.0, 2.0, 1.0]), np.array([1.0, 4.0, 1.0]))[0]
+    >>> int(race(np.array([0.0, 2.0, 1.0]), np.array([1.0, 4.0, 1.0]))[0])
     2
     """
     scores = np.where(weights > 0, weights / exponentials, -INF)
-    best = int(np.argmax(scores))
-    rest = np.delete(scores, best)
-    second = rest.max() if rest.size else -INF
-    margin = INF if not np.isfinite(second) else (scores[best] - second) / scores[best]
-    return best, margin
+    best = np.argmax(scores, axis=-1)
+    top = _last(scores, best)
+    second = np.where(np.arange(scores.shape[-1]) == best[..., None], -INF, scores).max(axis=-1)
+    return best, np.where(np.isfinite(second), (top - second) / top, INF)
 
 
-def sample(weights: np.ndarray, target: np.ndarray, exponentials: np.ndarray) -> tuple[int, float]:
-    """Race over ``weights``; an empty residual (rounding only, §4) falls back to ``target``."""
-    return race(weights if (weights > 0).any() else target, exponentials)
-
-
-def verify_greedy(draft_ids: np.ndarray, logits: np.ndarray) -> tuple[list[int], int]:
-    """SPEC §3 greedy: accept while the draft is the argmax; emit the argmax. ``logits``: ``[K+1, V]``."""
-    tokens = []
-    for j, x in enumerate(draft_ids):
-        best = greedy_token(logits[j])
-        if x != best:
-            return tokens + [best], j
-        tokens.append(int(x))
-    return tokens + [greedy_token(logits[len(draft_ids)])], len(draft_ids)
-
-
-def verify_request(draft_ids, draft, logits, temperature, top_k, top_p, uniforms, exponentials):
-    """One request: ``draft_ids`` ``[K]``, ``draft`` ``[K, V]`` or None, ``logits`` ``[K+1, V]``,
-    ``uniforms`` ``[K]``, ``exponentials`` ``[V]``. Returns (emitted tokens, num_accepted, margin)."""
-    if temperature == 0:
-        tokens, n = verify_greedy(draft_ids, logits)
-        return tokens, n, INF  # argmax of the given values: no arithmetic, nothing to round
-    margin, tokens = INF, []
-    for j, x in enumerate(int(x) for x in draft_ids):
-        target, m = target_row(logits[j], temperature, top_k, top_p)
-        row = None if draft is None else draft[j]
-        accepted, m_accept = accept(x, target, row, uniforms[j])
-        margin = min(margin, m, m_accept)
-        if not accepted:
-            y, m_race = sample(residual(x, target, row), target, exponentials)
-            return tokens + [y], j, min(margin, m_race)
-        tokens.append(x)
-    bonus, m = target_row(logits[len(draft_ids)], temperature, top_k, top_p)
-    y, m_race = race(bonus, exponentials)
-    return tokens + [y], len(tokens), min(margin, m, m_race)
+def greedy_margin(logits: np.ndarray) -> np.ndarray:
+    """``[...]``: the argmax's gap to the runner-up, relative to ``max(|top|, 1)`` (informative:
+    an argmax of given values involves no rounding, so greedy decisions are never waived)."""
+    ordered = -np.sort(-np.asarray(logits, dtype=np.float64), axis=-1)
+    if ordered.shape[-1] < 2:
+        return np.full(ordered.shape[:-1], INF)
+    with np.errstate(invalid="ignore"):
+        gap = (ordered[..., 0] - ordered[..., 1]) / np.maximum(np.abs(ordered[..., 0]), 1.0)
+    return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
@@ -143,14 +162,76 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     elif uniforms is None or exponentials is None:
         raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
     check_noise(uniforms, exponentials, int(k.sum()), batch, V)
-    cu = offsets(k)
-    draft_ids = np.asarray(draft_token_ids, dtype=np.int64)
-    emitted, accepted, margins = [], np.zeros(batch, np.int64), np.full(batch, INF)
-    for i in range(batch):
-        d = slice(cu[i], cu[i + 1])
-        tokens, accepted[i], margins[i] = verify_request(
-            draft_ids[d], None if draft_probs is None else np.asarray(draft_probs)[d],
-            logits[target_rows(cu, i)], float(np.asarray(temperature)[i]), int(np.asarray(top_k)[i]),
-            float(np.asarray(top_p)[i]), np.asarray(uniforms)[d], np.asarray(exponentials)[i])
-        emitted.append(tokens)
-    return StepResult(pad_outputs(emitted, int(k.max()) + 1), accepted, margins)
+    u, E = np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+    T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
+    ids = np.asarray(draft_token_ids, dtype=np.int64)
+    draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
+    cu, greedy = offsets(k), T == 0
+
+    # §1 layout: each draft's request and position; each target row's request and position.
+    request, row_request = np.repeat(np.arange(batch), k), np.repeat(np.arange(batch), k + 1)
+    position = np.arange(len(ids)) - cu[request]
+    row_position = np.arange(len(logits)) - cu[row_request] - row_request
+    draft_row_target = np.arange(len(ids)) + request           # cu[i] + i + j
+
+    # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
+    probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
+    coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
+    argmax = np.argmax(logits, axis=1)
+    accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
+    num_accepted = k.copy()
+    np.minimum.at(num_accepted, request[~accepted], position[~accepted])
+
+    # §3 emission: the residual of the first rejected row, or the bonus row; the race, or the argmax.
+    emit_row = cu[:-1] + np.arange(batch) + num_accepted
+    rejected = num_accepted < k
+    emit_draft = np.where(rejected, cu[:-1] + num_accepted, 0)
+    emit_id = np.where(rejected, ids[emit_draft] if len(ids) else PLACEHOLDER_TOKEN_ID, PLACEHOLDER_TOKEN_ID)
+    emit_draft_rows = None if draft is None or not len(ids) else draft[emit_draft]
+    weights = residual(emit_id, probs[emit_row], emit_draft_rows)
+    raced, race_margin = race(weights, E)
+    token = np.where(greedy, argmax[emit_row], raced)
+
+    # §9 the decisions on each path: rows and coins at positions <= num_accepted.
+    on_row = row_position <= num_accepted[row_request]
+    on_draft = position <= num_accepted[request]
+    sampled_row = on_row & ~greedy[row_request]
+    coin = on_draft & ~greedy[request]
+    parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
+             _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
+    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1)):
+        chosen = sampled_row & active[row_request]
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts[kind][chosen]))
+    chosen = on_row & greedy[row_request]
+    parts.append(_part(row_request[chosen], row_position[chosen], "greedy", greedy_margin(logits[chosen])))
+    decisions = _decisions(parts)
+
+    emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
+    close = np.unique(decisions.request[(decisions.margin < RECHECK) & (decisions.kind != KINDS.index("greedy"))])
+    for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
+        d = draft_rows(cu, i)
+        emitted[i], num_accepted[i], exact_decisions = exact.verify_request(
+            ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
+            u[d], E[i])
+        decisions = _replace(decisions, i, exact_decisions)
+    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E)
+
+
+def _part(request, position, kind: str, margin) -> tuple:
+    """One kind of decision as arrays ``(request, position, kind index, margin)``."""
+    request = np.asarray(request, dtype=np.int64)
+    return request, np.asarray(position, np.int64), np.full(len(request), KINDS.index(kind)), np.asarray(margin, float)
+
+
+def _decisions(parts) -> Decisions:
+    """Concatenate parts, ordered by request, then position, then kind."""
+    request, position, kind, margin = (np.concatenate([p[n] for p in parts]) for n in range(4))
+    order = np.lexsort((kind, position, request))
+    return Decisions(request[order], position[order], kind[order], margin[order])
+
+
+def _replace(decisions: Decisions, i: int, exact_decisions) -> Decisions:
+    """``decisions`` with request ``i``'s replaced by the exact ladder's ``(kind, position, margin)``."""
+    keep = decisions.request != i
+    parts = [(decisions.request[keep], decisions.position[keep], decisions.kind[keep], decisions.margin[keep])]
+    return _decisions(parts + [_part([i], [j], kind, [m]) for kind, j, m in exact_decisions])

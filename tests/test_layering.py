@@ -43,12 +43,12 @@ def test_devices_never_import_the_reference(path):
 
 def test_reference_stays_small_enough_to_audit():
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "reference").glob("*.py"))
-    assert lines <= 1200, f"reference/ has {lines} lines; the ground truth must stay auditable"
+    assert lines <= 1300, f"reference/ has {lines} lines; the ground truth must stay auditable"
 
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
-                   "reference.verify", "reference.laws", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
-                   "specsim.testing.compare", "specsim.testing.seeds", "specsim.testing.bad_inputs"]
+                   "reference.verify", "reference.exact", "reference.laws", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
+                   "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs"]
 
 
 @pytest.mark.parametrize("name", DOCTEST_MODULES)

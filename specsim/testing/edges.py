@@ -68,7 +68,10 @@ class Edge:
 
 
 def _ratio_u() -> tuple[float, float]:
-    ratio = 0.5 / 0.75  # t(x) = 0.5 exactly (two equal logits), d(x) = 0.75
+    """The ratio t(x)/d(x) = 0.5/1 = 1/2 exactly (two equal logits; d(x) = 1), and u one ulp below it.
+
+    A dyadic ratio: SPEC §3 compares u with the exact ratio (§9), so the boundary must be a float."""
+    ratio = 0.5
     return ratio, float(np.nextafter(ratio, 0))
 
 
@@ -80,11 +83,11 @@ EDGES: list[Edge] = [
          [Request([2], [[0, 0, NEG], [0, 0, 0]], uniforms=[0.0], exponentials=[1, 2, 1])],
          [[0]], frozenset({"point_proposals"}), point=True),
     Edge("u-just-below-ratio", "§3 accept iff u < ratio (just below: accepted)",
-         [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[1]])],
+         [Request([1], [[0, 0], [0, NEG]], [[0.0, 1.0]], uniforms=[_ratio_u()[1]])],
          [[1, 0]], frozenset({"draft_probs"}), float32_exact=False),
     Edge("u-equal-ratio", "§3 acceptance is strict: u == ratio rejects",
-         [Request([1], [[0, 0], [0, NEG]], [[0.25, 0.75]], uniforms=[_ratio_u()[0]])],
-         [[0]], frozenset({"draft_probs"}), float32_exact=False),
+         [Request([1], [[0, 0], [0, NEG]], [[0.0, 1.0]], uniforms=[_ratio_u()[0]])],
+         [[0]], frozenset({"draft_probs"})),
     Edge("draft-prob-zero", "§4 d(x) = 0: rejected; x stays in the residual",
          [Request([1], [[0, 0, 0, 0], [0, 0, 0, 0]], [[0.5, 0.0, 0.5, 0.0]], uniforms=[0.0],
                   exponentials=[1, 0.01, 1, 1])],

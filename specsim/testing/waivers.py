@@ -1,0 +1,132 @@
+"""Explaining a device's differing request by waived near-tie decisions (SPEC §9).
+
+A device computing in float32 may flip a decision of the reference only where
+that decision is within rounding of its boundary: its **margin** is below the
+declared dtype's tolerance (a *near-tie*). ``explain`` re-walks one request
+along the path the device took, deciding every step exactly
+(``reference.exact``), and returns the fewest near-tie decisions that must be
+flipped for the reference to emit the device's tokens — or None if no set of
+at most ``budget`` flips does. Each flip is one counted waiver.
+
+The visible decisions are checked directly against the device's output: the
+coin at each position (accepted iff the device kept the draft) and the race
+winner (the token it emitted). The hidden ones — the top-k boundary and the
+top-p cut of each row, which the device's output does not show — are tried
+as their near-tie variants (``reference.exact.near_tie_rows``: the boundary
+moved by one class), each costing one waiver. Greedy requests are exact
+(an argmax of given values involves no rounding): they are never explained.
+
+Worked example — a point proposal with ``t(x) = 1/2`` (two equal logits):
+
+>>> import numpy as np
+>>> tie = Request(draft_ids=np.array([0]), draft_rows=None, logits=np.zeros((2, 2)), temperature=1.0,
+...               top_k=0, top_p=1.0, uniforms=np.array([0.5]), exponentials=np.ones(2))
+>>> explain(tie, [1], 0, tolerance=1e-4, budget=2)          # u = t(x): rejected, token 1: the reference itself
+[]
+>>> explain(tie, [0, 0], 1, tolerance=1e-4, budget=2) is None   # accepting flips an exact tie: never waived
+True
+>>> near = Request(**{**tie.__dict__, "uniforms": np.array([0.49999])})   # u 2e-5 below t(x): accepted
+>>> [str(flip) for flip in explain(near, [1], 0, tolerance=1e-4, budget=2)]   # float32 may reject it
+['coin at position 0 (margin 2e-05)']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID
+from reference import exact
+
+
+@dataclass(frozen=True)
+class Request:
+    """One sampled request's inputs: ``draft_ids [K]``, ``draft_rows [K, V]`` or None (point),
+    ``logits [K+1, V]``, its parameters, ``uniforms [K]`` and ``exponentials [V]``."""
+
+    draft_ids: np.ndarray
+    draft_rows: np.ndarray | None
+    logits: np.ndarray
+    temperature: float
+    top_k: int
+    top_p: float
+    uniforms: np.ndarray
+    exponentials: np.ndarray
+
+
+@dataclass(frozen=True)
+class Flip:
+    """One waived decision: its kind (``coin``, ``race``, ``top_k ...``, ``top_p ...``), position, margin."""
+
+    kind: str
+    position: int
+    margin: float
+
+    def __str__(self) -> str:
+        return f"{self.kind} at position {self.position} (margin {self.margin:.2g})"
+
+
+def _near(margin: float, tolerance: float) -> bool:
+    """A near-tie: within the tolerance but not an exact tie (those follow their rule, SPEC §9)."""
+    return 0 < margin < tolerance
+
+
+def _coin(request: Request, j: int, probs) -> tuple[bool, float]:
+    """The exact coin at position ``j`` against target row ``probs``."""
+    x = int(request.draft_ids[j])
+    if x == PLACEHOLDER_TOKEN_ID:
+        return False, exact.INF
+    draft = None if request.draft_rows is None else request.draft_rows[j][x]
+    return exact.coin(request.uniforms[j], probs[x], draft)
+
+
+def _emission(request: Request, j: int, probs, token: int, tolerance: float) -> list[Flip] | None:
+    """Flips needed for the emission at ``j`` to be ``token`` (a rejection at j < K, else the bonus)."""
+    flips, weights = [], list(probs)
+    if j < len(request.draft_ids):
+        accepted, margin = _coin(request, j, probs)
+        if accepted:
+            if not _near(margin, tolerance):
+                return None
+            flips.append(Flip("coin", j, margin))
+        x = int(request.draft_ids[j])
+        weights = exact.residual(x, probs, None if request.draft_rows is None or x < 0 else request.draft_rows[j])
+    if not 0 <= token < len(weights):
+        return None
+    winner, gaps = exact.race(weights, request.exponentials)
+    if token != winner:
+        if not _near(gaps[token], tolerance):
+            return None
+        flips.append(Flip("race", j, gaps[token]))
+    return flips
+
+
+def _walk(request: Request, tokens: list[int], n: int, j: int, tolerance: float, budget: int):
+    """The fewest flips (≤ ``budget``) from position ``j`` on, or None."""
+    best = None
+    for row in exact.near_tie_rows(request.logits[j], request.temperature, request.top_k, request.top_p, tolerance):
+        flips = [] if row.variant == "exact" else [Flip(row.variant, j, min(row.top_k.margin, row.top_p.margin))]
+        if j < n:
+            accepted, margin = _coin(request, j, row.probs)
+            if not accepted:
+                if not _near(margin, tolerance):
+                    continue
+                flips.append(Flip("coin", j, margin))
+            rest = None if len(flips) > budget else _walk(request, tokens, n, j + 1, tolerance, budget - len(flips))
+        else:
+            rest = _emission(request, j, row.probs, tokens[j], tolerance)
+        if rest is not None and len(flips) + len(rest) <= budget and (best is None or len(flips) + len(rest) < len(best)):
+            best = flips + rest
+    return best
+
+
+def explain(request: Request, tokens: list[int], num_accepted: int, *, tolerance: float, budget: int):
+    """The fewest near-tie flips (at most ``budget``) after which the reference emits ``tokens``
+    with ``num_accepted`` accepted drafts; ``[]`` if none are needed, None if impossible."""
+    K = len(request.draft_ids)
+    if not 0 <= num_accepted <= K or len(tokens) != num_accepted + 1:
+        return None
+    if [int(x) for x in request.draft_ids[:num_accepted]] != list(tokens[:num_accepted]):
+        return None  # an accepted position must emit its draft: no rounding explains another token
+    return _walk(request, list(tokens), num_accepted, 0, tolerance, budget)
