@@ -33,7 +33,7 @@ from specsim.engine import (DraftModelProposer, EagleProposer, Engine, NgramProp
                             SchedulerConfig, ToyLM)
 from specsim.engine.kv import BlockPool
 from specsim.stats import Budget, case_seed, gof_test, support_check
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=6)
@@ -70,7 +70,9 @@ def device_under_test():
 
 
 def devices():
-    return {"torch": torch_device(), "reference": ReferenceDevice(), "under test": device_under_test()}
+    """The devices a seeded run must not depend on; each held to the reference step by step (SPEC §9)."""
+    return {"torch": JudgedDevice(torch_device()), "reference": ReferenceDevice(),
+            "under test": JudgedDevice(device_under_test())}
 
 
 # --------------------------------------------------------------------------- oracles

@@ -25,6 +25,7 @@ GROUPS: dict[str, str] = {
     "L1-injected": "specsim.conformance.exact:injected_noise_group",
     "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
     "L1-edges": "specsim.conformance.exact:edge_group",
+    "L1-volume": "specsim.conformance.volume:volume_group",
     "L2-rng": "specsim.conformance.rng_contracts:rng_group",
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
     "L3-statistical": "specsim.conformance.statistical:statistical_group",

@@ -81,25 +81,27 @@ def _coin(request: Request, j: int, probs) -> tuple[bool, float]:
     return exact.coin(request.uniforms[j], probs[x], draft)
 
 
-def _emission(request: Request, j: int, probs, token: int, tolerance: float) -> list[Flip] | None:
-    """Flips needed for the emission at ``j`` to be ``token`` (a rejection at j < K, else the bonus)."""
+def _contradicted(request: Request, j: int, probs, token: int) -> list[Flip]:
+    """The emission decisions at ``j`` that emitting ``token`` contradicts (a rejection at j < K,
+    else the bonus): the coin, if the exact one accepts; the race, if another token wins.
+    Margin inf where no rounding can explain it (a token outside V or of weight 0)."""
     flips, weights = [], list(probs)
     if j < len(request.draft_ids):
         accepted, margin = _coin(request, j, probs)
         if accepted:
-            if not _near(margin, tolerance):
-                return None
             flips.append(Flip("coin", j, margin))
         x = int(request.draft_ids[j])
         weights = exact.residual(x, probs, None if request.draft_rows is None or x < 0 else request.draft_rows[j])
     if not 0 <= token < len(weights):
-        return None
+        return flips + [Flip("race", j, exact.INF)]
     winner, gaps = exact.race(weights, request.exponentials)
-    if token != winner:
-        if not _near(gaps[token], tolerance):
-            return None
-        flips.append(Flip("race", j, gaps[token]))
-    return flips
+    return flips + ([Flip("race", j, gaps[token])] if token != winner else [])
+
+
+def _emission(request: Request, j: int, probs, token: int, tolerance: float) -> list[Flip] | None:
+    """Flips needed for the emission at ``j`` to be ``token``; None if one is not a near-tie."""
+    flips = _contradicted(request, j, probs, token)
+    return flips if all(_near(flip.margin, tolerance) for flip in flips) else None
 
 
 def _walk(request: Request, tokens: list[int], n: int, j: int, tolerance: float, budget: int):
@@ -130,3 +132,38 @@ def explain(request: Request, tokens: list[int], num_accepted: int, *, tolerance
     if [int(x) for x in request.draft_ids[:num_accepted]] != list(tokens[:num_accepted]):
         return None  # an accepted position must emit its draft: no rounding explains another token
     return _walk(request, list(tokens), num_accepted, 0, tolerance, budget)
+
+
+def _greedy_divergence(request: Request, tokens: list[int], num_accepted: int) -> Flip | None:
+    """The first argmax the device contradicts, margin ``(z_best − z_token) / max(|z_best|, 1)``."""
+    for j in range(num_accepted + 1):
+        z = np.asarray(request.logits[j], dtype=np.float64)
+        best = int(np.argmax(z))
+        if tokens[j] != best:
+            y = tokens[j]
+            return Flip("greedy", j, (z[best] - z[y]) / max(abs(z[best]), 1.0) if 0 <= y < len(z) else exact.INF)
+        if j == num_accepted < len(request.draft_ids) and int(request.draft_ids[j]) == best:
+            return Flip("greedy", j, exact.INF)  # a draft equal to the argmax was rejected
+    return None
+
+
+def first_divergence(request: Request, tokens: list[int], num_accepted: int) -> Flip | None:
+    """The first decision of the exact walk along the device's path that the device contradicts,
+    with its exact margin (inf: no rounding explains it — a wrong accepted id, a token outside V).
+    A token the exact row gives weight 0 is charged to that row's filter cut, with the cut's margin.
+    The margin tells a precision defect (just past the tolerance) from a logic bug (far from any tie)."""
+    if request.temperature == 0:
+        return _greedy_divergence(request, tokens, num_accepted)
+    for j in range(num_accepted + 1):
+        row = exact.row(request.logits[j], request.temperature, request.top_k, request.top_p)
+        if j == num_accepted:
+            flip = next(iter(_contradicted(request, j, row.probs, tokens[j])), None)
+            cuts = [(cut.margin, name) for name, cut in (("top_k", row.top_k), ("top_p", row.top_p))
+                    if cut.margin < exact.INF]
+            if flip is not None and flip.kind == "race" and flip.margin == exact.INF and cuts:
+                return Flip(f"{min(cuts)[1]} cut", j, min(cuts)[0])
+            return flip
+        accepted, margin = _coin(request, j, row.probs)
+        if tokens[j] != int(request.draft_ids[j]) or not accepted:
+            return Flip("coin", j, margin if tokens[j] == int(request.draft_ids[j]) else exact.INF)
+    return None

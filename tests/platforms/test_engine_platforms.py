@@ -10,6 +10,7 @@ from devices.hpu_device import HpuDevice
 from devices.npu_device import NpuDevice
 from specsim.engine import Engine, SamplingParams, SchedulerConfig, ToyLM
 from specsim.engine_ext import PtdProposer, UniversalDraftProposer
+from specsim.testing.reference_device import JudgedDevice
 from specsim.vocab import VocabMapping, random_tokenizer
 
 T_TOK, D_TOK = random_tokenizer("abc ", 8, seed=1), random_tokenizer("abc ", 10, seed=2, marker="▁")
@@ -28,6 +29,8 @@ def proposer(kind: str):
 
 
 def device(name: str):
+    if name.startswith("judged "):
+        return JudgedDevice(device(name.removeprefix("judged ")))
     if name == "hpu":
         return HpuDevice()
     if name == "npu":
@@ -56,8 +59,9 @@ def test_greedy_equals_target_chain(kind, dev):
 
 @pytest.mark.parametrize("kind", ["ptd", "universal"])
 def test_seeded_outputs_identical_on_torch_hpu_npu(kind):
-    """Keyed drafting + keyed verification: the three devices emit the same tokens."""
-    outs = [run(kind, dev, 1.0, seed=7, preempt_at={4: 2})[1] for dev in ("torch", "hpu", "npu")]
+    """Keyed drafting + keyed verification: each device's every step equals the reference's (SPEC §9
+    waivers for the fp32 npu), so the three runs emit the same tokens."""
+    outs = [run(kind, dev, 1.0, seed=7, preempt_at={4: 2})[1] for dev in ("judged torch", "judged hpu", "judged npu")]
     assert outs[0] == outs[1] == outs[2]
 
 
