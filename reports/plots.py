@@ -4,9 +4,9 @@ Every figure carries a footer that says what was run — device, versions,
 seed, sample sizes, α and family budget, machine — so a figure copied out of
 the report still says where it came from.
 
-matplotlib is optional (``pip install specsim[reports]``): :func:`available`
-says whether it imports, and the writers then leave the figures out with a
-note instead of failing.
+matplotlib is a dependency of specsim; where it is missing anyway (an
+environment that stripped it), :func:`available` says so and the writers
+leave the figures out with a note instead of failing.
 
 Example::
 
@@ -42,7 +42,7 @@ def available() -> tuple[bool, str]:
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
         from matplotlib.figure import Figure as _F  # noqa: F401
     except Exception as e:  # ImportError, or a broken install
-        return False, f"matplotlib is not available ({type(e).__name__}: {e}); install specsim[reports] for plots"
+        return False, f"matplotlib is not available ({type(e).__name__}: {e}); matplotlib is a dependency of specsim: reinstall it (pip install -e .) for plots"
     return True, ""
 
 
