@@ -261,6 +261,9 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
         hi = lo + CHUNK
         if hi > V:
             hi = V
+        # One comparison, not `inside & (draft_row >= 0)`: a block & a scalar is an int32 mask in the
+        # interpreter, which Triton >= 3.9 refuses ("mask has unsupported dtype").
+        draft_hi = tl.where(draft_row >= 0, hi, lo)
         best_w = tl.full([QUADS, 4], -1.0, dtype)
         best_t = tl.full([QUADS, 4], -1.0, dtype)
         best_w_id = tl.zeros([QUADS, 4], tl.int32)
@@ -272,7 +275,7 @@ def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_p
             z = tl.load(logits_ptr + row * V + cols, mask=inside, other=float("-inf")).to(dtype)
             t = tl.exp((z - row_max) * inv_t) * inv_sum
             if HAS_DRAFT:
-                d = tl.load(draft_probs_ptr + draft_row * V + cols, mask=inside & (draft_row >= 0),
+                d = tl.load(draft_probs_ptr + draft_row * V + cols, mask=cols < draft_hi,
                             other=0.0).to(dtype)
                 w = tl.maximum(t - d, 0.0)
             else:
