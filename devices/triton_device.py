@@ -49,20 +49,23 @@ MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom)
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Launch shape. ``block``: vocabulary tile (power of two, multiple of 4);
-    ``programs``: how many programs a pass aims for (rows × chunks), so that
-    a small batch still spreads over every multiprocessor."""
+    """Launch shape. ``block``, ``num_warps``: the statistics pass's vocabulary tile (power of
+    two, multiple of 4) and warps; ``race_block``, ``race_warps``: the step kernel's (None: the
+    same); ``programs``: how many programs a pass aims for (rows × chunks), so that a small batch
+    still spreads over every multiprocessor. Defaults from the H100 sweep
+    (``tools/gpu/triton_sweep.py``, anchor 256 × 4 × 128256): statistics 2048 × 4 warps
+    0.220 ms (8 warps: 0.239), race 512 × 2 warps 0.100 ms with draft probs (2048 × 8: 0.138)."""
 
     block: int = 2048
-    num_warps: int = 8
-    programs: int = 2112  # 16 per SM on a 132-SM H100 (sweep: stats 0.217 vs 0.231 ms at 1056)
-    race_block: int | None = None
-    race_warps: int | None = None
+    num_warps: int = 4
+    programs: int = 2112  # 16 per SM on a 132-SM H100
+    race_block: int | None = 512
+    race_warps: int | None = 2
     num_stages: int | None = None  # software pipelining depth of the vocabulary loops (None: Triton's default)
-    join: bool = False  # race: interleave Philox outputs with join/reshape instead of selects
+    bound: bool = True  # race: skip the logarithms of tiles that cannot hold the winner (triton_kernels.below_bound)
 
 
-INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1)
+INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1, race_block=None, race_warps=None)
 
 
 def _chunks(vocab_size: int, rows: int, block: int, programs: int) -> tuple[int, int]:
@@ -113,44 +116,37 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     batch = cu.shape[0] - 1
     dev = target_logits.device
     fp64 = target_logits.dtype == torch.float64
+    compute = torch.float64 if fp64 else torch.float32  # float16/bfloat16 logits are up-cast in the kernels
     keyed = uniforms is None
     has_draft = draft_probs is not None
-    row_temp = temperature[ts.target_row_requests(cu[1:] - cu[:-1], rows)]
+    width = ts.output_width(max_k)
+    stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
 
     chunk, nchunk = _chunks(V, rows, config.block, config.programs)
-    stat_max = torch.empty((rows, nchunk), dtype=target_logits.dtype, device=dev)
-    stat_sum = torch.empty_like(stat_max)
-    stat_arg = torch.empty((rows, nchunk), dtype=torch.int32, device=dev)
-    stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
-    tk.row_stats_kernel[(rows, nchunk)](target_logits, row_temp, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-                                        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps,
-                                        **stages)
-
-    width = ts.output_width(max_k)
-    out = torch.full((batch, width), -1, dtype=torch.int64, device=dev)
-    num_accepted = torch.empty(batch, dtype=torch.int64, device=dev)
-    emit = torch.empty((3, batch), dtype=torch.int64, device=dev)
-    emit_stats = torch.empty((2, batch), dtype=target_logits.dtype, device=dev)
-    dummy = target_logits
-    tk.accept_kernel[(batch,)](
-        cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
-        seeds if keyed else dummy, positions if keyed else dummy, dummy if keyed else uniforms,
-        stat_max, stat_sum, stat_arg, out, num_accepted, emit[0], emit[1], emit[2], emit_stats[0], emit_stats[1],
-        V, width, nchunk, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK_K=_pow2(width),
-        BLOCK_C=_pow2(nchunk), FP64=fp64, num_warps=1)
-
     race_block = config.race_block or config.block
     race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
-    best = torch.empty((2, batch, race_nchunk), dtype=target_logits.dtype, device=dev)
-    best_id = torch.empty((2, batch, race_nchunk), dtype=torch.int32, device=dev)
-    tk.race_kernel[(batch, race_nchunk)](
-        target_logits, draft_probs if has_draft else dummy, dummy if keyed else exponentials, temperature,
-        seeds if keyed else dummy, positions if keyed else dummy, emit[0], emit[1], emit[2],
-        emit_stats[0], emit_stats[1], best[0], best_id[0], best[1], best_id[1], V, race_chunk, race_nchunk,
-        TILES=race_chunk // race_block, HAS_DRAFT=has_draft, KEYED=keyed, BLOCK=race_block, FP64=fp64,
-        JOIN=config.join, num_warps=config.race_warps or config.num_warps, **stages)
-    tk.finalize_kernel[(batch,)](temperature, num_accepted, best[0], best_id[0], best[1], best_id[1], out,
-                                 width, race_nchunk, BLOCK_C=_pow2(race_nchunk), num_warps=1)
+    # Three allocations, no kernel: every element below is written by the two launches.
+    floats = torch.empty(2 * rows * nchunk + 2 * batch * race_nchunk, dtype=compute, device=dev)
+    ints = torch.empty(rows * nchunk + batch + 2 * batch * race_nchunk, dtype=torch.int32, device=dev)
+    outs = torch.empty(batch * width + batch, dtype=torch.int64, device=dev)
+    stat_max, stat_sum, best_w, best_t = floats.split([rows * nchunk, rows * nchunk, batch * race_nchunk,
+                                                       batch * race_nchunk])
+    stat_arg, counter, best_w_id, best_t_id = ints.split([rows * nchunk, batch, batch * race_nchunk,
+                                                          batch * race_nchunk])
+    out, num_accepted = outs[:batch * width].view(batch, width), outs[batch * width:]
+
+    tk.stats_kernel[(batch, max_k + 1, nchunk)](
+        target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
+        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps, **stages)
+    dummy = target_logits
+    tk.step_kernel[(batch, race_nchunk)](
+        cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
+        seeds if keyed else dummy, positions if keyed else dummy, dummy if keyed else uniforms,
+        dummy if keyed else exponentials, stat_max, stat_sum, stat_arg, counter,
+        best_w, best_w_id, best_t, best_t_id, out, num_accepted,
+        V, width, nchunk, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
+        KEYED=keyed, BLOCK_K=_pow2(width), BLOCK_C=_pow2(nchunk), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
+        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages)
     return out, num_accepted
 
 

@@ -1,26 +1,33 @@
-"""Triton kernels for one verification step (SPEC §3–§5), in four launches.
+"""Triton kernels for one verification step (SPEC §3–§5), in two launches.
 
 The plan reads each target row once, and only ONE draft row and ONE more
-target row per request — fewer bytes than "every target and draft row once":
+target row per request — the algorithmic floor of the step:
 
-1. ``row_stats_kernel``, grid ``(rows, chunks)``: for every target row, the
-   online softmax statistics of ``z / T`` (max, sum of ``exp``) and the raw
-   argmax (greedy), per vocabulary chunk.
-2. ``accept_kernel``, grid ``(batch,)``: combines the chunk statistics, then
-   walks the request's drafts with gathers only — acceptance needs
-   ``t(x_j) = exp((z[x_j] − max)/T) / sum`` and ``d(x_j)``, never a whole row.
-   It writes the accepted drafts, ``num_accepted``, the greedy token, and the
-   one row each random request emits from (its rejection row or bonus row).
-3. ``race_kernel``, grid ``(batch, chunks)``: the exponential race of §3 over
-   that one row, fused with the residual ``max(t − d, 0)`` (or ``t`` with the
-   draft masked, for point proposals) and with the noise: injected
-   ``[batch, V]`` exponentials, or Philox words made in registers (§5.2), so
-   no ``[rows, V]`` noise is ever materialised. It also races plain ``t`` for
-   the empty-residual fallback of §4, at no extra bytes.
-4. ``finalize_kernel``, grid ``(batch,)``: reduces the chunk winners.
+1. ``stats_kernel``, grid ``(batch, max_k + 1, chunks)``: for every target
+   row of request ``i`` (program ``j`` ≤ K_i; the rest exit), the online
+   softmax statistics of ``z / T`` (max, sum of ``exp``) and the raw argmax
+   (greedy rows: the argmax only), per vocabulary chunk. The request's
+   temperature is read where it lies: no per-row copy is made on the host.
+2. ``step_kernel``, grid ``(batch, chunks)``: every program of request ``i``
+   combines the chunk statistics and walks the drafts with gathers only —
+   acceptance needs ``t(x_j) = exp((z[x_j] − max)/T) / sum`` and ``d(x_j)``,
+   never a whole row — so all of them know the one row the request emits
+   from (its rejection row or bonus row). Program 0 writes the accepted
+   drafts, the padding and the greedy token. Then each program runs the
+   exponential race of §3 over its chunk of that row, fused with the
+   residual ``max(t − d, 0)`` (or ``t`` with the draft masked, for point
+   proposals) and with the noise: injected ``[batch, V]`` exponentials, or
+   Philox words made in registers (§5.2), so no ``[rows, V]`` noise is ever
+   materialised. The last program of the request to finish (an atomic
+   count) reduces the chunk winners and writes the token.
 
-Offsets are 64-bit wherever ``row × V`` can pass 2**31 (vLLM bug #14 of
-research/vllm.md). Compute is in the input's dtype (``FP64`` constexpr).
+Philox words come four to a counter: a thread computes each counter once and
+keeps its four words as four columns ``4q + c`` of the tile (four ``[QUADS]``
+tensors), so no word is made twice and none moves between threads.
+
+Offsets are 64-bit wherever ``row × V`` can pass 2**31 (vLLM bug #14,
+docs/bugs.md). Compute is in float64 for float64 logits, else in float32
+(float16 and bfloat16 logits are up-cast as they are loaded).
 
 Keyed noise, bit for bit SPEC §5.2: key ``(seed lo32, seed hi32)``, counter
 ``(n // 4, position, purpose, column)``, word ``n % 4``. ``tl.philox`` splits a
@@ -36,6 +43,8 @@ import triton.language as tl
 ACCEPT = tl.constexpr(1)  # SPEC §5.2 purposes (devices never import reference)
 RECOVER = tl.constexpr(2)
 TWO_POW_M32 = tl.constexpr(2.3283064365386963e-10)  # 2**-32, exact
+NO_ID = tl.constexpr(2147483647)
+SLACK = tl.constexpr(1.0009765625)  # 1 + 2^-10: see below_bound
 
 
 @triton.jit
@@ -52,111 +61,187 @@ def philox_words(seed, first, position, purpose, column, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def philox_quads(seed, first, position, purpose, column, QUADS: tl.constexpr, JOIN: tl.constexpr):
-    """Words ``first .. first + 4·QUADS - 1`` of S(seed, position, purpose, column) as a
-    ``[QUADS, 4]`` uint32 tile (row q holds the 4 outputs of counter ``first//4 + q``).
-
-    JOIN builds it with ``join``/``reshape``; otherwise each output is broadcast
-    into its column with selects, which keeps the 4 words in one thread's registers.
-    """
-    q = (first // 4 + tl.arange(0, QUADS)).to(tl.uint32)
-    zero = q * 0
-    c0, c1, c2, c3 = tl.philox(seed, q, zero + position, zero + purpose, zero + column)
-    if JOIN:
-        words = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (QUADS, 4))
-    else:
-        lane = tl.arange(0, 4)[None, :]
-        words = tl.where(lane == 0, c0[:, None], tl.where(lane == 1, c1[:, None],
-                                                          tl.where(lane == 2, c2[:, None], c3[:, None])))
-    return words
-
-
-@triton.jit
 def word_uniform(words):
     """``(x + 1/2)·2^-32`` in float64, exact (SPEC §5.2)."""
     return (words.to(tl.float64) + 0.5) * TWO_POW_M32
 
 
 @triton.jit
-def word_exponential(words, FP64: tl.constexpr):
-    """Exp(1) from uint32 words: ``-log(uniform)``; in float32 the upper half goes
-    through ``-log1p(-(2^32 - x - 1/2)·2^-32)`` (SPEC §5.2) so it never rounds to 0.
-    log1p uses Goldberg's ``log(a)·y/(a-1)`` since tl has no log1p."""
+def exponential_parts(words, FP64: tl.constexpr):
+    """Exp(1) from uint32 words (SPEC §5.2) as a fraction ``(num, den)``, ``E = num / den``,
+    so that ``E`` and ``1 / E`` each cost one division.
+
+    ``E = -log(uniform)``; in float32 the upper half goes through
+    ``-log1p(-y)``, ``y = (2^32 - x - 1/2)·2^-32`` (the exact complement), so it
+    never rounds to 0: one log per word — ``log(u)`` for the lower half,
+    ``log(a)``, ``a = 1 - y``, for the upper — and log1p by Goldberg's
+    ``log1p(-y) = log(a)·y/(a - 1)``, exact when ``a`` rounds to 1.
+    """
     if FP64:
-        e = -tl.log(word_uniform(words))
-    else:  # one log per word: log(u) for the lower half, log(1 - y) for the upper
+        num = -tl.log(word_uniform(words))
+        den = num * 0 + 1.0
+    else:
         low = words < 0x80000000
         u = (words.to(tl.float32) + 0.5) * TWO_POW_M32
         y = ((words ^ 0xFFFFFFFF).to(tl.float32) + 0.5) * TWO_POW_M32  # 1 - u, from the exact complement
         a = 1.0 - y
         lg = tl.log(tl.where(low, u, a))
         exact = a == 1.0  # y below half an ulp of 1: log1p(-y) = -y
-        log1p_neg_y = tl.where(exact, -y, lg * (y / tl.where(exact, 1.0, 1.0 - a)))
-        e = tl.where(low, -lg, -log1p_neg_y)
-    return e
+        num = tl.where(low, -lg, tl.where(exact, y, -lg * y))
+        den = tl.where(low | exact, 1.0, 1.0 - a)
+    return num, den
 
 
 @triton.jit
-def row_stats_kernel(logits_ptr, row_temp_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
-                     V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
-    """Per (target row, vocab chunk): max of raw z, sum exp((z - max)/T), first argmax.
+def word_exponential(words, FP64: tl.constexpr):
+    """Exp(1) from uint32 words: ``exponential_parts`` divided out."""
+    num, den = exponential_parts(words, FP64)
+    return num / den
 
-    ``logits_ptr``: ``[rows, V]``; ``row_temp_ptr``: ``[rows]`` (0 = greedy, stats
-    then use T = 1 and only the argmax is read); outputs ``[rows, NCHUNK]``.
-    One exp per element: a lane-wise online softmax.
+
+@triton.jit
+def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
+                 V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
+    """Per (request i, its row j, vocab chunk): max of raw z, sum exp((z - max)/T), first argmax.
+
+    ``logits_ptr``: ``[rows, V]`` (any float dtype; up-cast on load); ``cu_ptr``
+    ``[batch + 1]``; ``temp_ptr`` ``[batch]`` (0 = greedy: the argmax is what is
+    read; one loop for every row keeps it at copy bandwidth); outputs ``[rows, NCHUNK]``. One exp per
+    element: a lane-wise online softmax. Also zeroes ``counter_ptr`` ``[batch]``,
+    which ``step_kernel`` counts finished chunks in.
     """
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    dtype = tl.float64 if FP64 else tl.float32
-    T = tl.load(row_temp_ptr + row).to(dtype)
-    inv_t = tl.where(T > 0, 1.0 / tl.where(T > 0, T, 1.0), 1.0)
-    base = logits_ptr + row.to(tl.int64) * V  # 64-bit: row * V passes 2^31 at real sizes
-    lo = chunk * CHUNK
-    hi = lo + CHUNK
-    if hi > V:
-        hi = V
-    lanes = tl.arange(0, BLOCK)
-    # A fixed trip count (TILES = CHUNK // BLOCK) rather than range(lo, hi): only the last
-    # chunk runs masked tiles, and Triton's interpreter cannot take program-id bounds.
-    m = tl.full([BLOCK], float("-inf"), dtype)
-    s = tl.zeros([BLOCK], dtype)
-    arg = tl.zeros([BLOCK], tl.int32)
-    for tile in range(0, TILES):
-        off = lo + tile * BLOCK
-        cols = off + lanes
-        z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
-        up = z > m
-        d = tl.exp(-tl.abs(z - m) * inv_t)
-        s_new = tl.where(up, s * d + 1.0, s + d)
-        s = tl.where(z == float("-inf"), s, s_new)  # -inf: contributes nothing (and avoids inf - inf)
-        arg = tl.where(up, cols, arg)
-        m = tl.maximum(m, z)
-    row_max = tl.max(m, axis=0)
-    scale = tl.where(m == float("-inf"), 0.0, tl.exp((m - row_max) * inv_t))
-    row_sum = tl.sum(s * scale, axis=0)
-    row_arg = tl.min(tl.where(m == row_max, arg, 2147483647), axis=0)
-    out = row.to(tl.int64) * NCHUNK + chunk
-    tl.store(stat_max_ptr + out, row_max)
-    tl.store(stat_sum_ptr + out, row_sum)
-    tl.store(stat_arg_ptr + out, row_arg)
+    i = tl.program_id(0)
+    j = tl.program_id(1)
+    chunk = tl.program_id(2)
+    start = tl.load(cu_ptr + i)
+    k = tl.load(cu_ptr + i + 1) - start
+    if (j == 0) & (chunk == 0):
+        tl.store(counter_ptr + i, 0)
+    if j <= k:
+        dtype = tl.float64 if FP64 else tl.float32
+        row = start + i + j
+        T = tl.load(temp_ptr + i).to(dtype)
+        base = logits_ptr + row.to(tl.int64) * V  # 64-bit: row * V passes 2^31 at real sizes
+        lo = chunk * CHUNK
+        hi = lo + CHUNK
+        if hi > V:
+            hi = V
+        lanes = tl.arange(0, BLOCK)
+        out = row.to(tl.int64) * NCHUNK + chunk
+        # A fixed trip count (TILES = CHUNK // BLOCK) rather than range(lo, hi): only the last
+        # chunk runs masked tiles, and Triton's interpreter cannot take program-id bounds.
+        inv_t = tl.where(T > 0, 1.0 / tl.where(T > 0, T, 1.0), 1.0)  # greedy rows: the sum is made and not read
+        m = tl.full([BLOCK], float("-inf"), dtype)
+        s = tl.zeros([BLOCK], dtype)
+        arg = tl.zeros([BLOCK], tl.int32)
+        for tile in range(0, TILES):
+            cols = lo + tile * BLOCK + lanes
+            z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+            up = z > m
+            d = tl.exp(-tl.abs(z - m) * inv_t)
+            s_new = tl.where(up, s * d + 1.0, s + d)
+            s = tl.where(z == float("-inf"), s, s_new)  # -inf: contributes nothing (and avoids inf - inf)
+            arg = tl.where(up, cols, arg)
+            m = tl.maximum(m, z)
+        row_max = tl.max(m, axis=0)
+        scale = tl.where(m == float("-inf"), 0.0, tl.exp((m - row_max) * inv_t))
+        tl.store(stat_sum_ptr + out, tl.sum(s * scale, axis=0))
+        tl.store(stat_max_ptr + out, row_max)
+        tl.store(stat_arg_ptr + out, tl.min(tl.where(m == row_max, arg, NO_ID), axis=0))
 
 
 @triton.jit
-def accept_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, seeds_ptr, positions_ptr,
-                  uniforms_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
-                  out_ptr, num_accepted_ptr, emit_row_ptr, emit_draft_row_ptr, emit_excluded_ptr,
-                  emit_max_ptr, emit_sum_ptr,
-                  V, OUT_WIDTH, NCHUNK,
-                  HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK_K: tl.constexpr,
-                  BLOCK_C: tl.constexpr, FP64: tl.constexpr):
-    """One request: acceptance walk (SPEC §3, §4) from gathers; chooses the emission row.
+def race_load(logits_row, draft_row, off, c: tl.constexpr, hi, draft_hi, QUADS: tl.constexpr,
+              HAS_DRAFT: tl.constexpr):
+    """Column ``c`` of the tile at ``off`` — ids ``off + 4q + c``, ``q < QUADS`` — as loaded:
+    ``(z, d)`` in the inputs' dtypes (``d`` is 0 without a draft row; past ``hi`` nothing is read)."""
+    cols = off + tl.arange(0, QUADS) * 4 + c
+    z = tl.load(logits_row + cols, mask=cols < hi, other=float("-inf"))
+    if HAS_DRAFT:
+        d = tl.load(draft_row + cols, mask=cols < draft_hi, other=0.0)
+    else:
+        d = 0.0
+    return z, d
+
+
+@triton.jit
+def race_weights(z, d, off, c: tl.constexpr, excluded, row_max, t_scale, inv_sum,
+                 QUADS: tl.constexpr, HAS_DRAFT: tl.constexpr, FP64: tl.constexpr):
+    """Race weights of column ``c``: ``(cols, t, w)`` with ``w = max(t − d, 0)`` given a draft row,
+    else ``t`` with ``excluded`` zeroed. For point proposals ``t`` is left unnormalised (one factor
+    for the whole row). ``t_scale`` is ``1/T`` (float64) or ``log2(e)/T`` (float32, for ``exp2``).
+    """
+    dtype = tl.float64 if FP64 else tl.float32
+    cols = off + tl.arange(0, QUADS) * 4 + c
+    if FP64:
+        t = tl.exp((z.to(dtype) - row_max) * t_scale)
+    else:
+        t = tl.exp2((z.to(dtype) - row_max) * t_scale)
+    if HAS_DRAFT:
+        t = t * inv_sum
+        w = tl.maximum(t - d.to(dtype), 0.0)
+    else:
+        w = tl.where(cols == excluded, 0.0, t)
+    return cols, t, w
+
+
+@triton.jit
+def race_update(cols, t, w, r, best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: tl.constexpr):
+    """Race scores ``w·r`` (``r = 1/E``) against each lane's best; strictly greater wins, so a lane
+    keeps its earliest id on ties. A zero weight scores 0: it can lead a lane (whose best starts at
+    -1), never the row unless every weight is 0 — an empty residual. With a draft row the plain-``t``
+    race runs alongside, for the §4 empty-residual fallback."""
+    if HAS_DRAFT:
+        st = t * r
+        up_t = st > best_t
+        best_t = tl.where(up_t, st, best_t)
+        best_t_id = tl.where(up_t, cols, best_t_id)
+    sw = w * r
+    up_w = sw > best_w
+    best_w = tl.where(up_w, sw, best_w)
+    best_w_id = tl.where(up_w, cols, best_w_id)
+    return best_w, best_w_id, best_t, best_t_id
+
+
+@triton.jit
+def inverse_exponential(words, FP64: tl.constexpr):
+    """``1/E`` of uint32 words: one division."""
+    num, den = exponential_parts(words, FP64)
+    return den / num
+
+
+@triton.jit
+def below_bound(t, w, words, bound_w, bound_t, HAS_DRAFT: tl.constexpr, FP64: tl.constexpr):
+    """True where the element may still win: ``E = -log(1 - y) ≥ y`` for the complement uniform
+    ``y`` of its word, so its score ``w/E`` is at most ``w/y``, and an element with
+    ``w·(1 + 2^-10) ≤ best·y`` cannot beat the best score already made (the slack covers
+    float rounding of ``y``, ``E`` and the score, ≤ 1e-6 relative)."""
+    dtype = tl.float64 if FP64 else tl.float32
+    y = ((words ^ 0xFFFFFFFF).to(dtype) + 0.5) * TWO_POW_M32
+    live = w * SLACK > bound_w * y
+    if HAS_DRAFT:
+        live = live | (t * SLACK > bound_t * y)
+    return live
+
+
+@triton.jit
+def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, seeds_ptr, positions_ptr,
+                uniforms_ptr, exponentials_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr, counter_ptr,
+                best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr, out_ptr, num_accepted_ptr,
+                V, OUT_WIDTH, STAT_NCHUNK, CHUNK, RACE_NCHUNK, TILES: tl.constexpr,
+                HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
+                BLOCK_R: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr, BOUND: tl.constexpr = True):
+    """Request ``i``, race chunk ``c``: acceptance walk (SPEC §3, §4) from gathers, then the race.
 
     ``cu_ptr`` ``[batch+1]``; ``draft_ids_ptr`` ``[num_tokens]``; ``draft_probs_ptr``
     ``[num_tokens, V]`` (unused without HAS_DRAFT); ``uniforms_ptr`` ``[num_tokens]``
-    float64 (unused when KEYED); stats ``[rows, NCHUNK]``; ``out_ptr``
-    ``[batch, OUT_WIDTH]`` prefilled with -1; emit_* ``[batch]``.
+    and ``exponentials_ptr`` ``[batch, V]`` (unused when KEYED); stats
+    ``[rows, STAT_NCHUNK]``; ``counter_ptr`` ``[batch]`` zeroed by ``stats_kernel``;
+    ``best_*`` ``[batch, RACE_NCHUNK]``; ``out_ptr`` ``[batch, OUT_WIDTH]`` and
+    ``num_accepted_ptr`` ``[batch]``: every entry written here.
     """
     i = tl.program_id(0)
+    chunk = tl.program_id(1)
     dtype = tl.float64 if FP64 else tl.float32
     start = tl.load(cu_ptr + i)
     k = tl.load(cu_ptr + i + 1) - start
@@ -165,20 +250,20 @@ def accept_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, 
     greedy = T == 0
     inv_t = tl.where(greedy, 1.0, 1.0 / tl.where(greedy, 1.0, T))
 
+    # --- the acceptance walk: every program of the request makes the same one ----------
     j = tl.arange(0, BLOCK_K)
     is_row = j <= k
     is_draft = j < k
     rows = (row0 + j).to(tl.int64)
-    # Combine the chunk statistics of rows row0 .. row0 + k.
     c = tl.arange(0, BLOCK_C)
-    sp = rows[:, None] * NCHUNK + c[None, :]
-    smask = is_row[:, None] & (c < NCHUNK)[None, :]
+    sp = rows[:, None] * STAT_NCHUNK + c[None, :]
+    smask = is_row[:, None] & (c < STAT_NCHUNK)[None, :]
     cm = tl.load(stat_max_ptr + sp, mask=smask, other=float("-inf"))
     cs = tl.load(stat_sum_ptr + sp, mask=smask, other=0.0)
-    ca = tl.load(stat_arg_ptr + sp, mask=smask, other=2147483647)
+    ca = tl.load(stat_arg_ptr + sp, mask=smask, other=NO_ID)
     row_max = tl.max(cm, axis=1)
     row_sum = tl.sum(tl.where(cm == float("-inf"), 0.0, cs * tl.exp((cm - row_max[:, None]) * inv_t)), axis=1)
-    row_arg = tl.min(tl.where(cm == row_max[:, None], ca, 2147483647), axis=1)
+    row_arg = tl.min(tl.where(cm == row_max[:, None], ca, NO_ID), axis=1)
 
     x = tl.load(draft_ids_ptr + start + j, mask=is_draft, other=-1)
     real = is_draft & (x >= 0)  # placeholder -1: never an index (§4)
@@ -188,11 +273,13 @@ def accept_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, 
         pos = tl.load(positions_ptr + i).to(tl.uint32)
         q = (j // 4).to(tl.uint32)
         zero = q * 0
-        w0, w1, w2, w3 = tl.philox(seed, q, zero + pos, zero + ACCEPT, zero)
+        a0, a1, a2, a3 = tl.philox(seed, q, zero + pos, zero + ACCEPT, zero)
         lane = j % 4
-        words = tl.where(lane == 0, w0, tl.where(lane == 1, w1, tl.where(lane == 2, w2, w3)))
+        words = tl.where(lane == 0, a0, tl.where(lane == 1, a1, tl.where(lane == 2, a2, a3)))
         u = word_uniform(words)
     else:
+        seed = 0
+        pos = 0
         u = tl.load(uniforms_ptr + start + j, mask=is_draft, other=1.0).to(tl.float64)
     zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
     t = tl.exp((zx - row_max) * inv_t) / row_sum
@@ -204,129 +291,121 @@ def accept_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, 
         ok_random = (t > 0) & (u < t.to(tl.float64))
     ok = real & tl.where(greedy, x == row_arg, ok_random)
     num_acc = tl.min(tl.where(is_draft & ~ok, j, k), axis=0)
-
-    out_row = out_ptr + i.to(tl.int64) * OUT_WIDTH
-    tl.store(out_row + j, x, mask=j < num_acc)
     at = j == num_acc
     x_at = tl.sum(tl.where(at & real, x, 0), axis=0)
     real_at = tl.sum(tl.where(at & real, 1, 0), axis=0) > 0
-    greedy_token = tl.sum(tl.where(at, row_arg, 0), axis=0)
-    tl.store(num_accepted_ptr + i, num_acc.to(tl.int64))
-    tl.store(emit_row_ptr + i, (row0 + num_acc).to(tl.int64))
-    if HAS_DRAFT:
-        tl.store(emit_draft_row_ptr + i, tl.where(real_at, start + num_acc, -1).to(tl.int64))
-        tl.store(emit_excluded_ptr + i, tl.full([], -1, tl.int64))
-    else:
-        tl.store(emit_draft_row_ptr + i, tl.full([], -1, tl.int64))
-        tl.store(emit_excluded_ptr + i, tl.where(real_at, x_at, -1).to(tl.int64))
-    tl.store(emit_max_ptr + i, tl.sum(tl.where(at, row_max, 0.0), axis=0))
-    tl.store(emit_sum_ptr + i, tl.sum(tl.where(at, row_sum, 0.0), axis=0))
-    if greedy:
-        tl.store(out_row + num_acc, greedy_token.to(tl.int64))
 
+    out_row = out_ptr + i.to(tl.int64) * OUT_WIDTH
+    if chunk == 0:  # the accepted drafts and the padding; position num_acc is the emitted token's
+        o = tl.arange(0, BLOCK_K)
+        tl.store(out_row + o, tl.where(o < num_acc, x, -1).to(tl.int64), mask=(o < OUT_WIDTH) & (o != num_acc))
+        tl.store(num_accepted_ptr + i, num_acc.to(tl.int64))
+        if greedy:
+            tl.store(out_row + num_acc, tl.sum(tl.where(at, row_arg, 0), axis=0).to(tl.int64))
 
-@triton.jit
-def race_kernel(logits_ptr, draft_probs_ptr, exponentials_ptr, temp_ptr, seeds_ptr, positions_ptr,
-                emit_row_ptr, emit_draft_row_ptr, emit_excluded_ptr, emit_max_ptr, emit_sum_ptr,
-                best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr,
-                V, CHUNK, NCHUNK, TILES: tl.constexpr,
-                HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
-                JOIN: tl.constexpr = False):
-    """Exponential race (SPEC §3) over one chunk of a request's emission row.
-
-    Residual ``w = max(t − d, 0)`` (draft row given) or ``t`` with the excluded
-    draft zeroed, and plain ``t`` for the §4 fallback; scores ``w / E``.
-    ``exponentials_ptr`` ``[batch, V]`` (unused when KEYED). Outputs
-    ``[batch, NCHUNK]``: best score (-1 if none) and its smallest id.
-    """
-    i = tl.program_id(0)
-    chunk = tl.program_id(1)
-    dtype = tl.float64 if FP64 else tl.float32
-    T = tl.load(temp_ptr + i).to(dtype)
+    # --- the race over this program's chunk of the emission row ------------------------
     if T > 0:
-        inv_t = 1.0 / T
-        row = tl.load(emit_row_ptr + i)
-        draft_row = tl.load(emit_draft_row_ptr + i)
-        excluded = tl.load(emit_excluded_ptr + i)
-        row_max = tl.load(emit_max_ptr + i)
-        inv_sum = 1.0 / tl.load(emit_sum_ptr + i)
-        if KEYED:
-            seed = tl.load(seeds_ptr + i).to(tl.uint64, bitcast=True)
-            pos = tl.load(positions_ptr + i).to(tl.uint32)
-        # Tiles are [BLOCK/4, 4]: row q holds vocabulary ids off + 4q .. off + 4q + 3, the four
-        # words of one Philox counter — same memory order as a flat tile.
-        QUADS: tl.constexpr = BLOCK // 4
-        lanes = tl.arange(0, QUADS)[:, None] * 4 + tl.arange(0, 4)[None, :]
+        if FP64:
+            t_scale = inv_t
+        else:
+            t_scale = inv_t * 1.4426950408889634  # log2(e): exp(x/T) = exp2(x·log2(e)/T)
+        emit_max = tl.sum(tl.where(at, row_max, 0.0), axis=0)
+        inv_sum = 1.0 / tl.sum(tl.where(at, row_sum, 0.0), axis=0)
+        excluded = tl.where(real_at, x_at, -1)  # point proposals: the rejected draft's id
+        logits_row = logits_ptr + (row0 + num_acc).to(tl.int64) * V
+        draft_row = draft_probs_ptr + (start + num_acc).to(tl.int64) * V
+        exps_row = exponentials_ptr + i.to(tl.int64) * V
         lo = chunk * CHUNK
         hi = lo + CHUNK
         if hi > V:
             hi = V
-        # One comparison, not `inside & (draft_row >= 0)`: a block & a scalar is an int32 mask in the
-        # interpreter, which Triton >= 3.9 refuses ("mask has unsupported dtype").
-        draft_hi = tl.where(draft_row >= 0, hi, lo)
-        best_w = tl.full([QUADS, 4], -1.0, dtype)
-        best_t = tl.full([QUADS, 4], -1.0, dtype)
-        best_w_id = tl.zeros([QUADS, 4], tl.int32)
-        best_t_id = tl.zeros([QUADS, 4], tl.int32)
+        # A placeholder or the bonus row has no draft row: its mask covers nothing. (One comparison,
+        # not `inside & (has_row)`: a block & a scalar is an int32 mask in the interpreter, which
+        # Triton >= 3.9 refuses.)
+        draft_hi = tl.where(real_at, hi, lo)
+        QUADS: tl.constexpr = BLOCK // 4
+        best_w = tl.full([QUADS], -1.0, dtype)
+        best_t = tl.full([QUADS], -1.0, dtype)
+        best_w_id = tl.zeros([QUADS], tl.int32)
+        best_t_id = tl.zeros([QUADS], tl.int32)
+        bound_w = tl.max(best_w, axis=0)  # the best score so far in this chunk (-1: none yet)
+        bound_t = bound_w
         for tile in range(0, TILES):
             off = lo + tile * BLOCK
-            cols = off + lanes
-            inside = cols < hi
-            z = tl.load(logits_ptr + row * V + cols, mask=inside, other=float("-inf")).to(dtype)
-            t = tl.exp((z - row_max) * inv_t) * inv_sum
-            if HAS_DRAFT:
-                d = tl.load(draft_probs_ptr + draft_row * V + cols, mask=cols < draft_hi,
-                            other=0.0).to(dtype)
-                w = tl.maximum(t - d, 0.0)
+            z0, d0 = race_load(logits_row, draft_row, off, 0, hi, draft_hi, QUADS, HAS_DRAFT)
+            z1, d1 = race_load(logits_row, draft_row, off, 1, hi, draft_hi, QUADS, HAS_DRAFT)
+            z2, d2 = race_load(logits_row, draft_row, off, 2, hi, draft_hi, QUADS, HAS_DRAFT)
+            z3, d3 = race_load(logits_row, draft_row, off, 3, hi, draft_hi, QUADS, HAS_DRAFT)
+            cols0, t0, w0 = race_weights(z0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+            cols1, t1, w1 = race_weights(z1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+            cols2, t2, w2 = race_weights(z2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+            cols3, t3, w3 = race_weights(z3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+            if KEYED:  # each counter once: its four words are this thread's four columns
+                qq = (off // 4 + tl.arange(0, QUADS)).to(tl.uint32)
+                zz = qq * 0
+                c0, c1, c2, c3 = tl.philox(seed, qq, zz + pos, zz + RECOVER, zz)
+                if BOUND:  # skip the logarithms of a tile none of whose elements can win (see below_bound)
+                    live = below_bound(t0, w0, c0, bound_w, bound_t, HAS_DRAFT, FP64) | \
+                        below_bound(t1, w1, c1, bound_w, bound_t, HAS_DRAFT, FP64) | \
+                        below_bound(t2, w2, c2, bound_w, bound_t, HAS_DRAFT, FP64) | \
+                        below_bound(t3, w3, c3, bound_w, bound_t, HAS_DRAFT, FP64)
+                    go = tl.max(live.to(tl.int32), axis=0) > 0
+                else:
+                    go = True
+                if go:
+                    best_w, best_w_id, best_t, best_t_id = race_update(
+                        cols0, t0, w0, inverse_exponential(c0, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                    best_w, best_w_id, best_t, best_t_id = race_update(
+                        cols1, t1, w1, inverse_exponential(c1, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                    best_w, best_w_id, best_t, best_t_id = race_update(
+                        cols2, t2, w2, inverse_exponential(c2, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                    best_w, best_w_id, best_t, best_t_id = race_update(
+                        cols3, t3, w3, inverse_exponential(c3, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                    if BOUND:
+                        bound_w = tl.max(best_w, axis=0)
+                        bound_t = tl.max(best_t, axis=0)
             else:
-                w = tl.where(cols == excluded, 0.0, t)
-            if KEYED:
-                e = word_exponential(philox_quads(seed, off, pos, RECOVER, 0, QUADS, JOIN), FP64)
-            else:
-                e = tl.load(exponentials_ptr + i.to(tl.int64) * V + cols, mask=inside, other=1.0).to(dtype)
-            r = 1.0 / e  # one division for both races
-            sw = tl.where(w > 0, w * r, -1.0)
-            st = tl.where(t > 0, t * r, -1.0)
-            up_w = sw > best_w  # strict: earlier (smaller) ids win ties within a lane
-            up_t = st > best_t
-            best_w = tl.where(up_w, sw, best_w)
-            best_w_id = tl.where(up_w, cols, best_w_id)
-            best_t = tl.where(up_t, st, best_t)
-            best_t_id = tl.where(up_t, cols, best_t_id)
-        best_w = tl.reshape(best_w, (BLOCK,))
-        best_t = tl.reshape(best_t, (BLOCK,))
-        best_w_id = tl.reshape(best_w_id, (BLOCK,))
-        best_t_id = tl.reshape(best_t_id, (BLOCK,))
+                best_w, best_w_id, best_t, best_t_id = race_update(
+                    cols0, t0, w0, 1.0 / tl.load(exps_row + cols0, mask=cols0 < hi, other=1.0).to(dtype),
+                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                best_w, best_w_id, best_t, best_t_id = race_update(
+                    cols1, t1, w1, 1.0 / tl.load(exps_row + cols1, mask=cols1 < hi, other=1.0).to(dtype),
+                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                best_w, best_w_id, best_t, best_t_id = race_update(
+                    cols2, t2, w2, 1.0 / tl.load(exps_row + cols2, mask=cols2 < hi, other=1.0).to(dtype),
+                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                best_w, best_w_id, best_t, best_t_id = race_update(
+                    cols3, t3, w3, 1.0 / tl.load(exps_row + cols3, mask=cols3 < hi, other=1.0).to(dtype),
+                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
         bw = tl.max(best_w, axis=0)
+        bw_id = tl.min(tl.where(best_w == bw, best_w_id, NO_ID), axis=0)
         bt = tl.max(best_t, axis=0)
-        out = i.to(tl.int64) * NCHUNK + chunk
-        tl.store(best_w_ptr + out, bw)
-        tl.store(best_t_ptr + out, bt)
-        tl.store(best_w_id_ptr + out, tl.min(tl.where(best_w == bw, best_w_id, 2147483647), axis=0))
-        tl.store(best_t_id_ptr + out, tl.min(tl.where(best_t == bt, best_t_id, 2147483647), axis=0))
-
-
-@triton.jit
-def finalize_kernel(temp_ptr, num_accepted_ptr, best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr,
-                    out_ptr, OUT_WIDTH, NCHUNK, BLOCK_C: tl.constexpr):
-    """Reduce the chunk winners of each random request and write its last token."""
-    i = tl.program_id(0)
-    T = tl.load(temp_ptr + i)
-    if T > 0:
-        c = tl.arange(0, BLOCK_C)
-        inside = c < NCHUNK
-        p = i.to(tl.int64) * NCHUNK + c
-        bw = tl.load(best_w_ptr + p, mask=inside, other=-1.0)
-        bt = tl.load(best_t_ptr + p, mask=inside, other=-1.0)
-        bw_id = tl.load(best_w_id_ptr + p, mask=inside, other=2147483647)
-        bt_id = tl.load(best_t_id_ptr + p, mask=inside, other=2147483647)
-        top_w = tl.max(bw, axis=0)
-        top_t = tl.max(bt, axis=0)
-        token_w = tl.min(tl.where(bw == top_w, bw_id, 2147483647), axis=0)
-        token_t = tl.min(tl.where(bt == top_t, bt_id, 2147483647), axis=0)
-        token = tl.where(top_w > 0, token_w, token_t)  # empty residual: draw from t (§4)
-        n = tl.load(num_accepted_ptr + i)
-        tl.store(out_ptr + i.to(tl.int64) * OUT_WIDTH + n, token.to(tl.int64))
+        bt_id = tl.min(tl.where(best_t == bt, best_t_id, NO_ID), axis=0)
+        # Publish this chunk's winners; the request's last chunk to finish (an atomic count) reduces them.
+        p = i.to(tl.int64) * RACE_NCHUNK + chunk
+        tl.store(best_w_ptr + p, bw)
+        tl.store(best_w_id_ptr + p, bw_id)
+        tl.store(best_t_ptr + p, bt)
+        tl.store(best_t_id_ptr + p, bt_id)
+        tl.debug_barrier()
+        done = tl.atomic_add(counter_ptr + i, 1, sem="acq_rel")  # releases the stores above, acquires the others'
+        if done == RACE_NCHUNK - 1:
+            r = tl.arange(0, BLOCK_R)
+            pr = i.to(tl.int64) * RACE_NCHUNK + r
+            inside = r < RACE_NCHUNK
+            cw = tl.load(best_w_ptr + pr, mask=inside, other=-1.0, cache_modifier=".cg")
+            cw_id = tl.load(best_w_id_ptr + pr, mask=inside, other=NO_ID, cache_modifier=".cg")
+            top_w = tl.max(cw, axis=0)
+            token = tl.min(tl.where(cw == top_w, cw_id, NO_ID), axis=0)
+            if HAS_DRAFT:  # empty residual: draw from t (§4)
+                ct = tl.load(best_t_ptr + pr, mask=inside, other=-1.0, cache_modifier=".cg")
+                ct_id = tl.load(best_t_id_ptr + pr, mask=inside, other=NO_ID, cache_modifier=".cg")
+                token_t = tl.min(tl.where(ct == tl.max(ct, axis=0), ct_id, NO_ID), axis=0)
+                token = tl.where(top_w > 0, token, token_t)
+            else:  # empty residual: t is all on the rejected draft (§4)
+                token = tl.where(top_w > 0, token, excluded)
+            tl.store(out_row + num_acc, token.to(tl.int64))
+            tl.store(counter_ptr + i, 0)
 
 
 @triton.jit

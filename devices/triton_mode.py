@@ -21,7 +21,7 @@ GPU ran the CPU interpreter (issue 16). Now:
   executes edited text instead of the file (a mutant of the kernels).
 
 >>> enter(interpret=True, who="triton-interpret")                  # doctest: +SKIP
->>> type(kernel_module("devices.triton_kernels", True).race_kernel).__name__  # doctest: +SKIP
+>>> type(kernel_module("devices.triton_kernels", True).step_kernel).__name__  # doctest: +SKIP
 'InterpretedFunction'
 """
 

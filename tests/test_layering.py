@@ -48,7 +48,8 @@ def test_reference_stays_small_enough_to_audit():
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
                    "reference.verify", "reference.exact", "reference.laws", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
-                   "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs"]
+                   "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs",
+                   "specsim.commands.bench"]
 
 
 @pytest.mark.parametrize("name", DOCTEST_MODULES)

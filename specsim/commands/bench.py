@@ -1,49 +1,70 @@
-"""``specsim bench``: time one verification step on a GPU against the bandwidth floor.
+"""``specsim bench``: time one verification step on a GPU against its floor, beside vLLM's sampler.
 
-The floor is the bytes a step cannot avoid — every target logit and every
-draft probability read once — over the device-to-device copy bandwidth
-measured in the same run (bytes read + written). Each device runs the same
-inputs: random logits, never-zero random draft probabilities (a softmax),
-random drafts, keyed Philox noise (SPEC §5.2). Method (device tool's
-METHOD.md): CUDA events, warm-up, median of many, and enough input sets
-rotated that each call reads memory, not L2.
+Two floors, both over the device-to-device copy bandwidth measured in the
+same run (bytes read + written):
 
-Example (the anchor: vLLM 0.33's sampler takes 1.34 ms here on an H100)::
+* **algorithmic** (the headline): the bytes the algorithm cannot avoid —
+  every target row once (each row's softmax statistics or greedy argmax),
+  plus, per random request, the ONE target row it emits from and, with draft
+  probabilities, the ONE draft row of its residual; acceptance itself needs
+  only gathers ``t(x)``, ``d(x)``;
+* **all rows** (the old floor, beside it): every target logit and every draft
+  probability read once — more than the algorithm needs, so a step can beat it.
 
-    specsim bench --device triton --batch 256 --k 4 --vocab 128256
+Each device runs the same inputs: random logits (normal × 2, in ``--dtype``),
+never-zero random draft probabilities (a softmax; float32 with 16-bit logits),
+random drafts, keyed Philox noise (SPEC §5.2). Method (the device tool's
+METHOD.md): CUDA events around each call, warm-up, median of many, enough
+input sets rotated that each call reads memory, not L2.
 
-prints, per device and mode, the median time, bytes of the floor, achieved
-GB/s (floor bytes / time) and that as a percent of the copy bandwidth. The
-Triton step is timed twice: replaying a CUDA graph of it ("triton graph",
-kernels only, as an engine that graphs its step runs it) and eagerly from
-Python ("triton", which adds the launch overhead of four Triton launches and
-a few torch ops, and is host-bound when the GPU work is under ~1 ms). The
-torch device synchronises once per call, so it is timed eagerly only.
+Rows, per shape and mode:
+
+* ``triton graph`` — a CUDA graph of the step captured here and replayed: the
+  kernels alone, as an engine that graphs its whole step runs them;
+* ``triton eager`` — ``devices.triton_step.TritonStep`` called from Python each
+  step, as an engine calls its sampler eagerly (it replays a CUDA graph it
+  holds per call signature; see that module);
+* ``triton launches`` — ``verify_tensors`` from Python each step: the two
+  Triton launches and their host overhead, no graph;
+* ``vllm`` — vLLM's rejection sampler on the same inputs, in the same run,
+  when ``devices.field.vllm_bench`` can load it (the hook; see ``_vllm_step``);
+* ``torch`` — the torch device (it synchronises once per call).
+
+Example (the anchor)::
+
+    specsim bench --batch 256 --k 4 --vocab 128256
+
+prints one line per row as it is measured, then the table: median ms, the
+algorithmic floor (MB, ms, and the step's share of it: floor time / median)
+and the all-rows floor's share, and each row's time relative to vLLM's.
 """
 
 from __future__ import annotations
 
-HELP = "time a verification step on a GPU vs. the bandwidth floor (needs CUDA)"
+HELP = "time a verification step on a GPU vs. its bandwidth floors and vLLM's sampler (needs CUDA)"
+
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 
 
 def add_arguments(p):
-    p.add_argument("--device", default="triton", choices=["triton", "torch", "both"],
-                   help="device to time; 'triton' also times the torch device for comparison unless --only")
-    p.add_argument("--only", action="store_true", help="time just --device, not the torch comparison")
+    p.add_argument("--devices", nargs="+", default=["triton", "vllm", "torch"], choices=["triton", "vllm", "torch"],
+                   help="what to time (default: all three; vllm only where it loads)")
     p.add_argument("--batch", type=int, nargs="+", default=[256])
     p.add_argument("--k", type=int, nargs="+", default=[4])
     p.add_argument("--vocab", type=int, nargs="+", default=[128256])
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="target logits' dtype (16-bit logits go with float32 draft probabilities)")
     p.add_argument("--modes", nargs="+", default=["draft", "point", "greedy"], choices=["draft", "point", "greedy"],
                    help="draft: full rejection with draft probs; point: no draft probs; greedy: T = 0")
     p.add_argument("--reps", type=int, default=50, help="timed calls (median reported)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--no-graph", action="store_true",
-                   help="skip the CUDA-graph timing of the Triton step (eager timing is always shown)")
-    p.add_argument("--breakdown", action="store_true", help="also profile the Triton device's kernels (device time each)")
+    p.add_argument("--no-graph", action="store_true", help="skip the 'triton graph' row")
+    p.add_argument("--no-launches", action="store_true", help="skip the 'triton launches' row")
+    p.add_argument("--breakdown", action="store_true", help="also profile the Triton kernels (device time each)")
     p.add_argument("--block", type=int, default=None, help="Triton vocabulary tile (default: KernelConfig)")
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
     p.add_argument("--programs", type=int, default=None, help="Triton programs per pass")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -75,57 +96,90 @@ def _time(torch, fn, reps: int, warmup: int) -> list[float]:
     return [s.elapsed_time(e) * 1e-3 for s, e in events]
 
 
+def draft_dtype(torch, logits_dtype):
+    """Draft probabilities' dtype: the logits' for float32/float64, float32 for 16-bit logits."""
+    return logits_dtype if logits_dtype in (torch.float32, torch.float64) else torch.float32
+
+
 def make_inputs(torch, batch: int, k: int, vocab: int, dtype, mode: str, seed: int) -> dict:
-    """One input set on the GPU: ``target_logits`` ``[batch·(k+1), V]``, ``draft_probs``
-    ``[batch·k, V]`` (softmax of normals: never zero) or None, drafts, keyed noise."""
+    """One input set on the GPU: ``target_logits`` ``[batch·(k+1), V]`` in ``dtype``, ``draft_probs``
+    ``[batch·k, V]`` (softmax of normals: never zero) or None, drafts, temperature, keyed noise."""
     g = torch.Generator(device="cuda").manual_seed(seed)
     n = batch * k
-    logits = torch.randn(n + batch, vocab, device="cuda", dtype=dtype, generator=g) * 2
-    draft = torch.softmax(torch.randn(n, vocab, device="cuda", dtype=dtype, generator=g) * 2, dim=1) \
-        if mode == "draft" else None
+    logits = (torch.randn(n + batch, vocab, device="cuda", dtype=torch.float32, generator=g) * 2).to(dtype)
+    draft = torch.softmax(torch.randn(n, vocab, device="cuda", dtype=draft_dtype(torch, dtype), generator=g) * 2,
+                          dim=1) if mode == "draft" else None
     temperature = torch.full((batch,), 0.0 if mode == "greedy" else 1.0, device="cuda", dtype=torch.float64)
     return dict(num_draft_tokens=torch.full((batch,), k, device="cuda", dtype=torch.int64),
                 cu=torch.arange(batch + 1, device="cuda", dtype=torch.int64) * k,
                 draft_token_ids=torch.randint(0, vocab, (n,), device="cuda", generator=g),
                 draft_probs=draft, target_logits=logits, temperature=temperature,
                 seeds=torch.randint(-2**62, 2**62, (batch,), device="cuda", generator=g),
-                positions=torch.randint(0, 2**20, (batch,), device="cuda", generator=g), max_k=k)
+                positions=torch.randint(0, 2**20, (batch,), device="cuda", generator=g), max_k=k, mode=mode)
 
 
-def floor_bytes(batch: int, k: int, vocab: int, itemsize: int, mode: str) -> int:
-    """Target logits read once, plus draft probabilities read once in ``draft`` mode."""
-    rows = batch * (k + 1) + (batch * k if mode == "draft" else 0)
-    return rows * vocab * itemsize
+def floor_bytes(batch: int, k: int, vocab: int, logit_size: int, prob_size: int, mode: str) -> tuple[int, int]:
+    """``(algorithmic, all_rows)`` bytes of one step.
+
+    Algorithmic: every target row once, plus per random request one target row
+    (the row it emits from) and, with draft probabilities, one draft row.
+    All rows: every target row and every draft row once.
+
+    >>> [round(b / 1e6) for b in floor_bytes(256, 4, 128256, 4, 4, "draft")]
+    [919, 1182]
+    >>> [round(b / 1e6) for b in floor_bytes(256, 4, 128256, 4, 4, "point")]
+    [788, 657]
+    """
+    target = batch * (k + 1) * vocab * logit_size
+    emit = 0 if mode == "greedy" else batch * vocab * logit_size
+    draft_row = batch * vocab * prob_size if mode == "draft" else 0
+    all_drafts = batch * k * vocab * prob_size if mode == "draft" else 0
+    return target + emit + draft_row, target + all_drafts
 
 
-def _callers(torch, name: str, config):
-    """``name`` → function(inputs) running one step with keyed noise."""
-    if name == "triton":
-        from devices.triton_device import verify_tensors as triton_verify
+def _triton_call(call):
+    return lambda x: call(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
+                          max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"])
 
-        def call(x):
-            return triton_verify(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
-                                 x["temperature"].to(x["target_logits"].dtype), max_k=x["max_k"], seeds=x["seeds"],
-                                 positions=x["positions"], config=config)
-        return call
+
+def _torch_step(torch):
     from devices.torch_device import verify_tensors as torch_verify
-    zeros = {}
+    filters = {}
 
     def call(x):
         b = x["temperature"].shape[0]
-        if b not in zeros:
-            zeros[b] = (torch.zeros(b, device="cuda", dtype=torch.int64), torch.ones(b, device="cuda",
-                                                                                       dtype=torch.float64))
-        top_k, top_p = zeros[b]
+        if b not in filters:
+            filters[b] = (torch.zeros(b, device="cuda", dtype=torch.int64),
+                          torch.ones(b, device="cuda", dtype=torch.float64))
+        top_k, top_p = filters[b]
         return torch_verify(x["num_draft_tokens"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
                             x["temperature"], top_k, top_p, seeds=x["seeds"], positions=x["positions"],
                             max_k=x["max_k"])
     return call
 
 
+def _vllm_step():
+    """vLLM's rejection sampler as ``call(x)`` on this command's inputs, or ``(None, why not)``.
+
+    The hook: ``devices.field.vllm_bench.make_step()`` (the field adapter's
+    loader takes vLLM's sampler module out of its wheel) returns
+    ``(call, label)``, ``call(x)`` running vLLM's sampler on an input dict of
+    ``make_inputs`` (its keys: ``cu``, ``num_draft_tokens``, ``draft_token_ids``,
+    ``draft_probs``, ``target_logits``, ``temperature``, ``seeds``, ``positions``,
+    ``max_k``, ``mode``) the way vLLM's model runner calls it.
+    """
+    try:
+        from devices.field.vllm_bench import make_step
+    except ImportError as e:
+        return None, f"vLLM's sampler not loadable here ({e})"
+    try:
+        return make_step()
+    except Exception as e:  # the loader's reason: wheel missing, version mismatch, ...
+        return None, f"vLLM's sampler did not load ({type(e).__name__}: {e})"
+
+
 def _graphs(torch, call, sets) -> list:
-    """One CUDA graph per input set (the step has no host sync, so it captures whole):
-    replays time the kernels without Python's launch overhead, as an engine runs them."""
+    """One CUDA graph per input set (the step has no host sync, so it captures whole)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -141,9 +195,12 @@ def _graphs(torch, call, sets) -> list:
     return graphs
 
 
+KERNELS = ("stats_kernel", "step_kernel")
+
+
 def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
-    """Device seconds per call of each kernel (torch.profiler), calls issued back to back
-    as in the timed loop; torch's small glue kernels are summed under ``"other"``."""
+    """Device seconds per call of each Triton kernel (torch.profiler), calls back to back;
+    anything else (torch's own kernels, if any) is summed under ``"other"``."""
     from torch.profiler import ProfilerActivity, profile
 
     for i in range(3):
@@ -154,10 +211,13 @@ def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
             call(sets[i % len(sets)])
         torch.cuda.synchronize()
     times = {e.key: getattr(e, "device_time_total", 0) * 1e-6 / reps for e in prof.key_averages()}
-    ours = {k: v for k, v in times.items() if k in ("row_stats_kernel", "accept_kernel", "race_kernel",
-                                                     "finalize_kernel")}
+    ours = {k: v for k, v in times.items() if k in KERNELS}
     ours["other"] = sum(times.values()) - sum(ours.values())
     return ours
+
+
+HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
+          "% of alg floor", "% of all-rows floor", "vs vllm")
 
 
 def run(args) -> int:
@@ -169,51 +229,83 @@ def run(args) -> int:
     if not torch.cuda.is_available():
         print("specsim bench: no CUDA GPU here; the benchmark times GPU kernels and has nothing to measure on CPU")
         return 2
-    from devices.triton_device import KernelConfig
+    from devices.triton_device import KernelConfig, verify_tensors
+    from devices.triton_step import TritonStep
 
     base = KernelConfig()
     config = KernelConfig(block=args.block or base.block, num_warps=args.warps or base.num_warps,
                           programs=args.programs or base.programs)
-    names = ["triton", "torch"] if args.device == "both" or (args.device == "triton" and not args.only) \
-        else [args.device]
     dtype = getattr(torch, args.dtype)
-    itemsize = torch.empty(0, dtype=dtype).element_size()
+    logit_size = torch.empty(0, dtype=dtype).element_size()
+    prob_size = torch.empty(0, dtype=draft_dtype(torch, dtype)).element_size()
     props = torch.cuda.get_device_properties(0)
     copy_bw = copy_bandwidth(torch)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
-    print(f"GPU: {props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB; torch {torch.__version__}")
+    import triton
+    print(f"GPU: {props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB; torch {torch.__version__}, "
+          f"triton {triton.__version__}")
     print(f"measured device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
     print(f"triton config: {config}")
-    header = ("device", "batch", "K", "V", "mode", "median ms", "floor MB", "floor ms", "GB/s", "% of copy BW")
+    vllm_call, vllm_label = _vllm_step() if "vllm" in args.devices else (None, "not asked for")
+    print(f"vllm: {vllm_label}")
     rows = []
     for V in args.vocab:
         for B in args.batch:
             for K in args.k:
                 for mode in args.modes:
-                    nbytes = floor_bytes(B, K, V, itemsize, mode)
-                    nsets = max(2, min(8, -(-4 * l2 // nbytes)))  # ≥ 4× L2 of distinct inputs per rotation
+                    alg, all_rows = floor_bytes(B, K, V, logit_size, prob_size, mode)
+                    nsets = max(2, min(8, -(-4 * l2 // all_rows)))  # ≥ 4× L2 of distinct inputs per rotation
                     sets = [make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
-                    for name in names:
-                        call = _callers(torch, name, config)
-                        variants = [(name, lambda i: call(sets[i % nsets]))]
-                        if name == "triton" and not args.no_graph:
-                            graphs = _graphs(torch, call, sets)
-                            variants.insert(0, ("triton graph", lambda i: graphs[i % nsets].replay()))
-                        for label, fn in variants:
-                            t = _median(_time(torch, fn, args.reps, args.warmup))
-                            gbs = nbytes / t / 1e9
-                            rows.append((label, B, K, V, mode, f"{t * 1e3:.3f}", f"{nbytes / 1e6:.0f}",
-                                         f"{nbytes / copy_bw * 1e3:.3f}", f"{gbs:.0f}",
-                                         f"{100 * nbytes / t / copy_bw:.0f}%"))
-                            print("  ".join(str(c) for c in rows[-1]), flush=True)
-                        if args.breakdown and name == "triton":
-                            ph = kernel_times(torch, call, sets)
-                            print("    triton kernels, device ms per call: " + ", ".join(
-                                f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
-                    del sets
+                    variants = []
+                    if "triton" in args.devices:
+                        launches = _triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw))
+                        if not args.no_graph:
+                            graphs = _graphs(torch, launches, sets)
+                            variants.append(("triton graph", lambda i, g=graphs: g[i % nsets].replay(), 0))
+                        eager = _triton_call(TritonStep(config))
+                        variants.append(("triton eager", lambda i, f=eager: f(sets[i % nsets]), 2 * nsets))
+                        if not args.no_launches:
+                            variants.append(("triton launches", lambda i, f=launches: f(sets[i % nsets]), 0))
+                    if vllm_call is not None:
+                        variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets))
+                    if "torch" in args.devices:
+                        step = _torch_step(torch)
+                        variants.append(("torch", lambda i, f=step: f(sets[i % nsets]), 0))
+                    measured = {}
+                    for label, fn, extra_warmup in variants:
+                        t = _median(_time(torch, fn, args.reps, args.warmup + extra_warmup))
+                        measured[label] = t
+                        rows.append(dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=args.dtype,
+                                         median_ms=t * 1e3, alg_floor_mb=alg / 1e6, alg_floor_ms=alg / copy_bw * 1e3,
+                                         pct_alg_floor=100 * alg / copy_bw / t,
+                                         pct_all_rows_floor=100 * all_rows / copy_bw / t))
+                        print("  ".join(str(c) for c in _cells(rows[-1])), flush=True)
+                    for r in rows:  # vLLM's time is known once its row ran: fill the ratio in
+                        if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode) and "vllm" in measured:
+                            r["vs_vllm"] = r["median_ms"] / (measured["vllm"] * 1e3)
+                    if args.breakdown and "triton" in args.devices:
+                        ph = kernel_times(torch, _triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw)),
+                                          sets)
+                        print("    triton kernels, device ms per call: " + ", ".join(
+                            f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
+                    del sets, variants
                     torch.cuda.empty_cache()
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    table = [HEADER] + [_cells(r) for r in rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(HEADER))]
     print()
-    for r in [header] + rows:
+    for r in table:
         print("  ".join(f"{str(c):>{w}}" for c, w in zip(r, widths)))
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump({"gpu": props.name, "copy_gb_s": copy_bw / 1e9, "torch": torch.__version__,
+                       "triton": triton.__version__, "vllm": vllm_label, "config": str(config), "rows": rows}, f,
+                      indent=1)
     return 0
+
+
+def _cells(r: dict) -> tuple:
+    return (r["device"], r["batch"], r["K"], r["V"], r["mode"], r["dtype"], f"{r['median_ms']:.3f}",
+            f"{r['alg_floor_mb']:.0f}", f"{r['alg_floor_ms']:.3f}", f"{r['pct_alg_floor']:.0f}%",
+            f"{r['pct_all_rows_floor']:.0f}%", f"{r['vs_vllm']:.2f}x" if "vs_vllm" in r else "-")
+

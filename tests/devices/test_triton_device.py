@@ -10,6 +10,7 @@ module is skipped with that reason. Skipped cleanly where triton is not installe
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -41,8 +42,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SUITE_SEED = 20261122
 BLOCK = 64
-SMALL = td.KernelConfig(block=BLOCK, num_warps=1, programs=1)
-CHUNKED = td.KernelConfig(block=BLOCK, num_warps=1, programs=64)  # several chunks per row
+SMALL = td.KernelConfig(block=BLOCK, num_warps=1, programs=1, race_block=None, race_warps=None)
+CHUNKED = td.KernelConfig(block=BLOCK, num_warps=1, programs=64, race_block=None, race_warps=None)  # several chunks per row
 DEVICE = td.TritonDevice("cpu", SMALL)
 
 
@@ -121,6 +122,35 @@ def test_vocab_sizes_around_the_tile(vocab_size, config):
         assert result.ok, result.summary()
 
 
+@pytest.mark.parametrize("draft,logit_scale", [(True, 0.5), (False, 8.0)], ids=["draft-flat", "point-peaked"])
+def test_race_bound_skips_tiles_and_changes_no_token(draft, logit_scale, monkeypatch):
+    """The race skips the logarithms of a tile none of whose elements can beat the chunk's best score
+    (``below_bound``). It must change no token — equal to the exact race and to the reference — and
+    must skip: fewer tiles take their exponentials than without the bound."""
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "bound", draft, logit_scale))
+    batch = random_batch(rng, BatchSpec(batch=3, max_k=2, vocab_size=700, dtype="float32", draft_probs=draft,
+                                        logit_scale=logit_scale, greedy_fraction=0.0, closeness=0.5))
+    calls = {}
+    exact = tk.inverse_exponential
+
+    def counted(label):
+        def inverse_exponential(words, FP64):
+            calls[label] = calls.get(label, 0) + 1
+            return exact(words, FP64)
+        return inverse_exponential
+
+    outs = {}
+    for bound in (False, True):
+        monkeypatch.setattr(tk, "inverse_exponential", counted(bound))
+        outs[bound] = td.TritonDevice("cpu", dataclasses.replace(SMALL, bound=bound),
+                                      kernels_module=tk).verify(batch)
+    assert np.array_equal(outs[True].output_token_ids, outs[False].output_token_ids)
+    assert np.array_equal(outs[True].num_accepted, outs[False].num_accepted)
+    assert calls[True] < 0.7 * calls[False], calls
+    result = compare(batch, outs[True], reference_step(batch, None))
+    assert result.ok, result.summary()
+
+
 def test_keyed_tokens_are_batch_invariant():
     """§5.2: a request's keyed noise depends on (seed, position), never on its batch row."""
     rng = np.random.default_rng(case_seed(SUITE_SEED, "invariance"))
@@ -169,7 +199,7 @@ def test_interpreter_device_has_its_own_name():
     from devices.registry import load
     device = load("triton-interpret")
     assert device.name == "triton-interpret" and device.capabilities.rng == "philox"
-    assert type(device.kernels.race_kernel).__name__ == "InterpretedFunction"
+    assert type(device.kernels.step_kernel).__name__ == "InterpretedFunction"
 
 
 def test_a_process_runs_triton_one_way(monkeypatch):

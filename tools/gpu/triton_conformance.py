@@ -69,13 +69,31 @@ def make_case(B: int, K: int, V: int, dtype, draft: bool, seed: int, full_k: boo
                 positions=torch.randint(0, 2**32, (B,), device=CUDA, generator=g), max_k=K)
 
 
-def run_triton(c: dict, config: td.KernelConfig | None = None):
+def triton_args(c: dict) -> tuple[tuple, dict]:
+    """``verify_tensors``' arguments for a case (top-k/top-p applied by the device's pre-pass)."""
     cu = torch.cat([torch.zeros(1, dtype=torch.int64, device=CUDA), torch.cumsum(c["k"], 0)])
     logits = td.filter_logits(c["logits"], cu.cpu().numpy(), c["temperature"].cpu().numpy(),
                               c["top_k"].cpu().numpy(), c["top_p"].cpu().numpy())
-    return td.verify_tensors(cu, c["ids"], c["draft"], logits, c["temperature"].to(c["logits"].dtype),
-                             max_k=c["max_k"], seeds=c["seeds"], positions=c["positions"],
+    return (cu, c["ids"], c["draft"], logits, c["temperature"]), dict(max_k=c["max_k"], seeds=c["seeds"],
+                                                                      positions=c["positions"])
+
+
+def run_triton(c: dict, config: td.KernelConfig | None = None):
+    args, kwargs = triton_args(c)
+    return td.verify_tensors(*args, **kwargs,
                              config=config or (td.KernelConfig() if CUDA.type == "cuda" else td.INTERPRETER_CONFIG))
+
+
+def graph_replays_agree(c: dict, out, acc) -> bool:
+    """``TritonStep``: plain launches, then a captured graph, then its replay — each equal to ``out``."""
+    from devices.triton_step import TritonStep
+    args, kwargs = triton_args(c)
+    step = TritonStep(td.KernelConfig() if CUDA.type == "cuda" else td.INTERPRETER_CONFIG)
+    ok = True
+    for _ in range(3):
+        o, a = step(*args, **kwargs)
+        ok &= bool((o == out).all() and (a == acc).all())
+    return ok
 
 
 def run_torch(c: dict):
@@ -144,7 +162,9 @@ def conformance_case(B, K, V, dtype, draft, seed, n_ref: int) -> dict:
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(B, size=min(n_ref, B), replace=False))
     real_ref, waived_ref = vs_reference(c, out_t, acc_t, sample)
-    row = dict(batch=B, K=K, V=V, dtype=str(dtype).split(".")[-1], draft=draft, triton_vs_torch_differ=len(differ),
+    graphs_ok = graph_replays_agree(c, out_t, acc_t)
+    row = dict(batch=B, K=K, V=V, dtype=str(dtype).split(".")[-1], draft=draft, graph_replays_agree=graphs_ok,
+               triton_vs_torch_differ=len(differ),
                differ_real=real_td, differ_waived=waived_td, ref_sample=len(sample), ref_real=real_ref,
                ref_waived=waived_ref, mean_accepted=float(acc_t.double().mean()), seconds=round(time.time() - t0, 1))
     print("  ", row, flush=True)
@@ -194,6 +214,7 @@ def main() -> int:
     if not (args.quick or args.tiny):
         rows.append(int64_case())
     bad = sum(r.get("differ_real", 0) + r.get("ref_real", 0) + r.get("real", 0) for r in rows)
+    bad += sum(not r.get("graph_replays_agree", True) for r in rows)
     with open(os.path.join(args.out, "triton_conformance.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print(f"SUMMARY: philox {'ok' if ok else 'FAIL'}; {len(rows)} cases; real mismatches {bad}; "
