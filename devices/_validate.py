@@ -35,16 +35,29 @@ SUM_TOLERANCE = 1e-3
 """A draft row must sum to 1 within this (SPEC §6); messages spell it ``1e-3``."""
 
 FLOAT_DTYPES = ("float32", "float64")
-"""The float dtypes SPEC §6 accepts."""
+"""The dtypes SPEC §6 accepts for ``draft_probs`` (and that devices compute in)."""
+
+LOGIT_DTYPES = ("float16", "bfloat16") + FLOAT_DTYPES
+"""The dtypes SPEC §6 accepts for ``target_logits`` (bfloat16: the ``ml_dtypes`` package's
+numpy dtype, since numpy has none). A device serves those its capabilities declare."""
+
+
+def draft_dtype(logits_dtype: str) -> str:
+    """``draft_probs``' dtype (SPEC §6): ``target_logits``' own, or float32 with 16-bit logits.
+
+    >>> draft_dtype("bfloat16"), draft_dtype("float64")
+    ('float32', 'float64')
+    """
+    return logits_dtype if logits_dtype in FLOAT_DTYPES else "float32"
 
 
 def validate(batch: VerifyBatch, noise: Noise | None = None,
-             float_dtypes: tuple[str, ...] = FLOAT_DTYPES) -> None:
+             float_dtypes: tuple[str, ...] = LOGIT_DTYPES) -> None:
     """Raise ``InvalidInput`` if ``batch`` or ``noise`` breaks a rule of SPEC §6.
 
-    ``float_dtypes`` is the SPEC's float32/float64; a device declaring a
-    narrower dtype (bfloat16) in its capabilities may widen it for its
-    own arrays. Returns None when every rule holds.
+    ``float_dtypes``: the dtypes accepted for ``target_logits`` (SPEC §6's).
+    Whether the device serves a valid dtype is ``check_capabilities``'
+    ``UnsupportedCall``. Returns None when every rule holds.
     """
     num_draft_tokens = _check_num_draft_tokens(batch.num_draft_tokens)
     batch_size, num_tokens = len(num_draft_tokens), int(num_draft_tokens.sum())
@@ -158,6 +171,7 @@ def _check_target_logits(target_logits, num_tokens: int, batch_size: int,
     value = _array("target_logits", target_logits, 2)
     _float("target_logits", value, float_dtypes)
     _length("target_logits", value, num_tokens + batch_size, "num_tokens + batch")
+    value = value.astype(np.float64, copy=False) if value.dtype.name not in FLOAT_DTYPES else value  # 16-bit: exact
     vocab_size = value.shape[1]
     if vocab_size < 1:
         raise InvalidInput("target_logits: V (the last dimension) must be >= 1, got 0")
@@ -187,8 +201,10 @@ def _check_draft_token_ids(draft_token_ids, num_tokens: int, vocab_size: int, wh
 def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: np.ndarray,
                        num_tokens: int, vocab_size: int, where: _Rows) -> None:
     value = _array("draft_probs", draft_probs, 2)
-    if value.dtype != target_logits.dtype:
-        raise InvalidInput(f"draft_probs: dtype must equal target_logits' ({target_logits.dtype}), got {value.dtype}")
+    want = draft_dtype(target_logits.dtype.name)
+    if value.dtype.name != want:
+        raise InvalidInput(f"draft_probs: dtype must be {want} with {target_logits.dtype} target_logits "
+                           f"(SPEC §6), got {value.dtype}")
     if value.shape != (num_tokens, vocab_size):
         raise InvalidInput(f"draft_probs: shape must be [num_tokens, V] = {(num_tokens, vocab_size)}, got {value.shape}")
     read = draft_token_ids != PLACEHOLDER_TOKEN_ID  # a placeholder's row is never read
@@ -277,4 +293,5 @@ def _check_noise(noise: Noise, num_tokens: int, batch_size: int, vocab_size: int
         raise InvalidInput(f"exponentials: entry [{i}, {v}] is {exponentials[i, v]}, must be finite and > 0")
 
 
-__all__ = ["validate", "check_call", "check_capabilities", "SUM_TOLERANCE", "FLOAT_DTYPES"]
+__all__ = ["validate", "check_call", "check_capabilities", "draft_dtype", "SUM_TOLERANCE", "FLOAT_DTYPES",
+           "LOGIT_DTYPES"]

@@ -85,7 +85,10 @@ class Capabilities:
       the modes of SPEC §3 and §2 the device implements.
     - ``max_k``: the largest ``num_draft_tokens`` of one request.
     - ``max_vocab_size``: the largest V.
-    - ``dtypes``: float dtypes accepted for ``target_logits``/``draft_probs``.
+    - ``dtypes``: dtypes accepted for ``target_logits``, of float16, bfloat16
+      (numpy arrays of the ``ml_dtypes`` package's dtype), float32, float64;
+      ``draft_probs`` are the logits' dtype, or float32 with 16-bit logits
+      (SPEC §6). An undeclared dtype raises ``UnsupportedCall``.
     """
 
     injected_noise: bool
@@ -104,9 +107,10 @@ class Capabilities:
             raise InvalidInput(f"capabilities.rng: must be 'philox', 'seeded' or 'none', got {self.rng!r}")
         if not self.injected_noise and self.rng == "none":
             raise InvalidInput("capabilities: a device must take injected noise or draw its own (rng != 'none')")
-        for d in self.dtypes:  # a bf16 kernel takes float32 arrays and converts internally
-            if d not in ("float32", "float64"):
-                raise InvalidInput(f"capabilities.dtypes: must be 'float32' and/or 'float64', got {d!r}")
+        for d in self.dtypes:
+            if d not in ("float16", "bfloat16", "float32", "float64"):
+                raise InvalidInput("capabilities.dtypes: each must be 'float16', 'bfloat16', 'float32' or "
+                                   f"'float64', got {d!r}")
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

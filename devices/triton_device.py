@@ -180,13 +180,23 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p):
     return filtered
 
 
+def _tensor(a: np.ndarray, device: str):
+    """A numpy array as a torch tensor on ``device``; bfloat16 (``ml_dtypes``) through its bits,
+    since torch does not read that numpy dtype."""
+    import torch
+    a = np.ascontiguousarray(a)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).to(device)
+    return torch.as_tensor(a, device=device)
+
+
 class TritonDevice:
     """The numpy-protocol face of ``verify_tensors`` (see the module docstring); ``name`` is
     ``"triton"`` on CUDA and ``"triton-interpret"`` in the CPU interpreter."""
 
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                                dtypes=("float32", "float64"))
+                                dtypes=("float16", "bfloat16", "float32", "float64"))
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
                  name: str | None = None):
@@ -210,9 +220,9 @@ class TritonDevice:
 
         from devices._validate import check_call
         check_call(batch, noise, self.capabilities)
-        dtype = np.dtype(batch.target_logits.dtype)
-        on = lambda a, dt=None: torch.as_tensor(np.ascontiguousarray(a if dt is None else np.asarray(a, dt)),  # noqa: E731
-                                                device=self.device)
+        # The compute dtype: float64 for float64 logits, else float32 (16-bit logits are up-cast in the kernels).
+        dtype = np.float64 if batch.target_logits.dtype == np.float64 else np.float32
+        on = lambda a, dt=None: _tensor(a if dt is None else np.asarray(a, dt), self.device)  # noqa: E731
         cu = batch.request_offsets()
         logits = filter_logits(on(batch.target_logits), cu, np.asarray(batch.temperature, np.float64),
                                np.asarray(batch.top_k, np.int64), np.asarray(batch.top_p, np.float64))
@@ -225,7 +235,7 @@ class TritonDevice:
         out, num_accepted = verify_tensors(
             on(cu), on(batch.draft_token_ids, np.int64),
             None if batch.draft_probs is None else on(batch.draft_probs),
-            logits, on(batch.temperature, dtype), max_k=batch.max_k, config=self.config,
+            logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
             kernels_module=self.kernels, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 

@@ -17,7 +17,13 @@ import numpy as np
 from reference.layout import PLACEHOLDER_TOKEN_ID, offsets
 
 PROB_SUM_ATOL = 1e-3
-FLOAT_DTYPES = (np.float32, np.float64)
+FLOAT_DTYPES = ("float32", "float64")
+LOGIT_DTYPES = ("float16", "bfloat16") + FLOAT_DTYPES  # bfloat16: the ml_dtypes package's numpy dtype
+
+
+def draft_dtype(logits_dtype: str) -> str:
+    """``draft_probs``' dtype: ``target_logits``' own, float32 with 16-bit logits (SPEC §6)."""
+    return logits_dtype if logits_dtype in FLOAT_DTYPES else "float32"
 
 
 class InvalidInput(ValueError):
@@ -36,9 +42,9 @@ def _int_array(name: str, a, shape: tuple) -> np.ndarray:
     return a
 
 
-def _float_array(name: str, a, shape: tuple) -> np.ndarray:
+def _float_array(name: str, a, shape: tuple, dtypes: tuple = FLOAT_DTYPES) -> np.ndarray:
     a = np.asarray(a)
-    _require(a.dtype.type in FLOAT_DTYPES, f"{name}: dtype must be float32 or float64, got {a.dtype}")
+    _require(a.dtype.name in dtypes, f"{name}: dtype must be one of {', '.join(dtypes)}, got {a.dtype}")
     _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
     return a
 
@@ -64,7 +70,8 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
     _require(logits.ndim == 2 and logits.shape[1] >= 1,
              f"target_logits: must be 2-D [num_tokens + batch, V] with V >= 1, got shape {logits.shape}")
     V = logits.shape[1]
-    logits = _float_array("target_logits", logits, (num_tokens + batch, V))
+    given = _float_array("target_logits", logits, (num_tokens + batch, V), LOGIT_DTYPES)
+    logits = given.astype(np.float64, copy=False)  # 16-bit values up-cast exactly
     _require(not np.isnan(logits).any(), "target_logits: contains NaN")
     _require(not np.isposinf(logits).any(), "target_logits: contains +inf")
     dead = np.flatnonzero(~np.isfinite(logits).any(axis=1))
@@ -75,8 +82,9 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
                             f"{bad[:1].tolist()[0] if bad.size else ''} is outside [0, {V}) and is not the placeholder -1")
     if draft_probs is not None:
         probs = _float_array("draft_probs", draft_probs, (num_tokens, V))
-        _require(probs.dtype == logits.dtype,
-                 f"draft_probs: dtype {probs.dtype} differs from target_logits' {logits.dtype}")
+        want = draft_dtype(given.dtype.name)
+        _require(probs.dtype.name == want, f"draft_probs: dtype must be {want} with {given.dtype} target_logits, "
+                                           f"got {probs.dtype}")
         _check_draft_rows(probs[ids != PLACEHOLDER_TOKEN_ID], np.flatnonzero(ids != PLACEHOLDER_TOKEN_ID), k)
     t = _real_array("temperature", temperature, (batch,))
     _require(bool(np.isfinite(t).all() and (t >= 0).all()), f"temperature: must be finite and >= 0, got {t.tolist()}")

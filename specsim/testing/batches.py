@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from devices._validate import draft_dtype
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch
 
 
@@ -64,6 +65,18 @@ def _draw(rng: np.random.Generator, draft_probs: np.ndarray, how: str) -> np.nda
     return np.array([rng.choice(draft_probs.shape[1], p=row) for row in draft_probs], dtype=np.int64).reshape(-1)
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a SPEC §6 dtype name; bfloat16 is the ``ml_dtypes`` package's (numpy has none).
+
+    >>> numpy_dtype("bfloat16").itemsize, numpy_dtype("float16").name
+    (2, 'float16')
+    """
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     """A ragged batch with heterogeneous per-request K and sampling parameters.
 
@@ -90,9 +103,9 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     temperature[rng.random(B) < spec.greedy_fraction] = 0.0
     top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
     top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
-    dtype = np.dtype(spec.dtype)
-    probs = draft_probs.astype(dtype)
-    if dtype == np.float32:  # renormalise in float32 so rows sum to 1 in their own dtype
+    dtype = numpy_dtype(spec.dtype)
+    probs = draft_probs.astype(draft_dtype(spec.dtype))  # 16-bit logits pair with float32 draft probs (SPEC §6)
+    if probs.dtype == np.float32:  # renormalise in float32 so rows sum to 1 in their own dtype
         probs = probs / probs.sum(axis=1, keepdims=True, dtype=np.float32)
     return VerifyBatch(
         num_draft_tokens=k.astype(np.int64), draft_token_ids=ids,

@@ -96,6 +96,7 @@ def test_edges(edge, dtype):
 # --- agreement with the reference ------------------------------------------------
 
 CASES = [(dtype, draft, keyed) for dtype in ("float64", "float32") for draft in (True, False) for keyed in (True, False)]
+CASES += [(dtype, draft, True) for dtype in ("bfloat16", "float16") for draft in (True, False)]  # up-cast in the kernels
 
 
 @pytest.mark.parametrize("dtype,draft,keyed", CASES)

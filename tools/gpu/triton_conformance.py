@@ -35,6 +35,7 @@ from devices import torch_device  # noqa: E402
 from devices.protocol import VerifyBatch, VerifyOutput  # noqa: E402
 from reference import rng as ref_rng  # noqa: E402
 from specsim.testing.compare import TOLERANCE, compare, reference_step  # noqa: E402
+from specsim.testing.seeds import case_seed  # noqa: E402
 
 CUDA = torch.device(os.environ.get("CHECK_DEVICE", "cuda"))  # "cpu" + TRITON_INTERPRET=1: a dry run
 
@@ -174,6 +175,25 @@ def conformance_case(B, K, V, dtype, draft, seed, n_ref: int) -> dict:
     return row
 
 
+def low_precision_cases() -> list[dict]:
+    """16-bit logits (SPEC §6) through the numpy protocol, up-cast in the kernels, vs the reference."""
+    from specsim.testing.batches import BatchSpec, random_batch, random_noise
+    device = td.TritonDevice(CUDA.type, td.KernelConfig() if CUDA.type == "cuda" else td.INTERPRETER_CONFIG)
+    rows = []
+    for dtype in ("bfloat16", "float16"):
+        for draft in (True, False):
+            rng = np.random.default_rng(case_seed(0, "16-bit", dtype, draft))
+            batch = random_batch(rng, BatchSpec(batch=32, max_k=4, vocab_size=300 if CUDA.type == "cpu" else 32000,
+                                                dtype=dtype, draft_probs=draft))
+            for noise in (None, random_noise(rng, batch)):
+                r = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+                rows.append(dict(case="16-bit logits", dtype=dtype, draft=draft, keyed=noise is None,
+                                 V=batch.vocab_size, requests=batch.batch_size, real=len(r.mismatches),
+                                 waived=len(r.waived)))
+                print("  ", rows[-1], flush=True)
+    return rows
+
+
 def int64_case() -> dict:
     """Target rows × V and draft rows × V > 2^31: rows at the end read through 64-bit offsets."""
     B, K, V = 2400, 6, 151936
@@ -211,6 +231,7 @@ def main() -> int:
         for draft in (True, False):
             rows.append(conformance_case(B, K, V, torch.float32, draft, seed=B * 1000 + K * 10 + draft, n_ref=12))
     rows.append(conformance_case(*((6, 3, 300) if args.tiny else (64, 4, 32000)), torch.float64, True, seed=7, n_ref=8))
+    rows += low_precision_cases()
     if not (args.quick or args.tiny):
         rows.append(int64_case())
     bad = sum(r.get("differ_real", 0) + r.get("ref_real", 0) + r.get("real", 0) for r in rows)
