@@ -204,6 +204,32 @@ def race_update(cols, t, w, r, best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: 
 
 
 @triton.jit
+def race_tile(cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
+              best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr,
+              FP64: tl.constexpr):
+    """``race_update`` of a tile's four columns, in id order within each lane; ``1/E`` from the
+    Philox words ``c0..c3`` (KEYED) or from the injected exponentials' row."""
+    best_w, best_w_id, best_t, best_t_id = race_update(cols0, t0, w0, race_inverse(c0, exps_row, cols0, hi, KEYED, FP64),
+                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+    best_w, best_w_id, best_t, best_t_id = race_update(cols1, t1, w1, race_inverse(c1, exps_row, cols1, hi, KEYED, FP64),
+                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+    best_w, best_w_id, best_t, best_t_id = race_update(cols2, t2, w2, race_inverse(c2, exps_row, cols2, hi, KEYED, FP64),
+                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+    return race_update(cols3, t3, w3, race_inverse(c3, exps_row, cols3, hi, KEYED, FP64),
+                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+
+
+@triton.jit
+def race_inverse(words, exps_row, cols, hi, KEYED: tl.constexpr, FP64: tl.constexpr):
+    """``1/E`` of one column: from its Philox words, or from the injected ``[V]`` exponentials."""
+    if KEYED:
+        r = inverse_exponential(words, FP64)
+    else:
+        r = 1.0 / tl.load(exps_row + cols, mask=cols < hi, other=1.0).to(tl.float64 if FP64 else tl.float32)
+    return r
+
+
+@triton.jit
 def inverse_exponential(words, FP64: tl.constexpr):
     """``1/E`` of uint32 words: one division."""
     num, den = exponential_parts(words, FP64)
@@ -353,30 +379,16 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 else:
                     go = True
                 if go:
-                    best_w, best_w_id, best_t, best_t_id = race_update(
-                        cols0, t0, w0, inverse_exponential(c0, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                    best_w, best_w_id, best_t, best_t_id = race_update(
-                        cols1, t1, w1, inverse_exponential(c1, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                    best_w, best_w_id, best_t, best_t_id = race_update(
-                        cols2, t2, w2, inverse_exponential(c2, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                    best_w, best_w_id, best_t, best_t_id = race_update(
-                        cols3, t3, w3, inverse_exponential(c3, FP64), best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                    best_w, best_w_id, best_t, best_t_id = race_tile(
+                        cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
+                        best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
                     if BOUND:
                         bound_w = tl.max(best_w, axis=0)
                         bound_t = tl.max(best_t, axis=0)
             else:
-                best_w, best_w_id, best_t, best_t_id = race_update(
-                    cols0, t0, w0, 1.0 / tl.load(exps_row + cols0, mask=cols0 < hi, other=1.0).to(dtype),
-                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                best_w, best_w_id, best_t, best_t_id = race_update(
-                    cols1, t1, w1, 1.0 / tl.load(exps_row + cols1, mask=cols1 < hi, other=1.0).to(dtype),
-                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                best_w, best_w_id, best_t, best_t_id = race_update(
-                    cols2, t2, w2, 1.0 / tl.load(exps_row + cols2, mask=cols2 < hi, other=1.0).to(dtype),
-                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
-                best_w, best_w_id, best_t, best_t_id = race_update(
-                    cols3, t3, w3, 1.0 / tl.load(exps_row + cols3, mask=cols3 < hi, other=1.0).to(dtype),
-                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                best_w, best_w_id, best_t, best_t_id = race_tile(
+                    cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, 0, 0, 0, 0, exps_row, hi,
+                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
         bw = tl.max(best_w, axis=0)
         bw_id = tl.min(tl.where(best_w == bw, best_w_id, NO_ID), axis=0)
         bt = tl.max(best_t, axis=0)
