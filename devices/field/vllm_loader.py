@@ -1,0 +1,329 @@
+"""vLLM's rejection sampler without vLLM: its modules out of the pinned wheel.
+
+vLLM's full install is GBs of CUDA packages and its wheel alone (336 MiB) is
+over what the GPU box can carry. The sampler is a handful of Python files
+with Triton kernels. This loader
+
+1. fetches exactly those members of the vLLM 0.33.0 wheel on PyPI by HTTP
+   range requests (``remote_wheel``: the zip's central directory, then each
+   member — about 1 MiB of traffic, not 336 MiB), into a cache outside the
+   repository (``cache_dir()``);
+2. checks every member's sha256 against the wheel's own ``RECORD`` *and*
+   against the hashes pinned below (``RECORD`` itself is pinned too), on
+   every load, not only on download;
+3. executes them as the modules ``vllm.v1.sample.rejection_sampler`` and
+   friends over minimal stand-ins for what they import
+   (``_vllm_standins``: logging, the platform query, the Triton launcher;
+   absent features raise). The stand-ins are in ``sys.modules`` only while
+   the members execute; afterwards no ``vllm`` name is left behind.
+
+If vLLM 0.33.0 itself is installed, its modules are used instead (the same
+files; ``source`` says which). No vLLM code is in this repository.
+
+The members: ``vllm/v1/sample/rejection_sampler.py`` (the sampler and its
+Triton kernels), ``vllm/v1/sample/ops/topk_topp_sampler.py`` and
+``topk_topp_triton.py`` (``apply_top_k_top_p``: vLLM's top-k/top-p, the
+Triton "Qrita" kernels on a Triton host), ``vllm/v1/sample/metadata.py`` and
+``vllm/v1/spec_decode/metadata.py`` (the dataclasses it takes), and
+``vllm/v1/spec_decode/vocab_mapping.py`` (seed 001's ``VocabMapping``).
+
+For a machine without network (the GPU box), fetch here and carry the cache::
+
+    python -m devices.field.vllm_loader fetch --cache .carry/field/vllm-cache
+    # on the box:  export SPECSIM_VLLM_CACHE=$PWD/.carry/field/vllm-cache
+
+For same-run comparisons (``specsim bench``)::
+
+    from devices.field.vllm_loader import load_rejection_sampler
+    vllm = load_rejection_sampler()                 # compiled kernels (CUDA)
+    vllm.rejection_sampler.rejection_sample(...)    # vLLM's own function
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import importlib.metadata
+import os
+import pathlib
+import sys
+import threading
+import types
+from dataclasses import dataclass
+
+VLLM_VERSION = "0.33.0"
+WHEEL_FILENAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+WHEEL_URL = ("https://files.pythonhosted.org/packages/8b/a8/92e278093df40fde4c4bfd6572704bb8f398d6a2280d8c82cb5efaf12"
+             "047/" + WHEEL_FILENAME)
+WHEEL_SIZE = 336_361_138
+WHEEL_SHA256 = "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa"
+"""The index's hash of the whole wheel (for the record: the range reader never holds the whole file,
+so it checks the members instead, below)."""
+
+RECORD = "vllm-0.33.0.dist-info/RECORD"
+PINNED: dict[str, str] = {
+    RECORD: "a860951d44545b1b68c2d1484b9a03bbde52f6eae34850a6c22741c60ac386c4",
+    "vllm/v1/spec_decode/metadata.py": "a6696487b3c8823c119f601de81504341bdefefe95bafe673c1f570ab2028da8",
+    "vllm/v1/sample/metadata.py": "6582cfe1a240c7ddb975f0ef6dd7dcd28dcf0fc7670394390250013977aa7ffd",
+    "vllm/v1/sample/ops/topk_topp_triton.py": "6264a524884274824b65c3a3a91d4d34418561cde566c31879cb394acd85f2ef",
+    "vllm/v1/sample/ops/topk_topp_sampler.py": "a8234f8dc8180c7b7d2417d4d04ca4af25bd2761dc93332f7bd2993a19c2120f",
+    "vllm/v1/sample/rejection_sampler.py": "9f035dd0c5af33b29ffcc63e2192f7b2fb85f8a6b4ac89275ecb5698f7ca2ff1",
+    "vllm/v1/spec_decode/vocab_mapping.py": "563cdbcde7e199b0e5fe5d95bf82fa10b88299e8fdc0ad26d28aa70e3b22a516",
+}
+"""sha256 (hex) of each member used, as in the 0.33.0 wheel; checked on every load."""
+
+MODULES = [name for name in PINNED if name.endswith(".py")]
+"""The members executed, in dependency order."""
+
+CACHE_ENV = "SPECSIM_VLLM_CACHE"
+
+
+class VllmLoadError(RuntimeError):
+    """The sampler modules could not be fetched, verified or executed; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class VllmSampler:
+    """vLLM's sampler modules, loaded. ``source``: where they came from; ``mode``: ``"cuda"`` or ``"cpu"``
+    (Triton's interpreter)."""
+
+    version: str
+    source: str
+    mode: str
+    rejection_sampler: types.ModuleType
+    topk_topp_sampler: types.ModuleType
+    topk_topp_triton: types.ModuleType
+    sample_metadata: types.ModuleType
+    spec_decode_metadata: types.ModuleType
+    vocab_mapping: types.ModuleType
+
+
+def cache_dir() -> pathlib.Path:
+    """``$SPECSIM_VLLM_CACHE``, else ``$XDG_CACHE_HOME/specsim/vllm-0.33.0``, else ``~/.cache/...``."""
+    if os.environ.get(CACHE_ENV):
+        return pathlib.Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "specsim" / f"vllm-{VLLM_VERSION}"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record_hashes(record: bytes) -> dict[str, str]:
+    """RECORD lines ``path,sha256=<b64>,size`` → path → ``sha256=<b64>``."""
+    out = {}
+    for line in record.decode("utf-8").splitlines():
+        path, digest, _ = line.rsplit(",", 2)
+        out[path] = digest
+    return out
+
+
+def _verify(name: str, data: bytes, record: dict[str, str] | None) -> None:
+    from devices.field.remote_wheel import member_hash
+    if _sha256(data) != PINNED[name]:
+        raise VllmLoadError(f"{name}: sha256 {_sha256(data)} is not the pinned {PINNED[name]} of vLLM {VLLM_VERSION}; "
+                            "delete the cache entry and fetch again")
+    if record is not None and record.get(name) != member_hash(data):
+        raise VllmLoadError(f"{name}: hash {member_hash(data)} differs from the wheel's RECORD ({record.get(name)})")
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _cached(cache: pathlib.Path, name: str) -> bytes | None:
+    path = cache / name
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    return data if _sha256(data) == PINNED[name] else None
+
+
+def fetch(cache: pathlib.Path | None = None) -> pathlib.Path:
+    """Make sure every pinned member is in ``cache`` (default ``cache_dir()``), verified; download only what
+    is missing or corrupt. Returns the cache directory. Safe to run concurrently (atomic writes)."""
+    cache = pathlib.Path(cache) if cache is not None else cache_dir()
+    missing = [name for name in PINNED if _cached(cache, name) is None]
+    if missing:
+        from devices.field.remote_wheel import RemoteWheel, WheelFetchError
+        try:
+            wheel = RemoteWheel(WHEEL_URL, WHEEL_SIZE)
+            got = {name: wheel.read(name) for name in missing}
+        except WheelFetchError as e:
+            raise VllmLoadError(f"fetching vLLM {VLLM_VERSION}'s sampler members from {WHEEL_URL} failed: {e}. "
+                                f"Without network, fetch elsewhere and point {CACHE_ENV} at the copy "
+                                "(python -m devices.field.vllm_loader fetch --cache DIR)") from e
+        record_bytes = got.get(RECORD) or _cached(cache, RECORD)
+        _verify(RECORD, record_bytes, None)
+        record = _record_hashes(record_bytes)
+        for name, data in got.items():
+            _verify(name, data, None if name == RECORD else record)
+            _write_atomic(cache / name, data)
+    return cache
+
+
+def _installed_vllm() -> bool:
+    try:
+        return importlib.metadata.version("vllm") == VLLM_VERSION
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _module_name(member: str) -> str:
+    return member[:-3].replace("/", ".")
+
+
+def _execute_members(cache: pathlib.Path, platform: str) -> dict[str, types.ModuleType]:
+    from devices.field import _vllm_standins as standins
+    record = _record_hashes((cache / RECORD).read_bytes())
+    modules = standins.build(platform)
+    with standins.installed(modules):
+        for member in MODULES:
+            path = cache / member
+            data = path.read_bytes()
+            _verify(member, data, record)
+            name = _module_name(member)
+            module = types.ModuleType(name)
+            module.__file__ = str(path)    # Triton and inspect read kernel source from the file
+            module.__package__ = name.rpartition(".")[0]
+            modules[name] = module
+            sys.modules[name] = module
+            standins.link_parents(modules)
+            exec(compile(data, str(path), "exec"), module.__dict__)
+    return modules
+
+
+def interpreter_scalars_as_compiled() -> None:
+    """Make Triton's CPU interpreter treat vLLM's loop scalars as compiled Triton does.
+
+    Two gaps between the interpreter (3.6) and compiled kernels, both in loop plumbing:
+    a loaded scalar is a 1-element array that the interpreter turns into an int with
+    ``int(array)``, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"),
+    so ``for pos in range(num_draft_tokens)`` fails; and ``tl.range`` yields Python ints
+    where compiled Triton yields int32 tensors, so ``row_id.to(tl.int64)`` fails. For kernels
+    of vLLM's modules only (by ``__module__``, and the device functions they call), the interpreter gets ``__index__`` via
+    ``.item()`` and a ``tl.range`` yielding int32 scalars. No arithmetic of vLLM's or anybody's
+    changes; compiled kernels are untouched; other interpreted kernels see the interpreter as is.
+    """
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+    if getattr(interpreter._patch_lang, "specsim_vllm", False):
+        return
+    original = interpreter._patch_lang
+
+    def scalar(i: int):
+        return tl.core.tensor(interpreter.TensorHandle(np.array([i], dtype=np.int32), tl.int32), tl.int32)
+
+    inside = threading.local()   # a vLLM kernel's grid is running: its nested device calls get the fix too
+
+    def fix(scope) -> None:
+        plain_range = tl.range
+        scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0].item()))
+        scope.set_attr(tl, "range", lambda *args, **kwargs: (scalar(i) for i in plain_range(*args, **kwargs)))
+
+    def patch_lang(fn):
+        scope = original(fn)
+        if (getattr(fn, "__module__", None) or "").startswith("vllm.") and not getattr(inside, "vllm", False):
+            inside.vllm = True                       # the outermost call: its scope is restored at the end
+            restore = scope.restore
+
+            def restore_and_leave():
+                inside.vllm = False
+                restore()
+            scope.restore = restore_and_leave
+        if getattr(inside, "vllm", False):
+            fix(scope)
+        return scope
+
+    patch_lang.specsim_vllm = True
+    interpreter._patch_lang = patch_lang
+
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, VllmSampler] = {}
+
+
+def load_rejection_sampler(interpret: bool | None = None) -> VllmSampler:
+    """vLLM 0.33.0's sampler modules, compiled for the GPU (``interpret=False``) or under Triton's CPU
+    interpreter (``interpret=True``); None: the interpreter unless CUDA is available. Cached per mode.
+
+    Raises ``VllmLoadError`` (fetch, hash, Triton mode) with what to do.
+    """
+    import torch
+
+    from devices import triton_mode
+    if interpret is None:
+        interpret = not torch.cuda.is_available()
+    mode = "cpu" if interpret else "cuda"
+    with _LOCK:
+        if mode in _LOADED:
+            return _LOADED[mode]
+        why = triton_mode.conflict(interpret, f"vllm ({mode})")
+        if why:
+            raise VllmLoadError(why)
+        if not interpret and not torch.cuda.is_available():
+            raise VllmLoadError("vllm: compiled Triton kernels need a CUDA GPU; none is available "
+                                "(on CPU use the interpreter: interpret=True)")
+        triton_mode.enter(interpret, f"vllm ({mode})")
+        if interpret:
+            interpreter_scalars_as_compiled()
+        if _installed_vllm():
+            modules = {_module_name(m): importlib.import_module(_module_name(m)) for m in MODULES}
+            source = f"installed vllm {VLLM_VERSION}"
+        else:
+            cache = fetch()
+            modules = _execute_members(cache, mode)
+            source = f"{WHEEL_FILENAME} members, sha256-pinned, cache {cache}"
+        loaded = VllmSampler(
+            version=VLLM_VERSION, source=source, mode=mode,
+            rejection_sampler=modules["vllm.v1.sample.rejection_sampler"],
+            topk_topp_sampler=modules["vllm.v1.sample.ops.topk_topp_sampler"],
+            topk_topp_triton=modules["vllm.v1.sample.ops.topk_topp_triton"],
+            sample_metadata=modules["vllm.v1.sample.metadata"],
+            spec_decode_metadata=modules["vllm.v1.spec_decode.metadata"],
+            vocab_mapping=modules["vllm.v1.spec_decode.vocab_mapping"])
+        _LOADED[mode] = loaded
+        return loaded
+
+
+def load_vocab_mapping() -> type:
+    """vLLM 0.33.0's ``VocabMapping`` class (seed 001). It imports only torch and a logger, so it is
+    executed directly, without deciding this process's Triton mode."""
+    with _LOCK:
+        if "vocab" not in _LOADED:
+            cache = fetch()
+            from devices.field import _vllm_standins as standins
+            member = "vllm/v1/spec_decode/vocab_mapping.py"
+            data = (cache / member).read_bytes()
+            _verify(member, data, _record_hashes((cache / RECORD).read_bytes()))
+            module = types.ModuleType(_module_name(member))
+            module.__file__ = str(cache / member)
+            with standins.installed({"vllm": standins._module("vllm"),
+                                     "vllm.logger": standins._module("vllm.logger", init_logger=standins._Logger)}):
+                exec(compile(data, module.__file__, "exec"), module.__dict__)
+            _LOADED["vocab"] = module
+        return _LOADED["vocab"].VocabMapping
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devices.field.vllm_loader",
+                                     description=f"Fetch and verify vLLM {VLLM_VERSION}'s sampler members.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fetch", help="download the pinned members (range requests) into a cache and verify them")
+    f.add_argument("--cache", default=None, help=f"cache directory (default ${CACHE_ENV} or {cache_dir()})")
+    args = parser.parse_args(argv)
+    cache = fetch(pathlib.Path(args.cache) if args.cache else None)
+    for name in PINNED:
+        print(f"{PINNED[name][:16]}…  {name}")
+    print(f"vLLM {VLLM_VERSION}: {len(PINNED)} members verified in {cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
