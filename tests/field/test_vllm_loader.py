@@ -68,3 +68,18 @@ def test_a_server_ignoring_range_requests_is_refused(monkeypatch):
 @pytest.mark.parametrize("module", [remote_wheel, _vllm_standins], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module):
     assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_vllms_own_kernel_runs_in_the_interpreter_in_a_fresh_process(cache):
+    """``expand_batch_to_tokens`` (vLLM's ``expand_kernel``), loaded in a process of its own so this
+    one's Triton mode stays undecided: [a, b, c] with cu = [2, 5, 6] → [a, a, b, b, b, c]."""
+    import subprocess
+    code = ("import torch\n"
+            "from devices.field.vllm_loader import load_rejection_sampler\n"
+            "rs = load_rejection_sampler(interpret=True).rejection_sampler\n"
+            "x = rs.expand_batch_to_tokens(torch.tensor([7., 0., 9.]), torch.tensor([2, 5, 6], dtype=torch.int32), 6,"
+            " replace_from=0, replace_to=1)\n"
+            "print(x.tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[7.0, 7.0, 1.0, 1.0, 1.0, 9.0]"
