@@ -36,7 +36,7 @@ bitwise ops (the exact coin; the keyed Philox words via ``devices.torch_philox``
   is an ``amin`` over a dense ``[batch, max_k]`` gather of the flat flags.
 
 Heterogeneous vocabularies (TLI, seed 001) are drafted outside the device
-(``specsim.engine_ext.UniversalDraftProposer``); ``tli_draft_probs`` is the
+(``specsim.engine.proposers.UniversalDraftProposer``); ``tli_draft_probs`` is the
 on-device step a proposer would run on Ascend — constrain the draft logits to
 the intersection, renormalise, lay the row out in the target vocabulary.
 

@@ -32,6 +32,7 @@ from reference.target import target_probs
 from specsim.engine import (DraftModelProposer, EagleProposer, Engine, NgramProposer, SamplingParams,
                             SchedulerConfig, ToyLM)
 from specsim.engine.kv import BlockPool
+from specsim.engine.proposers import make_platform_proposer
 from specsim.stats import Budget, case_seed, gof_test, support_check
 from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
 
@@ -93,7 +94,6 @@ def proposers(target: ToyLM, kind: str, drafter_max_len: int | None = None):
         return {"draft": proposers(target, "draft", drafter_max_len), "ngram": NgramProposer(target.vocab_size),
                 "eagle-noprobs": EagleProposer(target.mixed(0.6, seed=12, **draft_max), use_probs=False)}
     if kind in ("ptd", "universal"):  # the seeds' platforms: parallel token drafting, heterogeneous vocabularies
-        from specsim.engine_ext import make_platform_proposer
         return make_platform_proposer(kind, target, seed=11)
     raise ValueError(kind)
 

@@ -10,6 +10,7 @@ import ast
 import doctest
 import importlib
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -56,3 +57,10 @@ DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "ref
 def test_docstring_examples_run(name):
     failures, _ = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert failures == 0
+
+
+def test_vocab_sits_below_the_engine():
+    """The engine's universal-draft proposer imports ``specsim.vocab``; vocab must not import the engine back."""
+    code = "import sys, specsim.vocab; print(sorted(m for m in sys.modules if m.startswith('specsim.engine')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", f"importing specsim.vocab loaded {out.stdout.strip()}"

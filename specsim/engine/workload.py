@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from reference.rng import ENGINE, stream_words
 from specsim.engine.engine import Engine
 from specsim.engine.models import ToyLM
-from specsim.engine.proposers import DraftModelProposer, EagleProposer, NgramProposer
+from specsim.engine.proposers import DraftModelProposer, EagleProposer, NgramProposer, make_platform_proposer
 from specsim.engine.scheduler import SchedulerConfig
 from specsim.engine.state import SamplingParams
 
@@ -61,8 +61,7 @@ def make_proposer(w: Workload, target: ToyLM):
         return EagleProposer(target.mixed(w.closeness, seed=w.seed + 2), use_probs=w.draft_probs)
     if w.proposer == "ngram":
         return NgramProposer(w.vocab_size)
-    if w.proposer in ("ptd", "universal"):  # the seeds' platforms (specsim/engine_ext)
-        from specsim.engine_ext import make_platform_proposer
+    if w.proposer in ("ptd", "universal"):  # the seeds' platforms
         return make_platform_proposer(w.proposer, target, seed=w.seed, closeness=w.closeness, draft_probs=w.draft_probs)
     return None
 

@@ -24,13 +24,15 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from reference.verify import verify
-from specsim.engine.models import ToyLM
 from specsim.vocab.tokenizers import ToyTokenizer
+
+if TYPE_CHECKING:   # any model with next_logits(tokens) serves; the engine's proposers import this package
+    from specsim.engine.models import ToyLM
 
 Drafter = Callable[[list, int], list]
 """``drafter(draft_context_ids, k) -> draft ids`` (at most k, greedy), in the draft vocabulary."""

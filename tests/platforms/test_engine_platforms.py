@@ -9,7 +9,7 @@ import pytest
 from devices.hpu_device import HpuDevice
 from devices.npu_device import NpuDevice
 from specsim.engine import Engine, SamplingParams, SchedulerConfig, ToyLM
-from specsim.engine_ext import PtdProposer, UniversalDraftProposer
+from specsim.engine.proposers import PtdProposer, UniversalDraftProposer
 from specsim.testing.reference_device import JudgedDevice
 from specsim.vocab import VocabMapping, random_tokenizer
 

@@ -11,7 +11,7 @@ from devices.npu_device import (NpuDevice, coin_accepts, keyed_exponentials, log
                                 uniform_parts)
 from reference.rng import exponential as ref_exponential
 from specsim.engine import Engine, SamplingParams, ToyLM
-from specsim.engine_ext import UniversalDraftProposer
+from specsim.engine.proposers import UniversalDraftProposer
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
 from specsim.testing.seeds import case_seed

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from specsim.engine.models import ToyLM
-from specsim.engine_ext.proposers import PtdProposer, UniversalDraftProposer
+from specsim.engine.proposers.ptd import PtdProposer
+from specsim.engine.proposers.universal import UniversalDraftProposer
 from specsim.vocab.mapping import VocabMapping
 from specsim.vocab.tokenizers import random_tokenizer
 

@@ -1,23 +1,14 @@
-"""Proposers for the seeds' platforms: universal draft (TLI, seed 001) and PTD (seed 002).
+"""Universal draft (TLI, seed 001): a draft model over its own vocabulary, drafting for the target's.
 
-Both follow ``specsim.engine.proposers.Proposer``: ``propose(requests, ks)``
-returns, per request, ``(token_ids [k'], draft_probs [k', V] or None)`` in the
-**target** vocabulary, or None. Drafting is keyed like the engine's draft
-model: draft ``j`` of the round at length ``L`` races its law against
-``S(seed, L, DRAFT, j)`` (SPEC §5.2), so proposals survive preemption.
+Its context is the target text re-tokenised by the draft tokenizer (or target
+ids mapped back, with a fallback); each draft's law is constrained to the
+intersection and renormalised (``VocabMapping.constrain``), the token drawn
+from it, and both the id and the law mapped to the target vocabulary — so
+the verifier gets exactly the law the draft was drawn from (lossless).
+Drafting is keyed like the engine's draft model: draft ``j`` of the round at
+length ``L`` races its law against ``S(seed, L, DRAFT, j)`` (SPEC §5.2), so
+proposals survive preemption.
 
-* ``UniversalDraftProposer``: a draft model over its own vocabulary. Its
-  context is the target text re-tokenised by the draft tokenizer (or target
-  ids mapped back, with a fallback); each draft's law is constrained to the
-  intersection and renormalised (``VocabMapping.constrain``), the token drawn
-  from it, and both the id and the law mapped to the target vocabulary — so
-  the verifier gets exactly the law the draft was drawn from (lossless).
-* ``PtdProposer``: K drafts from ONE pass: draft ``j``'s law is the drafter's
-  row after the context and ``j`` mask tokens (``reference.ptd.ptd_draft_rows``),
-  independent of the drafts before it. Acceptance falls with ``j``; the
-  engine's per-position ``acc_counts`` show it (seed 002's table).
-
->>> from specsim.engine.models import ToyLM
 >>> from specsim.engine.state import Request, SamplingParams
 >>> from specsim.vocab import VocabMapping, random_tokenizer
 >>> t_tok, d_tok = random_tokenizer("ab c", 5, seed=1), random_tokenizer("ab c", 7, seed=2, marker="▁")
@@ -34,20 +25,15 @@ from typing import Sequence
 import numpy as np
 
 from specsim.engine.models import ToyLM
+from specsim.engine.proposers.law import draft_law
 from specsim.engine.rng import draft_exponentials, race
 from specsim.engine.state import Request
 from specsim.vocab.mapping import VocabMapping
 
 
-def _law(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """``softmax(logits / T)`` ``[V]``; T = 0 gives the one-hot argmax (lowest id on ties)."""
-    if temperature == 0:
-        out = np.zeros_like(logits, dtype=np.float64)
-        out[int(np.argmax(logits))] = 1.0
-        return out
-    z = np.asarray(logits, np.float64) / temperature
-    z = np.exp(z - z.max())
-    return z / z.sum()
+def _row_law(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """One row's law ``[V]``; temperature 0 gives the one-hot argmax."""
+    return draft_law(np.asarray(logits, np.float64)[None, :], np.array([temperature]))[0]
 
 
 class UniversalDraftProposer:
@@ -100,9 +86,9 @@ class UniversalDraftProposer:
         for j in range(k):
             logits = self.draft.logits_at(np.array([key]), np.array([len(context) + j]))[0]
             if temperature == 0:            # greedy: argmax within the intersection
-                constrained = _law(np.where(self.mapping.in_intersection, logits, -np.inf), 0.0)
+                constrained = _row_law(np.where(self.mapping.in_intersection, logits, -np.inf), 0.0)
             else:
-                constrained = self.mapping.constrain(_law(logits, temperature))
+                constrained = self.mapping.constrain(_row_law(logits, temperature))
             if temperature == 0:
                 token = int(np.argmax(constrained))
             else:
@@ -111,49 +97,3 @@ class UniversalDraftProposer:
             rows[j] = self.mapping.to_target(constrained)
             key = int(self.draft.roll(np.array([key]), np.array([token]))[0])
         return ids, (rows if self.has_probs else None)
-
-
-class PtdProposer:
-    """Parallel token drafting: K drafts from one pass with ``mask`` tokens.
-
-    - ``draft``: a ``ToyLM`` over the target vocabulary; the mask token is its
-      pad digit ``V`` (never a real token), so the row after ``j`` masks is
-      ``table[key(context + [mask]·j)]``;
-    - ``use_probs``: False gives point proposals (argmax of each row).
-    """
-
-    name = "ptd"
-
-    def __init__(self, draft: ToyLM, *, use_probs: bool = True):
-        self.draft, self.has_probs = draft, use_probs
-        self.vocab_size = draft.vocab_size
-        self.mask_token_id = draft.vocab_size
-        self.max_len = draft.max_position if draft.max_position < (1 << 30) else None
-
-    def rows(self, request: Request, k: int) -> np.ndarray:
-        """The ``k`` draft laws ``[k, V]`` of one pass (``reference.ptd.ptd_draft_rows`` semantics)."""
-        key = self.draft.key_of(request.tokens)
-        length = request.num_tokens
-        out = np.zeros((k, self.vocab_size))
-        temperature = float(request.params.temperature)
-        for j in range(k):
-            out[j] = _law(self.draft.logits_at(np.array([key]), np.array([length + j]))[0], temperature)
-            key = int(self.draft.roll(np.array([key]), np.array([self.mask_token_id]))[0])
-        return out
-
-    def propose(self, requests: Sequence[Request], ks: np.ndarray) -> list:
-        out = []
-        for request, k in zip(requests, ks):
-            k = int(k)
-            rows = self.rows(request, k)
-            if request.params.temperature == 0 or not self.has_probs:
-                ids = np.argmax(rows, axis=1).astype(np.int64)
-            else:
-                noise = draft_exponentials(np.array([request.seed], np.uint64), np.array([request.num_tokens]),
-                                           np.arange(k), self.vocab_size)[0]          # [k, V]
-                ids = race(rows, noise).astype(np.int64)       # the rows are independent: one race each
-            out.append((ids, rows if self.has_probs else None))
-        return out
-
-
-__all__ = ["UniversalDraftProposer", "PtdProposer"]
