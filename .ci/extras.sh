@@ -4,3 +4,5 @@
 set -euo pipefail
 python -m pip install -q "triton==3.6.0"
 bash "$(dirname "$0")/install-chromium.sh"
+# HF transformers for its field adapter (devices/field/hf_transformers.py checks this exact release).
+python -m pip install -q "transformers==5.23.0"

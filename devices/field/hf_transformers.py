@@ -1,0 +1,162 @@
+"""The ``transformers`` device: HF transformers' own speculative-sampling step, one request per call.
+
+What runs is ``transformers.generation.utils._speculative_sampling`` (the
+acceptance test, the residual and the bonus draw of its assisted generation
+with ``do_sample=True``), imported from the installed package, version
+``PINNED_VERSION`` checked at load. Its target rows go through transformers'
+own ``TemperatureLogitsWarper``, ``TopKLogitsWarper`` and ``TopPLogitsWarper``
+in the order and with the arguments ``GenerationMixin._get_logits_processor``
+uses for ``do_sample=True`` (``min_tokens_to_keep=1``; a warper is added only
+when its parameter is active: temperature != 1, top_k != 0, top_p < 1), so
+SPEC §2 is checked against transformers' processors, not ours.
+
+What the adapter supplies, and nothing more:
+
+* **layout** — the ragged batch split into requests; for request i:
+  ``candidate_input_ids [1, K_i]`` (its drafts; the function reads only the
+  last ``K_i`` ids, so no prompt is needed), ``candidate_logits [1, K_i, V] =
+  log(draft_probs)`` (the function takes the assistant's *logits* and
+  softmaxes them; ``log`` of a probability row softmaxes back to it, zeros to
+  ``-inf`` and so to 0), ``new_logits [1, K_i + 1, V]`` the processed target
+  rows in float32 (``_assisted_decoding`` casts them with ``.float()``);
+  the output ``valid_tokens`` and ``n_matches`` put back in SPEC §7's layout;
+* **the randomness hook** — transformers draws from the *global* torch CPU
+  generator (``torch.rand_like``, ``torch.multinomial``). Per request the
+  adapter seeds that generator with ``request_seed(seed, position)`` inside
+  ``torch.random.fork_rng``, which saves and restores its state, so the
+  caller's global RNG is neither read nor advanced (L2) and a request's
+  tokens depend on its own seed and position only (``rng="seeded"``);
+* **the input rules** of SPEC §6 (``devices._validate.check_call``) before
+  anything runs, and ``UnsupportedCall`` for what transformers' function does
+  not do (below).
+
+Declared honestly:
+
+* ``draft_probs=True`` — the function needs the assistant's distribution;
+  ``point_proposals=False`` — without it transformers takes another path
+  (``do_sample`` sampling of the target and a token match, no
+  ``_speculative_sampling``);
+* ``greedy=False`` — greedy verification is inline code of
+  ``_assisted_decoding`` (an argmax match), not a function the adapter could
+  call; copying it would test the adapter (``specsim.engines``' end-to-end
+  check covers transformers' greedy path token for token through ``generate``);
+* ``injected_noise=False`` — the function's coin and draw are torch calls on
+  the global generator, with no hook for given uniforms or exponentials;
+* ``top_k``, ``top_p``: through transformers' warpers, as above;
+* ``dtypes=("float32",)`` — the dtype transformers computes the step in.
+* Not adapted: placeholder draft ids (-1) are passed through as they come;
+  transformers has no such notion (SPEC §4 says they are always rejected), so
+  whatever it does with one is its behaviour, recorded by the suite.
+
+>>> import numpy as np
+>>> from devices.protocol import VerifyBatch
+>>> device = make_device()
+>>> batch = VerifyBatch(np.array([1]), np.array([0]), np.array([[1.0, 0.0]], np.float32),
+...     np.log(np.array([[1.0, 1e-30], [0.5, 0.5]], np.float32)), np.ones(1), np.zeros(1, np.int64),
+...     np.ones(1), np.array([7], np.uint64), np.array([3]))
+>>> out = device.verify(batch)                       # t(0) = 1 = d(0): the draft is always accepted
+>>> out.num_accepted.tolist(), out.output_token_ids[0, 0].item()
+([1], 0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from devices._validate import check_call
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
+
+PINNED_VERSION = "5.23.0"
+"""The transformers release this adapter was written against and checked with; others are refused."""
+
+CAPABILITIES = Capabilities(injected_noise=False, rng="seeded", max_vocab_size=262_144, max_k=64,
+                            greedy=False, draft_probs=True, point_proposals=False, top_k=True, top_p=True,
+                            dtypes=("float32",))
+
+
+def request_seed(seed: int, position: int) -> int:
+    """The torch seed of one request's step: a hash of (seed, position), 63 bits.
+
+    >>> request_seed(7, 3) == request_seed(7, 3), request_seed(7, 3) == request_seed(7, 4)
+    (True, False)
+    """
+    digest = hashlib.blake2b(f"{int(seed)}/{int(position)}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class TransformersDevice:
+    """``_speculative_sampling`` of the pinned transformers, one request per call (see the module docstring)."""
+
+    name = "transformers"
+    capabilities = CAPABILITIES
+
+    def __init__(self, transformers_module):
+        import torch
+        from transformers.generation import logits_process as lp
+        from transformers.generation.utils import _speculative_sampling
+
+        self.version = transformers_module.__version__
+        self._torch = torch
+        self._lp = lp
+        self._speculative_sampling = _speculative_sampling
+
+    def processors(self, temperature: float, top_k: int, top_p: float):
+        """transformers' warpers for one request, as ``_get_logits_processor`` builds them for sampling."""
+        lp = self._lp
+        chain = lp.LogitsProcessorList()
+        if temperature != 1.0:
+            chain.append(lp.TemperatureLogitsWarper(temperature))
+        if top_k != 0:
+            chain.append(lp.TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
+        if top_p < 1.0:
+            chain.append(lp.TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
+        return chain
+
+    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
+        """One step, request by request (batch 1 is what transformers' function serves)."""
+        if noise is not None:
+            raise UnsupportedCall("injected_noise (transformers draws from torch's generator; no hook for given noise)")
+        check_call(batch, noise, self.capabilities)
+        if batch.draft_probs is None:
+            raise UnsupportedCall("point_proposals (transformers' speculative sampling needs draft_probs)")
+        if (batch.temperature == 0).any():
+            raise UnsupportedCall("greedy (transformers verifies greedy drafts inline in _assisted_decoding)",
+                                  int(np.flatnonzero(batch.temperature == 0)[0]))
+        cu = batch.request_offsets()
+        out = np.full((batch.batch_size, batch.max_k + 1), PLACEHOLDER_TOKEN_ID, dtype=np.int64)
+        accepted = np.zeros(batch.batch_size, dtype=np.int64)
+        for i in range(batch.batch_size):
+            tokens = self._one_request(batch, i, int(cu[i]), int(cu[i + 1]))
+            out[i, : len(tokens)] = tokens
+            accepted[i] = len(tokens) - 1
+        return VerifyOutput(out, accepted)
+
+    def _one_request(self, batch: VerifyBatch, i: int, start: int, stop: int) -> list[int]:
+        """Request i's emitted tokens: its rows through transformers' warpers and ``_speculative_sampling``."""
+        torch = self._torch
+        k = stop - start
+        target = torch.from_numpy(np.ascontiguousarray(batch.target_logits[start + i: stop + i + 1]))
+        target = self.processors(float(batch.temperature[i]), int(batch.top_k[i]), float(batch.top_p[i]))(
+            None, target.float())[None]                                           # [1, K + 1, V]
+        with np.errstate(divide="ignore"):
+            draft_logits = torch.from_numpy(np.log(batch.draft_probs[start:stop]).astype(np.float32))[None]  # [1, K, V]
+        drafts = torch.from_numpy(batch.draft_token_ids[start:stop].astype(np.int64))[None]                   # [1, K]
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(request_seed(batch.seeds[i], batch.positions[i]))
+            valid, _ = self._speculative_sampling(drafts, draft_logits, k, target)
+        return valid.reshape(-1).tolist()
+
+
+def make_device() -> TransformersDevice:
+    """The device, if the pinned transformers is importable; otherwise a clear ImportError."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise ImportError(f"the transformers device needs transformers=={PINNED_VERSION} "
+                          f"(pip install transformers=={PINNED_VERSION}): {e}") from e
+    if transformers.__version__ != PINNED_VERSION:
+        raise ImportError(f"the transformers device is checked against transformers {PINNED_VERSION}, "
+                          f"found {transformers.__version__}; install transformers=={PINNED_VERSION}")
+    return TransformersDevice(transformers)

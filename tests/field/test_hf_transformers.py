@@ -1,0 +1,66 @@
+"""The ``transformers`` device: HF transformers' ``_speculative_sampling`` under the suite (issue 10).
+
+CI runs the groups that fit a batch-1 sampler at ~0.5 ms a request: every L1
+group (not_supported: no injected noise, not Philox — declared), L2-rng and
+input-rules at full size, and L3 at ``--quick`` sizes (~20k requests). The
+full L3 group (~1.2M requests at the default budget) runs as a sharded
+campaign (``specsim campaign``), recorded in ``docs/field.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+from devices.field import hf_transformers  # noqa: E402
+from devices.protocol import UnsupportedCall, VerifyBatch  # noqa: E402
+
+CI_GROUPS = "L1-injected,L1-keyed,L1-edges,L1-volume,L2-rng,input-rules"
+
+
+def _batch(temperature: float = 1.0, draft_probs: bool = True) -> VerifyBatch:
+    rng = np.random.default_rng(0)
+    rows = rng.random((2, 6)).astype(np.float32)
+    return VerifyBatch(np.array([2]), np.array([1, 4]), rows / rows.sum(1, keepdims=True) if draft_probs else None,
+                       rng.normal(size=(3, 6)).astype(np.float32), np.array([temperature]),
+                       np.zeros(1, np.int64), np.ones(1), np.array([5], np.uint64), np.array([9]))
+
+
+def test_conform_by_its_registered_name_passes_the_ci_groups(tmp_path):
+    """``specsim conform --device transformers`` (the entry point) on the groups CI runs: exit 0."""
+    out = subprocess.run([sys.executable, "-m", "specsim.cli", "conform", "--device", "transformers",
+                          "--groups", CI_GROUPS, "--in-process", "--out", str(tmp_path), "--no-report"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    checks = {c["name"]: c["status"] for c in json.loads((tmp_path / "conformance.json").read_text())["checks"]}
+    assert checks["L2/global-rng-untouched"] == "pass"   # fork_rng around the adapter's seeding
+    assert checks["L2/determinism"] == "pass"
+    assert checks["L1/injected"] == "not_supported"
+
+
+def test_statistical_group_at_quick_sizes_passes():
+    from specsim.conformance.runner import Context, run_conformance
+    results = run_conformance(hf_transformers.make_device(), Context(quick=True), ["L3-statistical"])
+    statuses = {r.status for r in results}
+    assert statuses <= {"pass", "not_supported"}, [r.name + ": " + r.detail for r in results if r.status != "pass"][:3]
+    assert sum(r.status == "pass" for r in results) > 50
+
+
+def test_declared_limits_are_unsupported_calls():
+    device = hf_transformers.make_device()
+    with pytest.raises(UnsupportedCall, match="greedy"):
+        device.verify(_batch(temperature=0.0))
+    with pytest.raises(UnsupportedCall, match="point_proposals"):
+        device.verify(_batch(draft_probs=False))
+
+
+def test_another_transformers_version_is_refused(monkeypatch):
+    monkeypatch.setattr(transformers, "__version__", "0.0.1")
+    with pytest.raises(ImportError, match=hf_transformers.PINNED_VERSION):
+        hf_transformers.make_device()
