@@ -51,6 +51,11 @@ value of ``VerifyOutput.output_token_ids``."""
 
 RngKind = Literal["philox", "seeded", "none"]
 
+TREE_SCHEMES = ("greedy", "rrs", "sglang")
+"""Tree verification a device may declare (SPEC §11): greedy (§11.2, the batch's T = 0
+requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
+sampling with thresholds (§11.4)."""
+
 
 class InvalidInput(ValueError):
     """Bad input: the message names the argument and the rule it broke."""
@@ -89,6 +94,10 @@ class Capabilities:
       (numpy arrays of the ``ml_dtypes`` package's dtype), float32, float64;
       ``draft_probs`` are the logits' dtype, or float32 with 16-bit logits
       (SPEC §6). An undeclared dtype raises ``UnsupportedCall``.
+    - ``tree_schemes``: the tree verification of SPEC §11 the device serves
+      through ``verify_tree``, of ``"greedy"`` (T = 0 requests), ``"rrs"`` and
+      ``"sglang"``; empty (the default): no ``verify_tree``. A tree batch
+      needing an undeclared one raises ``UnsupportedCall``.
     """
 
     injected_noise: bool
@@ -101,6 +110,7 @@ class Capabilities:
     top_k: bool = True
     top_p: bool = True
     dtypes: tuple[str, ...] = ("float32", "float64")
+    tree_schemes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.rng not in ("philox", "seeded", "none"):
@@ -111,6 +121,9 @@ class Capabilities:
             if d not in ("float16", "bfloat16", "float32", "float64"):
                 raise InvalidInput("capabilities.dtypes: each must be 'float16', 'bfloat16', 'float32' or "
                                    f"'float64', got {d!r}")
+        for s in self.tree_schemes:
+            if s not in TREE_SCHEMES:
+                raise InvalidInput(f"capabilities.tree_schemes: each must be one of {TREE_SCHEMES}, got {s!r}")
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -203,6 +216,96 @@ class VerifyOutput:
         return [int(t) for t in self.output_token_ids[i, : int(self.num_accepted[i]) + 1]]
 
 
+@dataclass(frozen=True)
+class TreeBatch:
+    """One tree verification step (SPEC §11) for a ragged batch; §1's layout with nodes for drafts.
+
+    Worked example — request 0 drafts ``root → a → c`` and ``root → b → d``, request 1 nothing::
+
+        num_nodes       = [4, 0]
+        parents         = [-1, -1, 0, 1]      # request-local: -1 is the root (the context)
+        draft_token_ids = [a, b, c, d]
+        target_logits rows: 0 root, 1 after a, 2 after b, 3 after c, 4 after d | 5 request 1 root
+
+    - ``num_nodes``: ``[batch]`` int64, N_i >= 0.
+    - ``parents``: ``[num_nodes_total]`` int64; node n of request i at ``cu[i] + n`` has parent
+      -1 or a node in [0, n). Siblings are tried in node order.
+    - ``draft_token_ids``: ``[num_nodes_total]`` int64, in [0, V) or ``PLACEHOLDER_TOKEN_ID``.
+    - ``draft_probs``: ``[num_nodes_total, V]`` float, the law each node was drawn from given
+      its path and its earlier siblings (with replacement: the parent's drafter row; without:
+      that row less the earlier siblings, renormalised); or None (point proposals, top-k trees).
+    - ``target_logits``: ``[num_nodes_total + batch, V]`` float; request i's row ``cu[i] + i`` is
+      its root row, ``cu[i] + i + 1 + n`` the row after node n (a leaf's: its bonus row).
+    - ``temperature``, ``top_k``, ``top_p``, ``seeds``, ``positions``: as ``VerifyBatch``.
+    - ``scheme``: ``"rrs"`` or ``"sglang"``, for the requests with T > 0 (T = 0: greedy).
+    - ``threshold_single``, ``threshold_acc``: in [0, 1], read by ``"sglang"``; 1 is lossless.
+    """
+
+    num_nodes: np.ndarray
+    parents: np.ndarray
+    draft_token_ids: np.ndarray
+    draft_probs: np.ndarray | None
+    target_logits: np.ndarray
+    temperature: np.ndarray
+    top_k: np.ndarray
+    top_p: np.ndarray
+    seeds: np.ndarray | None = None
+    positions: np.ndarray | None = None
+    scheme: str = "rrs"
+    threshold_single: float = 1.0
+    threshold_acc: float = 1.0
+
+    @property
+    def batch_size(self) -> int:
+        return int(len(self.num_nodes))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target_logits.shape[-1])
+
+    def request_offsets(self) -> np.ndarray:
+        """``[batch + 1]`` exclusive cumsum of ``num_nodes``."""
+        return np.concatenate([[0], np.cumsum(self.num_nodes)]).astype(np.int64)
+
+    def depths(self) -> np.ndarray:
+        """``[num_nodes_total]`` each node's depth (1 under the root); parents assumed valid.
+
+        >>> TreeBatch(np.array([4, 0]), np.array([-1, -1, 0, 1]), np.zeros(4, int), None,
+        ...           np.zeros((6, 3)), np.ones(2), np.zeros(2, int), np.ones(2)).depths().tolist()
+        [1, 1, 2, 2]
+        """
+        out = np.zeros(len(self.parents), np.int64)
+        for start, stop in zip(self.request_offsets()[:-1], self.request_offsets()[1:]):
+            for n in range(stop - start):
+                p = int(self.parents[start + n])
+                out[start + n] = 1 if p < 0 else out[start + p] + 1
+        return out
+
+    def schemes_needed(self) -> set[str]:
+        """The ``Capabilities.tree_schemes`` entries this batch needs."""
+        t = np.asarray(self.temperature)
+        return ({"greedy"} if (t == 0).any() else set()) | ({self.scheme} if (t > 0).any() else set())
+
+
+@dataclass(frozen=True)
+class TreeOutput:
+    """The result of one tree step (SPEC §11.7).
+
+    - ``output_token_ids``: ``[batch, D + 1]`` int64 (D: the batch's largest depth): the accepted
+      path's tokens, then the emitted token, then ``PLACEHOLDER_TOKEN_ID``.
+    - ``num_accepted``: ``[batch]`` int64.
+    - ``accepted_nodes``: ``[batch, D]`` int64, the accepted path's request-local node ids, then -1.
+    """
+
+    output_token_ids: np.ndarray
+    num_accepted: np.ndarray
+    accepted_nodes: np.ndarray
+
+    def emitted(self, i: int) -> list[int]:
+        """Request ``i``'s emitted tokens, without padding."""
+        return [int(t) for t in self.output_token_ids[i, : int(self.num_accepted[i]) + 1]]
+
+
 @runtime_checkable
 class Device(Protocol):
     """A verification device. ``verify`` must not mutate its arguments.
@@ -212,6 +315,10 @@ class Device(Protocol):
     ``capabilities.rng`` declares, keyed by ``batch.seeds``/``batch.positions``.
     Raise ``InvalidInput`` for input breaking SPEC §6, ``UnsupportedCall`` for
     a call outside the declared capabilities.
+
+    Optional: a device declaring ``capabilities.tree_schemes`` also has
+    ``verify_tree(batch: TreeBatch, noise: Noise | None = None) -> TreeOutput``
+    (SPEC §11; noise as §5.1 with one coin per node). Without it, nothing else changes.
     """
 
     name: str
@@ -222,5 +329,5 @@ class Device(Protocol):
 
 __all__ = [
     "PLACEHOLDER_TOKEN_ID", "InvalidInput", "UnsupportedCall", "Capabilities",
-    "VerifyBatch", "Noise", "VerifyOutput", "Device",
+    "VerifyBatch", "Noise", "VerifyOutput", "Device", "TREE_SCHEMES", "TreeBatch", "TreeOutput",
 ]

@@ -44,11 +44,11 @@ def test_devices_never_import_the_reference(path):
 
 def test_reference_stays_small_enough_to_audit():
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "reference").glob("*.py"))
-    assert lines <= 1300, f"reference/ has {lines} lines; the ground truth must stay auditable"
+    assert lines <= 1650, f"reference/ has {lines} lines; the ground truth must stay auditable"
 
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
-                   "reference.verify", "reference.exact", "reference.laws", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
+                   "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "specsim.testing.batches",
                    "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs",
                    "specsim.commands.bench"]
 
