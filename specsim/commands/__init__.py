@@ -12,4 +12,5 @@ COMMANDS = {
     "simulate": "specsim.commands.simulate",
     "bench": "specsim.commands.bench",
     "report": "specsim.commands.report",
+    "campaign": "specsim.commands.campaign",
 }

@@ -46,6 +46,8 @@ QUICK_TRIALS = 1500
 PIT_TRIALS = 800
 QUICK_PIT_TRIALS = 100
 MAX_TRIALS = 2_000_000
+SHARD_TRIALS = 20_000
+"""Trials of one shard (``shard_sizes``); part of the draw, so changing it changes the suite's samples."""
 
 
 @dataclass
@@ -146,7 +148,27 @@ def make_plan(alpha_family: float, quick: bool, cases=CASES) -> Plan:
     return Plan(plans, budget, quick)
 
 
-# --------------------------------------------------------------------------- sampling trials
+# --------------------------------------------------------------------------- shards of trials
+
+def shard_sizes(plan: CasePlan, shard_trials: int = SHARD_TRIALS) -> list[int]:
+    """The trials of each shard of a case: ``shard_trials`` each, the last one the rest.
+
+    A shard is a pure function of (suite seed, case, shard index) and its
+    size; merging shards is exact addition of integer counts, so the verdict
+    is the same whatever ran them, in whatever order (``specsim.campaign``).
+
+    >>> plan = CasePlan(CASES[0], None, 2 * SHARD_TRIALS + 5)
+    >>> shard_sizes(plan) == [SHARD_TRIALS, SHARD_TRIALS, 5]
+    True
+    """
+    full, rest = divmod(plan.trials, shard_trials)
+    return [shard_trials] * full + ([rest] if rest else [])
+
+
+def shard_seed(suite_seed: int, case_id: str, index: int) -> int:
+    """The seed of one shard's drafts, request seeds and positions: (suite seed, case, index) alone."""
+    return stats.case_seed(suite_seed, case_id, "shard", index)
+
 
 def _sample_drafts(rng: np.random.Generator, rows: np.ndarray, n: int) -> np.ndarray:
     """``[n, K]`` draft ids, column j drawn from ``rows[j]`` (``[K, V]``) by inverse CDF."""
@@ -158,19 +180,44 @@ def _sample_drafts(rng: np.random.Generator, rows: np.ndarray, n: int) -> np.nda
     return out
 
 
+def _floats_per_trial(built: Built) -> int:
+    return built.target_logits.size + (0 if built.case.point else built.draft_rows.size)
+
+
+def _tiles(built: Built, dtype_name: str, n: int) -> tuple:
+    """The parts of ``n`` trials' batch that every call of a case repeats, built once and read-only.
+
+    At a real vocabulary the logits and draft rows are nearly all of what
+    crosses the protocol (``n × (rows + B + K) × V`` floats); tiling them anew
+    for every call would cost more than many devices' step. Returns
+    ``(num_draft_tokens [n·B], draft_probs [n·K, V] | None, target_logits
+    [n·(K+B), V], temperature [n·B], top_k [n·B], top_p [n·B])``.
+    """
+    cache = built.__dict__.setdefault("_tiles", {})  # at most two sizes: the full call and a shard's last one
+    if (dtype_name, n) in cache:
+        return cache[(dtype_name, n)]
+    dtype = np.dtype(dtype_name)
+    parts = (np.tile(built.num_draft_tokens, n),
+             None if built.case.point else np.tile(built.draft_rows.astype(dtype), (n, 1)),
+             np.tile(built.target_logits.astype(dtype), (n, 1)),
+             np.tile(built.temperature, n), np.tile(built.top_k, n), np.tile(built.top_p, n))
+    for a in parts:
+        if a is not None:
+            a.flags.writeable = False  # a device must not mutate its input; a shared tile would carry it over
+    if len(cache) >= 2:
+        cache.pop(next(iter(cache)))
+    cache[(dtype_name, n)] = parts
+    return parts
+
+
 def _trial_batch(built: Built, drafts: list, rng: np.random.Generator, n: int, dtype) -> VerifyBatch:
     """``n`` copies of the template, request-major inside a trial, each request with its own seed and position."""
     B = len(built.num_draft_tokens)
     ids = np.concatenate([d for d in drafts], axis=1) if drafts else np.zeros((n, 0), np.int64)
-    point = built.case.point
+    k, draft_probs, logits, temperature, top_k, top_p = _tiles(built, np.dtype(dtype).name, n)
     return VerifyBatch(
-        num_draft_tokens=np.tile(built.num_draft_tokens, n),
-        draft_token_ids=ids.reshape(-1),
-        draft_probs=None if point else np.tile(built.draft_rows.astype(dtype), (n, 1)),
-        target_logits=np.tile(built.target_logits.astype(dtype), (n, 1)),
-        temperature=np.tile(built.temperature, n),
-        top_k=np.tile(built.top_k, n),
-        top_p=np.tile(built.top_p, n),
+        num_draft_tokens=k, draft_token_ids=ids.reshape(-1), draft_probs=draft_probs, target_logits=logits,
+        temperature=temperature, top_k=top_k, top_p=top_p,
         seeds=rng.integers(0, 2**64, size=n * B, dtype=np.uint64),
         positions=rng.integers(0, 2**31, size=n * B, dtype=np.int64),
     )
@@ -178,35 +225,101 @@ def _trial_batch(built: Built, drafts: list, rng: np.random.Generator, n: int, d
 
 @dataclass
 class Tally:
-    """What the trials of one case produced, per request."""
+    """What trials of one case produced: integer counts only, so shards merge by addition.
 
-    counts: dict = field(default_factory=dict)       # (i, j) -> [V] counts of the token emitted at j
-    tokens: dict = field(default_factory=dict)       # (i, j) -> list of token arrays (PIT case)
-    accepted: dict = field(default_factory=dict)     # i -> [K_i + 1] counts of num_accepted
-    structural: dict = field(default_factory=dict)   # i -> list of exact-violation strings
+    - ``counts``: (i, j) -> ``[V]`` int64, the token request i emitted at position j;
+    - ``accepted``: i -> ``[K_i + 1]`` int64, its ``num_accepted``;
+    - ``violations``: (i, what) -> int, trials breaking an exact rule (no α);
+    - ``examples``: (i, what) -> str, one instance, from the lowest shard that saw one;
+    - ``n``: trials.
+
+    >>> a, b = Tally(n=2), Tally(n=3)
+    >>> a.violations[(0, "pos0: tokens outside [0, V)")] = 1; a.examples[(0, "pos0: tokens outside [0, V)")] = "[9]"
+    >>> merged = Tally.merged([a, b]); merged.n, merged.describe(0)
+    (5, ['pos0: tokens outside [0, V): 1 trials (e.g. [9])'])
+    """
+
+    counts: dict = field(default_factory=dict)
+    accepted: dict = field(default_factory=dict)
+    violations: dict = field(default_factory=dict)
+    examples: dict = field(default_factory=dict)
     n: int = 0
 
+    def add(self, other: "Tally") -> None:
+        """Add ``other``'s counts to these (``other`` from a later shard: examples already here are kept)."""
+        for key, c in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + c
+        for key, c in other.accepted.items():
+            self.accepted[key] = self.accepted.get(key, 0) + c
+        for key, c in other.violations.items():
+            self.violations[key] = self.violations.get(key, 0) + c
+            self.examples.setdefault(key, other.examples.get(key, ""))
+        self.n += other.n
 
-def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens: bool) -> None:
+    @classmethod
+    def merged(cls, tallies) -> "Tally":
+        """The exact sum of shard tallies given in shard-index order."""
+        out = cls()
+        for t in tallies:
+            out.add(t)
+        return out
+
+    def violate(self, i: int, what: str, trials: int, example: str) -> None:
+        self.violations[(i, what)] = self.violations.get((i, what), 0) + int(trials)
+        self.examples.setdefault((i, what), example)
+
+    def describe(self, i: int) -> list[str]:
+        """Request i's exact-rule violations, one line each."""
+        return [f"{what}: {c} trials (e.g. {self.examples.get((j, what), '')})"
+                for (j, what), c in self.violations.items() if j == i]
+
+    def to_json(self) -> dict:
+        """Sparse integer counts: ``{"counts": {"i,j": [[ids], [counts]]}, ...}``."""
+        def sparse(c):
+            c = np.asarray(c)
+            nz = np.flatnonzero(c)
+            return [int(c.size), nz.tolist(), c[nz].astype(np.int64).tolist()]
+        return {"n": self.n,
+                "counts": {f"{i},{j}": sparse(c) for (i, j), c in self.counts.items()},
+                "accepted": {str(i): sparse(c) for i, c in self.accepted.items()},
+                "violations": [[i, what, c, self.examples.get((i, what), "")]
+                               for (i, what), c in self.violations.items()]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Tally":
+        def dense(v):
+            out = np.zeros(v[0], np.int64)
+            out[np.asarray(v[1], np.int64)] = v[2]
+            return out
+        t = cls(n=int(doc["n"]))
+        t.counts = {tuple(int(x) for x in k.split(",")): dense(v) for k, v in doc["counts"].items()}
+        t.accepted = {int(k): dense(v) for k, v in doc["accepted"].items()}
+        for i, what, c, example in doc["violations"]:
+            t.violations[(int(i), what)] = int(c)
+            t.examples[(int(i), what)] = example
+        return t
+
+
+def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int) -> None:
     B = len(built.num_draft_tokens)
     V = built.target_logits.shape[1]
     width = int(built.num_draft_tokens.max()) + 1
     ids = np.asarray(out.output_token_ids).reshape(n, B, -1)
     acc = np.asarray(out.num_accepted).reshape(n, B)
     for i, r in enumerate(built.case.requests):
-        bad = t.structural.setdefault(i, [])
         m = acc[:, i]
         if ids.shape[2] != width:
-            bad.append(f"output width {ids.shape[2]}, expected {width}")
+            t.violate(i, "output width", n, f"{ids.shape[2]}, expected {width}")
             continue
-        if (m < 0).any() or (m > r.k).any():
-            bad.append(f"num_accepted outside 0..{r.k}: {sorted(set(m[(m < 0) | (m > r.k)].tolist()))[:5]}")
+        outside = (m < 0) | (m > r.k)
+        if outside.any():
+            t.violate(i, f"num_accepted outside 0..{r.k}", int(outside.sum()), str(sorted(set(m[outside].tolist()))[:5]))
             m = np.clip(m, 0, r.k)
         d = drafts[i]
         row_ids = ids[:, i, :]
-        pad = (np.arange(width)[None, :] > m[:, None]) & (row_ids != PLACEHOLDER_TOKEN_ID)
+        pad = ((np.arange(width)[None, :] > m[:, None]) & (row_ids != PLACEHOLDER_TOKEN_ID)).any(axis=1)
         if pad.any():
-            bad.append(f"{int(pad.any(axis=1).sum())} trials have tokens after the last emitted one")
+            t.violate(i, "tokens after the last emitted one", int(pad.sum()), str(row_ids[np.argmax(pad)].tolist()))
         for j in range(r.k + 1):
             emitted = m >= j
             tok = row_ids[emitted, j]
@@ -214,16 +327,17 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens:
                 acc_here = m > j
                 wrong = row_ids[acc_here, j] != d[acc_here, j]
                 if wrong.any():
-                    bad.append(f"pos{j}: {int(wrong.sum())} accepted tokens differ from the draft")
+                    first = int(np.argmax(wrong))
+                    t.violate(i, f"pos{j}: accepted tokens differ from the draft", int(wrong.sum()),
+                              f"emitted {int(row_ids[acc_here, j][first])}, drafted {int(d[acc_here, j][first])}")
             out_of_range = (tok < 0) | (tok >= V)
             if out_of_range.any():
-                bad.append(f"pos{j}: {int(out_of_range.sum())} tokens outside [0, V): {np.unique(tok[out_of_range])[:5].tolist()}")
+                t.violate(i, f"pos{j}: tokens outside [0, V)", int(out_of_range.sum()),
+                          str(np.unique(tok[out_of_range])[:5].tolist()))
                 tok = tok[~out_of_range]
             if r.temperature == 0:
                 continue
             t.counts[(i, j)] = t.counts.get((i, j), 0) + np.bincount(tok, minlength=V)
-            if keep_tokens:
-                t.tokens.setdefault((i, j), []).append(tok)
         if r.temperature == 0:  # the deterministic greedy path from the drafts
             logits = built.target_logits[[built.target_row(i, j) for j in range(r.k + 1)]]
             best = np.argmax(logits, axis=1)
@@ -232,8 +346,9 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int, keep_tokens:
             wrong = (m != expect_m) | (row_ids[np.arange(n), expect_m] != best[expect_m])
             if wrong.any():
                 first = int(np.flatnonzero(wrong)[0])
-                bad.append(f"greedy: {int(wrong.sum())} trials off the argmax path (e.g. accepted {int(m[first])}, "
-                           f"expected {int(expect_m[first])}, emitted {row_ids[first].tolist()}, argmax {best.tolist()})")
+                t.violate(i, "greedy: trials off the argmax path", int(wrong.sum()),
+                          f"accepted {int(m[first])}, expected {int(expect_m[first])}, "
+                          f"emitted {row_ids[first].tolist()}, argmax {best.tolist()}")
         if r.k:
             t.accepted[i] = t.accepted.get(i, 0) + np.bincount(m, minlength=r.k + 1)[: r.k + 1]
 
@@ -263,17 +378,21 @@ def _verify_in_parts(device, batch: VerifyBatch, built: Built, n: int, per_call:
     return VerifyOutput(np.concatenate(ids), np.concatenate(acc))
 
 
-def run_trials(device, plan: CasePlan, seed: int) -> Tally:
-    """Run ``plan.trials`` trials of the case through ``device`` in chunks; tally the outputs."""
+def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials: int = SHARD_TRIALS) -> Tally:
+    """Shard ``index`` of a case through ``device``: its trials in calls of at most ``MAX_FLOATS_PER_CALL``.
+
+    Everything drawn here comes from ``shard_seed(suite_seed, case, index)``,
+    so the shard's counts depend on nothing else (not on which worker runs it).
+    """
     built = plan.built
-    rng = np.random.default_rng(seed)
+    trials = shard_sizes(plan, shard_trials)[index]
+    rng = np.random.default_rng(shard_seed(suite_seed, plan.case.id, index))
     dtype = np.float32 if "float32" in device.capabilities.dtypes else np.float64
-    per_trial = built.target_logits.size + (0 if built.case.point else built.draft_rows.size)
-    chunk = max(1, min(plan.trials, MAX_FLOATS_PER_CALL // per_trial))
+    chunk = max(1, min(trials, MAX_FLOATS_PER_CALL // _floats_per_trial(built)))
     t = Tally()
     done = 0
-    while done < plan.trials:
-        n = min(chunk, plan.trials - done)
+    while done < trials:
+        n = min(chunk, trials - done)
         drafts = [np.full((n, r.k), PLACEHOLDER_TOKEN_ID, np.int64) if r.placeholder else
                   _sample_drafts(rng, built.draft_rows[built.draft_row(i, 0): built.draft_row(i, 0) + r.k], n)
                   for i, r in enumerate(built.case.requests)]
@@ -285,10 +404,15 @@ def run_trials(device, plan: CasePlan, seed: int) -> Tally:
                 raise  # not even one trial fits: the case is not supported
             chunk = max(1, n // 4)  # a declared size limit: same trials, smaller calls
             out = _verify_in_parts(device, batch, built, n, chunk)
-        _tally_chunk(t, built, drafts, out, n, keep_tokens=built.case.pit)
+        _tally_chunk(t, built, drafts, out, n)
         done += n
     t.n = done
     return t
+
+
+def run_trials(device, plan: CasePlan, suite_seed: int) -> Tally:
+    """Every shard of the case, in this process, in order: the in-process campaign."""
+    return Tally.merged(run_shard(device, plan, suite_seed, s) for s in range(len(shard_sizes(plan))))
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -311,7 +435,7 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
     out = []
     pit_rng = np.random.default_rng(seed ^ 0x5EED)
     for i, r in enumerate(case.requests):
-        bad = tally.structural.get(i, [])
+        bad = tally.describe(i)
         if r.temperature == 0:
             out.append(CheckResult(f"L3/{case.id}/r{i}/greedy-exact", "L3", "fail" if bad else "pass",
                                    "; ".join(bad[:3]) if bad else f"{tally.n} trials on the argmax path",
@@ -328,7 +452,7 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
             if j not in tested_positions(r):  # unreachable: any token here is an exact failure (above)
                 continue
             if case.pit:
-                tokens = np.concatenate(tally.tokens.get((i, j), [np.zeros(0, np.int64)]))
+                tokens = np.repeat(np.arange(len(row)), np.asarray(counts, np.int64))  # by id: order-free
                 tokens = tokens[row[tokens] > 0]  # support failures are counted exactly above
                 res = stats.dkwm_test(stats.pit_values(tokens, row, pit_rng), budget.nominal, what=name, seed=seed)
                 out.append(_stat_result(name, res, budget, seed, plan.design_tv.get(name),
@@ -374,38 +498,53 @@ def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=No
     case with a failing check; the budget and every check's α are unchanged.
     """
     if device.capabilities.rng == "none":
-        return [CheckResult("L3/statistical", "L3", "not_supported",
-                            "the device cannot draw its own randomness (capabilities.rng = 'none')")]
+        return [NO_RANDOMNESS]
     plan = make_plan(ctx.alpha_family, ctx.quick)
     results = []
     for cp in plan.cases:
         if cases is not None and cp.case.id not in cases:
             continue
-        missing = _missing(device, cp.case)
-        if missing:
-            results += [CheckResult(n, "L3", "not_supported", f"needs {', '.join(missing)}") for n in cp.checks]
+        unsupported = not_supported(device, cp)
+        if unsupported:
+            results += unsupported
             continue
-        seed = stats.case_seed(ctx.seed, cp.case.id)
         start = time.perf_counter()
         try:
-            tally = run_trials(device, cp, seed)
+            tally = run_trials(device, cp, ctx.seed)
         except UnsupportedCall as e:  # outside what the device declares: not a failure
             results += [CheckResult(n, "L3", "not_supported", f"device: {e}") for n in cp.checks]
             continue
-        elapsed = time.perf_counter() - start
-        found = case_results(cp, tally, plan.budget, seed)
-        for r in found:
-            r.extra.setdefault("trials", tally.n)
-            r.extra.setdefault("case_seconds", round(elapsed, 2))
-            r.extra.setdefault("quick", plan.quick)
+        found = case_verdicts(cp, tally, plan, ctx.seed, time.perf_counter() - start)
         results += found
         if stop_at_first_fail and any(r.status == "fail" for r in found):
             break
-    _mark_holm(results, plan.budget)
+    mark_holm(results, plan.budget)
     return results
 
 
-def _mark_holm(results: list[CheckResult], budget: stats.Budget) -> None:
+NO_RANDOMNESS = CheckResult("L3/statistical", "L3", "not_supported",
+                            "the device cannot draw its own randomness (capabilities.rng = 'none')")
+
+
+def not_supported(device, cp: CasePlan) -> list[CheckResult]:
+    """The case's checks as ``not_supported`` if the device's capabilities lack what it needs; else []."""
+    missing = _missing(device, cp.case)
+    return [CheckResult(n, "L3", "not_supported", f"needs {', '.join(missing)}") for n in cp.checks] if missing else []
+
+
+def case_verdicts(cp: CasePlan, tally: Tally, plan: Plan, suite_seed: int, seconds: float,
+                  shard_trials: int = SHARD_TRIALS) -> list[CheckResult]:
+    """A case's checks from its merged tally (``case_results``), with its trials, time and size noted."""
+    found = case_results(cp, tally, plan.budget, stats.case_seed(suite_seed, cp.case.id))
+    for r in found:
+        r.extra.setdefault("trials", tally.n)
+        r.extra.setdefault("case_seconds", round(seconds, 2))
+        r.extra.setdefault("quick", plan.quick)
+        r.extra.setdefault("shards", len(shard_sizes(cp, shard_trials)))
+    return found
+
+
+def mark_holm(results: list[CheckResult], budget: stats.Budget) -> None:
     """For the report: Holm's step-down at the family level (same gate as Bonferroni, names more failures)."""
     measured = [r for r in results if r.p_value is not None]
     if measured:
