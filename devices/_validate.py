@@ -27,9 +27,12 @@ This module must not import ``reference``: devices are checked against it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, TreeBatch, UnsupportedCall,
+                              VerifyBatch)
 
 SUM_TOLERANCE = 1e-3
 """A draft row must sum to 1 within this (SPEC §6); messages spell it ``1e-3``."""
@@ -96,6 +99,47 @@ def check_capabilities(batch: VerifyBatch, capabilities: Capabilities) -> None:
         raise UnsupportedCall(f"max_vocab_size <= {capabilities.max_vocab_size}", batch.vocab_size)
     if batch.target_logits.dtype.name not in capabilities.dtypes:
         raise UnsupportedCall(f"dtype in {capabilities.dtypes}", batch.target_logits.dtype.name)
+
+
+def as_chain_batch(batch: TreeBatch) -> VerifyBatch:
+    """A tree batch's arrays in §1's layout (nodes for drafts), for §6's shared rules (SPEC §11.6)."""
+    return VerifyBatch(batch.num_nodes, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
+                       batch.temperature, batch.top_k, batch.top_p, batch.seeds, batch.positions)
+
+
+def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabilities) -> np.ndarray:
+    """The preamble of every device's ``verify_tree`` (SPEC §11.6): §6's rules with nodes for
+    drafts, the tree's own (``InvalidInput``), then the declared schemes, depth, V and dtype
+    (``UnsupportedCall``). Returns each node's depth ``[num_nodes_total]``."""
+    chain = as_chain_batch(batch)
+    validate(chain, noise)
+    if noise is None and (batch.seeds is None or batch.positions is None):
+        missing = "seeds" if batch.seeds is None else "positions"
+        raise InvalidInput(f"{missing}: required when no noise is given (SPEC §5.2, §11.5)")
+    parents = _array("parents", batch.parents, 1)
+    _integer("parents", parents)
+    _length("parents", parents, int(np.sum(batch.num_nodes)), "num_nodes_total")
+    local = np.arange(len(parents)) - np.repeat(chain.request_offsets()[:-1], np.asarray(batch.num_nodes))
+    bad = np.flatnonzero((parents < -1) | (parents >= local))
+    if bad.size:
+        n = int(bad[0])
+        raise InvalidInput(f"parents: entry {n} (node {int(local[n])}) is {int(parents[n])}; must be -1 (the root) "
+                           f"or an earlier node in [0, {int(local[n])})")
+    if batch.scheme not in ("rrs", "sglang"):
+        raise InvalidInput(f"scheme: must be 'rrs' or 'sglang', got {batch.scheme!r}")
+    if batch.scheme == "sglang" and batch.draft_probs is not None:
+        raise InvalidInput("draft_probs: the sglang scheme is target-only (SPEC §11.4); pass None")
+    for name in ("threshold_single", "threshold_acc"):
+        value = getattr(batch, name)
+        if not 0 <= value <= 1:
+            raise InvalidInput(f"{name}: must be in [0, 1] (1 = lossless), got {value}")
+    missing = sorted(batch.schemes_needed() - set(capabilities.tree_schemes))
+    if missing:
+        raise UnsupportedCall(f"tree_schemes including {missing}", tuple(capabilities.tree_schemes))
+    depths = batch.depths()
+    check_capabilities(dataclasses.replace(chain, num_draft_tokens=np.array([int(depths.max(initial=0))])),
+                       capabilities)
+    return depths
 
 
 # --- where a flat row lives, for messages -----------------------------------

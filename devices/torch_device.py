@@ -63,12 +63,14 @@ import torch
 
 from devices import torch_philox
 from devices import torch_sampling as ts
-from devices._validate import check_call
-from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, VerifyBatch, VerifyOutput
+from devices import torch_tree
+from devices._validate import check_call, check_tree_call
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, TreeBatch, TreeOutput,
+                              VerifyBatch, VerifyOutput)
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                            dtypes=("float32", "float64"))
+                            dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"))
 """Limits are declared, not inherent: memory grows as ``num_tokens × V``."""
 
 
@@ -195,6 +197,29 @@ class TorchDevice:
             as_tensor(batch.top_k, torch.int64), as_tensor(batch.top_p, torch.float64),
             max_k=batch.max_k, **keyed)
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
+
+    def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
+        """SPEC §11 (``devices.torch_tree``): greedy, rrs and sglang trees; noise injected or keyed."""
+        depths = check_tree_call(batch, noise, self.capabilities)
+        as_tensor = self._tensor
+        num_nodes = as_tensor(batch.num_nodes, torch.int64)
+        temperature = as_tensor(batch.temperature, torch.float64)
+        if noise is not None:
+            uniforms, exponentials = as_tensor(noise.uniforms, torch.float64), as_tensor(noise.exponentials, torch.float64)
+        elif (np.asarray(batch.temperature) > 0).any():
+            uniforms, exponentials = torch_philox.step_noise(
+                torch_philox.seeds_to_int64(batch.seeds).to(self.device), as_tensor(batch.positions, torch.int64),
+                num_nodes, batch.vocab_size, int(np.sum(batch.num_nodes)), int(np.max(batch.num_nodes)))
+        else:
+            uniforms = exponentials = None
+        links = torch_tree.tree_links(np.asarray(batch.num_nodes), np.asarray(batch.parents), depths, self.device)
+        output, num_accepted, nodes = torch_tree.verify_tree_tensors(
+            num_nodes, links, as_tensor(batch.draft_token_ids, torch.int64),
+            None if batch.draft_probs is None else as_tensor(batch.draft_probs), as_tensor(batch.target_logits),
+            temperature, as_tensor(batch.top_k, torch.int64), as_tensor(batch.top_p, torch.float64),
+            uniforms, exponentials, scheme=batch.scheme, threshold_single=float(batch.threshold_single),
+            threshold_acc=float(batch.threshold_acc))
+        return TreeOutput(output.cpu().numpy(), num_accepted.cpu().numpy(), nodes.cpu().numpy())
 
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         # torch.tensor copies: the caller's (possibly read-only) array is never aliased or mutated.

@@ -27,6 +27,8 @@ GROUPS: dict[str, str] = {
     "L1-edges": "specsim.conformance.exact:edge_group",
     "L1-volume": "specsim.conformance.volume:volume_group",
     "L2-rng": "specsim.conformance.rng_contracts:rng_group",
+    "L1-trees": "specsim.conformance.trees:tree_l1_group",
+    "L2-trees": "specsim.conformance.trees:tree_l2_group",
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
     "L3-statistical": "specsim.conformance.statistical:statistical_group",
 }

@@ -1,0 +1,294 @@
+"""Tree verification (SPEC §11) checks, on every device that declares ``tree_schemes``.
+
+* ``L1-trees``: random tree batches of every shape (random, chain, full
+  width, binary) and drafting (with and without replacement, top-k, duplicate
+  siblings, placeholders), injected and keyed noise, token for token and node
+  for node against ``reference.tree``; and the hand-built edges of §11 with
+  their exact expected tokens.
+* ``L2-trees``: contracts — keyed determinism and batch invariance, the coins
+  a step reads (§11.5: changing any other coin changes nothing), a chain tree
+  equal to the chain step, and ``UnsupportedCall`` for an undeclared scheme.
+
+A device without ``verify_tree`` (or declaring no tree scheme) gets one
+``not_supported`` result per group. Tree decisions are compared exactly
+(SPEC §9's waivers are not yet extended to trees): cases are float64 but for
+one float32 case per scheme, whose seeds are fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from devices.protocol import Noise, TreeBatch, UnsupportedCall
+from reference.tree import children_of
+from specsim.conformance._common import call
+from specsim.conformance.results import CheckResult
+from specsim.testing.seeds import case_seed
+from specsim.testing.trees import (TreeSpec, compare_tree, random_tree_batch, random_tree_noise, reference_tree_step,
+                                   select_tree_requests)
+
+CASES: dict[str, TreeSpec] = {
+    "rrs-with-replacement": TreeSpec(),
+    "rrs-without-replacement": TreeSpec(drafting="without_replacement"),
+    "rrs-point": TreeSpec(drafting="top", duplicate_fraction=0.2),
+    "rrs-wide": TreeSpec(shape="wide", max_nodes=8),
+    "rrs-binary": TreeSpec(shape="binary", max_nodes=7),
+    "greedy": TreeSpec(drafting="top", greedy_fraction=1.0, duplicate_fraction=0.2),
+    "sglang": TreeSpec(scheme="sglang", drafting="top"),
+    "sglang-duplicates": TreeSpec(scheme="sglang", drafting="top", duplicate_fraction=0.3),
+    "sglang-relaxed": TreeSpec(scheme="sglang", drafting="top", threshold_single=0.4, threshold_acc=0.7),
+}
+SHAPES = [(8, "float64"), (257, "float64"), (65, "float32")]
+QUICK_SHAPES = [(8, "float64")]
+
+
+def tree_device(device) -> str | None:
+    """Why ``device`` cannot be asked for trees (None if it can)."""
+    if not device.capabilities.tree_schemes or not callable(getattr(device, "verify_tree", None)):
+        return "device declares no tree_schemes (SPEC §11)"
+    return None
+
+
+def _missing(device, spec: TreeSpec, V: int, dtype: str) -> str | None:
+    caps = device.capabilities
+    lacking = sorted(spec.schemes_needed - set(caps.tree_schemes))
+    if lacking:
+        return f"device does not declare tree_schemes {lacking}"
+    if V > caps.max_vocab_size or dtype not in caps.dtypes:
+        return f"V={V} or dtype {dtype} beyond the declared max_vocab_size/dtypes"
+    return None
+
+
+def _check(name: str, layer: str, device, batch: TreeBatch, noise: Noise | None, seed: int | None) -> CheckResult:
+    got, problem = call(name, layer, lambda: device.verify_tree(batch, noise))
+    if problem:
+        return problem
+    problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
+    return CheckResult(name, layer, "fail" if problems else "pass",
+                       "; ".join(problems[:3]) if problems else f"{batch.batch_size} requests agree", seed=seed)
+
+
+def _random_cases(device, ctx, group: str, injected: bool) -> list[CheckResult]:
+    results = []
+    for case, spec in CASES.items():
+        for V, dtype in QUICK_SHAPES if ctx.quick else SHAPES:
+            name = f"{group}/{case}/V{V}/{dtype}"
+            seed = case_seed(ctx.seed, name)
+            why = _missing(device, spec, V, dtype)
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
+                continue
+            rng = np.random.default_rng(seed)
+            spec_here = replace(spec, vocab_size=V, dtype=dtype,
+                                max_nodes=min(spec.max_nodes, device.capabilities.max_k))
+            batch = random_tree_batch(rng, spec_here)
+            results.append(_check(name, "L1", device, batch, random_tree_noise(rng, batch) if injected else None, seed))
+    return results
+
+
+# --- §11 edges, each with its exact expected tokens ---------------------------------------
+
+@dataclass(frozen=True)
+class TreeEdge:
+    name: str
+    scheme: str                 # "greedy" (T = 0) or the batch scheme
+    parents: list
+    ids: list
+    target_probs: list          # rows [N + 1][V]: the root's, then one per node (log taken as logits)
+    coins: list
+    expected: list              # emitted tokens
+    nodes: list                 # accepted nodes
+    why: str
+
+
+HALF = [0.5, 0.5]
+EDGES = [
+    TreeEdge("single-node-accepted", "rrs", [-1], [0], [HALF, [0.0, 1.0]], [0.4], [0, 1], [0],
+             "one node: u = 0.4 < t(0) = 0.5 accepts; its row is one-hot on 1 (the bonus)"),
+    TreeEdge("single-node-rejected", "rrs", [-1], [0], [HALF, [0.0, 1.0]], [0.6], [1], [],
+             "one node: u = 0.6 rejects; the residual is t with 0 zeroed"),
+    TreeEdge("full-width-rrs", "rrs", [-1, -1, -1], [2, 1, 0], [[0.2, 0.3, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+             [0.99, 0.99, 0.99], [0, 2], [2],
+             "siblings covering V: after rejecting 2 and 1 the residual is one-hot on 0, accepted whatever u"),
+    TreeEdge("full-width-sglang", "sglang", [-1, -1, -1], [2, 1, 0], [[0.2, 0.3, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+             [0.99, 0.0, 0.0], [0, 2], [2],
+             "one coin 0.99 against A = 0.5, 0.8, 1.0: the third sibling (0) is accepted"),
+    TreeEdge("duplicate-siblings-rrs", "rrs", [-1, -1], [0, 0], [HALF, HALF, HALF], [0.9, 0.0], [1], [],
+             "the first copy of 0 rejected leaves r(0) = 0: the second is rejected even at u = 0"),
+    TreeEdge("duplicate-siblings-sglang", "sglang", [-1, -1], [0, 0], [HALF, HALF, HALF], [0.7, 0.0], [0, 0], [1],
+             "SGLang counts t(0) twice (A = 0.5, 1.0): coin 0.7 accepts the second copy (lossy, §11.4)"),
+    TreeEdge("placeholder-sibling-rrs", "rrs", [-1, -1], [-1, 0], [HALF, HALF, HALF], [0.0, 0.4], [0, 0], [1],
+             "a placeholder sibling is skipped (residual untouched, coin unread); the next meets t"),
+    TreeEdge("placeholder-sibling-sglang", "sglang", [-1, -1], [-1, 1], [HALF, HALF, HALF], [0.3, 0.99], [1, 0], [1],
+             "the level's coin is the first child's (0.3 < A = 0.5), even when that child is a placeholder"),
+    TreeEdge("placeholder-subtree", "rrs", [-1, 0], [-1, 1], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], [0.0, 0.0], [1], [],
+             "a node under a placeholder is never reached; the root's residual emits 1"),
+    TreeEdge("greedy-first-match", "greedy", [-1, -1, 0, 1], [1, 1, 0, 1],
+             [[0.2, 0.8], [0.9, 0.1], [0.1, 0.9], [0.5, 0.5], [0.5, 0.5]], [0.0] * 4, [1, 0, 0], [0, 2],
+             "greedy: the first sibling matching the argmax (node 0, not its duplicate node 1) is followed"),
+]
+
+
+def edge_batch(edge: TreeEdge) -> tuple[TreeBatch, Noise]:
+    V = len(edge.target_probs[0])
+    with np.errstate(divide="ignore"):
+        logits = np.log(np.array(edge.target_probs, dtype=np.float64))
+    greedy = edge.scheme == "greedy"
+    batch = TreeBatch(np.array([len(edge.parents)]), np.array(edge.parents, np.int64), np.array(edge.ids, np.int64),
+                      None, logits, np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1),
+                      scheme="rrs" if greedy else edge.scheme)
+    return batch, Noise(np.array(edge.coins, np.float64), np.ones((1, V)))
+
+
+def _edges(device, ctx) -> list[CheckResult]:
+    results = []
+    for edge in EDGES:
+        name = f"L1/trees/edge/{edge.name}"
+        if edge.scheme not in device.capabilities.tree_schemes:
+            results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
+            continue
+        batch, noise = edge_batch(edge)
+        got, problem = call(name, "L1", lambda: device.verify_tree(batch, noise))
+        if problem:
+            results.append(problem)
+            continue
+        emitted, nodes = got.emitted(0), [int(n) for n in np.asarray(got.accepted_nodes)[0] if n >= 0]
+        ok = emitted == edge.expected and nodes == edge.nodes
+        detail = edge.why if ok else f"{edge.why}: expected {edge.expected} via {edge.nodes}, got {emitted} via {nodes}"
+        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail))
+    return results
+
+
+def tree_l1_group(device, ctx) -> list[CheckResult]:
+    """Random trees with injected (and, for Philox devices, keyed) noise; the §11 edges."""
+    why = tree_device(device)
+    if why:
+        return [CheckResult("L1/trees", "L1", "not_supported", why)]
+    results = _random_cases(device, ctx, "L1/trees/injected", injected=True) if device.capabilities.injected_noise else []
+    if device.capabilities.rng == "philox":
+        results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
+    return results + (_edges(device, ctx) if device.capabilities.injected_noise else [])
+
+
+# --- L2: contracts -------------------------------------------------------------------------
+
+def coins_read(batch: TreeBatch, result) -> np.ndarray:
+    """``[num_nodes_total]`` bool: the coins SPEC §11.5 says the step read, on the reference's path."""
+    read = np.zeros(int(batch.num_nodes.sum()), bool)
+    cu = batch.request_offsets()
+    for i in range(batch.batch_size):
+        if batch.temperature[i] == 0:
+            continue
+        kids = children_of(batch.parents[cu[i]:cu[i + 1]].tolist())
+        path = [int(n) for n in result.accepted_nodes[i] if n >= 0]
+        for depth, slot in enumerate([0] + [n + 1 for n in path]):
+            siblings = kids[slot]
+            if not siblings:
+                continue
+            if batch.scheme == "sglang":
+                read[cu[i] + siblings[0]] = True
+                continue
+            upto = siblings.index(path[depth]) + 1 if depth < len(path) else len(siblings)
+            read[cu[i] + np.array(siblings[:upto])] = True
+    return read
+
+
+def _contract(name: str, ok: bool, detail: str, seed: int) -> CheckResult:
+    return CheckResult(name, "L2", "pass" if ok else "fail", detail, seed=seed)
+
+
+def tree_l2_group(device, ctx) -> list[CheckResult]:
+    """Determinism, batch invariance, the coins read, chain = tree, UnsupportedCall for the rest."""
+    why = tree_device(device)
+    if why:
+        return [CheckResult("L2/trees", "L2", "not_supported", why)]
+    caps, results = device.capabilities, []
+    for scheme in ("rrs", "sglang"):
+        spec = TreeSpec(scheme=scheme, drafting="with_replacement" if scheme == "rrs" else "top", batch=8,
+                        greedy_fraction=0.0, max_nodes=min(6, caps.max_k))
+        base = f"L2/trees/{scheme}"
+        seed = case_seed(ctx.seed, base)
+        if scheme not in caps.tree_schemes:
+            results.append(_unsupported(device, base, spec, seed))
+            continue
+        rng = np.random.default_rng(seed)
+        batch = random_tree_batch(rng, spec)
+        if caps.injected_noise:
+            noise = random_tree_noise(rng, batch)
+            want = reference_tree_step(batch, noise)
+            fresh = rng.random(len(noise.uniforms))
+            unread = Noise(np.where(coins_read(batch, want), noise.uniforms, fresh), noise.exponentials)
+            got, problem = call(base, "L2", lambda: device.verify_tree(batch, unread))
+            problems = problem and [problem.detail] or compare_tree(got, want)
+            results.append(_contract(f"{base}/coins-read", not problems, "; ".join(problems[:2]) or
+                                     "only the coins SPEC §11.5 names are read", seed))
+        if caps.rng == "philox":
+            once, p1 = call(base, "L2", lambda: device.verify_tree(batch, None))
+            again, p2 = call(base, "L2", lambda: device.verify_tree(batch, None))
+            if p1 or p2:
+                results.append(p1 or p2)
+                continue
+            results.append(_contract(f"{base}/keyed-determinism", not compare_tree(again, once),
+                                     "the same seeds and positions replay the same step", seed))
+            order = rng.permutation(batch.batch_size)[: max(1, batch.batch_size // 2)]
+            sub, _ = select_tree_requests(batch, order)
+            alone, p3 = call(base, "L2", lambda: device.verify_tree(sub, None))
+            if p3:
+                results.append(p3)
+                continue
+            want = reference_tree_step(batch, None)
+            picked = type(want)(want.output_token_ids[order], want.num_accepted[order], want.accepted_nodes[order],
+                                want.uniforms, want.exponentials)
+            problems = compare_tree(_trim(alone, picked), picked)
+            results.append(_contract(f"{base}/batch-invariance", not problems,
+                                     "; ".join(problems[:2]) or "a request's tokens do not depend on its neighbours", seed))
+    results.append(_chain_equals_tree(device, ctx))
+    return results
+
+
+def _trim(got, like):
+    """``got`` cut to ``like``'s widths (a sub-batch may have shallower trees than the whole)."""
+    width = like.output_token_ids.shape[1]
+    out, nodes = np.asarray(got.output_token_ids), np.asarray(got.accepted_nodes)
+    pad = lambda a, w: np.pad(a, ((0, 0), (0, max(0, w - a.shape[1]))), constant_values=-1)[:, :w]  # noqa: E731
+    return type(got)(pad(out, width), got.num_accepted, pad(nodes, width - 1))
+
+
+def _unsupported(device, name: str, spec: TreeSpec, seed: int) -> CheckResult:
+    """An undeclared scheme must raise ``UnsupportedCall`` (SPEC §11.6)."""
+    batch = random_tree_batch(np.random.default_rng(seed), spec)
+    try:
+        device.verify_tree(batch, random_tree_noise(np.random.default_rng(seed), batch))
+    except UnsupportedCall:
+        return _contract(f"{name}/undeclared-raises", True, f"{spec.scheme!r} undeclared: UnsupportedCall", seed)
+    except Exception as e:  # noqa: BLE001 — any other outcome is the failure being checked
+        return _contract(f"{name}/undeclared-raises", False, f"raised {type(e).__name__}: {e}", seed)
+    return _contract(f"{name}/undeclared-raises", False, f"{spec.scheme!r} is undeclared but the call succeeded", seed)
+
+
+def _chain_equals_tree(device, ctx) -> CheckResult:
+    """A chain tree gives the device's own chain step's tokens (SPEC §11.1)."""
+    name = "L2/trees/chain-equals-tree"
+    seed = case_seed(ctx.seed, name)
+    if "rrs" not in device.capabilities.tree_schemes or not device.capabilities.injected_noise:
+        return CheckResult(name, "L2", "not_supported", "needs tree scheme 'rrs' and injected noise")
+    from specsim.testing.batches import BatchSpec, random_batch, random_noise
+    rng = np.random.default_rng(seed)
+    chain = random_batch(rng, BatchSpec(greedy_fraction=0.25, max_k=min(4, device.capabilities.max_k)))
+    noise = random_noise(rng, chain)
+    parents = np.concatenate([np.arange(k) - 1 for k in chain.num_draft_tokens]).astype(np.int64)
+    tree = TreeBatch(chain.num_draft_tokens, parents, chain.draft_token_ids, chain.draft_probs, chain.target_logits,
+                     chain.temperature, chain.top_k, chain.top_p, chain.seeds, chain.positions)
+    a, p1 = call(name, "L2", lambda: device.verify(chain, noise))
+    b, p2 = call(name, "L2", lambda: device.verify_tree(tree, noise))
+    if p1 or p2:
+        return p1 or p2
+    ok = np.array_equal(np.asarray(a.output_token_ids), np.asarray(b.output_token_ids))
+    return _contract(name, ok, "the chain tree emits the chain step's tokens" if ok else
+                     f"chain {np.asarray(a.output_token_ids).tolist()} vs tree {np.asarray(b.output_token_ids).tolist()}",
+                     seed)
+
+
+__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "coins_read", "tree_device", "tree_l1_group", "tree_l2_group"]

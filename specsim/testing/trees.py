@@ -1,0 +1,172 @@
+"""Deterministic builders of tree batches (SPEC §11), the reference's result, and the comparison.
+
+>>> b = random_tree_batch(np.random.default_rng(0), TreeSpec(batch=3, max_nodes=4, vocab_size=5))
+>>> b.target_logits.shape == (int(b.num_nodes.sum()) + 3, 5)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, TreeBatch, TreeOutput
+from reference.tree import verify_tree
+from specsim.testing.batches import _softmax_rows, numpy_dtype
+
+SHAPES = ("random", "chain", "wide", "binary")
+"""``random``: parent of node n uniform in [-1, n); ``chain``; ``wide``: every node under the root
+(full width); ``binary``: node 0 under the root, node k under node (k - 1) // 2."""
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """What a random tree batch contains; fractions are per request (or per node)."""
+
+    batch: int = 6
+    max_nodes: int = 6
+    vocab_size: int = 16
+    dtype: str = "float64"
+    shape: str = "random"
+    scheme: str = "rrs"
+    drafting: str = "with_replacement"   # rrs with draft_probs: "with_replacement" or "without_replacement";
+    #                                      "top": point proposals (top tokens of the drafter row, distinct)
+    greedy_fraction: float = 0.25
+    top_k_fraction: float = 0.2
+    top_p_fraction: float = 0.2
+    placeholder_fraction: float = 0.05
+    duplicate_fraction: float = 0.0      # point siblings replaced by an earlier sibling's token
+    threshold_single: float = 1.0
+    threshold_acc: float = 1.0
+    logit_scale: float = 2.0
+
+    @property
+    def schemes_needed(self) -> set[str]:
+        return ({"greedy"} if self.greedy_fraction > 0 else set()) | ({self.scheme} if self.greedy_fraction < 1 else set())
+
+
+def tree_shape(rng: np.random.Generator, n: int, shape: str) -> np.ndarray:
+    """``parents [n]`` (request-local) of one tree."""
+    if shape == "chain":
+        return np.arange(n, dtype=np.int64) - 1
+    if shape == "wide":
+        return np.full(n, -1, np.int64)
+    if shape == "binary":
+        return np.array([(k - 1) // 2 if k else -1 for k in range(n)], np.int64)
+    return np.array([rng.integers(-1, k) for k in range(n)], np.int64)
+
+
+def _draft_tree(rng, parents: np.ndarray, drafter_rows: np.ndarray, spec: TreeSpec):
+    """Tokens ``[n]`` and rows ``[n, V]`` drafted per §11.1 from ``drafter_rows [n + 1, V]`` (per slot)."""
+    n, V = len(parents), drafter_rows.shape[1]
+    ids, rows = np.zeros(n, np.int64), np.zeros((n, V))
+    earlier: dict[int, list[int]] = {}
+    for node in range(n):
+        slot = int(parents[node]) + 1
+        taken = earlier.setdefault(slot, [])
+        row = drafter_rows[slot].copy()
+        if spec.drafting == "top":
+            order = [v for v in np.argsort(-row, kind="stable") if v not in taken]
+            ids[node] = order[0] if order else PLACEHOLDER_TOKEN_ID
+            if taken and rng.random() < spec.duplicate_fraction:
+                ids[node] = taken[int(rng.integers(len(taken)))]
+        else:
+            if spec.drafting == "without_replacement":
+                row[[x for x in taken if x >= 0]] = 0.0
+            if row.sum() <= 0:
+                ids[node] = PLACEHOLDER_TOKEN_ID
+            else:
+                row = row / row.sum()
+                ids[node] = rng.choice(V, p=row)
+            rows[node] = row
+        taken.append(int(ids[node]))
+    return ids, rows
+
+
+def random_tree_batch(rng: np.random.Generator, spec: TreeSpec) -> TreeBatch:
+    """A ragged batch of trees with heterogeneous sizes, shapes' parameters and sampling parameters."""
+    B, V = spec.batch, spec.vocab_size
+    num_nodes = rng.integers(0, spec.max_nodes + 1, size=B)
+    parents = [tree_shape(rng, int(n), spec.shape) for n in num_nodes]
+    logits = rng.normal(0.0, spec.logit_scale, size=(int(num_nodes.sum()) + B, V))
+    logits[rng.random(logits.shape) < 0.1] = -np.inf
+    dead = ~np.isfinite(logits).any(axis=1)
+    logits[dead, rng.integers(0, V, size=int(dead.sum()))] = 0.0
+    ids, rows, start = [], [], 0
+    for i, p in enumerate(parents):
+        own = logits[start + i: start + i + len(p) + 1]                    # the request's slots
+        drafter = _softmax_rows(np.where(np.isfinite(own), own, -30.0) + rng.normal(0, 1.0, size=own.shape))
+        tok, row = _draft_tree(rng, p, drafter, spec)
+        tok[rng.random(len(tok)) < spec.placeholder_fraction] = PLACEHOLDER_TOKEN_ID
+        ids.append(tok)
+        rows.append(row)
+        start += len(p)
+    temperature = rng.choice([0.5, 0.7, 1.0, 1.3], size=B)
+    temperature[rng.random(B) < spec.greedy_fraction] = 0.0
+    top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
+    top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
+    point = spec.drafting == "top" or spec.scheme == "sglang"
+    probs = np.concatenate(rows).astype(spec.dtype) if len(rows) and not point else None
+    if probs is not None and probs.dtype == np.float32:
+        sums = probs.sum(axis=1, keepdims=True, dtype=np.float32)
+        probs = np.where(sums > 0, probs / np.where(sums > 0, sums, 1), probs)
+    return TreeBatch(
+        num_nodes=num_nodes.astype(np.int64), parents=np.concatenate(parents).astype(np.int64),
+        draft_token_ids=np.concatenate(ids).astype(np.int64), draft_probs=probs,
+        target_logits=logits.astype(numpy_dtype(spec.dtype)), temperature=temperature.astype(np.float64),
+        top_k=top_k.astype(np.int64), top_p=top_p.astype(np.float64),
+        seeds=rng.integers(0, 2**63, size=B, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1),
+        positions=rng.integers(0, 4096, size=B).astype(np.int64), scheme=spec.scheme,
+        threshold_single=spec.threshold_single, threshold_acc=spec.threshold_acc)
+
+
+def random_tree_noise(rng: np.random.Generator, batch: TreeBatch) -> Noise:
+    """Injected noise of SPEC §11.5 for ``batch``: one coin per node, one Exp(1) vector per request."""
+    return Noise(uniforms=rng.random(int(batch.num_nodes.sum())),
+                 exponentials=rng.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300)
+
+
+def reference_tree_step(batch: TreeBatch, noise: Noise | None):
+    """``reference.tree.verify_tree`` for ``batch``: with ``noise``, or keyed noise when None."""
+    kwargs = {} if noise is None else {"uniforms": noise.uniforms, "exponentials": noise.exponentials}
+    return verify_tree(batch.num_nodes, batch.parents, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
+                       batch.temperature, batch.top_k, batch.top_p, scheme=batch.scheme,
+                       threshold_single=batch.threshold_single, threshold_acc=batch.threshold_acc,
+                       seeds=batch.seeds, positions=batch.positions, **kwargs)
+
+
+def compare_tree(got: TreeOutput, want, repro: str = "") -> list[str]:
+    """Mismatches (one line each) between a device's tree output and the reference's: shapes, then
+    per request the emitted tokens and the accepted nodes (SPEC §11.7)."""
+    problems = []
+    for name in ("output_token_ids", "num_accepted", "accepted_nodes"):
+        g, w = np.asarray(getattr(got, name)), np.asarray(getattr(want, name))
+        if g.shape != w.shape:
+            problems.append(f"{name}: shape {g.shape}, expected {w.shape}{repro}")
+    if problems:
+        return problems
+    for i in range(len(want.num_accepted)):
+        g_row, w_row = np.asarray(got.output_token_ids)[i].tolist(), want.output_token_ids[i].tolist()
+        g_nodes, w_nodes = np.asarray(got.accepted_nodes)[i].tolist(), want.accepted_nodes[i].tolist()
+        if g_row != w_row or g_nodes != w_nodes or int(got.num_accepted[i]) != int(want.num_accepted[i]):
+            problems.append(f"request {i}: emitted {g_row} via nodes {g_nodes}, expected {w_row} via {w_nodes}{repro}")
+    return problems
+
+
+def select_tree_requests(batch: TreeBatch, order, noise: Noise | None = None):
+    """The sub-batch of requests ``order`` with their noise (for batch invariance)."""
+    order = np.asarray(order, dtype=np.int64)
+    cu = batch.request_offsets()
+    nodes = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in order]).astype(np.int64)
+    rows = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in order]).astype(np.int64)
+    sub = replace(batch, num_nodes=batch.num_nodes[order], parents=batch.parents[nodes],
+                  draft_token_ids=batch.draft_token_ids[nodes],
+                  draft_probs=None if batch.draft_probs is None else batch.draft_probs[nodes],
+                  target_logits=batch.target_logits[rows], temperature=batch.temperature[order],
+                  top_k=batch.top_k[order], top_p=batch.top_p[order],
+                  seeds=None if batch.seeds is None else batch.seeds[order],
+                  positions=None if batch.positions is None else batch.positions[order])
+    if noise is None:
+        return sub, None
+    return sub, Noise(noise.uniforms[nodes], noise.exponentials[order])
