@@ -1,20 +1,27 @@
-"""The mutant zoo: devices that wrap a correct one and add one realistic bug each.
+"""The mutant zoo: one realistic bug each, every one citing the report it models in ``docs/bugs.md``.
 
-Every mutant names the real report it models (research/vllm.md §4 numbers,
-research/stats.md §3.3 rows). Three kinds of wrapping, by where the bug lives:
+Four kinds, by where the bug lives and what the mutant changes:
 
+* **inside** (``INSIDE``) — the bug is in the device's own code (the
+  residual, the comparison, the count, the race, the emission row): a
+  ``specsim.mutants.source.SourceMutant`` edits a copy of the torch device's
+  module (``devices/torch_sampling.py`` or ``devices/torch_device.py``) and
+  the device is built from the copy; ``KERNEL`` mutants do the same to the
+  Triton kernels under the interpreter (``--base triton-interpret``);
 * **input** — the bug is in what reaches the kernel (temperature applied
-  twice, a row offset without ``+i``): the wrapped device runs on altered input;
+  twice, a row offset without ``+i``): the mutant rewrites the batch
+  (``batch_in``) and the unmodified wrapped device runs on it;
 * **noise** — the bug is in the randomness (a coin reused across positions,
-  noise keyed by batch row, the global RNG): the mutant makes its noise
-  (the keyed Philox of SPEC §5.2, then the bug) and injects it into the wrapped
-  device;
-* **inside** — the bug is inside the step (the residual, the comparison, the
-  count): the wrapped device validates the input and runs, then the step is
-  recomputed by ``walk`` from the same noise with one hook switched to the bug.
+  noise keyed by batch row, the global RNG): the mutant makes the noise
+  (SPEC §5.2's keyed Philox, then the bug; or rewrites seeds/positions) and
+  the unmodified wrapped device consumes it;
+* **output** — the bug is in the bookkeeping after the step (padding counted
+  as a mismatch): the mutant rewrites the wrapped device's output.
 
-A mutant keeps the wrapped device's capabilities, so the conformance suite
-runs the same checks on it as on the correct device.
+Input, noise and output mutants wrap whatever device they are given;
+source mutants are of one device (``SourceMutant.device``) and run only when
+it is the base. Every mutant keeps its device's capabilities, so the
+conformance suite runs the same checks on it as on the correct device.
 
 >>> sorted(MUTANTS)[:3]
 ['accept-inclusive', 'bonus-last-coin', 'bonus-wrong-row']
@@ -28,16 +35,17 @@ import numpy as np
 
 from devices._validate import validate
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
-from specsim.mutants.walk import Hooks, keyed_noise, walk
+from specsim.mutants.source import Edit, SourceMutant
+from specsim.mutants.walk import keyed_noise
 
 
 class Mutant:
-    """Base: wraps ``base``; subclasses override one of ``batch_in``, ``noise_for`` or ``hooks``."""
+    """Base: wraps ``base``; subclasses override one of ``batch_in``, ``noise_for`` or ``output``."""
 
     id = "mutant"
     bug = ""
     models = ""
-    hooks: Hooks | None = None  # an "inside" bug
+    killed_by = ""  # the check (name prefix) that kills it: tests/stats/test_mutants.py holds it to that
 
     def __init__(self, base):
         self.base = base
@@ -54,10 +62,6 @@ class Mutant:
         return out
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
-        if self.hooks is not None:
-            noise = noise if noise is not None else _keyed(batch)
-            self.base.verify(batch, noise)  # validates the input exactly as the correct device does
-            return walk(batch, noise, self.hooks)  # noise is not None here: bad input raised above
         validate(batch, noise)  # SPEC §6 on what the caller gave, before the bug rewrites it
         inner = self.batch_in(batch)
         return self.output(batch, self.base.verify(inner, self.noise_for(inner, noise)))
@@ -77,45 +81,77 @@ def _sampled(batch: VerifyBatch) -> np.ndarray:
 
 # --------------------------------------------------------------------------- inside the step
 
-def _inside(mid, bug, models, **hook):
-    return type(mid.title().replace("-", ""), (Mutant,), {"id": mid, "bug": bug, "models": models,
-                                                          "hooks": Hooks(**hook)})
+TS, TD = "devices.torch_sampling", "devices.torch_device"
+
+
+def _torch(mid, bug, models, module, *edits, killed_by=""):
+    """A mutant of the torch device's own code: ``edits`` are (anchor, replacement) pairs in ``module``."""
+    return SourceMutant(mid, bug, models, module, tuple(Edit(a, r) for a, r in edits), killed_by=killed_by)
 
 
 INSIDE = [
-    _inside("residual-target", "recovered token drawn from target_probs instead of max(target - draft, 0)",
-            "stats.md §3.3 'residual = target'; vllm-ascend #7807 (vllm.md §4 #30: recovered from the wrong residual)",
-            residual="target"),
-    _inside("residual-swapped", "residual max(draft - target, 0): operands swapped",
-            "stats.md §3.3 'residual swapped'; FlashInfer's q/p letter swap (stats.md §1.7)", residual="swapped"),
-    _inside("residual-unnormalised", "residual sampled by inverse CDF without renormalising, 'last valid id' fallback",
-            "FlashInfer #923 (sum(probs) < u returned an impossible value; stats.md §1.7, §3.3)",
-            residual="unnormalised"),
-    _inside("residual-next-row", "residual read from the next position's target row",
-            "stats.md §3.3 'residual from the next position's row' (row offset bug)", residual_row_shift=1),
-    _inside("accept-inclusive", "acceptance u <= ratio: u = 0 accepts a zero-probability draft",
-            "vLLM PR #23803 and SGLang #35771 (vllm.md §4 #10, #11)", accept_inclusive=True),
-    _inside("count-after-rejection", "num_accepted counts accepting coins after the first rejection",
-            "vLLM PR #2658 / #10604 (vllm.md §4 #4: accepted.sum() instead of the prefix)",
-            count_after_rejection=True),
-    _inside("bonus-last-coin", "bonus token drawn with the last acceptance coin (coin reused)",
-            "SGLang PR #7207 / #7231 (vllm.md §4 #35: same coin for acceptance and the final sample)",
-            bonus_from_last_coin=True),
-    _inside("greedy-tie-high", "greedy argmax ties go to the highest id",
-            "SPEC §2 tie rule; argmax implementations that scan from the end (vllm.md §5, greedy ties)",
-            greedy_tie_high=True),
-    _inside("top-k-ties-dropped", "top-k keeps exactly k tokens (torch.topk), dropping boundary ties",
-            "SPEC §2 ties rule vs topk-based masks; vllm-ascend top-k/top-p divergence (vllm.md §4 #32)",
-            top_k_exact=True),
+    _torch("residual-target", "recovered token drawn from target_probs instead of max(target - draft, 0)",
+           "docs/bugs.md #30 (recovered from the wrong residual), #29", TS,
+           ("weights = torch.where(subtract.unsqueeze(1), residual, target_rows)", "weights = target_rows"),
+           killed_by="L1/injected/point-mixed"),
+    _torch("residual-swapped", "residual max(draft - target, 0): operands swapped",
+           "docs/bugs.md C1 (FlashInfer's q/p letters)", TS,
+           ("(target_rows - draft_rows).clamp_min(0)", "(draft_rows - target_rows).clamp_min(0)"),
+           killed_by="L1/injected/full-mixed"),
+    _torch("residual-unnormalised", "emission by inverse CDF over the unnormalised weights, 'last valid id' fallback",
+           "docs/bugs.md #39 (FlashInfer #923: sum(probs) < u returned an impossible value)", TS,
+           ("    score = weights.to(decision_dtype) / exponentials.to(decision_dtype)\n",
+            "    u = 1 - torch.exp(-exponentials[..., :1].to(decision_dtype))  # a uniform from the noise\n"
+            "    cdf = weights.to(decision_dtype).cumsum(dim=-1)  # not divided by its total: the bug\n"
+            "    ids = torch.arange(weights.shape[-1], device=weights.device)\n"
+            "    last_valid = torch.where(weights > 0, ids, torch.zeros_like(ids)).amax(dim=-1)\n"
+            "    return torch.where((cdf > u).any(dim=-1), (cdf <= u).sum(dim=-1), last_valid)\n"),
+           killed_by="L1/injected/full-mixed"),
+    _torch("residual-next-row", "residual read from the next position's target row",
+           "docs/bugs.md C2 (row offset, the family of #7)", TD,
+           ("target_rows = ts.target_probs(emit_logits, rows, **filters)",
+            "target_rows = ts.target_probs(target_logits[layout.starts + arange + num_accepted + subtract.long()],"
+            " rows, **filters)"),
+           killed_by="L1/injected/full-mixed"),
+    _torch("accept-inclusive", "acceptance u <= ratio: u = 0 accepts a zero-probability draft",
+           "docs/bugs.md #10 (vLLM PR #23803), #11 (SGLang #35771)", TS,
+           ("return uniforms < t_x", "return uniforms <= t_x"),
+           killed_by="L1/edge/u0-zero-target-full"),
+    _torch("count-after-rejection", "num_accepted counts accepting coins after the first rejection",
+           "docs/bugs.md #4 (vLLM PR #2658 / #10604: accepted.sum() instead of the prefix)", TS,
+           ("return torch.minimum(rejected_at.amin(dim=1), num_draft_tokens)", "return (valid & accept).sum(dim=1)"),
+           killed_by="L1/injected/full-mixed"),
+    _torch("bonus-last-coin", "bonus token drawn by inverse CDF with the last acceptance coin (coin reused)",
+           "docs/bugs.md #35 (SGLang PR #7207 / #7231: same coin for acceptance and the final sample)", TD,
+           ("        token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)\n",
+            "        token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)\n"
+            "        if num_tokens:\n"
+            "            bonus = (num_accepted == num_draft_tokens) & (num_draft_tokens > 0)\n"
+            "            last_coin = uniforms[(layout.starts + num_draft_tokens - 1).clamp(0, num_tokens - 1)]\n"
+            "            by_coin = (target_rows.to(torch.float64).cumsum(dim=-1) <= last_coin.unsqueeze(1)).sum(dim=-1)\n"
+            "            token = torch.where(bonus, by_coin.clamp(max=vocab_size - 1), token)\n"),
+           killed_by="L1/injected/full-mixed"),
+    _torch("greedy-tie-high", "greedy argmax ties go to the highest id",
+           "docs/bugs.md C6 (argmax scanning from the end; SPEC §2 tie rule)", TS,
+           ("    return logits.argmax(dim=-1)", "    return logits.shape[-1] - 1 - logits.flip(-1).argmax(dim=-1)"),
+           killed_by="L1/edge/greedy-argmax-tie"),
+    _torch("top-k-ties-dropped", "top-k keeps exactly k tokens (torch.topk), dropping boundary ties",
+           "docs/bugs.md C6 and #32 (vllm-ascend top-k/top-p masks differ from upstream)", TS,
+           ("    return ~active | (z >= kth)",
+            "    rank = torch.argsort(torch.argsort(-z, dim=-1, stable=True), dim=-1, stable=True)\n"
+            "    return ~active | (rank < top_k.unsqueeze(-1))"),
+           killed_by="L1/edge/top-k-boundary-ties"),
 ]
+"""The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 
 
 # --------------------------------------------------------------------------- input bugs
 
 class TemperatureTwice(Mutant):
     id = "temperature-twice"
+    killed_by = "L1/injected/full-mixed"
     bug = "logits divided by T before the kernel, which divides again"
-    models = "stats.md §3.3 'temperature applied twice'; vllm-ascend PR #6685 API drift (vllm.md §4 #31)"
+    models = "docs/bugs.md C3 and #31 (vllm-ascend PR #6685: API drift)"
 
     def batch_in(self, batch):
         T = np.asarray(batch.temperature, dtype=np.float64)
@@ -126,8 +162,9 @@ class TemperatureTwice(Mutant):
 
 class TargetParamsDefault(Mutant):
     id = "target-params-default"
+    killed_by = "L1/injected/full-mixed"
     bug = "target probabilities computed with default parameters (T = 1, no top-k/top-p)"
-    models = "vLLM #9834 -> PR #10198 (vllm.md §4 #3: scorer used T=1, top_p=1)"
+    models = "docs/bugs.md #3 (vLLM #9834 -> PR #10198: scorer used T=1, top_p=1)"
 
     def batch_in(self, batch):
         T = np.asarray(batch.temperature)
@@ -137,8 +174,9 @@ class TargetParamsDefault(Mutant):
 
 class TopPDroppedTarget(Mutant):
     id = "top-p-one-side"
+    killed_by = "L1/injected/full-mixed"
     bug = "top-p applied to the draft only; the target side ignores it"
-    models = "transformers#47932 pattern (stats.md §1.9, §3.3 'top-p missing on the target side')"
+    models = "docs/bugs.md #41 (transformers#47932: a filter applied to one side only)"
 
     def batch_in(self, batch):
         return replace(batch, top_p=np.ones_like(batch.top_p))
@@ -146,8 +184,9 @@ class TopPDroppedTarget(Mutant):
 
 class DraftProbsIgnored(Mutant):
     id = "draft-probs-ignored"
+    killed_by = "L1/injected/full-mixed"
     bug = "draft_probs dropped: drafts verified as point proposals (lossless, lower acceptance)"
-    models = "vLLM #40149 (stats.md §1.9: draft model path passes draft_probs=None)"
+    models = "docs/bugs.md #42 (vLLM #40149: draft model path passes draft_probs=None)"
 
     def batch_in(self, batch):
         return replace(batch, draft_probs=None)
@@ -155,8 +194,9 @@ class DraftProbsIgnored(Mutant):
 
 class BonusWrongRow(Mutant):
     id = "bonus-wrong-row"
+    killed_by = "L1/injected/full-mixed"
     bug = "bonus token drawn from the last draft position's row instead of the bonus row"
-    models = "stats.md §3.3 'bonus drawn from p_k instead of p_{k+1}'"
+    models = "docs/bugs.md C4 (bonus drawn from the last draft row instead of the bonus row)"
 
     def batch_in(self, batch):
         cu = batch.request_offsets()
@@ -169,8 +209,9 @@ class BonusWrongRow(Mutant):
 
 class RowOffset(Mutant):
     id = "row-offset"
+    killed_by = "L1/injected/full-mixed"
     bug = "target row of draft j of request i read at cu[i] + j (the +i for bonus rows forgotten)"
-    models = "vLLM PR #14645 (vllm.md §4 #7: rows of another request in mixed batches)"
+    models = "docs/bugs.md #7 (vLLM PR #14645: rows of another request in mixed batches)"
 
     def batch_in(self, batch):
         cu = batch.request_offsets()
@@ -183,8 +224,9 @@ class RowOffset(Mutant):
 
 class PlaceholderLastId(Mutant):
     id = "placeholder-last-id"
+    killed_by = "L1/injected/full-mixed"
     bug = "placeholder draft -1 used as an index: reads the last vocabulary entry"
-    models = "vllm-ascend #10045 -> PR #10043 and vLLM PR #46533 (vllm.md §4 #12, #13)"
+    models = "docs/bugs.md #13 (vllm-ascend #10045 -> PR #10043), #12 (vLLM PR #46533)"
 
     def batch_in(self, batch):
         ids = np.asarray(batch.draft_token_ids)
@@ -215,8 +257,9 @@ class NoiseMutant(Mutant):
 
 class CoinReusedAcrossPositions(NoiseMutant):
     id = "coin-reused-positions"
+    killed_by = "L1/injected/full-mixed"
     bug = "one acceptance coin reused at every position of a request"
-    models = "stats.md §3.3 'same uniform reused at all positions'; vLLM PR #47386 -> #54282 (vllm.md §4 #15)"
+    models = "docs/bugs.md C5 and #15 (vLLM PR #47386 -> #54282: correlated streams)"
 
     def bend(self, batch, noise):
         cu = batch.request_offsets()
@@ -227,8 +270,9 @@ class CoinReusedAcrossPositions(NoiseMutant):
 
 class NoiseSharedAcrossRequests(NoiseMutant):
     id = "noise-shared-requests"
+    killed_by = "L1/injected/full-mixed"
     bug = "every request of the batch uses request 0's random streams"
-    models = "vLLM #17498 -> PR #17929 and #9441 (vllm.md §4 #2, #8: streams shared or mixed between requests)"
+    models = "docs/bugs.md #8 (vLLM #17498 -> PR #17929), #2 (#9441: streams shared or mixed between requests)"
 
     def noise_for(self, batch, noise):
         if noise is None:  # request 0's key for everyone: identical coins and races
@@ -242,8 +286,9 @@ class NoiseSharedAcrossRequests(NoiseMutant):
 
 class KeyedByRow(Mutant):
     id = "keyed-by-row"
+    killed_by = "L1/keyed/full-mixed"
     bug = "own randomness keyed by batch row (curand subsequence = row) instead of the request seed"
-    models = "FlashInfer ChainSpeculativeSampling curand_init(seed, row, offset) (stats.md §1.7; vllm.md §4 #38)"
+    models = "docs/bugs.md #40 (FlashInfer curand_init(seed, row, offset)), #38"
 
     def batch_in(self, batch):
         if batch.seeds is None:
@@ -253,8 +298,9 @@ class KeyedByRow(Mutant):
 
 class PositionIgnored(Mutant):
     id = "noise-reused-steps"
+    killed_by = "L1/keyed/full-mixed"
     bug = "own randomness keyed by seed only: every step of a request replays the same noise"
-    models = "SPEC §5.2 key rule; vLLM #6038 -> PR #6034 (vllm.md §4 #1: generator state not advanced/propagated)"
+    models = "docs/bugs.md #1 (vLLM #6038 -> PR #6034: generator state not advanced) and SPEC §5.2"
 
     def batch_in(self, batch):
         if batch.positions is None:
@@ -264,8 +310,9 @@ class PositionIgnored(Mutant):
 
 class GlobalRng(NoiseMutant):
     id = "global-rng"
+    killed_by = "L1/keyed/full-mixed"
     bug = "own randomness drawn from the global numpy RNG instead of the keyed streams"
-    models = "vLLM MRV1 draft sampling TODO and #6038 (vllm.md §4 #1, #38: global RNG, seeds ignored)"
+    models = "docs/bugs.md #1, #38 (global RNG, seeds ignored)"
 
     def noise_for(self, batch, noise):
         if noise is not None or _keyed(batch) is None:  # bad input: the wrapped device raises its error
@@ -279,8 +326,9 @@ class GlobalRng(NoiseMutant):
 
 class PaddedSlotsMismatch(Mutant):
     id = "padded-slots-mismatch"
+    killed_by = "L1/injected/full-mixed"
     bug = "padded slots of requests with K_i < max K counted as mismatches: bonus dropped"
-    models = "vllm-gaudi (vllm.md §4 #28, and #27 PR #593: padding treated as a mismatch)"
+    models = "docs/bugs.md #28, #27 (vllm-gaudi PR #593: padding treated as a mismatch)"
 
     def output(self, batch, out):
         k = np.asarray(batch.num_draft_tokens)
@@ -292,15 +340,22 @@ class PaddedSlotsMismatch(Mutant):
         return VerifyOutput(ids, acc)
 
 
-MUTANT_CLASSES = INSIDE + [
+WRAPPERS = [
     TemperatureTwice, TargetParamsDefault, TopPDroppedTarget, DraftProbsIgnored, BonusWrongRow, RowOffset,
     PlaceholderLastId, CoinReusedAcrossPositions, NoiseSharedAcrossRequests, KeyedByRow, PositionIgnored,
     GlobalRng, PaddedSlotsMismatch,
 ]
-MUTANTS = {cls.id: cls for cls in MUTANT_CLASSES}
-"""Every mutant by id."""
+"""Input, noise and output mutants: classes that wrap any device."""
+
+SOURCE_MUTANTS = INSIDE
+"""Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""
+
+MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}
+"""Every mutant by id (a ``SourceMutant`` or a wrapper class; both carry ``id``, ``bug`` and ``models``)."""
 
 
-def make_mutants(base) -> list[Mutant]:
-    """One instance of every mutant, each wrapping ``base``."""
-    return [cls(base) for cls in MUTANT_CLASSES]
+def make_mutants(base) -> list:
+    """Every mutant that applies to ``base``: the source mutants of ``base.name``'s code, then every
+    wrapper around ``base``. A source mutant builds its own device from its mutated module."""
+    own = [m.make() for m in SOURCE_MUTANTS if m.device == base.name]
+    return own + [cls(base) for cls in WRAPPERS]
