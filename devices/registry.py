@@ -38,6 +38,10 @@ EMULATED: frozenset[str] = frozenset({"triton-interpret"})
 """Built-ins that emulate a GPU on CPU (Triton's interpreter, numpy per program): listed and loadable,
 but too slow for runs over every device (``specsim mutants``' correct devices); name them to run them."""
 
+FIELD_PACKAGE = "devices.field."
+"""Adapters of the field's real samplers (vLLM, FlashInfer, SGLang, transformers: ``devices/field/``): their
+code is another project's, held to SPEC and reported in docs/field.md, never a 'correct device' of specsim."""
+
 ENTRY_POINT_GROUP = "specsim.devices"
 
 
@@ -120,6 +124,12 @@ def survey() -> list[Availability]:
             tail = "".join(traceback.format_exception_only(type(cause), cause)).strip() if cause else ""
             out.append(Availability(entry, None, str(e) if not tail or tail in str(e) else f"{e} [{tail}]"))
     return out
+
+
+def is_field(availability: "Availability") -> bool:
+    """Whether a surveyed device is a field adapter (its target in ``devices.field``, or it names its ``engine``)."""
+    return (availability.entry.target.startswith(FIELD_PACKAGE)
+            or getattr(availability.device, "engine", None) is not None)
 
 
 def load_failures() -> dict[str, str]:

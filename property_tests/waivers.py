@@ -12,6 +12,13 @@ A waivers file lives in the vendor's repository and is passed with
 
 or JSON: ``{"waiver": [{...}, ...]}`` (``"waivers"`` also accepted) or a bare list.
 
+A ``check`` beginning ``conformance:`` names conformance *checks* (``CheckResult.name``,
+e.g. ``conformance:L1/edge/u0-masked-point``) rather than tests: the conformance-group
+tests then leave exactly those checks out of their verdict, so one understood deviation
+does not hide a whole group. Two optional keys describe a deviation for the field table
+(``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
+``JUDGEMENTS``).
+
 ``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
 matched against the test's id from ``property_tests/`` on (so it does not
 depend on where the package is installed), its full node id, and its name;
@@ -35,7 +42,12 @@ import json
 import os
 from dataclasses import dataclass, field
 
-KEYS = {"check", "reason", "issue", "devices", "mark"}
+KEYS = {"check", "reason", "issue", "devices", "mark", "deviation", "judgement"}
+CONFORMANCE = "conformance:"
+JUDGEMENTS = ("loss of losslessness", "semantics difference at an edge of SPEC", "RNG-contract break",
+              "adapter limitation")
+"""What a known deviation is: a real loss of the output law; a choice SPEC makes one way and the
+engine another, at an edge; a break of the randomness contract (SPEC §5); or the adapter's own limit."""
 ALIASES = {"id": "check", "pattern": "check", "url": "issue"}
 MARKS = ("xfail", "skip")
 
@@ -52,16 +64,35 @@ class Waiver:
     devices: tuple[str, ...] = ()
     mark: str = "xfail"
     source: str = ""  # "file.toml, entry 3" for messages
+    deviation: str = ""
+    judgement: str = ""
     _wild: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_wild", any(c in self.check for c in "*?"))
+
+    @property
+    def conformance(self) -> bool:
+        """Whether this waiver names conformance checks (``conformance:...``) rather than tests."""
+        return self.check.startswith(CONFORMANCE)
+
+    def matches_check(self, name: str) -> bool:
+        """Whether a ``conformance:`` waiver covers the conformance check ``name`` (``*``/``?`` wildcards).
+
+        >>> Waiver(check="conformance:L1/edge/u0-*", reason="r", issue="https://x.example/1").matches_check(
+        ...     "L1/edge/u0-masked-point")
+        True
+        """
+        pattern = self.check[len(CONFORMANCE):]
+        return self.conformance and fnmatch.fnmatchcase(name, pattern.replace("[", "[[]"))
 
     def applies_to_device(self, device_spec: str | None) -> bool:
         return not self.devices or device_spec in self.devices
 
     def matches(self, check_id: str, name: str, nodeid: str | None = None) -> bool:
         """Whether this waiver covers the test ``check_id`` (id from ``property_tests/``), ``name``, ``nodeid``."""
+        if self.conformance:
+            return False   # names conformance checks, which the group tests apply themselves
         ids = [i for i in (check_id, nodeid, name) if i]
         if self._wild:  # '[' is literal: test ids are full of parametrization brackets
             pattern = self.check.replace("[", "[[]")
@@ -122,8 +153,14 @@ def parse_entry(raw, where: str) -> Waiver:
     mark = entry.get("mark", "xfail")
     if mark not in MARKS:
         raise WaiverError(f"{where}: 'mark' must be one of {MARKS}, got {mark!r}")
+    judgement = entry.get("judgement", "")
+    if judgement and judgement not in JUDGEMENTS:
+        raise WaiverError(f"{where}: 'judgement' must be one of {JUDGEMENTS}, got {judgement!r}")
+    deviation = entry.get("deviation", "")
+    if not isinstance(deviation, str):
+        raise WaiverError(f"{where}: 'deviation' must be a string id, got {deviation!r}")
     return Waiver(check=entry["check"].strip(), reason=entry["reason"].strip(), issue=issue,
-                  devices=tuple(devices), mark=mark, source=where)
+                  devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement)
 
 
 def load(path: str) -> list[Waiver]:

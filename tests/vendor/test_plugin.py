@@ -111,6 +111,7 @@ def test_invalid_waivers_file_is_a_usage_error(tmp_path):
     ({"check": "t", "reason": "r", "issue": "https://x.example/1", "resaon": "typo"}, "unknown key(s) ['resaon']"),
     ({"check": "t", "reason": "r", "issue": "https://x.example/1", "mark": "ignore"}, "'mark' must be one of"),
     ({"check": "t", "reason": " ", "issue": "https://x.example/1"}, "'reason' is required"),
+    ({"check": "t", "reason": "r", "issue": "https://x.example/1", "judgement": "bad"}, "'judgement' must be one of"),
 ])
 def test_waiver_validation_names_entry_and_rule(tmp_path, entry, message):
     path = tmp_path / "w.json"
@@ -141,6 +142,13 @@ def test_waiver_matching():
     file_level = Waiver(check="property_tests/test_a.py", reason="r", issue="https://x.example/1")
     assert file_level.matches("property_tests/test_a.py::test_z", "test_z")
     assert check_id("/site-packages/property_tests/test_a.py::test_b") == "property_tests/test_a.py::test_b"
+
+
+def test_conformance_waivers_name_checks_not_tests():
+    w = Waiver(check="conformance:L1/injected/full-*/V8/float32", reason="r", issue="https://x.example/1")
+    assert w.conformance and w.matches_check("L1/injected/full-long/V8/float32")
+    assert not w.matches_check("L1/injected/full-long/V65/float32")
+    assert not w.matches("property_tests/test_conformance_groups.py::test_x", "test_x")
 
 
 @pytest.mark.slow
