@@ -139,7 +139,9 @@ def verify_tree_tensors(num_nodes: torch.Tensor, links: TreeLinks, draft_token_i
     greedy = temperature == 0
     row_request = ts.target_row_requests(num_nodes, num_rows)
     rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p).take(row_request)
-    probs = ts.target_probs(target_logits, rows).to(F64) if bool((~greedy).any()) else None
+    filters = dict(use_top_k=bool(ts.uses_top_k(temperature, top_k, target_logits.shape[1]).any()),
+                   use_top_p=bool(ts.uses_top_p(temperature, top_p).any()))          # skip the sort when unused
+    probs = ts.target_probs(target_logits, rows, **filters).to(F64) if bool((~greedy).any()) else None
     argmax = ts.greedy_argmax(target_logits)
     arange = torch.arange(batch, device=device)
     slot = torch.cumsum(num_nodes, 0) - num_nodes + arange                      # each request's root row

@@ -31,6 +31,7 @@ GROUPS: dict[str, str] = {
     "L2-trees": "specsim.conformance.trees:tree_l2_group",
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
     "L3-statistical": "specsim.conformance.statistical:statistical_group",
+    "L3-trees": "specsim.conformance.tree_statistics:tree_statistical_group",
 }
 """Every group, in run order. A group whose module is absent from this checkout is skipped."""
 

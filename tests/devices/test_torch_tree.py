@@ -12,6 +12,7 @@ from devices.protocol import Capabilities, InvalidInput, Noise, TreeBatch, Unsup
 from devices.registry import load
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from specsim.conformance.runner import Context
+from specsim.conformance.tree_statistics import tree_statistical_group
 from specsim.conformance.trees import CASES, tree_l1_group, tree_l2_group
 from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
 
@@ -73,3 +74,9 @@ def test_tree_groups_pass_on_torch_and_are_not_supported_without_trees():
     for name in ("hpu", "npu"):
         device = load(name)
         assert [r.status for r in tree_l1_group(device, ctx) + tree_l2_group(device, ctx)] == ["not_supported"] * 2
+
+
+def test_tree_statistics_pass_on_torch_in_quick_mode():
+    results = tree_statistical_group(make_cpu_device(), Context(quick=True))
+    assert len(results) == 15 and {r.status for r in results} == {"pass"}, [r.detail for r in results]
+    assert tree_statistical_group(load("hpu"), Context(quick=True))[0].status == "not_supported"
