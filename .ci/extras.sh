@@ -6,3 +6,5 @@ python -m pip install -q "triton==3.6.0"
 bash "$(dirname "$0")/install-chromium.sh"
 # HF transformers for its field adapter (devices/field/hf_transformers.py checks this exact release).
 python -m pip install -q "transformers==5.23.0"
+# Ray for the campaign layer's executor (specsim/campaign/executors.py checks this release; tests/campaign/test_ray.py).
+python -m pip install -q "ray==2.60.0"

@@ -91,6 +91,18 @@ def check_call(batch: VerifyBatch, noise: Noise | None, capabilities: Capabiliti
     check_capabilities(batch, capabilities)
 
 
+def check_repeated(batch: VerifyBatch, template: VerifyBatch) -> None:
+    """The per-call rules of ``verify_repeated`` (the template itself passed ``check_call``): ``batch`` is the
+    repeated call without float rows; its draft ids, seeds and positions must fit the repeated template."""
+    num_tokens, batch_size = int(batch.num_draft_tokens.sum()), batch.batch_size
+    where = _Rows(batch.num_draft_tokens)
+    _check_draft_token_ids(batch.draft_token_ids, num_tokens, template.vocab_size, where)
+    if batch.seeds is None or batch.positions is None:
+        raise InvalidInput("seeds: required (with positions): verify_repeated draws keyed noise")
+    _check_seeds(batch.seeds, batch_size)
+    _check_positions(batch.positions, batch_size)
+
+
 def check_capabilities(batch: VerifyBatch, capabilities: Capabilities) -> None:
     """``UnsupportedCall`` for a valid call beyond what ``capabilities`` declare (K, V, dtype)."""
     if batch.max_k > capabilities.max_k:

@@ -64,7 +64,7 @@ import torch
 from devices import torch_philox
 from devices import torch_sampling as ts
 from devices import torch_tree
-from devices._validate import check_call, check_tree_call
+from devices._validate import check_call, check_repeated, check_tree_call
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, TreeBatch, TreeOutput,
                               VerifyBatch, VerifyOutput)
 
@@ -220,6 +220,43 @@ class TorchDevice:
             uniforms, exponentials, scheme=batch.scheme, threshold_single=float(batch.threshold_single),
             threshold_acc=float(batch.threshold_acc))
         return TreeOutput(output.cpu().numpy(), num_accepted.cpu().numpy(), nodes.cpu().numpy())
+
+    def verify_repeated(self, template: VerifyBatch, repeats: int, draft_token_ids: np.ndarray,
+                        seeds: np.ndarray, positions: np.ndarray) -> VerifyOutput:
+        """``verify`` of ``template`` tiled ``repeats`` times, its rows sent to the device once.
+
+        The optional protocol method of ``devices.protocol.Device``: the result
+        equals ``verify`` of the batch whose float rows and parameters are
+        ``template``'s repeated, with ``draft_token_ids`` ``[repeats · Σ K_i]``,
+        ``seeds`` and ``positions`` ``[repeats · B]`` — at V = 128k a trial's
+        rows are ~3 MB, so only ids, seeds and positions cross per call. The
+        template is validated (SPEC §6) and copied to the device once, and
+        tiled there.
+        """
+        rows = self._template(template)
+        batch = VerifyBatch(np.tile(template.num_draft_tokens, repeats), draft_token_ids, None,
+                            np.empty((0, template.vocab_size), template.target_logits.dtype),
+                            np.tile(template.temperature, repeats), np.tile(template.top_k, repeats),
+                            np.tile(template.top_p, repeats), seeds, positions)
+        check_repeated(batch, template)
+        output, num_accepted = verify_tensors(
+            self._tensor(batch.num_draft_tokens, torch.int64), self._tensor(draft_token_ids, torch.int64),
+            None if rows["draft_probs"] is None else rows["draft_probs"].repeat(repeats, 1),
+            rows["target_logits"].repeat(repeats, 1), self._tensor(batch.temperature, torch.float64),
+            self._tensor(batch.top_k, torch.int64), self._tensor(batch.top_p, torch.float64),
+            seeds=torch_philox.seeds_to_int64(seeds).to(self.device),
+            positions=self._tensor(positions, torch.int64), max_k=template.max_k)
+        return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
+
+    def _template(self, template: VerifyBatch) -> dict:
+        """The template's float rows on the device, validated once (cached while the template lives)."""
+        cached = getattr(self, "_template_cache", None)
+        if cached is None or cached[0] is not template:
+            check_call(template, None, self.capabilities)
+            rows = {"target_logits": self._tensor(template.target_logits),
+                    "draft_probs": None if template.draft_probs is None else self._tensor(template.draft_probs)}
+            self._template_cache = cached = (template, rows)
+        return cached[1]
 
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         # torch.tensor copies: the caller's (possibly read-only) array is never aliased or mutated.

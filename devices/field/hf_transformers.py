@@ -86,6 +86,22 @@ def request_seed(seed: int, position: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def warpers(temperature: float, top_k: int, top_p: float):
+    """transformers' warpers for one request, as ``GenerationMixin._get_logits_processor`` builds them for sampling.
+
+    Shared with ``specsim.engines.hf_assisted`` (the target's next-token law there).
+    """
+    from transformers.generation import logits_process as lp
+    chain = lp.LogitsProcessorList()
+    if temperature != 1.0:
+        chain.append(lp.TemperatureLogitsWarper(temperature))
+    if top_k != 0:
+        chain.append(lp.TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
+    if top_p < 1.0:
+        chain.append(lp.TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
+    return chain
+
+
 class TransformersDevice:
     """``_speculative_sampling`` of the pinned transformers, one request per call (see the module docstring)."""
 
@@ -94,25 +110,11 @@ class TransformersDevice:
 
     def __init__(self, transformers_module):
         import torch
-        from transformers.generation import logits_process as lp
         from transformers.generation.utils import _speculative_sampling
 
         self.version = transformers_module.__version__
         self._torch = torch
-        self._lp = lp
         self._speculative_sampling = _speculative_sampling
-
-    def processors(self, temperature: float, top_k: int, top_p: float):
-        """transformers' warpers for one request, as ``_get_logits_processor`` builds them for sampling."""
-        lp = self._lp
-        chain = lp.LogitsProcessorList()
-        if temperature != 1.0:
-            chain.append(lp.TemperatureLogitsWarper(temperature))
-        if top_k != 0:
-            chain.append(lp.TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
-        if top_p < 1.0:
-            chain.append(lp.TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
-        return chain
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         """One step, request by request (batch 1 is what transformers' function serves)."""
@@ -138,7 +140,7 @@ class TransformersDevice:
         torch = self._torch
         k = stop - start
         target = torch.from_numpy(np.ascontiguousarray(batch.target_logits[start + i: stop + i + 1]))
-        target = self.processors(float(batch.temperature[i]), int(batch.top_k[i]), float(batch.top_p[i]))(
+        target = warpers(float(batch.temperature[i]), int(batch.top_k[i]), float(batch.top_p[i]))(
             None, target.float())[None]                                           # [1, K + 1, V]
         with np.errstate(divide="ignore"):
             draft_logits = torch.from_numpy(np.log(batch.draft_probs[start:stop]).astype(np.float32))[None]  # [1, K, V]

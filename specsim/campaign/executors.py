@@ -131,8 +131,9 @@ class Ray:
     def map(self, fn, tasks):
         ray = self.ray
         options = {"num_gpus": 1} if self.gpu else {"num_cpus": 1}
-        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False, **options)(fn)
-        refs = {remote.remote(t): t for t in tasks}
+        remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False, **options)(_apply)
+        fn_ref = ray.put(fn)
+        refs = {remote.remote(fn_ref, t): t for t in tasks}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             for ref in done:
@@ -146,6 +147,11 @@ class Ray:
         return {"executor": self.name, "address": self.address or "local (ray.init())",
                 "ray": self.ray.__version__, "cluster": {k: res[k] for k in ("CPU", "GPU") if k in res},
                 "per_worker": {"num_gpus": 1} if self.gpu else {"num_cpus": 1}, "where": sorted(self.seen)}
+
+
+def _apply(fn, task):
+    """A Ray task: ``fn(task)`` (``fn`` may be any picklable callable, not only a function)."""
+    return fn(task)
 
 
 def make_executor(name: str, workers: int | None = None, address: str | None = None, gpu: bool = False):

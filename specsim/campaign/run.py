@@ -86,18 +86,35 @@ def case_plan_of(task: ShardTask):
     return case_plan(task)
 
 
+def projection(shard_seconds: list[float], workers: int) -> float:
+    """Wall seconds of shards of these durations on ``workers`` workers, longest first to the least loaded (LPT).
+
+    A projection from measured shard times, not a measurement: it ignores
+    start-up, transfer and stragglers.
+
+    >>> projection([4.0, 3.0, 3.0, 2.0], 2)
+    6.0
+    """
+    loads = [0.0] * max(1, workers)
+    for s in sorted(shard_seconds, reverse=True):
+        loads[loads.index(min(loads))] += s
+    return max(loads)
+
+
 class OverBudget(RuntimeError):
     """The estimate after the first shards exceeds ``max_hours``; finished shards are kept for a resume."""
 
 
 def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", alpha_family: float = 1e-3,
                  quick: bool = False, cases=None, out_dir: str | None = None, resume: bool = False,
-                 max_hours: float | None = None, progress: bool = True, shard_trials: int | None = None) -> Campaign:
+                 max_hours: float | None = None, progress: bool = True, shard_trials: int | None = None,
+                 work=run_task) -> Campaign:
     """Run the L3 statistical layer of ``device_spec`` for each suite seed in ``seeds`` through ``executor``.
 
     Shards already in ``out_dir`` (``resume``) are read, not rerun. With
     ``max_hours``, the campaign stops once the first shards' rate says the
-    rest would take longer (``OverBudget``, with the estimate).
+    rest would take longer (``OverBudget``, with the estimate). ``work``: the
+    worker's function (``run_task``; tests wrap it to kill workers).
     """
     from specsim.conformance.statistical import SHARD_TRIALS, Tally, case_verdicts, mark_holm
 
@@ -117,7 +134,7 @@ def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", a
     todo = [t for t in tasks if t.key not in done]
     start = time.perf_counter()
     probe = max(1, getattr(executor, "workers", 1) or 1)
-    for task, result in executor.map(run_task, todo):
+    for task, result in executor.map(work, todo):
         if task.key in done:  # a retried shard that also returned: taken once
             continue
         store.save(task, result)
@@ -146,6 +163,8 @@ def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", a
     out.run = {**executor.describe(), "isolation": "campaign", "profile": profile, "shards": len(tasks),
                "shards_resumed": len(tasks) - len(todo), "shard_trials": shard_trials,
                "wall_seconds": round(wall, 2), "worker_seconds": round(sum(r["seconds"] for r in done.values()), 2),
-               "trials": sum(t.n for t in out.tallies.values())}
+               "trials": sum(t.n for t in out.tallies.values()),
+               "projection_wall_seconds": {str(n): round(projection([r["seconds"] for r in done.values()], n), 1)
+                                           for n in (1, 2, 4, 8, 16)}}
     store.close(out.run)
     return out

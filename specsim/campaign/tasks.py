@@ -68,11 +68,16 @@ def case_plan(task: ShardTask):
 
 
 def run_task(task: ShardTask) -> dict:
-    """The worker's function: run one shard, return ``{"tally": ..., "seconds": ..., "where": ...}``."""
+    """The worker's function: run one shard, return ``{"tally": ..., "seconds": ..., "where": ...}``.
+
+    The sign-off profile calls the device's ``verify_repeated`` where it has one
+    (same draws and result as ``verify``; at V = 128k only ids cross per call).
+    """
     from specsim.conformance.statistical import run_shard
     device = device_for(task.device)
     start = time.perf_counter()
-    tally = run_shard(device, case_plan(task), task.suite_seed, task.index, task.shard_trials)
+    tally = run_shard(device, case_plan(task), task.suite_seed, task.index, task.shard_trials,
+                      repeated=task.profile == "signoff")
     return {"tally": tally.to_json(), "seconds": time.perf_counter() - start, "where": where()}
 
 

@@ -98,6 +98,8 @@ def run(args) -> int:
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error")
     print(f"campaign: {r['shards']} shards ({r['shards_resumed']} resumed), {r['trials']} trials, "
           f"{r['wall_seconds']}s wall, {r['worker_seconds']}s in workers, executor {r['executor']}")
+    print("projection from these shard times (LPT schedule; not measured): "
+          + ", ".join(f"{n} worker(s) {t}s" for n, t in r["projection_wall_seconds"].items()))
     if args.out:
         path = os.path.join(args.out, "conformance.json")
         write_json_atomic(path, doc)

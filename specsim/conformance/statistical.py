@@ -378,17 +378,54 @@ def _verify_in_parts(device, batch: VerifyBatch, built: Built, n: int, per_call:
     return VerifyOutput(np.concatenate(ids), np.concatenate(acc))
 
 
-def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials: int = SHARD_TRIALS) -> Tally:
+def template_batch(built: Built, dtype) -> VerifyBatch:
+    """One trial's batch (draft ids: each row's most likely token), the template ``verify_repeated`` tiles."""
+    cache = built.__dict__.setdefault("_template", {})
+    name = np.dtype(dtype).name
+    if name not in cache:
+        ids = np.argmax(built.draft_rows, axis=1).astype(np.int64)
+        for i, r in enumerate(built.case.requests):
+            if r.placeholder:
+                ids[built.draft_row(i, 0): built.draft_row(i, 0) + r.k] = PLACEHOLDER_TOKEN_ID
+        cache[name] = VerifyBatch(built.num_draft_tokens, ids,
+                                  None if built.case.point else built.draft_rows.astype(dtype),
+                                  built.target_logits.astype(dtype), built.temperature, built.top_k, built.top_p,
+                                  np.zeros(len(built.num_draft_tokens), np.uint64),
+                                  np.zeros(len(built.num_draft_tokens), np.int64))
+    return cache[name]
+
+
+def _verify_repeated(device, built: Built, drafts: list, rng: np.random.Generator, n: int, dtype):
+    """The ``n`` trials through ``device.verify_repeated``: the draws of ``_trial_batch``, the same result as
+    ``verify``, but only ids, seeds and positions cross the protocol per call (the rows once, as the template)."""
+    B = len(built.num_draft_tokens)
+    ids = np.concatenate(drafts, axis=1).reshape(-1) if drafts else np.zeros(0, np.int64)
+    seeds = rng.integers(0, 2**64, size=n * B, dtype=np.uint64)       # drawn as _trial_batch draws them
+    positions = rng.integers(0, 2**31, size=n * B, dtype=np.int64)
+    return device.verify_repeated(template_batch(built, dtype), n, ids, seeds, positions)
+
+
+REPEATED_CALL_FACTOR = 16
+"""``verify_repeated`` calls hold this many times the trials of a ``verify`` call: their rows are tiled on the
+device, so the host memory bound ``MAX_FLOATS_PER_CALL`` does not apply (at V = 128256: 400 trials, ~1.2 GB)."""
+
+
+def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials: int = SHARD_TRIALS,
+              repeated: bool = False) -> Tally:
     """Shard ``index`` of a case through ``device``: its trials in calls of at most ``MAX_FLOATS_PER_CALL``.
 
     Everything drawn here comes from ``shard_seed(suite_seed, case, index)``,
     so the shard's counts depend on nothing else (not on which worker runs it).
+    ``repeated``: call the device's optional ``verify_repeated`` (the sign-off
+    profile at a real vocabulary, where each trial's rows are megabytes).
     """
+    repeated = repeated and hasattr(device, "verify_repeated")
     built = plan.built
     trials = shard_sizes(plan, shard_trials)[index]
     rng = np.random.default_rng(shard_seed(suite_seed, plan.case.id, index))
     dtype = np.float32 if "float32" in device.capabilities.dtypes else np.float64
-    chunk = max(1, min(trials, MAX_FLOATS_PER_CALL // _floats_per_trial(built)))
+    chunk = max(1, min(trials, MAX_FLOATS_PER_CALL // _floats_per_trial(built)
+                       * (REPEATED_CALL_FACTOR if repeated else 1)))
     t = Tally()
     done = 0
     while done < trials:
@@ -396,6 +433,11 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
         drafts = [np.full((n, r.k), PLACEHOLDER_TOKEN_ID, np.int64) if r.placeholder else
                   _sample_drafts(rng, built.draft_rows[built.draft_row(i, 0): built.draft_row(i, 0) + r.k], n)
                   for i, r in enumerate(built.case.requests)]
+        if repeated:
+            out = _verify_repeated(device, built, drafts, rng, n, dtype)
+            _tally_chunk(t, built, drafts, out, n)
+            done += n
+            continue
         batch = _trial_batch(built, drafts, rng, n, dtype)
         try:
             out = device.verify(batch)

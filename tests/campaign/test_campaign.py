@@ -88,3 +88,23 @@ def test_a_killed_local_worker_loses_only_its_shard_which_runs_again(tmp_path, m
         merged = Tally.merged(Tally.from_json(r["tally"]) for t, r in sorted(got, key=lambda x: x[0].index)
                               if t.case_id == case)
         assert counts({case: merged}) == counts({case: reference.tallies[(0, case)]})
+
+
+@pytest.mark.parametrize("name", ["specsim.conformance.statistical", "specsim.campaign.run", "specsim.engines.check"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+    failures, tried = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert failures == 0 and tried > 0
+
+
+def test_verify_repeated_counts_exactly_what_verify_counts():
+    """The sign-off profile's transport (rows once, ids per call) changes nothing: same draws, same tallies."""
+    from devices.registry import load
+    from specsim.conformance.statistical import make_plan, run_shard
+    device = load("torch")
+    for cp in make_plan(1e-3, True).cases:
+        if cp.case.id in ("v8-hetero", "v8-point", "v32-topp"):   # greedy, point and placeholder, top-p
+            plain = run_shard(device, cp, 0, 0, 300)
+            repeated = run_shard(device, cp, 0, 0, 300, repeated=True)
+            assert counts({0: plain}) == counts({0: repeated}), cp.case.id

@@ -64,3 +64,9 @@ def test_another_transformers_version_is_refused(monkeypatch):
     monkeypatch.setattr(transformers, "__version__", "0.0.1")
     with pytest.raises(ImportError, match=hf_transformers.PINNED_VERSION):
         hf_transformers.make_device()
+
+
+def test_docstring_examples_run():
+    import doctest
+    failures, tried = doctest.testmod(hf_transformers)
+    assert failures == 0 and tried > 0
