@@ -319,6 +319,13 @@ class Device(Protocol):
     Optional: a device declaring ``capabilities.tree_schemes`` also has
     ``verify_tree(batch: TreeBatch, noise: Noise | None = None) -> TreeOutput``
     (SPEC §11; noise as §5.1 with one coin per node). Without it, nothing else changes.
+
+    Optional: ``verify_repeated(template, repeats, draft_token_ids, seeds,
+    positions) -> VerifyOutput`` — ``verify`` of ``template`` (a one-trial
+    ``VerifyBatch``) tiled ``repeats`` times with these ids ``[repeats · Σ K_i]``,
+    seeds and positions ``[repeats · B]``, its float rows taken once
+    (``devices.torch_device``). The sign-off campaign at a real vocabulary uses
+    it, where a trial's rows are megabytes; nothing else does.
     """
 
     name: str
