@@ -139,7 +139,7 @@ class TransformersDevice:
         """Request i's emitted tokens: its rows through transformers' warpers and ``_speculative_sampling``."""
         torch = self._torch
         k = stop - start
-        target = torch.from_numpy(np.ascontiguousarray(batch.target_logits[start + i: stop + i + 1]))
+        target = torch.from_numpy(np.array(batch.target_logits[start + i: stop + i + 1]))   # a copy: rows may be read-only
         target = warpers(float(batch.temperature[i]), int(batch.top_k[i]), float(batch.top_p[i]))(
             None, target.float())[None]                                           # [1, K + 1, V]
         with np.errstate(divide="ignore"):

@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from specsim.campaign.executors import InProcess, Ray  # noqa: E402
-from specsim.campaign.tasks import run_task  # noqa: E402
-from tests.campaign.test_campaign import CASES, SHARD_TRIALS, counts, verdicts  # noqa: E402
 from specsim.campaign.run import run_campaign  # noqa: E402
-
-
-def dies_once(marker_dir, task):
-    """``run_task``, except that the first run of v32-topp's shard 2 kills its Ray worker process."""
-    marker = os.path.join(marker_dir, task.key.replace("/", "_"))
-    if task.case_id == CASES[1] and task.index == 2 and not os.path.exists(marker):
-        open(marker, "w").close()
-        os._exit(1)
-    return run_task(task)
+from tests.campaign import test_campaign  # noqa: E402
+from tests.campaign.test_campaign import CASES, SHARD_TRIALS, counts, dies_once, verdicts  # noqa: E402
 
 
 @pytest.fixture
 def local_ray():
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import tests/
+    ray.cloudpickle.register_pickle_by_value(test_campaign)  # Ray's workers need not import tests/
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
@@ -37,8 +27,8 @@ def test_two_ray_workers_count_exactly_what_one_process_counts_even_when_one_is_
     common = dict(quick=True, cases=CASES, shard_trials=SHARD_TRIALS, progress=False)
     here = run_campaign("torch", [0], InProcess(), **common)
     out = run_campaign("torch", [0], Ray(), out_dir=str(tmp_path / "campaign"),
-                       work=functools.partial(dies_once, str(tmp_path)), **common)
-    assert os.listdir(tmp_path) and any(name.endswith("_2") for name in os.listdir(tmp_path))  # a worker died
+                       work=functools.partial(dies_once, str(tmp_path), CASES[1], 2), **common)
+    assert "0_v32-topp_2" in os.listdir(tmp_path)                  # that shard's worker did die
     assert out.run["executor"] == "ray" and out.run["cluster"]["CPU"] == 2 and out.run["shards"] == 8
     assert len(out.run["where"]) >= 2                          # shards ran in more than one worker process
     assert counts(out.tallies) == counts(here.tallies)          # nothing lost, nothing counted twice

@@ -61,7 +61,8 @@ def test_declared_limits_are_unsupported_calls():
 
 
 def test_another_transformers_version_is_refused(monkeypatch):
-    monkeypatch.setattr(transformers, "__version__", "0.0.1")
+    # sys.modules' entry, not the module imported above: building a model can re-register transformers' lazy module
+    monkeypatch.setattr(sys.modules["transformers"], "__version__", "0.0.1")
     with pytest.raises(ImportError, match=hf_transformers.PINNED_VERSION):
         hf_transformers.make_device()
 
