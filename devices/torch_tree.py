@@ -152,10 +152,10 @@ def verify_tree_tensors(num_nodes: torch.Tensor, links: TreeLinks, draft_token_i
     token = torch.zeros(batch, dtype=torch.int64, device=device)
     no_node = torch.full_like(slot, -1)
     for depth in range(D + 1):
-        target = probs[slot] if probs is not None else weights
+        sibling = torch.where(live, links.first_child[slot], no_node)
+        target = probs[slot] if probs is not None else weights       # the current node's row: its children's law
         residual, kept = target, torch.ones_like(target, dtype=torch.bool)
         running = torch.zeros(batch, dtype=F64, device=device)
-        sibling = torch.where(live, links.first_child[slot], no_node)
         level_coin = uniforms[sibling.clamp(min=0)] if uniforms is not None and len(uniforms) else running
         chosen = no_node
         for _ in range(links.max_siblings):

@@ -56,6 +56,9 @@ class BlackBox:
     def verify(self, batch, noise=None):
         return self.inner.verify(batch, noise)
 
+    def verify_tree(self, batch, noise=None):
+        return self.inner.verify_tree(batch, noise)
+
 
 def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:
     if name == "L3-statistical":

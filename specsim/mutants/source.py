@@ -119,6 +119,11 @@ class MutatedDevice:
         with _environment(self.mutant.env):
             return self.inner.verify(batch, noise)
 
+    def verify_tree(self, batch, noise=None):
+        """SPEC §11, for mutants of a device declaring ``tree_schemes`` (the tree groups check that first)."""
+        with _environment(self.mutant.env):
+            return self.inner.verify_tree(batch, noise)
+
 
 # --- loading copies -------------------------------------------------------------------
 

@@ -144,6 +144,39 @@ INSIDE = [
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 
+TT = "devices.torch_tree"
+
+TREE = [
+    _torch("tree-sibling-order", "siblings tried in reverse node order (the links built from the last node)",
+           "docs/bugs.md C7 (sibling links out of the drafter's order)", TT,
+           ("    for n in range(len(parents)):            # node order is sibling order",
+            "    for n in reversed(range(len(parents))):"),
+           killed_by="L1/trees/injected/rrs-with-replacement"),
+    _torch("tree-residual-not-updated", "the next sibling meets the parent's target row, not the residual left "
+           "by the rejected one", "docs/bugs.md #46 (EAGLE #20: the rejected sibling's value adjusted instead of "
+           "subtracting the draft law)", TT,
+           ("    return accepted, torch.where(update, w / torch.where(total > 0, total, torch.ones_like(total)), residual)",
+            "    return accepted, residual"),
+           killed_by="L1/trees/injected/rrs-with-replacement"),
+    _torch("tree-chain-row", "a node's siblings verified against the row before the first sibling (the chain's "
+           "row arithmetic), not their parent's row", "docs/bugs.md #47 (TRT-LLM PR #13081, vLLM PR #17560: "
+           "tree nodes given a chain's context)", TT,
+           ("        target = probs[slot] if probs is not None else weights",
+            "        target = probs[torch.where(sibling >= 0, links.node_row[sibling.clamp(min=0)] - 1, slot)] "
+            "if probs is not None else weights"),
+           killed_by="L1/trees/injected/rrs-with-replacement"),
+    _torch("tree-sampled-as-greedy", "sampled tree requests verified greedily (argmax), temperature ignored",
+           "docs/bugs.md #48 (SGLang #31214 / #37134: EAGLE tree verify silently greedy on HIP)", TT,
+           ("    greedy = temperature == 0\n    row_request", "    greedy = temperature >= 0\n    row_request"),
+           killed_by="L1/trees/injected/rrs-with-replacement"),
+    _torch("tree-thresholds-relaxed", "SGLang's tree sampling run at threshold_acc 0.5 whatever the batch asks "
+           "(a relaxed acceptance presented as lossless)", "docs/bugs.md #49 (SGLang PR #7702 relaxed acceptance; "
+           "verl-SpeCo PR #19: lossy acceptance configs entering silently)", "devices.torch_device",
+           ("threshold_acc=float(batch.threshold_acc))", "threshold_acc=min(float(batch.threshold_acc), 0.5))"),
+           killed_by="L1/trees/injected/sglang"),
+]
+"""Tree verification bugs (SPEC §11), as edits of the torch device's tree walk."""
+
 
 # --------------------------------------------------------------------------- input bugs
 
@@ -347,7 +380,7 @@ WRAPPERS = [
 ]
 """Input, noise and output mutants: classes that wrap any device."""
 
-SOURCE_MUTANTS = INSIDE
+SOURCE_MUTANTS = INSIDE + TREE
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""
 
 MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}

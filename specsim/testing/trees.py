@@ -24,7 +24,7 @@ SHAPES = ("random", "chain", "wide", "binary")
 class TreeSpec:
     """What a random tree batch contains; fractions are per request (or per node)."""
 
-    batch: int = 6
+    batch: int = 12
     max_nodes: int = 6
     vocab_size: int = 16
     dtype: str = "float64"

@@ -8,7 +8,8 @@ import pytest
 MODULES = ["specsim.engine.models", "specsim.engine.kv", "specsim.engine.rng", "specsim.engine.state",
            "specsim.engine.scheduler", "specsim.engine.proposers.base", "specsim.engine.proposers.law",
            "specsim.engine.proposers.draft_model", "specsim.engine.proposers.ngram", "specsim.engine.proposers.universal",
-           "specsim.engine.proposers.ptd", "specsim.engine.proposers.factory", "specsim.engine.metrics",
+           "specsim.engine.proposers.ptd", "specsim.engine.proposers.factory", "specsim.engine.proposers.tree",
+           "specsim.engine.tree_loop", "specsim.engine.metrics",
            "specsim.engine.engine", "specsim.engine.workload"]
 
 

@@ -12,6 +12,7 @@ the engine merges what it returns with seed 004's ``top1_propose``.
 | `universal.py` | `UniversalDraftProposer` (TLI across vocabularies, seed 001) |
 | `ptd.py` | `PtdProposer` (parallel token drafting, seed 002) |
 | `factory.py` | `make_platform_proposer`: the seeds' platforms for a synthetic workload |
+| `tree.py` | `TreeProposer` (EAGLE-style top-k trees, SPEC §11; verified by `specsim.engine.tree_loop`) |
 
 Layering: this package imports ``specsim.vocab.mapping`` (tokenizers and the
 TLI mapping), which imports nothing of the engine at run time.
@@ -23,7 +24,8 @@ from specsim.engine.proposers.factory import make_platform_proposer, tokenizer_p
 from specsim.engine.proposers.law import draft_law
 from specsim.engine.proposers.ngram import NgramProposer
 from specsim.engine.proposers.ptd import PtdProposer
+from specsim.engine.proposers.tree import TreeProposer
 from specsim.engine.proposers.universal import UniversalDraftProposer
 
 __all__ = ["Proposal", "Proposer", "top1_propose", "draft_law", "DraftModelProposer", "EagleProposer",
-           "NgramProposer", "UniversalDraftProposer", "PtdProposer", "make_platform_proposer", "tokenizer_pair"]
+           "NgramProposer", "UniversalDraftProposer", "PtdProposer", "TreeProposer", "make_platform_proposer", "tokenizer_pair"]
