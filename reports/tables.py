@@ -90,6 +90,16 @@ def provenance(doc: dict) -> dict[str, str]:
     if run:
         out["run"] = (f"{run.get('isolation', '?')}; " + ("complete" if run.get("complete", True) else "INCOMPLETE")
                       + (f"; started {run['started']}" if run.get("started") else ""))
+        if run.get("executor"):  # a campaign (specsim campaign / calibrate): where and how its shards ran
+            where = run.get("where") or []
+            out["campaign"] = (f"executor {run['executor']}"
+                               + (f" at {run['address']}" if run.get("address") else "")
+                               + (f", {run['workers']} workers" if run.get("workers") else "")
+                               + (f", cluster {run['cluster']}" if run.get("cluster") else "")
+                               + f", {len(where)} worker process(es) ({', '.join(map(str, where[:4]))}"
+                               + (" …)" if len(where) > 4 else ")")
+                               + f"; {run.get('shards', '?')} shards ({run.get('shards_resumed', 0)} resumed), "
+                               f"{fmt(run.get('trials'))} trials, {run.get('wall_seconds', '?')} s wall")
         if run.get("command"):
             out["command"] = " ".join(str(a) for a in run["command"])
     return out

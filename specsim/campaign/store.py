@@ -2,8 +2,10 @@
 
 Layout under the campaign's directory::
 
-    DIR/campaign.json                     what the campaign is (its key) and how it ran
+    DIR/shards/campaign.json              what the campaign is (its key) and how it ran
     DIR/shards/<seed>/<case>/<index>.json one finished shard: its task, counts, time, worker
+
+(under ``shards/``, so that ``DIR`` holds only the reports' inputs: ``conformance.json`` and the like).
 
 A shard file appears whole or not at all (written to a temporary file and
 renamed), so a campaign killed at any moment resumes from the shards whose
@@ -31,7 +33,7 @@ class ShardStore:
         self.key = key
         if directory is None:
             return
-        manifest = os.path.join(directory, "campaign.json")
+        manifest = os.path.join(directory, "shards", "campaign.json")
         if resume and os.path.exists(manifest):
             with open(manifest) as f:
                 found = json.load(f).get("key")
@@ -61,5 +63,5 @@ class ShardStore:
     def close(self, run: dict) -> None:
         """Mark the campaign complete, with how it ran."""
         if self.directory is not None:
-            write_json_atomic(os.path.join(self.directory, "campaign.json"), {"key": self.key, "complete": True,
-                                                                              "run": run})
+            write_json_atomic(os.path.join(self.directory, "shards", "campaign.json"),
+                              {"key": self.key, "complete": True, "run": run})

@@ -21,7 +21,8 @@ profiles:
 
 files written with --out DIR:
   DIR/conformance.json            the L3 results and how the campaign ran ("run")
-  DIR/campaign.json               the campaign's key (what --resume checks) and, when complete, its run
+  DIR/report.html, report.md      the report (its provenance says where and how the shards ran)
+  DIR/shards/campaign.json        the campaign's key (what --resume checks) and, when complete, its run
   DIR/shards/<seed>/<case>/<i>.json one finished shard (integer counts)
 
 exit status: 0 every check passed; 1 a check failed; 2 bad usage or a --resume of another campaign;
@@ -60,6 +61,7 @@ def add_arguments(p):
     p.add_argument("--cases", default=None, help="comma-separated case ids (default: all of the profile)")
     p.add_argument("--out", default=None, help="directory for conformance.json and the shards")
     p.add_argument("--resume", action="store_true", help="continue the campaign in --out DIR")
+    p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
     p.add_argument("--shard-trials", type=int, default=None,
                    help="trials per shard (default specsim.conformance.statistical.SHARD_TRIALS); part of the draw")
     p.add_argument("--max-hours", type=float, default=None,
@@ -104,4 +106,7 @@ def run(args) -> int:
         path = os.path.join(args.out, "conformance.json")
         write_json_atomic(path, doc)
         print(f"wrote {path}")
+        if not args.no_report:
+            from specsim.commands.conform import write_reports
+            write_reports(args.out)
     return 0 if doc["passed"] else 1

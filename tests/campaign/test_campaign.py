@@ -72,6 +72,15 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_shards(tmp_pat
     assert counts(again.tallies) == counts(reference.tallies)
 
 
+def test_the_report_says_where_and_how_the_campaign_ran(reference):
+    from reports.tables import provenance
+    from specsim.conformance.runner import document
+    doc = document("torch", None, Context(quick=True), reference.results[0])
+    doc["run"] = {**reference.run, "complete": True}
+    assert provenance(doc)["campaign"].startswith("executor inprocess, 1 workers, 1 worker process(es)")
+    assert "8 shards (0 resumed), 3000 trials" in provenance(doc)["campaign"]
+
+
 def test_resuming_another_campaign_is_refused(tmp_path):
     from specsim.campaign.store import ResumeMismatch
     campaign(InProcess(), out_dir=str(tmp_path))
