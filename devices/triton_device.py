@@ -35,13 +35,15 @@ when it is loaded.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
-from devices.protocol import Capabilities, Noise, VerifyBatch, VerifyOutput
+from devices.protocol import Capabilities, Noise, TreeBatch, TreeOutput, VerifyBatch, VerifyOutput
 
 MAX_K = 64
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
@@ -199,12 +201,16 @@ class TritonDevice:
                                 dtypes=("float16", "bfloat16", "float32", "float64"))
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
-                 name: str | None = None):
+                 name: str | None = None, trees: bool | None = None):
         self.device = device
         self.config = config
         self.interpret = device == "cpu"
         self.name = name or ("triton-interpret" if self.interpret else "triton")
         self._kernels = kernels_module
+        # SPEC §11 (devices/triton_tree.py): declared by the interpreter; the compiled kernel is declared once it
+        # passes the GPU check of docs/trees.md (trees=True opts in, e.g. for specsim.tree_bench).
+        if self.interpret if trees is None else trees:
+            self.capabilities = dataclasses.replace(type(self).capabilities, tree_schemes=("greedy", "rrs", "sglang"))
 
     @property
     def kernels(self) -> ModuleType:
@@ -238,6 +244,24 @@ class TritonDevice:
             logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
             kernels_module=self.kernels, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
+
+    @property
+    def tree_kernels(self) -> ModuleType:
+        """``devices/triton_tree.py``, in the device's Triton mode (loaded on first use)."""
+        if getattr(self, "_tree_kernels", None) is None:
+            from devices.triton_mode import enter, kernel_module
+            enter(self.interpret, self.name)
+            self._tree_kernels = kernel_module("devices.triton_tree", self.interpret)
+        return self._tree_kernels
+
+    def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
+        """SPEC §11: a torch pre-pass (target rows, argmax, keyed noise), then one program per request
+        walking its tree (``devices.triton_tree``)."""
+        from devices._validate import check_tree_call
+        depths = check_tree_call(batch, noise, self.capabilities)
+        out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(self.tree_kernels, batch, noise, depths,
+                                                                        self.device)
+        return TreeOutput(out, num_accepted, nodes)
 
 
 def _loadable(name: str, interpret: bool) -> None:

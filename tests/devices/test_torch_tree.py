@@ -80,3 +80,9 @@ def test_tree_statistics_pass_on_torch_in_quick_mode():
     results = tree_statistical_group(make_cpu_device(), Context(quick=True))
     assert len(results) == 15 and {r.status for r in results} == {"pass"}, [r.detail for r in results]
     assert tree_statistical_group(load("hpu"), Context(quick=True))[0].status == "not_supported"
+
+
+def test_tree_bench_times_three_calls_on_torch():
+    from specsim.tree_bench import bench, tree_parents
+    row = bench(make_cpu_device(), 2, 50, tree_parents(2, 2, 1), warmup=0, repeat=1)
+    assert set(row) == {"chain K=D", "chain K=N", "tree"} and all(v > 0 for v in row.values())

@@ -219,3 +219,26 @@ def test_mode_is_decided_by_the_device_not_by_an_import():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.stdout.split() == ["True", "InterpretedFunction"], out.stderr
+
+
+# --- SPEC §11 trees: the tree_walk kernel in the interpreter ------------------------------
+
+@pytest.mark.parametrize("case", ["rrs-with-replacement", "rrs-without-replacement", "rrs-point", "greedy",
+                                  "sglang-duplicates", "sglang-relaxed"])
+def test_tree_kernel_matches_the_reference_coin_for_coin(case):
+    from specsim.conformance.trees import CASES
+    from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
+    for seed in range(3):
+        rng = np.random.default_rng(case_seed(SUITE_SEED, f"tree/{case}/{seed}"))
+        batch = random_tree_batch(rng, dataclasses.replace(CASES[case], vocab_size=int(rng.integers(2, 150)), batch=5))
+        noise = random_tree_noise(rng, batch)
+        assert not compare_tree(DEVICE.verify_tree(batch, noise), reference_tree_step(batch, noise),
+                                repro=f" [case {case}, seed {seed}]")
+        assert not compare_tree(DEVICE.verify_tree(batch), reference_tree_step(batch, None))
+
+
+def test_tree_groups_pass_on_the_interpreter():
+    from specsim.conformance.runner import Context
+    from specsim.conformance.trees import tree_l1_group, tree_l2_group
+    results = tree_l1_group(DEVICE, Context(quick=True)) + tree_l2_group(DEVICE, Context(quick=True))
+    assert {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results if r.status != "pass"]

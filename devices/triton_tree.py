@@ -1,0 +1,202 @@
+"""Tree verification (SPEC §11) as one Triton kernel: one program per request walks its tree.
+
+The pre-pass is torch (``devices.torch_sampling``: §2's target rows in
+float64, the greedy argmax per row; keyed noise by ``devices.torch_philox``)
+and the tree's links are ``devices.torch_tree.tree_links``; the kernel
+``tree_walk`` does the rest for request ``b``: from the root slot it tries
+each sibling in link order — rrs: ``u < r(x)/d(x)`` and, on rejection, two
+passes over V (``w = max(r − d, 0)``, its sum, then ``w / sum``) on a
+per-request residual row in global scratch; sglang: the running sum against
+one coin per level, a rejected sibling's token zeroed in the scratch row;
+greedy: the first child equal to the row's argmax — then the race
+``argmax w/E`` over V in tiles (lowest id on ties: a tile's ``tl.argmax``
+takes the first maximum, and a later tile must be strictly better).
+
+The residual row is written by every lane and read back as scalars, so each
+write pass ends with ``tl.debug_barrier()``: without them the compiled kernel
+raced on an H100 (2 mismatches in ~100 cases; the interpreter, sequential,
+cannot show it).
+
+Launch: ``tree_walk[(B,)](...)``; shapes in ``verify_tree_triton``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _residual_update(resid_row, draft_row, x, V, HAS_DRAFT: tl.constexpr, BLOCK: tl.constexpr,
+                     TILES: tl.constexpr):
+    """``r ← max(r − d, 0) / Σ`` in place (unchanged if the sum is 0); ``d`` the draft row or one-hot(x)."""
+    offs = tl.arange(0, BLOCK)
+    total = tl.load(resid_row) * 0.0                  # a float64 zero: loop-carried types must not change
+    for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+        start = tile * BLOCK
+        idx = start + offs
+        m = idx < V
+        r = tl.load(resid_row + idx, mask=m, other=0.0)
+        if HAS_DRAFT:
+            d = tl.load(draft_row + idx, mask=m, other=0.0).to(r.dtype)
+        else:
+            d = (idx == x).to(r.dtype)
+        total += tl.sum(tl.maximum(r - d, 0.0), axis=0)
+    if total > 0:
+        for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+            start = tile * BLOCK
+            idx = start + offs
+            m = idx < V
+            r = tl.load(resid_row + idx, mask=m, other=0.0)
+            if HAS_DRAFT:
+                d = tl.load(draft_row + idx, mask=m, other=0.0).to(r.dtype)
+            else:
+                d = (idx == x).to(r.dtype)
+            tl.store(resid_row + idx, tl.maximum(r - d, 0.0) / total, mask=m)
+    tl.debug_barrier()                                # the next sibling's scalar read sees every lane's store
+
+
+@triton.jit
+def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, node_row_ptr, node_start_ptr,
+              root_row_ptr, greedy_ptr, argmax_ptr, u_ptr, e_ptr, resid_ptr, tok_ptr, nodes_ptr, acc_ptr,
+              V, D, threshold_single, threshold_acc,
+              HAS_DRAFT: tl.constexpr, SGLANG: tl.constexpr, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    """One request's tree step. ``probs [R, V]`` f64 target rows (R = N + B slots), ``draft [N, V]``,
+    ``ids/next_sibling/node_row/node_start [N]``, ``first_child [R]``, ``root_row/greedy [B]``,
+    ``argmax [R]``, ``u [N]``, ``e [B, V]``, scratch ``resid [B, V]`` f64; out ``tok [B, D + 1]``,
+    ``nodes [B, D]`` (pre-filled with -1), ``acc [B]``."""
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    slot = tl.load(root_row_ptr + b)
+    greedy = tl.load(greedy_ptr + b) != 0
+    resid_row = resid_ptr + b * V
+    depth = 0
+    live = 1
+    while live == 1:
+        row = probs_ptr + slot * V
+        tl.debug_barrier()                            # the last level's reads are done before the row is rewritten
+        for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+            start = tile * BLOCK              # r ← t, the current node's row
+            idx = start + offs
+            tl.store(resid_row + idx, tl.load(row + idx, mask=idx < V, other=0.0), mask=idx < V)
+        tl.debug_barrier()                            # every lane's copy is visible to the scalar reads below
+        sibling = tl.load(first_child_ptr + slot)
+        coin = tl.load(u_ptr + tl.maximum(sibling, 0))  # sglang: the level's coin is its first child's
+        best = tl.load(argmax_ptr + slot)
+        running = coin * 0.0
+        chosen = sibling * 0 - 1
+        chosen_token = chosen
+        while (sibling >= 0) & (chosen < 0):
+            x = tl.load(ids_ptr + sibling)
+            real = x >= 0
+            xs = tl.maximum(x, 0)
+            if greedy:
+                accept = real & (x == best)
+            elif SGLANG:
+                t_x = tl.where(real, tl.load(row + xs), 0.0)
+                running += t_x
+                accept = real & ((t_x >= threshold_single) | (coin * threshold_acc < running))
+                if real & (accept == 0):
+                    tl.store(resid_row + xs, 0.0)
+                    tl.debug_barrier()
+            else:
+                r_x = tl.load(resid_row + xs)
+                if HAS_DRAFT:
+                    d_x = tl.load(draft_ptr + sibling * V + xs).to(r_x.dtype)
+                else:
+                    d_x = r_x * 0.0 + 1.0
+                u = tl.load(u_ptr + sibling)
+                accept = real & (r_x > 0) & (d_x > 0) & (u < r_x / tl.where(d_x > 0, d_x, 1.0))
+                if real & (accept == 0):
+                    _residual_update(resid_row, draft_ptr + sibling * V, xs, V, HAS_DRAFT, BLOCK, TILES)
+            if accept:
+                chosen = sibling
+                chosen_token = x
+            else:
+                sibling = tl.load(next_sibling_ptr + sibling)
+        if chosen >= 0:
+            tl.store(nodes_ptr + b * D + depth, chosen - tl.load(node_start_ptr + chosen))
+            tl.store(tok_ptr + b * (D + 1) + depth, chosen_token)
+            depth += 1
+            slot = tl.load(node_row_ptr + chosen)
+        else:
+            live = 0
+    token = tl.load(argmax_ptr + slot)
+    tl.debug_barrier()
+    if greedy == 0:                                   # the race over the residual (empty: the row itself)
+        total = tl.load(resid_row) * 0.0
+        for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+            start = tile * BLOCK
+            idx = start + offs
+            total += tl.sum(tl.load(resid_row + idx, mask=idx < V, other=0.0), axis=0)
+        weights_row = resid_row
+        if total <= 0:
+            weights_row = probs_ptr + slot * V
+        best_score = total * 0.0 - 1.0
+        for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+            start = tile * BLOCK
+            idx = start + offs
+            m = idx < V
+            w = tl.load(weights_row + idx, mask=m, other=0.0)
+            e = tl.load(e_ptr + b * V + idx, mask=m, other=1.0).to(w.dtype)
+            score = tl.where(m & (w > 0), w / e, -1.0)
+            tile_best = tl.max(score, axis=0)
+            if tile_best > best_score:
+                best_score = tile_best
+                token = (start + tl.argmax(score, axis=0)).to(tl.int64)
+    tl.store(tok_ptr + b * (D + 1) + depth, token)
+    tl.store(acc_ptr + b, depth)
+
+
+def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024):
+    """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted).
+
+    Returns numpy ``(output_token_ids [B, D + 1], num_accepted [B], accepted_nodes [B, D])``.
+    """
+    import torch
+
+    from devices import torch_philox
+    from devices import torch_sampling as ts
+    from devices.torch_tree import tree_links
+
+    on = lambda a, dt: torch.as_tensor(np.ascontiguousarray(np.asarray(a, dt)), device=device)  # noqa: E731
+    B, V = batch.batch_size, batch.vocab_size
+    N = int(np.sum(batch.num_nodes))
+    num_nodes, temperature = on(batch.num_nodes, np.int64), on(batch.temperature, np.float64)
+    top_k, top_p = on(batch.top_k, np.int64), on(batch.top_p, np.float64)
+    from devices.triton_device import _tensor
+    logits = _tensor(batch.target_logits, device).to(torch.float64)   # sent in its own dtype, widened there
+    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p).take(
+        ts.target_row_requests(num_nodes, logits.shape[0]))
+    probs = ts.target_probs(logits, rows, use_top_k=bool(ts.uses_top_k(temperature, top_k, V).any()),
+                            use_top_p=bool(ts.uses_top_p(temperature, top_p).any())).contiguous()
+    argmax = ts.greedy_argmax(logits).contiguous()
+    if noise is not None:
+        u, e = on(noise.uniforms, np.float64), on(noise.exponentials, np.float64)
+    elif (np.asarray(batch.temperature) > 0).any():
+        u, e = torch_philox.step_noise(on(np.asarray(batch.seeds).astype(np.uint64).view(np.int64), np.int64),
+                                       on(batch.positions, np.int64), num_nodes, V, N, int(np.max(batch.num_nodes)))
+    else:
+        u, e = torch.zeros(N, dtype=torch.float64, device=device), torch.ones(B, V, dtype=torch.float64, device=device)
+    links = tree_links(np.asarray(batch.num_nodes), np.asarray(batch.parents), depths, device)
+    D = links.max_depth
+    pad = lambda t, fill=0: t if t.numel() else torch.full((1,), fill, dtype=t.dtype, device=device)  # noqa: E731
+    draft = None if batch.draft_probs is None else on(batch.draft_probs, batch.draft_probs.dtype)
+    tok = torch.full((B, D + 1), -1, dtype=torch.int64, device=device)
+    nodes = torch.full((B, max(D, 1)), -1, dtype=torch.int64, device=device)
+    acc = torch.zeros(B, dtype=torch.int64, device=device)
+    resid = torch.empty((B, V), dtype=torch.float64, device=device)
+    root = torch.cumsum(num_nodes, 0) - num_nodes + torch.arange(B, device=device)
+    BLOCK = min(block, triton.next_power_of_2(V))
+    kernels.tree_walk[(B,)](
+        probs, pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
+        pad(on(batch.draft_token_ids, np.int64)), links.first_child, pad(links.next_sibling, -1), pad(links.node_row),
+        pad(links.node_start), root, (temperature == 0).to(torch.int32), argmax, pad(u.contiguous()),
+        e.contiguous(), resid, tok, nodes, acc, V, D, float(batch.threshold_single),
+        float(batch.threshold_acc), HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang",
+        BLOCK=BLOCK, TILES=triton.cdiv(V, BLOCK))
+    return tok.cpu().numpy(), acc.cpu().numpy(), nodes[:, :D].cpu().numpy()
+
+
+__all__ = ["tree_walk", "verify_tree_triton"]
