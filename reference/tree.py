@@ -40,10 +40,9 @@ import numpy as np
 from reference.layout import PLACEHOLDER_TOKEN_ID, offsets, pad_outputs
 from reference.layout import target_rows as rows_of_request
 from reference.laws import _argmax, lossless_error, num_accepted_from_law
-from reference.rng import step_noise
 from reference.target import target_rows
-from reference.validate import InvalidInput, check_noise, check_step
-from reference.verify import race
+from reference.validate import InvalidInput, check_step
+from reference.verify import race, step_noise_of
 
 SCHEMES = ("rrs", "sglang")
 """Schemes of a tree batch's sampled requests; greedy requests (T = 0) verify greedily (§11.2)."""
@@ -202,14 +201,7 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
     n = np.asarray(num_nodes, dtype=np.int64)
     logits = np.asarray(target_logits, dtype=np.float64)
     batch, V = len(n), logits.shape[1]
-    if uniforms is None and exponentials is None:
-        if seeds is None or positions is None:
-            raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
-        uniforms, exponentials = step_noise(seeds, positions, n, V)
-    elif uniforms is None or exponentials is None:
-        raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
-    check_noise(uniforms, exponentials, int(n.sum()), batch, V)
-    u, E = np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+    u, E = step_noise_of(n, V, uniforms, exponentials, seeds, positions)
     T = np.asarray(temperature, dtype=np.float64)
     cu, ids, par = offsets(n), np.asarray(draft_token_ids, np.int64), np.asarray(parents, np.int64)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)

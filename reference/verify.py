@@ -142,6 +142,20 @@ def greedy_margin(logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
+def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, positions):
+    """A step's noise (SPEC §5.1) as float64 ``(uniforms [Σ counts], exponentials [batch, V])``: the
+    injected arrays checked, or — both None — drawn from the keyed streams of §5.2 for ``seeds``/``positions``.
+    ``counts [batch]``: each request's coins (drafts, or a tree's nodes)."""
+    if uniforms is None and exponentials is None:
+        if seeds is None or positions is None:
+            raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
+        uniforms, exponentials = step_noise(seeds, positions, counts, V)
+    elif uniforms is None or exponentials is None:
+        raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
+    check_noise(uniforms, exponentials, int(np.sum(counts)), len(counts), V)
+    return np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+
+
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
            *, uniforms=None, exponentials=None, seeds=None, positions=None) -> StepResult:
     """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``).
@@ -155,14 +169,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     k = np.asarray(num_draft_tokens, dtype=np.int64)
     logits = np.asarray(target_logits, dtype=np.float64)
     batch, V = len(k), logits.shape[1]
-    if uniforms is None and exponentials is None:
-        if seeds is None or positions is None:
-            raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
-        uniforms, exponentials = step_noise(seeds, positions, k, V)
-    elif uniforms is None or exponentials is None:
-        raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
-    check_noise(uniforms, exponentials, int(k.sum()), batch, V)
-    u, E = np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+    u, E = step_noise_of(k, V, uniforms, exponentials, seeds, positions)
     T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
     ids = np.asarray(draft_token_ids, dtype=np.int64)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
