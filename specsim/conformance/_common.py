@@ -6,6 +6,7 @@ import traceback
 
 from devices.protocol import Capabilities, UnsupportedCall
 from specsim.conformance.results import CheckResult
+from specsim.testing.compare import output_problems
 
 
 def missing(caps: Capabilities, needs, *, vocab_size: int = 0, max_k: int = 0, dtype: str | None = None) -> str | None:
@@ -26,8 +27,27 @@ def call(name: str, layer: str, fn):
     """Run ``fn()``; turn UnsupportedCall into not_supported and any other exception into error."""
     try:
         return fn(), None
+    except Malformed:  # not a crash: the group turns it into its failing well-formed-output check
+        raise
     except UnsupportedCall as e:
         return None, CheckResult(name, layer, "not_supported", f"device raised UnsupportedCall: {e}")
     except Exception as e:
         return None, CheckResult(name, layer, "error", f"device raised {type(e).__name__}: {e}\n"
                                  f"{traceback.format_exc(limit=6)}")
+
+
+class Malformed(Exception):
+    """A device's output broke SPEC §7 (shape, range, padding): the group reports a failing check."""
+
+
+def formed(device, batch, noise=None):
+    """``device.verify(batch, noise)``, or ``Malformed`` naming what is wrong with its output."""
+    out = device.verify(batch, noise)
+    problems = output_problems(batch, out)
+    if problems:
+        raise Malformed(f"batch of {batch.batch_size} request(s), V={batch.vocab_size}: " + "; ".join(problems))
+    return out
+
+
+def malformed_result(layer: str, e: Malformed) -> CheckResult:
+    return CheckResult(f"{layer}/well-formed-output", layer, "fail", f"malformed output (SPEC §7): {e}")

@@ -54,25 +54,30 @@ def _cases(device, ctx, group: str):
             yield name, spec_here, why, seed
 
 
-def _run_cases(device, ctx, group: str, injected: bool) -> list[CheckResult]:
+def _run_cases(device, ctx, group: str, injected: bool, only: str | None = None) -> list[CheckResult]:
     results = []
     for name, spec, why, seed in _cases(device, ctx, group):
+        if only is not None and name != only:
+            continue
         if why:
             results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
             continue
         rng = np.random.default_rng(seed)
         batch = random_batch(rng, spec)
-        noise = random_noise(rng, batch) if injected else None
-        got, problem = call(name, "L1", lambda: device.verify(batch, noise))
-        if problem:
-            results.append(problem)
-            continue
-        cmp = compare(batch, got, reference_step(batch, noise),
-                      repro=f" [case {name}, seed {seed}]")
-        detail = cmp.summary() if not cmp.ok else f"{batch.batch_size} requests agree" + (
-            f"; {len(cmp.waived)} waived ({cmp.waivers} near-tie decision(s) flipped, SPEC §9)" if cmp.waived else "")
-        results.append(CheckResult(name, "L1", "pass" if cmp.ok else "fail", detail, seed=seed, extra=cmp.extra()))
+        results.append(judge(name, device, batch, random_noise(rng, batch) if injected else None, seed))
     return results
+
+
+def judge(name: str, device, batch, noise, seed: int | None, note: str = "") -> CheckResult:
+    """One L1 check: ``device`` on ``batch`` with ``noise`` (None: its keyed draws) against the
+    reference, token for token, SPEC §9's waivers applied; a crash or refusal is its own result."""
+    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+    if problem:
+        return problem
+    cmp = compare(batch, got, reference_step(batch, noise), repro=f" [case {name}, seed {seed}]")
+    detail = cmp.summary() if not cmp.ok else f"{batch.batch_size} requests agree{note}" + (
+        f"; {len(cmp.waived)} waived ({cmp.waivers} near-tie decision(s) flipped, SPEC §9)" if cmp.waived else "")
+    return CheckResult(name, "L1", "pass" if cmp.ok else "fail", detail, seed=seed, extra=cmp.extra())
 
 
 def injected_noise_group(device, ctx) -> list[CheckResult]:
@@ -90,11 +95,13 @@ def keyed_noise_group(device, ctx) -> list[CheckResult]:
     return _run_cases(device, ctx, "L1/keyed", injected=False)
 
 
-def edge_group(device, ctx) -> list[CheckResult]:
+def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     """Every SPEC §4 edge, with its exact expected tokens (no waiver; a float32 run of an edge
     that is a float64-scale near-tie is compared with SPEC §9's waivers instead)."""
     caps, results = device.capabilities, []
     for edge in EDGES:
+        if only is not None and f"L1/edge/{edge.name}" != only:
+            continue
         dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
         name = f"L1/edge/{edge.name}"
         why = missing(caps, edge.needs) or (None if caps.injected_noise else "device does not take injected noise")
@@ -119,3 +126,28 @@ def edge_group(device, ctx) -> list[CheckResult]:
         detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
         results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0}))
     return results
+
+
+def one_check(device, ctx, name: str) -> CheckResult:
+    """The one L1 check called ``name`` (as ``specsim conform`` names it), alone: for a test that
+    holds a slow device (Triton's interpreter) to a named check without running its whole group.
+
+    >>> from devices.registry import load
+    >>> from specsim.conformance.runner import Context
+    >>> one_check(load("torch"), Context(quick=True), "L1/edge/vocab-one").status
+    'pass'
+    """
+    if name.startswith("L1/edge/"):
+        found = edge_group(device, ctx, only=name)
+    elif name.startswith("L1/sizes/"):
+        from specsim.conformance.sizes import sizes_group
+        found = sizes_group(device, ctx, only=name)
+    else:
+        group = "/".join(name.split("/")[:2])
+        if group not in ("L1/injected", "L1/keyed"):
+            raise ValueError(f"name: {name!r} is not an L1 check (L1/injected/..., L1/keyed/..., L1/edge/..., "
+                             "L1/sizes/...)")
+        found = _run_cases(device, ctx, group, injected=group == "L1/injected", only=name)
+    if len(found) != 1:
+        raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")
+    return found[0]

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from specsim.conformance._common import call, missing
+from specsim.conformance._common import Malformed, call, formed, malformed_result, missing
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.testing.seeds import case_seed
@@ -43,6 +43,14 @@ def _check(name, fn) -> CheckResult:
 
 
 def rng_group(device, ctx) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    try:
+        return _rng_checks(device, ctx, results)
+    except Malformed as e:  # every check so far, then the one that saw the malformed output
+        return results + [malformed_result("L2", e)]
+
+
+def _rng_checks(device, ctx, results: list) -> list[CheckResult]:
     caps = device.capabilities
     spec = SPEC if caps.draft_probs else BatchSpec(**{**SPEC.__dict__, "draft_probs": False})
     why = missing(caps, spec.needs - {"top_k", "top_p", "greedy"}, vocab_size=spec.vocab_size, max_k=0)
@@ -56,12 +64,11 @@ def rng_group(device, ctx) -> list[CheckResult]:
     seed = case_seed(ctx.seed, "L2")
     rng = np.random.default_rng(seed)
     batch = random_batch(rng, spec)
-    results = []
 
     if caps.injected_noise:
         noise = random_noise(rng, batch)
         pair, problem = call("L2/injected-noise-is-the-only-randomness", "L2",
-                             lambda: (device.verify(batch, noise), device.verify(batch, noise)))
+                             lambda: (formed(device, batch, noise), formed(device, batch, noise)))
         results.append(problem or _check("L2/injected-noise-is-the-only-randomness",
                                          lambda: (_rows(pair[0]) == _rows(pair[1]),
                                                   "two calls with the same injected noise agree" if _rows(pair[0]) == _rows(pair[1])
@@ -71,7 +78,7 @@ def rng_group(device, ctx) -> list[CheckResult]:
         return results
 
     before = _global_states()
-    first, problem = call("L2/determinism", "L2", lambda: device.verify(batch))
+    first, problem = call("L2/determinism", "L2", lambda: formed(device, batch))
     after = _global_states()
     if problem:
         return results + [problem]
@@ -84,7 +91,7 @@ def rng_group(device, ctx) -> list[CheckResult]:
     np.random.seed(12345)
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(12345)
-    second = device.verify(batch)
+    second = formed(device, batch)
     results.append(_check("L2/determinism", lambda: (
         _rows(first) == _rows(second),
         "same seeds and positions, same tokens, even after re-seeding the global RNGs" if _rows(first) == _rows(second)
@@ -93,8 +100,8 @@ def rng_group(device, ctx) -> list[CheckResult]:
 
     order = np.arange(batch.batch_size)[::-1]
     reversed_batch, _ = select_requests(batch, order)
-    rev = _rows(device.verify(reversed_batch))[::-1]
-    singles = [_rows(device.verify(select_requests(batch, [i])[0]))[0] for i in range(0, batch.batch_size, 3)]
+    rev = _rows(formed(device, reversed_batch))[::-1]
+    singles = [_rows(formed(device, select_requests(batch, [i])[0]))[0] for i in range(0, batch.batch_size, 3)]
     base = _rows(first)
     bad = [i for i in range(batch.batch_size) if rev[i] != base[i]]
     bad += [i for j, i in enumerate(range(0, batch.batch_size, 3)) if singles[j] != base[i]]
@@ -107,7 +114,7 @@ def rng_group(device, ctx) -> list[CheckResult]:
     for what, field in (("seed", "seeds"), ("position", "positions")):
         values = getattr(batch, field)
         shifted = values + (np.uint64(1) if field == "seeds" else 1)
-        other = _rows(device.verify(type(batch)(**{**batch.__dict__, field: shifted})))
+        other = _rows(formed(device, type(batch)(**{**batch.__dict__, field: shifted})))
         same = sum(other[i] == base[i] for i in random_requests)
         results.append(CheckResult(f"L2/{what}-sensitivity", "L2",
                                    "fail" if random_requests and same == len(random_requests) else "pass",

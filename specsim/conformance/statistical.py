@@ -304,8 +304,13 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int) -> None:
     B = len(built.num_draft_tokens)
     V = built.target_logits.shape[1]
     width = int(built.num_draft_tokens.max()) + 1
-    ids = np.asarray(out.output_token_ids).reshape(n, B, -1)
-    acc = np.asarray(out.num_accepted).reshape(n, B)
+    ids, acc = np.asarray(out.output_token_ids), np.asarray(out.num_accepted)
+    if ids.ndim != 2 or ids.shape[0] != n * B or acc.shape != (n * B,):  # malformed: a violation, not a crash
+        for i in range(B):
+            t.violate(i, "output shape", n, f"output_token_ids {ids.shape}, num_accepted {acc.shape}; "
+                                            f"expected ({n * B}, {width}) and ({n * B},) (SPEC §7)")
+        return
+    ids, acc = ids.reshape(n, B, -1), acc.reshape(n, B)
     for i, r in enumerate(built.case.requests):
         m = acc[:, i]
         if ids.shape[2] != width:

@@ -62,7 +62,10 @@ class SourceMutant:
     - ``via``: modules between ``module`` and ``build`` that import it and must be re-imported too;
     - ``device``: the registry name of the device this mutates (which ``--base`` it belongs to);
     - ``killed_by``: the check that must kill it (``tests/stats/test_mutants.py`` holds it to that);
-    - ``env``: environment the device needs while it is built (e.g. ``TRITON_INTERPRET=1``).
+    - ``env``: environment the device needs while it is built (e.g. ``TRITON_INTERPRET=1``);
+    - ``make_from``: ``"module:function"`` called with ``(mutant, mutated_source)`` that builds the
+      device itself, for a device that loads its kernels its own way (``interpreted_triton``);
+      None: import the copies and call ``build``.
     """
 
     id: str
@@ -75,6 +78,7 @@ class SourceMutant:
     device: str = "torch"
     killed_by: str = ""
     env: dict = field(default_factory=dict)
+    make_from: str | None = None
 
     def source_path(self, module: str | None = None) -> Path:
         spec = importlib.util.find_spec(module or self.module)
@@ -97,6 +101,9 @@ class SourceMutant:
 
     def make(self) -> "MutatedDevice":
         """Build the device from the mutated module (a fresh copy each call)."""
+        if self.make_from is not None:
+            module, _, function = self.make_from.partition(":")
+            return MutatedDevice(self, getattr(importlib.import_module(module), function)(self, self.mutated_source()))
         modules = {self.module: _load_copy(self, self.module, self.mutated_source(), {})}
         for name in (*self.via, self.build[0]):
             if name not in modules:
@@ -123,6 +130,25 @@ class MutatedDevice:
         """SPEC §11, for mutants of a device declaring ``tree_schemes`` (the tree groups check that first)."""
         with _environment(self.mutant.env):
             return self.inner.verify_tree(batch, noise)
+
+
+def interpreted_triton(mutant: SourceMutant, source: str, config=None):
+    """The ``triton-interpret`` device running the mutated ``devices/triton_kernels.py`` text.
+
+    Triton reads a kernel's source back by file name: ``devices.triton_mode.kernel_module``
+    executes edited text under its own name (in ``linecache``), in the interpreter, and the
+    device launches those kernels. ``config`` (default: the zoo's ``TRITON_MUTANT_CONFIG``)
+    is the launch shape; the process enters Triton's interpreter mode (as the
+    ``triton-interpret`` device does) and raises if it already runs Triton compiled.
+    """
+    from devices.triton_device import TritonDevice, make_interpreter_device
+    from devices.triton_mode import enter, kernel_module
+    if config is None:
+        from specsim.mutants.zoo import TRITON_MUTANT_CONFIG as config
+    make_interpreter_device()  # raises, naming why, where this process cannot interpret
+    enter(True, "triton-interpret")  # before the edited kernels are decorated
+    return TritonDevice("cpu", config, kernels_module=kernel_module(mutant.module, True, source),
+                        name=f"triton-interpret:{mutant.id}")
 
 
 # --- loading copies -------------------------------------------------------------------
@@ -200,4 +226,4 @@ class _environment:
         return False
 
 
-__all__ = ["Edit", "SourceMutant", "MutatedDevice", "StaleAnchor"]
+__all__ = ["Edit", "SourceMutant", "MutatedDevice", "StaleAnchor", "interpreted_triton"]

@@ -34,6 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from devices._validate import validate
+from devices.triton_device import KernelConfig
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
 from specsim.mutants.source import Edit, SourceMutant
 from specsim.mutants.walk import keyed_noise
@@ -141,6 +142,26 @@ INSIDE = [
             "    rank = torch.argsort(torch.argsort(-z, dim=-1, stable=True), dim=-1, stable=True)\n"
             "    return ~active | (rank < top_k.unsqueeze(-1))"),
            killed_by="L1/edge/top-k-boundary-ties"),
+    # Size classes (issue 11): correct at the small shapes of L1-injected, wrong past a size or threshold.
+    _torch("second-launch-row-offset", "batches above 256 requests run in two launches; the second's emission rows "
+           "are offset by its local request index, not the global one",
+           "docs/bugs.md #14 (vLLM PR #48055: wrong decisions in large batches), #7 (row offsets)", TD,
+           ("emit_logits = target_logits[layout.starts + arange + num_accepted]",
+            "launch_row = arange % 256 if batch > 256 else arange  # the second launch counts from 0 again\n"
+            "    emit_logits = target_logits[layout.starts + launch_row + num_accepted]"),
+           killed_by="L1/sizes/batch-B257"),
+    _torch("residual-threshold-shortcut", "a residual of mass below 1e-6 is treated as empty: emission falls back "
+           "to the target row",
+           "docs/bugs.md #17 (vLLM PR #46665: the residual wrong when target ≈ draft)", TS,
+           ("empty = ~(weights > 0).any(dim=1, keepdim=True)",
+            "empty = weights.sum(dim=1, keepdim=True) < 1e-6  # fast path: 'no residual left'"),
+           killed_by="L1/sizes/residual-tv1e-07"),
+    _torch("softmax-fp16", "float32 target softmax evaluated in float16 (a reduced-precision intermediate behind "
+           "the float32 declaration)", "docs/bugs.md #44 (DeepSpec#31: one side in 16-bit), #45", TS,
+           ("    return torch.softmax(z, dim=-1)",
+            "    low = z.to(torch.float16) if z.dtype == torch.float32 else z  # 'half is enough for a softmax'\n"
+            "    return torch.softmax(low, dim=-1).to(z.dtype)"),
+           killed_by="L1/injected/"),
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 
@@ -380,7 +401,45 @@ WRAPPERS = [
 ]
 """Input, noise and output mutants: classes that wrap any device."""
 
-SOURCE_MUTANTS = INSIDE + TREE
+# --------------------------------------------------------------------------- inside the Triton kernels
+
+TK = "devices.triton_kernels"
+TRITON_MUTANT_CONFIG = KernelConfig(block=32, num_warps=1, programs=64, race_block=None, race_warps=None)
+"""The launch shape the Triton mutants (and their control) run at in the interpreter: 32-wide tiles and
+up to 64 programs, so that V = 65 spans three tiles and three vocabulary chunks. At the interpreter's
+default shape (one 256-wide chunk) the multi-chunk reductions a GPU runs are never executed."""
+
+
+def _triton(mid, bug, models, *edits, killed_by=""):
+    """A mutant of ``devices/triton_kernels.py``, run by the ``triton-interpret`` device."""
+    return SourceMutant(mid, bug, models, TK, tuple(Edit(a, r) for a, r in edits), device="triton-interpret",
+                        killed_by=killed_by, make_from="specsim.mutants.source:interpreted_triton")
+
+
+KERNEL = [
+    _triton("triton-residual-swapped", "race weights max(d - t, 0) in race_weights: residual operands swapped",
+            "docs/bugs.md C1 (FlashInfer's q/p letters)",
+            ("w = tl.maximum(t - d.to(dtype), 0.0)", "w = tl.maximum(d.to(dtype) - t, 0.0)"),
+            killed_by="L1/injected/full-mixed/V8/float64"),
+    _triton("triton-accept-inclusive", "step_kernel accepts on u <= ratio without the t > 0 guard",
+            "docs/bugs.md #10 (vLLM PR #23803), #11 (SGLang #35771)",
+            ("ok_random = (d > 0) & (t > 0) & (u < ratio.to(tl.float64))",
+             "ok_random = (d > 0) & (u <= ratio.to(tl.float64))"),
+            killed_by="L1/edge/u0-zero-target-full"),
+    _triton("triton-chunk-sum-unscaled", "per-chunk softmax sums added without rescaling to the row's max",
+            "docs/bugs.md C8 (split-vocabulary softmax merged without the max correction)",
+            ("row_sum = tl.sum(tl.where(cm == float(\"-inf\"), 0.0, cs * tl.exp((cm - row_max[:, None]) * inv_t)), axis=1)",
+             "row_sum = tl.sum(tl.where(cm == float(\"-inf\"), 0.0, cs), axis=1)"),
+            killed_by="L1/injected/full-mixed/V65/float32"),
+    _triton("triton-tail-tile-padding", "race_load fills the lanes past V with logit 0, not -inf: padding can win",
+            "docs/bugs.md #43 (vLLM GHSA-8wr5-jm2h-8r4f: recovered id >= vocab in the tail tile), #9",
+            ("z = tl.load(logits_row + cols, mask=cols < hi, other=float(\"-inf\"))",
+             "z = tl.load(logits_row + cols, mask=cols < hi, other=0.0)"),
+            killed_by="L1/sizes/residual-tv1e-02"),
+]
+"""Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
+
+SOURCE_MUTANTS = INSIDE + TREE + KERNEL
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""
 
 MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}

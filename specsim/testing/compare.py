@@ -115,6 +115,39 @@ def _check_structure(batch: VerifyBatch, got: VerifyOutput) -> list[str]:
     return problems
 
 
+def output_problems(batch: VerifyBatch, got: VerifyOutput, limit: int = 3) -> list[str]:
+    """What makes ``got`` malformed for ``batch`` whatever the noise (SPEC §7), for the groups that
+    have no reference step to compare with (L2, L3): shapes and dtypes, then per request
+    ``0 ≤ num_accepted ≤ K_i``, accepted ids equal to the drafts, the emitted id in ``[0, V)``,
+    ``-1`` after it. At most ``limit`` request lines. Empty: well formed.
+
+    >>> from devices.protocol import VerifyBatch, VerifyOutput
+    >>> b = VerifyBatch(np.array([1]), np.array([0]), None, np.zeros((2, 3)), np.array([1.0]), np.array([0]),
+    ...                 np.array([1.0]))
+    >>> output_problems(b, VerifyOutput(np.array([[0, 3]]), np.array([1])))
+    ['request 0: emitted token 3 outside [0, V=3) (row [0, 3], num_accepted 1)']
+    """
+    problems = _check_structure(batch, got)
+    if problems:
+        return problems
+    out, acc = np.asarray(got.output_token_ids), np.asarray(got.num_accepted)
+    K, drafts, cu, V = batch.num_draft_tokens, np.asarray(batch.draft_token_ids), batch.request_offsets(), batch.vocab_size
+    for i in range(batch.batch_size):
+        n, row = int(acc[i]), out[i].tolist()
+        where = f"(row {row}, num_accepted {n})"
+        if not 0 <= n <= K[i]:
+            problems.append(f"request {i}: num_accepted {n} outside [0, K_i={K[i]}] {where}")
+        elif row[:n] != drafts[cu[i]: cu[i] + n].tolist():
+            problems.append(f"request {i}: accepted ids {row[:n]} are not its drafts {drafts[cu[i]: cu[i] + n].tolist()}")
+        elif not 0 <= row[n] < V:
+            problems.append(f"request {i}: emitted token {row[n]} outside [0, V={V}) {where}")
+        elif any(t != PLACEHOLDER_TOKEN_ID for t in row[n + 1:]):
+            problems.append(f"request {i}: padding after the emitted token is not {PLACEHOLDER_TOKEN_ID} {where}")
+        if len(problems) >= limit:
+            break
+    return problems
+
+
 def request_inputs(batch: VerifyBatch, want: StepResult, i: int) -> Request:
     """Request ``i``'s inputs and the noise the reference used, for ``waivers.explain``."""
     cu = batch.request_offsets()

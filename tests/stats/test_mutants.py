@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specsim.mutants.walk import WalkDevice
-from specsim.mutants.zoo import MUTANTS, SOURCE_MUTANTS, WRAPPERS, make_mutants
+from specsim.mutants.zoo import KERNEL, MUTANTS, SOURCE_MUTANTS, WRAPPERS, make_mutants
 from specsim.testing.batches import BatchSpec, random_batch
 
 BUGS = Path(__file__).resolve().parents[2] / "docs" / "bugs.md"
@@ -41,7 +41,7 @@ def test_mutants_keep_capabilities_and_differ_from_the_base():
     base = load("torch")
     batches = _keyed_batches(6)
     mutants = make_mutants(base)
-    assert len(mutants) == len(SOURCE_MUTANTS) + len(WRAPPERS)  # every source mutant is of the torch device
+    assert len(mutants) == sum(m.device == "torch" for m in SOURCE_MUTANTS) + len(WRAPPERS)
     differing = 0
     for m in mutants:
         assert m.capabilities == base.capabilities
@@ -62,6 +62,25 @@ def test_every_mutant_is_killed_by_its_named_check():
         if not v.killed or not v.killer.name.startswith(m.killed_by):
             wrong.append((m.id, m.killed_by, v.killer.name if v.killer else "SURVIVED"))
     assert not wrong, f"(mutant, expected killer, actual): {wrong}"
+
+
+@pytest.mark.parametrize("mutant", KERNEL, ids=lambda m: m.id)
+def test_triton_mutant_is_killed_by_its_named_check(mutant):
+    """Each Triton-kernel mutant fails its named L1 check in the interpreter, and the unmutated kernels
+    at the same launch shape pass it (so the edit, not the shape, is what the check sees). One check,
+    not the whole hunt: the interpreter is slow (``specsim mutants --base triton-interpret`` runs it all)."""
+    from specsim.conformance.exact import one_check
+    from specsim.conformance.runner import Context
+    from specsim.mutants.source import SourceMutant
+    control = SourceMutant("control", "", "", mutant.module, (), device=mutant.device, make_from=mutant.make_from)
+    try:
+        broken, correct = mutant.make(), control.make()
+    except RuntimeError as e:  # triton absent, or a process already running Triton compiled (GPU runs)
+        pytest.skip(str(e))
+    ctx = Context(quick=True)
+    assert one_check(correct, ctx, mutant.killed_by).status == "pass"
+    result = one_check(broken, ctx, mutant.killed_by)
+    assert result.status == "fail", (mutant.id, result.status, result.detail)
 
 
 def test_walk_without_hooks_is_the_reference():

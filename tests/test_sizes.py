@@ -1,0 +1,93 @@
+"""L1-sizes and L2-sizes (issue 11): the cases do what they claim; a correct device passes; a device
+with malformed output gets a failing check in every group, never a crash."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from devices.protocol import VerifyOutput
+from specsim.conformance.runner import Context, run_group
+from specsim.conformance.sizes import (RESIDUAL_TVS, small_residual_batch, sizes_group, spread_tokens,
+                                       vocab_batch)
+from specsim.testing.compare import reference_step
+
+torch_device = pytest.importorskip("devices.torch_device")
+
+
+def _emitted(step) -> np.ndarray:
+    return step.output_token_ids[np.arange(len(step.num_accepted)), step.num_accepted]
+
+
+@pytest.mark.parametrize("tiny", [False, True])
+@pytest.mark.parametrize("tv", RESIDUAL_TVS)
+def test_small_residual_rejects_and_keeps_a_nonempty_residual(tv, tiny):
+    batch, noise = small_residual_batch(np.random.default_rng(3), tv, tiny, "float64")
+    rows = batch.target_logits[0::2].astype(np.float64)
+    target = np.exp(rows - rows.max(axis=1, keepdims=True))
+    target /= target.sum(axis=1, keepdims=True)
+    residual = np.maximum(target - batch.draft_probs, 0)
+    real = residual > 1e-12  # what the construction put there (rounding leaves ~1e-17 elsewhere)
+    assert (residual.sum(axis=1) <= tv * (1 + 1e-6)).all() and (residual.sum(axis=1) > 0).all()
+    assert ((real.sum(axis=1) == 8) if tiny else (real.sum(axis=1) == 1)).all()
+    step = reference_step(batch, noise)
+    assert (step.num_accepted == 0).all()  # every coin rejects
+    assert real[np.arange(batch.batch_size), _emitted(step)].all()  # the emission is a residual token
+
+
+def test_vocab_cases_reach_the_last_ids():
+    caps = torch_device.CAPABILITIES
+    emitted = []
+    for V in (127, 4097, 32000):
+        batch, noise = vocab_batch(np.random.default_rng(V), V, caps)
+        emitted += [(V, int(x)) for x in _emitted(reference_step(batch, noise))]
+    assert all(x in spread_tokens(V).tolist() for V, x in emitted)
+    assert any(x >= V - 3 for V, x in emitted)
+
+
+def test_correct_device_passes_the_size_groups():
+    device = torch_device.make_cpu_device()
+    for group in ("L1-sizes", "L2-sizes"):
+        results = run_group(group, device, Context(quick=True))
+        assert results and all(r.status == "pass" for r in results), [(r.name, r.detail) for r in results
+                                                                       if r.status != "pass"]
+
+
+class Malformed:
+    """The torch device with one thing wrong in its output (SPEC §7)."""
+
+    def __init__(self, how: str):
+        self.inner, self.how = torch_device.make_cpu_device(), how
+        self.name, self.capabilities = f"malformed-{how}", self.inner.capabilities
+
+    def verify(self, batch, noise=None):
+        out = self.inner.verify(batch, noise)
+        ids, acc = np.array(out.output_token_ids), np.array(out.num_accepted)
+        if self.how == "shape":
+            return VerifyOutput(ids[:-1], acc[:-1])
+        if self.how == "range":
+            ids[np.arange(len(acc)), acc] = batch.vocab_size + 5
+        if self.how == "padding":
+            ids[:, -1] = 0
+        if self.how == "num-accepted":
+            acc = acc + 7
+        return VerifyOutput(ids, acc)
+
+
+@pytest.mark.parametrize("how", ["shape", "range", "padding", "num-accepted"])
+def test_malformed_output_is_a_failing_check_in_every_group(how):
+    from specsim.conformance.statistical import statistical_group
+    device, ctx = Malformed(how), Context(quick=True)
+    per_group = {
+        "L1-injected": run_group("L1-injected", device, ctx)[:3],
+        "L1-sizes": sizes_group(device, ctx, only="L1/sizes/batch-B33"),
+        "L2-rng": run_group("L2-rng", device, ctx),
+        "L2-sizes": run_group("L2-sizes", device, ctx),
+        "L3-statistical": statistical_group(device, ctx, cases={"v8-hetero"}),
+    }
+    for group, results in per_group.items():
+        assert not [r for r in results if r.status == "error"], (group, [r.detail for r in results])
+        assert [r for r in results if r.status == "fail"], group
+    for group in ("L2-rng", "L2-sizes"):
+        (result,) = [r for r in per_group[group] if r.status == "fail"]
+        assert result.name == "L2/well-formed-output" and "SPEC §7" in result.detail
