@@ -89,6 +89,33 @@ def check_call(batch: VerifyBatch, noise: Noise | None, capabilities: Capabiliti
         raise InvalidInput(f"{missing}: required when no noise is given (the device draws "
                            "keyed Philox noise from seeds and positions, SPEC §5.2)")
     check_capabilities(batch, capabilities)
+    check_modes(batch, noise, capabilities)
+
+
+def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilities) -> None:
+    """``UnsupportedCall`` for a valid call needing a mode ``capabilities`` declare absent
+    (SPEC §10: an undeclared mode raises, it is never served silently).
+
+    The modes are those ``specsim capabilities``' table checks both ways: greedy (some
+    ``temperature == 0``), draft probabilities or point proposals, top-k (a sampled request
+    with ``0 < top_k < V``), top-p (a sampled request with ``top_p < 1``), injected noise, and
+    drawing its own randomness (``noise`` None).
+    """
+    temperature = np.asarray(batch.temperature)
+    sampled = temperature > 0
+    needs = {
+        "greedy": bool((~sampled).any()),
+        "draft_probs": batch.draft_probs is not None,
+        "point_proposals": batch.draft_probs is None,
+        "top_k": bool((sampled & (np.asarray(batch.top_k) > 0) & (np.asarray(batch.top_k) < batch.vocab_size)).any()),
+        "top_p": bool((sampled & (np.asarray(batch.top_p) < 1)).any()),
+        "injected_noise": noise is not None,
+    }
+    for mode, needed in needs.items():
+        if needed and not getattr(capabilities, mode):
+            raise UnsupportedCall(mode)
+    if noise is None and capabilities.rng == "none":
+        raise UnsupportedCall("rng (the device draws no randomness of its own; give noise)")
 
 
 def check_repeated(batch: VerifyBatch, template: VerifyBatch) -> None:

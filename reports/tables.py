@@ -85,7 +85,8 @@ def provenance(doc: dict) -> dict[str, str]:
         "sample sizes": (f"n = {fmt(min(ns))} … {fmt(max(ns))} over {len(ns)} checks that sample" if ns
                          else "no statistical checks"),
         "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
-        "verdict": "PASS" if doc.get("passed") else "FAIL",
+        "verdict": verdict_text(doc),
+        "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
     }
     if run:
         out["run"] = (f"{run.get('isolation', '?')}; " + ("complete" if run.get("complete", True) else "INCOMPLETE")
@@ -131,12 +132,30 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
     rows, classes = [], []
     for src, doc in conformance:
         s = doc.get("summary") or {}
-        verdict = "PASS" if doc.get("passed") else "FAIL"
-        rows.append([device_label(doc), verdict] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
+        verdict = verdict_status(doc)
+        rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
         classes.append(["", "pass" if verdict == "PASS" else "fail"] + ["", "", "", "", ""])
     return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
-                 note="Only fail and error count against conformance; not_supported marks a capability "
-                      "the device does not declare.", classes=classes)
+                 note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
+                      "failed or errored; PARTIAL: a subset of groups, nothing failed, no claim on the core; "
+                      "not_supported outside the core marks a capability the device does not declare.",
+                 classes=classes)
+
+
+def verdict_status(doc: dict) -> str:
+    """PASS, PARTIAL or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``."""
+    v = doc.get("verdict")
+    if isinstance(v, dict) and v.get("status"):
+        return str(v["status"]).upper()
+    return "PASS" if doc.get("passed") else "FAIL"
+
+
+def verdict_text(doc: dict) -> str:
+    """The status, then its reasons (why not PASS), then the SPEC version it was judged against."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    reasons = "; ".join(str(r) for r in v.get("reasons") or [])
+    version = f" (SPEC {v['spec_version']})" if v.get("spec_version") else ""
+    return verdict_status(doc) + version + (f": {reasons}" if reasons else "")
 
 
 def layer_table(doc: dict) -> Table | None:

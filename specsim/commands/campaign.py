@@ -93,7 +93,8 @@ def run(args) -> int:
         print(f"specsim campaign: {e}", file=sys.stderr)
         return 4
     results = out.results[args.seed]
-    doc = document(args.device, device, Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick), results)
+    doc = document(args.device, device, Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick), results,
+                   ["L3-statistical"])
     doc["run"] = {**out.run, "complete": True, "command": list(sys.argv), "finished_groups": ["L3-statistical"]}
     print(_table(results))
     s, r = doc["summary"], out.run

@@ -12,12 +12,15 @@ import argparse
 import os
 import sys
 
-HELP = "run the conformance layers against a device; exit 0 iff no check fails or errors"
+HELP = "run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS or PARTIAL"
 
 EPILOG = """\
 exit status:
-  0    every check passed (or is not_supported by the device's declared capabilities)
-  1    a check failed or errored (a crash, hang or exception in a group counts as error)
+  0    verdict PASS: the core profile (SPEC §10) is declared and checked, and every check passed
+       (or is not_supported by a declared absence outside the core); or PARTIAL: a --groups
+       subset without the core's evidence, in which nothing failed
+  1    verdict FAIL: a check failed or errored (a crash, hang or exception in a group counts as
+       error), the core profile is not declared, or a check the core needs was not_supported
   2    bad usage: unknown group, --resume without --out, or --resume of a different run
   3    the device could not be loaded (see `specsim devices`)
   130  interrupted (Ctrl-C); continue with the same command plus --resume
@@ -57,6 +60,12 @@ def _table(results) -> str:
         rows.append((r.name, r.layer, r.status, (r.detail.splitlines() or [""])[0][:70]))
     w = [max(len(row[i]) for row in rows) for i in range(3)]
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}" for a, b, c, d in rows)
+
+
+def verdict_line(verdict: dict) -> str:
+    """``verdict: PASS (SPEC 1.0)``, or the status and each reason on a line of its own (SPEC §10)."""
+    head = f"verdict: {verdict['status'].upper()} against SPEC {verdict['spec_version']}"
+    return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]])
 
 
 def _usage(message: str) -> int:
@@ -115,7 +124,7 @@ def run(args) -> int:
 
     if args.in_process:
         results = run_conformance(device, ctx, names)
-        doc = document(args.device, device, ctx, results)
+        doc = document(args.device, device, ctx, results, names)
         doc["run"] = {"isolation": "in-process", "complete": True, "command": list(sys.argv),
                       "finished_groups": names}
         if args.out:
@@ -141,6 +150,7 @@ def run(args) -> int:
     print(_table(results))
     s = doc["summary"]
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error")
+    print(verdict_line(doc["verdict"]))
     if args.out:
         print(f"wrote {os.path.join(args.out, 'conformance.json')}")
         if not args.no_report:

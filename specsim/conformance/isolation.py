@@ -378,7 +378,7 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
 
     def current_doc(complete: bool) -> dict:
         results = [r for g in plan.groups if g in by_group for r in by_group[g]]
-        doc = document(device_spec, device, ctx, results)
+        doc = document(device_spec, device, ctx, results, [g for g in plan.groups if g in by_group])
         doc["run"] = {"isolation": "subprocess", "complete": complete,
                       "group_timeout_s": {g: timeout_s or default_timeout(g) for g in plan.groups},
                       "started": started_at, "updated": _now(), "resumed": bool(finished),

@@ -22,6 +22,7 @@ from typing import Callable
 from specsim.conformance.results import SCHEMA_VERSION, CheckResult
 
 GROUPS: dict[str, str] = {
+    "capabilities": "specsim.conformance.capabilities:capabilities_group",
     "L1-injected": "specsim.conformance.exact:injected_noise_group",
     "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
     "L1-edges": "specsim.conformance.exact:edge_group",
@@ -82,9 +83,10 @@ def run_conformance(device, ctx: Context | None = None, groups: list[str] | None
 
     A vendor's own CI can call this directly::
 
-        from specsim.conformance.runner import run_conformance
-        from specsim.conformance.results import passed
-        assert passed(run_conformance(MyDevice()))
+        from specsim.conformance.runner import Context, document, run_conformance
+        device = MyDevice()
+        doc = document("my_pkg.my_mod:make_device", device, Context(), run_conformance(device))
+        assert doc["verdict"]["status"] == "pass", doc["verdict"]["reasons"]
     """
     ctx = ctx or Context()
     results: list[CheckResult] = []
@@ -113,19 +115,32 @@ def environment(device=None) -> dict:
     return env
 
 
-def document(device_spec: str, device, ctx: Context, results: list[CheckResult]) -> dict:
-    """The ``conformance.json`` document (schema ``SCHEMA_VERSION``)."""
+def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
+             groups: list[str] | None = None) -> dict:
+    """The ``conformance.json`` document (schema ``SCHEMA_VERSION``).
+
+    ``groups``: the groups that ran (default: every group the results name). ``verdict`` is
+    ``profiles.verdict``'s (SPEC §10); ``passed`` (the exit status) is its status ``pass`` or
+    ``partial`` (a ``--groups`` subset that left out the core's evidence: no claim, no failure).
+    """
+    from specsim.conformance.profiles import verdict
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
+    checks = [r.to_json() for r in results]
+    caps = getattr(device, "capabilities", None)
+    ran = list(groups) if groups is not None else list(GROUPS)
+    judged = verdict(caps, checks, ran)
     return {
         "schema_version": SCHEMA_VERSION,
+        "spec_version": judged["spec_version"],
         "device": {"spec": device_spec, "name": getattr(device, "name", None),
-                   "capabilities": device.capabilities.to_json() if device is not None else None},
+                   "capabilities": caps.to_json() if caps is not None else None},
         "environment": environment(device),
         "seed": ctx.seed,
         "alpha_family": ctx.alpha_family,
         "summary": counts,
-        "passed": counts["fail"] == 0 and counts["error"] == 0,
-        "checks": [r.to_json() for r in results],
+        "passed": judged["status"] in ("pass", "partial"),
+        "verdict": judged,
+        "checks": checks,
     }
 
 

@@ -242,3 +242,10 @@ def test_tree_groups_pass_on_the_interpreter():
     from specsim.conformance.trees import tree_l1_group, tree_l2_group
     results = tree_l1_group(DEVICE, Context(quick=True)) + tree_l2_group(DEVICE, Context(quick=True))
     assert {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results if r.status != "pass"]
+
+
+def test_every_capability_both_ways():
+    """SPEC §10: each declared mode served, each undeclared one (and each limit + 1) refused."""
+    from specsim.conformance.capabilities import capabilities_group
+    bad = [f"{r.name}: {r.detail}" for r in capabilities_group(DEVICE, None) if r.status in ("fail", "error")]
+    assert not bad, bad

@@ -28,8 +28,9 @@ ABORT_VOCAB, HANG_VOCAB, RAISE_VOCAB = 13, 17, 19
 
 class GreedyDevice:
     name = "fake-greedy"
-    capabilities = Capabilities(injected_noise=True, rng="none", max_vocab_size=64, max_k=4,
-                                draft_probs=False, point_proposals=True, top_k=False, top_p=False)
+    # Declares SPEC §10's core profile so that a harness run of good fake groups gets a PASS or
+    # PARTIAL verdict; only the fake groups (greedy calls, V < 64, K <= 4) ever call it.
+    capabilities = Capabilities(injected_noise=True, rng="none", max_vocab_size=262_144, max_k=8)
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         self.misbehave(batch)

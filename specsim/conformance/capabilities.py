@@ -1,0 +1,223 @@
+"""The ``capabilities`` group: every capability checked both ways, from a table (SPEC §10).
+
+Like PyTorch's OpInfo dtype checks: for each row (a capability, a minimal valid call that
+needs it), a device that **declares** it must answer the call with a well-formed output
+(SPEC §7), and a device that does **not** must raise ``UnsupportedCall`` — not answer
+silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``) is checked at the
+limit (works) and one past it (raises). One check per row, named ``capabilities/<row>``;
+rows of the core profile carry ``extra["core"]`` so the verdict knows a core mode that was
+not served (``profiles.verdict``).
+
+Add a row for a capability you introduce: ``Row(name, core, declared, edit)``, where
+``edit(call, caps)`` turns the base call (one request, K = 2, V = 8, served by what the
+device declares) into one needing the capability.
+
+    >>> [r.name for r in ROWS][:4]
+    ['draft_probs', 'point_proposals', 'greedy', 'temperature']
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, TREE_SCHEMES, Capabilities, Noise, TreeBatch, UnsupportedCall,
+                              VerifyBatch)
+from specsim.conformance.results import CheckResult
+
+V, K = 8, 2
+"""The base call's vocabulary and draft count: small, so every device answers in milliseconds."""
+
+LARGEST_ALLOCATED_VOCAB = 1 << 20
+"""``max_vocab_size`` at the limit is called only up to this (a declared 2^30 is not allocated)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call: a chain batch (or a tree batch) and its noise (None: the device draws)."""
+
+    batch: VerifyBatch | TreeBatch
+    noise: Noise | None
+    needs: frozenset[str]
+    """Every capability the call needs besides the row's own (``Capabilities`` field names,
+    ``dtype:<name>``, ``rng``): a declared row whose call needs one of these undeclared is
+    not_supported (the row cannot be isolated)."""
+
+
+def _dtype(caps: Capabilities) -> str:
+    return "float32" if "float32" in caps.dtypes or not caps.dtypes else caps.dtypes[0]
+
+
+def _logits(rows: int, vocab: int, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    logits = rng.normal(size=(rows, vocab))
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return logits.astype(ml_dtypes.bfloat16)
+    return logits.astype(dtype)
+
+
+def chain_call(caps: Capabilities, *, k: int = K, vocab: int = V, dtype: str | None = None,
+               draft_probs: bool | None = None, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+               injected: bool | None = None) -> Call:
+    """A one-request step with ``k`` drafts over ``vocab`` tokens; unset options follow ``caps``.
+
+    >>> c = chain_call(Capabilities(injected_noise=True, rng="none", max_vocab_size=8))
+    >>> c.batch.target_logits.shape, c.batch.draft_probs.shape, sorted(c.needs)
+    ((3, 8), (2, 8), ['draft_probs', 'dtype:float32', 'injected_noise'])
+    """
+    rng = np.random.default_rng(k * 1_000_003 + vocab)
+    dtype = dtype or _dtype(caps)
+    draft_probs = caps.draft_probs if draft_probs is None else draft_probs
+    injected = caps.injected_noise if injected is None else injected
+    probs = None
+    if draft_probs:
+        rows = rng.random((k, vocab)) + 0.1
+        probs = (rows / rows.sum(1, keepdims=True)).astype(dtype if dtype in ("float32", "float64") else "float32")
+    batch = VerifyBatch(np.array([k], np.int64), rng.integers(0, vocab, k).astype(np.int64), probs,
+                        _logits(k + 1, vocab, dtype, rng), np.array([temperature]), np.array([top_k], np.int64),
+                        np.array([top_p]), np.array([7], np.uint64), np.array([3], np.int64))
+    noise = Noise(rng.random(k), rng.exponential(size=(1, vocab))) if injected else None
+    needs = {f"dtype:{dtype}", "draft_probs" if draft_probs else "point_proposals",
+             "injected_noise" if injected else "rng"}
+    return Call(batch, noise, frozenset(needs))
+
+
+def tree_call(caps: Capabilities, scheme: str) -> Call:
+    """A one-request tree (root → a → b, root → c) served by ``scheme`` (SPEC §11)."""
+    rng = np.random.default_rng(11)
+    base = chain_call(caps, k=3)
+    greedy = scheme == "greedy"
+    tree = TreeBatch(np.array([3], np.int64), np.array([-1, 0, -1], np.int64), np.array([1, 2, 3], np.int64),
+                     base.batch.draft_probs if scheme == "rrs" else None, base.batch.target_logits,
+                     np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1),
+                     base.batch.seeds, base.batch.positions, scheme="rrs" if greedy else scheme)
+    noise = Noise(rng.random(3), rng.exponential(size=(1, V))) if base.noise is not None else None
+    needs = {n for n in base.needs if n.startswith("dtype:") or n in ("injected_noise", "rng")}
+    return Call(tree, noise, frozenset(needs | ({"draft_probs"} if scheme == "rrs" else set())))
+
+
+@dataclass(frozen=True)
+class Row:
+    """A capability, whether the core needs it, whether ``caps`` declare it, and its call."""
+
+    name: str
+    core: bool
+    declared: Callable[[Capabilities], bool | None]
+    """True: must be served; False: must raise; None: not checkable here (not_supported)."""
+    call: Callable[[Capabilities], Call]
+
+
+def _flag(name: str) -> Callable[[Capabilities], bool]:
+    return lambda caps: bool(getattr(caps, name))
+
+
+ROWS: list[Row] = [
+    Row("draft_probs", True, _flag("draft_probs"), lambda c: chain_call(c, draft_probs=True)),
+    Row("point_proposals", False, _flag("point_proposals"), lambda c: chain_call(c, draft_probs=False)),
+    Row("greedy", True, _flag("greedy"), lambda c: chain_call(c, temperature=0.0)),
+    Row("temperature", True, lambda c: True, lambda c: chain_call(c, temperature=0.7)),
+    Row("top_k", True, _flag("top_k"), lambda c: chain_call(c, top_k=3)),
+    Row("top_p", True, _flag("top_p"), lambda c: chain_call(c, top_p=0.5)),
+    Row("injected_noise", False, _flag("injected_noise"), lambda c: chain_call(c, injected=True)),
+    Row("own-randomness", False, lambda c: c.rng != "none", lambda c: chain_call(c, injected=False)),
+    *[Row(f"dtype-{d}", d == "float32", lambda c, d=d: d in c.dtypes, lambda c, d=d: chain_call(c, dtype=d))
+      for d in ("float32", "float64", "float16", "bfloat16")],
+    Row("max_k", True, lambda c: True, lambda c: chain_call(c, k=c.max_k)),
+    Row("max_k+1", False, lambda c: False, lambda c: chain_call(c, k=c.max_k + 1)),
+    Row("max_vocab_size", True, lambda c: True,
+        lambda c: chain_call(c, k=1, vocab=min(c.max_vocab_size, LARGEST_ALLOCATED_VOCAB))),
+    Row("max_vocab_size+1", False, lambda c: False if c.max_vocab_size < LARGEST_ALLOCATED_VOCAB else None,
+        lambda c: chain_call(c, k=0, vocab=c.max_vocab_size + 1)),
+    *[Row(f"tree-{s}", False, lambda c, s=s: s in c.tree_schemes, lambda c, s=s: tree_call(c, s))
+      for s in TREE_SCHEMES],
+]
+"""The table, in check order. A declared ``max_vocab_size`` above ``LARGEST_ALLOCATED_VOCAB``
+is not allocated: it is called at that size, and one past the limit is not_supported."""
+
+
+def _has(caps: Capabilities, need: str) -> bool:
+    if need.startswith("dtype:"):
+        return need[len("dtype:"):] in caps.dtypes
+    if need == "rng":
+        return caps.rng != "none"
+    return bool(getattr(caps, need))
+
+
+def structure_problems(batch: VerifyBatch | TreeBatch, out) -> list[str]:
+    """What is wrong with ``out``'s form (SPEC §7, §11.7): shapes, counts, token range, padding.
+
+    >>> from devices.protocol import VerifyOutput
+    >>> b = chain_call(Capabilities(injected_noise=True, rng="none", max_vocab_size=8)).batch
+    >>> structure_problems(b, VerifyOutput(np.array([[1, 9, -1]]), np.array([1])))
+    ['request 0: emitted token 9 outside [0, 8)']
+    """
+    counts = np.asarray(batch.num_nodes if isinstance(batch, TreeBatch) else batch.num_draft_tokens)
+    ids, acc = np.asarray(out.output_token_ids), np.asarray(out.num_accepted)
+    if ids.ndim != 2 or ids.shape[0] != len(counts) or acc.shape != (len(counts),):
+        return [f"output shapes {ids.shape} and {acc.shape}, expected [{len(counts)}, width] and [{len(counts)}]"]
+    problems = []
+    for i, k in enumerate(counts):
+        n = int(acc[i])
+        if not 0 <= n <= k or n + 1 > ids.shape[1]:
+            problems.append(f"request {i}: num_accepted {n} outside [0, {int(k)}]")
+            continue
+        emitted, pad = ids[i, : n + 1], ids[i, n + 1:]
+        if ((emitted < 0) | (emitted >= batch.vocab_size)).any():
+            problems.append(f"request {i}: emitted token {int(emitted[(emitted < 0) | (emitted >= batch.vocab_size)][0])} "
+                            f"outside [0, {batch.vocab_size})")
+        if (pad != PLACEHOLDER_TOKEN_ID).any():
+            problems.append(f"request {i}: padding after the emitted tokens is not {PLACEHOLDER_TOKEN_ID}")
+    return problems
+
+
+def _invoke(device, call: Call):
+    if isinstance(call.batch, TreeBatch):
+        if not hasattr(device, "verify_tree"):
+            raise UnsupportedCall("verify_tree (the device has none)")
+        return device.verify_tree(call.batch, call.noise)
+    return device.verify(call.batch, call.noise)
+
+
+def check_row(device, row: Row) -> CheckResult:
+    """One row both ways: declared → a well-formed answer; undeclared → ``UnsupportedCall``."""
+    caps: Capabilities = device.capabilities
+    name, extra = f"capabilities/{row.name}", {"core": True} if row.core else {}
+    declared = row.declared(caps)
+    if declared is None:
+        return CheckResult(name, "L0", "not_supported", f"declared max_vocab_size {caps.max_vocab_size} is above "
+                           f"the {LARGEST_ALLOCATED_VOCAB} this group allocates", extra=extra)
+    try:
+        call = row.call(caps)
+    except MemoryError as e:
+        return CheckResult(name, "L0", "not_supported", f"the call could not be built: {e}", extra=extra)
+    if declared:
+        lacking = sorted(n for n in call.needs if not _has(caps, n))
+        if lacking:
+            return CheckResult(name, "L0", "not_supported",
+                               f"cannot be isolated: the call also needs {', '.join(lacking)}, undeclared", extra=extra)
+    repro = f"specsim.conformance.capabilities.check_row(device, ROWS[{ROWS.index(row)}])"
+    try:
+        out = _invoke(device, call)
+    except UnsupportedCall as e:
+        if declared:
+            return CheckResult(name, "L0", "fail", f"declares {row.name} but raised UnsupportedCall: {e} "
+                               f"(a declared capability must be served; repro: {repro})", extra=extra)
+        return CheckResult(name, "L0", "pass", f"undeclared; raised UnsupportedCall: {e}", extra=extra)
+    except Exception as e:
+        what = "a declared capability" if declared else "an undeclared capability must raise UnsupportedCall"
+        return CheckResult(name, "L0", "fail", f"{what}: raised {type(e).__name__}: {e} (repro: {repro})\n"
+                           f"{traceback.format_exc(limit=4)}", extra=extra)
+    if not declared:
+        return CheckResult(name, "L0", "fail", f"does not declare {row.name} but answered the call instead of "
+                           f"raising UnsupportedCall (SPEC §10; repro: {repro})", extra=extra)
+    problems = structure_problems(call.batch, out)
+    return CheckResult(name, "L0", "fail" if problems else "pass",
+                       "; ".join(problems) or "declared; answered a well-formed output", extra=extra)
+
+
+def capabilities_group(device, ctx) -> list[CheckResult]:
+    """Every row of ``ROWS`` against ``device`` (``ctx`` unused: the calls are fixed)."""
+    return [check_row(device, row) for row in ROWS]

@@ -1,0 +1,156 @@
+"""Conformance profiles (SPEC §10) and the verdict a run carries.
+
+A *profile* is a set of declared capabilities. The **core** profile is what a conforming
+device must implement; a device meeting only part of it gets a FAIL verdict, however many of
+its checks pass (a device that declares nothing and answers token 0 passes nothing vacuously).
+Optional profiles are listed in ``PROFILES``: a row per profile, so a new capability (a tree
+scheme, a sampler parameter, a logits dtype) is one more row.
+
+The verdict (``verdict(doc_inputs)``), written into ``conformance.json`` and the reports::
+
+    {"status": "pass" | "fail" | "partial",
+     "reasons": [...],                       # why not "pass", one line each
+     "core_profile": {"met": bool, "missing": [...]},
+     "optional_profiles": {"point-proposals": true, ...},
+     "spec_version": "1.0"}
+
+``pass``: the core profile is declared, no check failed or errored, no check the core needs
+came back ``not_supported``, and the checks that carry the core's evidence ran
+(``CORE_EVIDENCE``). ``partial``: like pass, but the run left out every group carrying a
+piece of the core's evidence (``--groups``): no claim about the core, exit status 0. ``fail``: anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from devices.protocol import TREE_SCHEMES, Capabilities
+from reference import SPEC_VERSION
+
+CORE_MIN_MAX_K = 8
+"""Core: ``max_k`` at least this. EAGLE-style and MTP drafters run 1–7 draft tokens per step in
+vLLM's and SGLang's published configurations; 8 leaves one of headroom."""
+
+CORE_MIN_VOCAB_SIZE = 262_144
+"""Core: ``max_vocab_size`` at least this: Gemma 3's vocabulary (262,144), the largest of
+the common open models (Llama 3: 128,256; Qwen 2.5/3: 151,936 padded to 152,064)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One row: a name, what it adds (SPEC section), and why a device lacks it (None: it has it)."""
+
+    name: str
+    spec: str
+    lacking: Callable[[Capabilities], list[str]]
+
+
+def _flags(*names: str) -> Callable[[Capabilities], list[str]]:
+    return lambda caps: [n for n in names if not getattr(caps, n)]
+
+
+def _dtype(name: str) -> Callable[[Capabilities], list[str]]:
+    return lambda caps: [] if name in caps.dtypes else [f"dtype {name}"]
+
+
+def _core(caps: Capabilities) -> list[str]:
+    out = _flags("draft_probs", "greedy", "top_k", "top_p")(caps) + _dtype("float32")(caps)
+    if caps.max_k < CORE_MIN_MAX_K:
+        out.append(f"max_k >= {CORE_MIN_MAX_K} (declares {caps.max_k})")
+    if caps.max_vocab_size < CORE_MIN_VOCAB_SIZE:
+        out.append(f"max_vocab_size >= {CORE_MIN_VOCAB_SIZE} (declares {caps.max_vocab_size})")
+    if not caps.injected_noise and caps.rng == "none":  # Capabilities refuses this; a duck-typed device may not
+        out.append("a source of randomness (injected_noise or rng)")
+    return out
+
+
+CORE = Profile("core", "§2, §3 full and greedy, §5, §6, float32", _core)
+
+PROFILES: tuple[Profile, ...] = (
+    Profile("injected-noise", "§5.1 (layer L1 token for token)", _flags("injected_noise")),
+    Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"]),
+    Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"]),
+    Profile("point-proposals", "§3 point proposals", _flags("point_proposals")),
+    Profile("float64", "§6 float64 logits", _dtype("float64")),
+    Profile("float16", "§6 16-bit logits", _dtype("float16")),
+    Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16")),
+) + tuple(
+    Profile(f"tree-{s}", "§11", lambda caps, s=s: [] if s in caps.tree_schemes else [f"tree_schemes {s}"])
+    for s in TREE_SCHEMES
+)
+"""The optional profiles, in report order. Add a row for a capability you introduce."""
+
+@dataclass(frozen=True)
+class Evidence:
+    """Checks that must have passed for a ``pass`` verdict: any one whose name starts with one of
+    ``prefixes``, from the ``groups`` that apply to the device's declaration."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    groups: Callable[[Capabilities], tuple[str, ...]]
+
+
+def _law_groups(caps: Capabilities) -> tuple[str, ...]:
+    return (("L1-injected",) if caps.injected_noise else ()) + (("L1-keyed",) if caps.rng == "philox" else ()) \
+        + (("L3-statistical",) if caps.rng != "none" else ())
+
+
+CORE_EVIDENCE: tuple[Evidence, ...] = (
+    Evidence("capabilities", ("capabilities/",), lambda caps: ("capabilities",)),
+    Evidence("law", ("L1/injected/", "L1/keyed/", "L3/"), _law_groups),
+)
+"""The capability group's calls (every core mode served), and the output law checked exactly (L1)
+or statistically (L3): a device drawing its own randomness without injected noise is judged by L3.
+Evidence absent though one of its groups ran is a ``fail``; absent because none ran, ``partial``."""
+
+
+def core_lacking(caps: Capabilities | None) -> list[str]:
+    """What ``caps`` lacks of the core profile (all of it for a device that declares nothing)."""
+    if caps is None:
+        return ["capabilities (the device declares none)"]
+    return _core(caps)
+
+
+def optional_profiles(caps: Capabilities | None) -> dict[str, bool]:
+    """Each optional profile: declared or not."""
+    return {p.name: caps is not None and not p.lacking(caps) for p in PROFILES}
+
+
+def _core_unsupported(checks: list[dict]) -> list[str]:
+    return [c["name"] for c in checks if c["status"] == "not_supported" and (c.get("extra") or {}).get("core")]
+
+
+def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]) -> dict:
+    """The verdict of one run (see the module docstring); ``checks`` as in ``conformance.json``.
+
+    >>> v = verdict(Capabilities(injected_noise=True, rng="none", max_vocab_size=10, greedy=False), [], [])
+    >>> v["status"], v["core_profile"]["missing"]
+    ('fail', ['greedy', 'max_vocab_size >= 262144 (declares 10)'])
+    """
+    missing = core_lacking(caps)
+    reasons = []
+    if missing:
+        reasons.append(f"core profile not met: the device does not declare {'; '.join(missing)} (SPEC §10)")
+    bad = [c["name"] for c in checks if c["status"] in ("fail", "error")]
+    if bad:
+        reasons.append(f"{len(bad)} check(s) failed or errored, first: {bad[0]}")
+    unsupported = _core_unsupported(checks)
+    if unsupported:
+        reasons.append(f"{len(unsupported)} check(s) the core profile needs came back not_supported, "
+                       f"first: {unsupported[0]}")
+    status = "fail" if reasons else "pass"
+    for ev in CORE_EVIDENCE if caps is not None else ():
+        if any(c["status"] == "pass" and c["name"].startswith(ev.prefixes) for c in checks):
+            continue
+        ran = [g for g in ev.groups(caps) if g in groups_run]
+        if ran:
+            status = "fail"
+            reasons.append(f"no check of {', '.join(ran)} passed: the core's {ev.name} evidence is missing "
+                           f"(a device must be checked, not only declared; SPEC §10)")
+        else:
+            status = "partial" if status == "pass" else status
+            reasons.append(f"the core's {ev.name} evidence was not run (groups: {', '.join(ev.groups(caps))})")
+    return {"status": status, "reasons": reasons,
+            "core_profile": {"met": not missing, "missing": missing},
+            "optional_profiles": optional_profiles(caps), "spec_version": SPEC_VERSION}
