@@ -20,13 +20,25 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            if e.name == module_name:  # command not built yet in this checkout
-                continue
-            raise
+            if e.name != module_name:
+                raise
+            missing = f"its module {module_name} is missing from this checkout"
+            p = sub.add_parser(name, help=f"MISSING: {missing}", description=missing)
+            p.set_defaults(_run=_missing_command(name, missing))
+            continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
+
+
+def _missing_command(name: str, why: str):
+    """A listed command whose module is absent: an error when run (exit 2), never dropped silently."""
+    def run(args) -> int:
+        print(f"specsim {name}: {why}; reinstall specsim (pip install -e .) or check out the whole tree",
+              file=sys.stderr)
+        return 2
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:

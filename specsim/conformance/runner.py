@@ -22,7 +22,6 @@ from typing import Callable
 from specsim.conformance.results import SCHEMA_VERSION, CheckResult
 
 GROUPS: dict[str, str] = {
-    "capabilities": "specsim.conformance.capabilities:capabilities_group",
     "L1-injected": "specsim.conformance.exact:injected_noise_group",
     "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
     "L1-edges": "specsim.conformance.exact:edge_group",
@@ -35,8 +34,10 @@ GROUPS: dict[str, str] = {
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
     "L3-statistical": "specsim.conformance.statistical:statistical_group",
     "L3-trees": "specsim.conformance.tree_statistics:tree_statistical_group",
+    "capabilities": "specsim.conformance.capabilities:capabilities_group",
 }
-"""Every group, in run order. A group whose module is absent from this checkout is skipped."""
+"""Every group, in run order. A group whose module is absent from this checkout is an ``error``
+when run (a check that vanishes must say so), never skipped."""
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,37 @@ class Context:
 
 
 def available_groups() -> dict[str, str]:
-    """The groups whose modules exist in this checkout."""
-    out = {}
-    for name, target in GROUPS.items():
-        module_name = target.partition(":")[0]
-        if importlib.util.find_spec(module_name) is not None:
-            out[name] = target
-    return out
+    """Every group of ``GROUPS``: one whose module is missing is run, and is an ``error`` there."""
+    return dict(GROUPS)
+
+
+class MissingGroup(RuntimeError):
+    """A group's module or function is not in this checkout."""
 
 
 def resolve_group(name: str) -> Callable:
+    """The group's function; ``MissingGroup`` (naming group, module and attribute) if absent."""
     module_name, _, attr = GROUPS[name].partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and module_name.startswith(e.name):
+            raise MissingGroup(f"group {name!r}: its module {module_name} is missing from this checkout "
+                               f"({e}); a check that vanishes is an error, never a skip") from e
+        raise
+    if not hasattr(module, attr):
+        raise MissingGroup(f"group {name!r}: {module_name} has no {attr}")
+    return getattr(module, attr)
 
 
 def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
     """Run one group in this process; an exception becomes one ``error`` result."""
     try:
-        return list(resolve_group(name)(device, ctx))
+        group = resolve_group(name)
+    except MissingGroup as e:
+        return [CheckResult(name=f"{name}/missing", layer=name.split("-")[0], status="error", detail=str(e))]
+    try:
+        return list(group(device, ctx))
     except Exception as e:  # the device raised something the group did not expect
         return [CheckResult(name=f"{name}/crashed", layer=name.split("-")[0], status="error",
                             detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]

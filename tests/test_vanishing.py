@@ -1,0 +1,42 @@
+"""Checks that vanish (issue 16.5): a missing group or command is an error, never a silent drop."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from specsim import cli
+from specsim.commands import COMMANDS
+from specsim.conformance import runner
+from tests.fixtures.hollow_devices import HollowDevice
+
+
+def test_every_group_and_command_of_this_checkout_imports():
+    for name in runner.GROUPS:
+        assert callable(runner.resolve_group(name)), name
+    for module_name in COMMANDS.values():
+        importlib.import_module(module_name)
+
+
+def test_a_group_whose_module_is_missing_is_an_error(monkeypatch):
+    monkeypatch.setitem(runner.GROUPS, "ghost", "specsim.conformance.no_such_module:group")
+    assert "ghost" in runner.available_groups()
+    (result,) = runner.run_conformance(HollowDevice(), runner.Context(), ["ghost"])
+    assert result.status == "error" and result.name == "ghost/missing"
+    assert "specsim.conformance.no_such_module is missing from this checkout" in result.detail
+
+
+def test_a_group_whose_function_is_missing_is_an_error(monkeypatch):
+    monkeypatch.setitem(runner.GROUPS, "ghost", "specsim.conformance.exact:no_such_group")
+    (result,) = runner.run_conformance(HollowDevice(), runner.Context(), ["ghost"])
+    assert result.status == "error" and "has no no_such_group" in result.detail
+
+
+def test_a_command_whose_module_is_missing_is_an_error(monkeypatch, capsys):
+    monkeypatch.setitem(COMMANDS, "ghost", "specsim.commands.no_such_command")
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "MISSING: its module specsim.commands.no_such_command" in capsys.readouterr().out
+    assert cli.main(["ghost"]) == 2
+    assert "specsim ghost: its module specsim.commands.no_such_command is missing" in capsys.readouterr().err
