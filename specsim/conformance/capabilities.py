@@ -27,6 +27,7 @@ import numpy as np
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, TREE_SCHEMES, Capabilities, Noise, TreeBatch, UnsupportedCall,
                               VerifyBatch)
 from specsim.conformance.results import CheckResult
+from specsim.testing.compare import output_problems
 
 V, K = 8, 2
 """The base call's vocabulary and draft count: small, so every device answers in milliseconds."""
@@ -147,14 +148,17 @@ def _has(caps: Capabilities, need: str) -> bool:
 
 
 def structure_problems(batch: VerifyBatch | TreeBatch, out) -> list[str]:
-    """What is wrong with ``out``'s form (SPEC §7, §11.7): shapes, counts, token range, padding.
+    """What is wrong with ``out``'s form: a chain's by ``output_problems`` (SPEC §7); a tree's
+    (§11.7) shapes, counts, emitted token range and padding here.
 
     >>> from devices.protocol import VerifyOutput
     >>> b = chain_call(Capabilities(injected_noise=True, rng="none", max_vocab_size=8)).batch
-    >>> structure_problems(b, VerifyOutput(np.array([[1, 9, -1]]), np.array([1])))
-    ['request 0: emitted token 9 outside [0, 8)']
+    >>> structure_problems(b, VerifyOutput(np.array([[b.draft_token_ids[0], 9, -1]]), np.array([1])))[0][:43]
+    'request 0: emitted token 9 outside [0, V=8)'
     """
-    counts = np.asarray(batch.num_nodes if isinstance(batch, TreeBatch) else batch.num_draft_tokens)
+    if isinstance(batch, VerifyBatch):
+        return output_problems(batch, out)
+    counts = np.asarray(batch.num_nodes)
     ids, acc = np.asarray(out.output_token_ids), np.asarray(out.num_accepted)
     if ids.ndim != 2 or ids.shape[0] != len(counts) or acc.shape != (len(counts),):
         return [f"output shapes {ids.shape} and {acc.shape}, expected [{len(counts)}, width] and [{len(counts)}]"]
@@ -166,8 +170,7 @@ def structure_problems(batch: VerifyBatch | TreeBatch, out) -> list[str]:
             continue
         emitted, pad = ids[i, : n + 1], ids[i, n + 1:]
         if ((emitted < 0) | (emitted >= batch.vocab_size)).any():
-            problems.append(f"request {i}: emitted token {int(emitted[(emitted < 0) | (emitted >= batch.vocab_size)][0])} "
-                            f"outside [0, {batch.vocab_size})")
+            problems.append(f"request {i}: an emitted token outside [0, {batch.vocab_size})")
         if (pad != PLACEHOLDER_TOKEN_ID).any():
             problems.append(f"request {i}: padding after the emitted tokens is not {PLACEHOLDER_TOKEN_ID}")
     return problems

@@ -13,9 +13,10 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance._common import call, missing
+from specsim.conformance import edge_laws
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, reference_step
+from specsim.testing.compare import compare, output_problems, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.seeds import case_seed
 
@@ -95,20 +96,37 @@ def keyed_noise_group(device, ctx) -> list[CheckResult]:
     return _run_cases(device, ctx, "L1/keyed", injected=False)
 
 
+def edge_form(edge, caps):
+    """The edge as this device can be asked it: a point-proposal edge restated with one-hot draft
+    rows (``edge_laws.as_draft_probs``, SPEC §3) for a device with draft probabilities only."""
+    if edge.point and not caps.point_proposals and caps.draft_probs:
+        return edge_laws.as_draft_probs(edge)
+    return edge
+
+
 def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
-    """Every SPEC §4 edge, with its exact expected tokens (no waiver; a float32 run of an edge
-    that is a float64-scale near-tie is compared with SPEC §9's waivers instead)."""
+    """Every SPEC §4 edge, for every profile it can be stated for: with injected noise, its exact
+    expected tokens (no waiver; a float32 run of an edge that is a float64-scale near-tie is
+    compared with SPEC §9's waivers instead); without, its exact law sampled under the device's
+    own randomness (``edge_laws``: exact support, and a budgeted goodness-of-fit test where the
+    law has more than one outcome). ``only``: that one check's name."""
     caps, results = device.capabilities, []
-    for edge in EDGES:
-        if only is not None and f"L1/edge/{edge.name}" != only:
-            continue
-        dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    forms = [edge_form(edge, caps) for edge in EDGES]
+    sampled = [f for f in forms if not caps.injected_noise and not missing(caps, f.needs) and edge_laws.statistical(f)]
+    alpha = ctx.alpha_family * edge_laws.EDGE_ALPHA_SHARE / max(1, len(sampled))
+    for edge, form in zip(EDGES, forms):
         name = f"L1/edge/{edge.name}"
-        why = missing(caps, edge.needs) or (None if caps.injected_noise else "device does not take injected noise")
+        if only is not None and name != only:
+            continue
+        why = missing(caps, form.needs)
         if why:
             results.append(CheckResult(name, "L1", "not_supported", why))
             continue
-        batch, noise = make_batch(edge.requests, dtype=dtype, point=edge.point)
+        if not caps.injected_noise:
+            results.append(_edge_law(device, ctx, form, name, dtype, alpha))
+            continue
+        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
         got, problem = call(name, "L1", lambda: device.verify(batch, noise))
         if problem:
             results.append(problem)
@@ -126,6 +144,24 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
         detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
         results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0}))
     return results
+
+
+def _edge_law(device, ctx, edge, name: str, dtype: str, alpha: float) -> CheckResult:
+    """One edge asked ``n`` times under the device's own randomness, held to its exact law."""
+    n = edge_laws.QUICK_SAMPLES if ctx.quick else edge_laws.SAMPLES
+    seed = case_seed(ctx.seed, "edge-law", edge.name)
+    batch = edge_laws.repeated(edge, n, dtype, seed)
+    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    if problem:
+        return problem
+    broken = output_problems(batch, got)
+    if broken:
+        return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
+    emitted = [got.emitted(i) for i in range(batch.batch_size)]
+    status, detail, spent = edge_laws.judge(edge, emitted, n, alpha, seed)
+    layer = "L3" if spent is not None else "L1"
+    return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
+                       alpha=spent, n=n, seed=seed)
 
 
 def one_check(device, ctx, name: str) -> CheckResult:

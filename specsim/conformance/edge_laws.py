@@ -1,0 +1,150 @@
+"""SPEC §4's edges for devices that cannot take injected noise: each edge's exact law, sampled.
+
+With injected noise an edge is one exact answer (``exact.edge_group``). A device drawing its own
+randomness (``rng`` ``"seeded"`` or ``"philox"``, no injected noise: HF transformers'
+``_speculative_sampling``, vLLM's sampler without its hook) is asked the same edge ``n`` times
+under distinct seeds, and held to the edge's **law** — the exact distribution of the emitted
+tokens given the edge's drafts, computed here from ``reference`` (§2 target processing, §3
+acceptance and residual):
+
+* **support, exactly**: every emitted sequence must have positive probability. For most edges
+  this is the edge itself — "a token of target probability 0 is never emitted", "a draft with
+  draft probability 0 is never accepted", "a placeholder is never accepted", "the bonus comes
+  from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
+  answer. No α is spent.
+* **the law, statistically**, where it has more than one sequence: a pooled goodness-of-fit test
+  (``specsim.stats.gof_test``) at level α_edge = ``EDGE_ALPHA_SHARE`` × the run's family budget,
+  split evenly (Bonferroni) over the edges that test a law. This family is *besides* L3's (a
+  default run's total false-fail budget is 1e-3 + 1e-4); each check states its n, α and the
+  smallest total-variation distance it detects with power 0.999.
+
+What no sampling can show — which of two exactly tied tokens wins (race and greedy ties are
+rules about injected noise and argmax, §3), or that ``u`` equal to the ratio rejects — is the
+part of those edges left to L1; their law is still checked here.
+
+A point-proposal edge is stated with one-hot draft rows for a device without point proposals
+(SPEC §3: a point proposal accepts and resamples exactly as a one-hot draft row would), so a
+draft-probs-only device gets it too (``as_draft_probs``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+
+from devices.protocol import PLACEHOLDER_TOKEN_ID, VerifyBatch
+from reference.target import target_probs
+from reference.verify import residual
+from specsim import stats
+from specsim.testing.edges import Edge, Request, make_batch
+
+EDGE_ALPHA_SHARE = 0.1
+"""The edges' family false-fail budget as a share of the run's ``alpha_family`` (1e-4 at the default)."""
+
+SAMPLES, QUICK_SAMPLES = 2000, 400
+"""Repetitions of each edge under distinct seeds: n = 2000 detects a TV of about 0.1 on the
+edges' two-to-four-cell laws at α ≈ 1e-5 (stated per check)."""
+
+
+def as_draft_probs(edge: Edge) -> Edge:
+    """``edge`` with one-hot draft rows in place of point proposals (SPEC §3); a full edge unchanged.
+
+    >>> from specsim.testing.edges import EDGES
+    >>> e = as_draft_probs(next(e for e in EDGES if e.name == "race-tie"))
+    >>> e.point, e.requests[0].draft_rows, sorted(e.needs)
+    (False, [[1.0, 0.0, 0.0, 0.0]], ['draft_probs'])
+    """
+    if not edge.point:
+        return edge
+    requests = []
+    for r in edge.requests:
+        V = len(r.logits[0])
+        rows = [[1.0 / V] * V if x == PLACEHOLDER_TOKEN_ID else [float(v == x) for v in range(V)]
+                for x in r.draft_ids]
+        requests.append(dataclasses.replace(r, draft_rows=rows))
+    return dataclasses.replace(edge, requests=requests, point=False,
+                               needs=frozenset(edge.needs - {"point_proposals"}) | {"draft_probs"})
+
+
+def request_law(r: Request, point: bool) -> dict[tuple, float]:
+    """The exact law of request ``r``'s emitted tokens given its drafts (SPEC §2, §3, §4).
+
+    >>> request_law(Request([0], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0]]), point=False)
+    {(1,): 0.5, (0, 0): 0.25, (0, 1): 0.25}
+    """
+    rows = np.asarray(r.logits, dtype=np.float64)  # [K + 1, V]
+    if r.temperature == 0:
+        greedy = [int(np.argmax(row)) for row in rows]
+        j = next((j for j, x in enumerate(r.draft_ids) if x != greedy[j]), len(r.draft_ids))
+        return {tuple(r.draft_ids[:j]) + (greedy[j],): 1.0}
+    target = np.array([target_probs(row, r.temperature, r.top_k, r.top_p) for row in rows])  # [K + 1, V]
+    law: dict[tuple, float] = {}
+    mass = 1.0
+    for j, x in enumerate(r.draft_ids):
+        draft = None if point else np.asarray(r.draft_rows[j], dtype=np.float64)  # [V]
+        w = residual(x, target[j], draft)
+        w = w / w.sum()
+        accept = _acceptance(x, target[j], draft)
+        for y in np.flatnonzero(w > 0):
+            _add(law, tuple(r.draft_ids[:j]) + (int(y),), mass * (1 - accept) * float(w[y]))
+        mass *= accept
+        if mass == 0:
+            return law
+    for y in np.flatnonzero(target[-1] > 0):
+        _add(law, tuple(r.draft_ids) + (int(y),), mass * float(target[-1][y]))
+    return law
+
+
+def _acceptance(x: int, target: np.ndarray, draft: np.ndarray | None) -> float:
+    """P(accept draft ``x``): ``min(1, t(x)/d(x))``, ``t(x)`` for a point proposal, 0 if undrawable (§4)."""
+    if x == PLACEHOLDER_TOKEN_ID or target[x] == 0 or (draft is not None and not draft[x] > 0):
+        return 0.0
+    return float(target[x]) if draft is None else min(1.0, float(target[x] / draft[x]))
+
+
+def _add(law: dict, key: tuple, p: float) -> None:
+    if p > 0:
+        law[key] = law.get(key, 0.0) + p
+
+
+def repeated(edge: Edge, n: int, dtype: str, seed: int) -> VerifyBatch:
+    """The edge's requests, each ``n`` times (request-major), under distinct seeds, position 0."""
+    batch, _ = make_batch([r for r in edge.requests for _ in range(n)], dtype=dtype, point=edge.point)
+    seeds = np.random.default_rng(seed).integers(0, 2**63, batch.batch_size, dtype=np.uint64)
+    return dataclasses.replace(batch, seeds=seeds)
+
+
+def judge(edge: Edge, emitted: list[list[int]], n: int, alpha: float, seed: int) -> tuple[str, str, float | None]:
+    """(status, detail, α spent or None) of ``emitted`` (``len(edge.requests) * n`` sequences, request-major)."""
+    details, worst_tv, stat_alpha, p_min = [], 0.0, None, 1.0
+    for i, r in enumerate(edge.requests):
+        law = request_law(r, edge.point)
+        seen = Counter(tuple(s) for s in emitted[i * n:(i + 1) * n])
+        outside = {k: c for k, c in seen.items() if k not in law}
+        if outside:
+            return "fail", (f"request {i}: emitted {sorted(outside)[:3]} ({sum(outside.values())} of {n} samples), "
+                            f"which the exact law gives probability 0; the law: {_show(law)}"), None
+        if len(law) > 1:
+            keys = sorted(law)
+            result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
+                                    alpha, what=f"{edge.name} request {i}", seed=seed)
+            p_min, stat_alpha = min(p_min, result.p_value), alpha
+            worst_tv = max(worst_tv, result.detectable_tv)
+            if not result.passed:
+                return "fail", f"request {i}: {result.report()}; the law: {_show(law)}", alpha
+    kind = (f"law checked: exact support and a goodness-of-fit test at α={alpha:.1e}, n={n}, detectable TV "
+            f"{worst_tv:.3f}, smallest p={p_min:.3g}" if stat_alpha else f"exact: every one of {n} samples in the "
+            "law's one sequence" if all(len(request_law(r, edge.point)) == 1 for r in edge.requests)
+            else f"exact support over {n} samples")
+    return "pass", f"{edge.why} — without injected noise, {kind}", stat_alpha
+
+
+def _show(law: dict) -> str:
+    return ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:4])
+
+
+def statistical(edge: Edge) -> bool:
+    """Whether the edge's law has more than one sequence for some request (it spends α)."""
+    return any(len(request_law(r, edge.point)) > 1 for r in edge.requests)
