@@ -18,7 +18,7 @@ device does the same on any torch backend:
   static shapes.
 
 vllm-gaudi's sampler is greedy-only with K = 1, and counts padded slots as
-mismatches (research/vllm.md §3.1, bugs #27/#28): a request with fewer drafts
+mismatches (docs/bugs.md #27, #28): a request with fewer drafts
 than the batch maximum lost its bonus token. Here a slot is a mismatch only
 if it is *valid* (``j < K_i``), so such a request keeps its bonus and its
 exact ``num_accepted``; random sampling and any K ≤ ``k_pad`` are supported.

@@ -1,6 +1,6 @@
 """The ``npu`` device: SPEC §2–§5 written with the operations Ascend's torch backend offers.
 
-vllm-ascend (seed 001, research/vllm.md §3.2) runs rejection sampling in
+vllm-ascend (seed 001; https://github.com/vllm-project/vllm-ascend) runs rejection sampling in
 fp32 only, on a flat ragged layout with ``cu_num_draft_tokens``. This device
 is written as one would for ``torch_npu``, and runs on any torch device:
 
@@ -28,7 +28,7 @@ bitwise ops (the exact coin; the keyed Philox words via ``devices.torch_philox``
   computed and selected with ``where`` (so one kernel launch sequence serves
   every batch).
 * negative offsets — Triton-Ascend does not honour non-static load masks
-  (research/vllm.md bug #13: ``tl.load(ptr + offs - 1, mask)`` read before the
+  (docs/bugs.md #13: ``tl.load(ptr + offs - 1, mask)`` read before the
   buffer), and PyTorch's ``x[-1]`` reads the *last* vocab entry. Every index
   here is clamped into range *before* the gather and the value masked after;
   the placeholder ``-1`` is never used as an index.
@@ -174,7 +174,7 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
     ``devices.torch_sampling.target_probs`` with fp32 prefix sums (no float64
     on Ascend). Top-p is cut on the **renormalised post-top-k** law (SPEC
     §2.4), not on the pre-top-k probabilities as vllm-ascend's
-    ``_apply_top_k_top_p_pytorch`` does (research/vllm.md bug #32).
+    ``_apply_top_k_top_p_pytorch`` does (docs/bugs.md #32).
     ``use_filters=False``: the host saw no filter in the batch, so no sort is launched.
     """
     rows = ts.SamplingRows(temperature.to(torch.float32), top_k, top_p.to(torch.float32))

@@ -10,7 +10,7 @@ Each program finds its rows' request by counting ``out_qsl[r + 1] <= row``
 over a ``[BLOCK, BATCH_BLOCK]`` tile (the PR looped over the batch), then copies a kept row or
 lays out a mask row. Every load address is clamped into the buffer with
 ``tl.where`` **before** the load — Triton-Ascend does not honour non-static
-load masks (research/vllm.md bug #13), so a masked-off lane must still point
+load masks (docs/bugs.md #13), so a masked-off lane must still point
 inside the buffer; a mask row never reads ``qsl − 1``. Positions at or past
 ``max_model_len`` get ``PADDING_SLOT_ID`` and are held at ``max_model_len − 1``
 (never wrapped to 0).

@@ -105,7 +105,7 @@ def per_request(flat: torch.Tensor, starts: torch.Tensor, width: int, fill: int 
     """``flat [N]`` laid out as ``[B, width]``: column ``j`` of row ``i`` is ``flat[starts[i] + j]``.
 
     Indices are clamped into ``[0, N)`` *before* the gather (never a negative
-    or past-the-end read: research/vllm.md bug #13); columns past a request's
+    or past-the-end read: docs/bugs.md #13); columns past a request's
     own count hold a neighbour's value, which callers mask. ``N = 0`` gives ``fill``.
     """
     columns = torch.arange(width, device=starts.device).unsqueeze(0)

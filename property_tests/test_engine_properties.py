@@ -1,4 +1,4 @@
-"""Engine-level properties: the bookkeeping bugs of research/vllm.md §4 (#4-#6, #18-#24, #27, #28, #37, #38).
+"""Engine-level properties: the bookkeeping bugs of docs/bugs.md (#4-#6, #18-#24, #27, #28, #37, #38).
 
 * greedy: speculative output == the target's argmax chain, for every proposer,
   K, batch mix, block pressure and forced preemption;

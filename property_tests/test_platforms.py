@@ -13,7 +13,7 @@
   hold exactly at the boundary; nothing is written past the live rows, and
   every position at or past ``max_model_len`` has ``PADDING_SLOT_ID``.
 * HPU (seed 000): a request with fewer drafts than the batch maximum keeps
-  its bonus token and its exact ``num_accepted`` (research/vllm.md bug #28).
+  its bonus token and its exact ``num_accepted`` (docs/bugs.md #28).
 """
 
 from __future__ import annotations

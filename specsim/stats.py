@@ -5,7 +5,7 @@ from raw logits and parameters; never from the device under test) and returns
 a result object whose ``report()`` says what was tested, at which α, on how
 many samples, with which seed, and what it could have detected.
 
-The toolkit (research/stats.md §5):
+The toolkit (docs/statistics.md):
 
 * ``gof_test`` — categorical goodness of fit, Cressie–Read λ=2/3 (or G) from
   ``scipy.stats.power_divergence``, after pooling cells to expected count ≥ 20
@@ -19,7 +19,7 @@ The toolkit (research/stats.md §5):
   ``dkwm_detectable`` the same for the PIT test;
 * ``Budget`` — one family false-fail rate split (Bonferroni) over the checks
   counted when the case list is built; each run at nominal α/10 for the far
-  tail of the χ² approximation (stats.md §3.2);
+  tail of the χ² approximation (measured: docs/statistics.md);
 * ``case_seed`` — seeds are a hash of (suite seed, case id), never drawn
   (``specsim.testing.seeds.case_seed``, the one definition, re-exported here);
 * ``holm`` — which of several checks failed, for the report (the gate is the
@@ -46,7 +46,7 @@ from specsim.testing.seeds import case_seed
 
 MIN_EXPECTED = 20.0
 """Pool cells until each has expected count ≥ 20: CR/G then stay within ≈1.4× of
-nominal at 1e-6 (stats.md §3.2)."""
+nominal at 1e-6 (docs/statistics.md)."""
 
 SAFETY = 10.0
 """Each check runs at nominal α/10, absorbing the χ² approximation's far-tail error."""
@@ -127,7 +127,7 @@ def power_at(cells: int, n: float, tv: float, alpha: float) -> float:
 def min_samples(cells: int, tv: float, alpha: float, beta: float = DEFAULT_BETA) -> float:
     """Samples a ``cells``-cell test at level ``alpha`` needs to detect any TV ≥ ``tv`` with power 1-``beta``.
 
-    >>> round(min_samples(8, 0.02, 1e-6) / 1e3, 1)   # stats.md §3.1: 5.13e4
+    >>> round(min_samples(8, 0.02, 1e-6) / 1e3, 1)
     51.3
     """
     if cells < 2:
@@ -138,7 +138,7 @@ def min_samples(cells: int, tv: float, alpha: float, beta: float = DEFAULT_BETA)
 def min_detectable_tv(cells: int, n: float, alpha: float, beta: float = DEFAULT_BETA) -> float:
     """The smallest worst-case TV detected with power 1-``beta`` from ``n`` samples (inverse of ``min_samples``).
 
-    >>> round(min_detectable_tv(8, 2e5, 1e-7), 3)      # stats.md §3.1: 0.011
+    >>> round(min_detectable_tv(8, 2e5, 1e-7), 3)
     0.011
     """
     if cells < 2 or n <= 0:

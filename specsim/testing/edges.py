@@ -102,7 +102,7 @@ EDGES: list[Edge] = [
     Edge("k0-random-and-greedy", "§4 K = 0: one token from the bonus row",
          [Request([], [[0, 1, 0]], exponentials=[1, 1, 0.1]), Request([], [[0, 1, 0]], temperature=0.0)],
          [[2], [1]], frozenset({"point_proposals", "greedy"}), point=True),
-    Edge("bonus-from-last-row", "§3 all accepted: bonus from row K, not K-1 (stats.md §3.3)",
+    Edge("bonus-from-last-row", "§3 all accepted: bonus from row K, not K-1 (the bonus-wrong-row mutant)",
          [Request([0, 1], [[0, NEG, NEG], [NEG, 0, NEG], [NEG, NEG, 0]], [[1, 0, 0], [0, 1, 0]],
                   uniforms=[0.0, 0.0])],
          [[0, 1, 2]], frozenset({"draft_probs"})),

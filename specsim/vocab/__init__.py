@@ -1,4 +1,4 @@
-"""Heterogeneous vocabularies (seed 001, research/peers.md §1.7): toy tokenizers,
+"""Heterogeneous vocabularies (seed 001; Timor et al., ICML 2025, arXiv:2502.05202): toy tokenizers,
 the TLI vocabulary mapping, and SLEM for greedy decoding. See docs/platforms.md."""
 
 from specsim.vocab.mapping import VocabError, VocabMapping

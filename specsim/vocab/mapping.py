@@ -8,7 +8,7 @@ normalised strings exist in both vocabularies and renormalised,
 then laid out over the target vocabulary ``[Vt]``. Verification is the
 unchanged rejection sampling of SPEC §3 on target ids, so the output law is
 the target's (lossless: d' is a proper law over target ids); the acceptance
-probability is ``Σ_x min(t(x), d'(x))`` (research/peers.md §1.7).
+probability is ``Σ_x min(t(x), d'(x))`` (Timor et al., arXiv:2502.05202).
 
 The draft's *context* (target ids mapped back to draft ids) may be lossy —
 a target token outside the intersection has no draft id. That changes only

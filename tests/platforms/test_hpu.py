@@ -107,7 +107,7 @@ def test_padding_content_never_reaches_outputs():
 
 
 def _gaudi_greedy(draft_ids, target_ids, bonus, num_draft):
-    """vllm-gaudi's rejection_sample_pytorch (research/vllm.md §3.1) on the padded layout, numpy."""
+    """vllm-gaudi's rejection_sample_pytorch (https://github.com/vllm-project/vllm-gaudi, docs/bugs.md #27, #28) on the padded layout, numpy."""
     matches = draft_ids == target_ids
     any_mismatch = (~matches).any(1)
     any_mismatch[num_draft == 0] = False                         # PR #593's fix; slots past n still compared

@@ -11,7 +11,8 @@ nothing for some requests").
   drafter's ``max_len`` goes **without drafts** that step (not truncated).
   Choice: drafts occupy positions ``L .. L+k-1``, so ``L + k == max_len``
   ("fits exactly") **does** speculate; vLLM V0 used a strict ``<`` and
-  skipped it (research/peers.md §7.2);
+  skipped it (vLLM v0.6's ``Top1Proposer``,
+  https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/spec_decode/top1_proposer.py);
 * proposals are merged into ``[batch, k_max]`` ids padded with the
   placeholder ``-1`` and ``[batch, k_max, V]`` probs padded with zero rows,
   plus ``lens [batch]``.
