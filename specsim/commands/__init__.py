@@ -13,4 +13,5 @@ COMMANDS = {
     "bench": "specsim.commands.bench",
     "report": "specsim.commands.report",
     "campaign": "specsim.commands.campaign",
+    "field": "specsim.commands.field",
 }

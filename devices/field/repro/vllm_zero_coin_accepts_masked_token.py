@@ -1,0 +1,74 @@
+"""vLLM 0.33.0: with a uniform draw of exactly 0, the rejection sampler accepts a draft token whose target
+probability is 0 (masked to -inf, or removed by top-k/top-p) and emits it.
+
+The random-sampling kernel accepts when ``target_prob / draft_prob >= uniform_prob``
+(vllm/v1/sample/rejection_sampler.py, ``rejection_random_sample_kernel``). Speculative
+sampling accepts with probability ``min(1, t/d)``, i.e. when ``u < t/d`` for u uniform on
+[0, 1): at ``u = 0`` the inclusive test accepts a token with ``t = 0``, a token the target
+can never produce. ``torch.rand`` in float64 returns exactly 0 with probability 2^-53 per
+draft (PR #23803 moved the draw from float32, where it was ~2^-24, to float64); the
+comparison itself is unchanged. Fix: ``uniform_prob < target_prob / draft_prob`` (and the
+same in the synthetic-mode branch), or draw u in (0, 1].
+
+Run (a CUDA GPU and ``pip install vllm==0.33.0``)::
+
+    python vllm_zero_coin_accepts_masked_token.py
+
+Expected: token 2 (target probability 0) rejected, the emitted token one of 0, 1, 3.
+vLLM 0.33.0 prints ``emitted [2, ...]``: the masked token was accepted.
+
+``--specsim-loader`` runs the same script on vLLM's sampler module as specsim's loader
+takes it out of the pinned wheel (CPU, Triton interpreter), for machines without vLLM.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+
+def vllm_modules(use_specsim_loader: bool):
+    """``(rejection_sampler module, SamplingMetadata, LogitsProcessors, device)``."""
+    if use_specsim_loader:
+        from devices.field.vllm_loader import load_rejection_sampler
+        v = load_rejection_sampler()
+        return (v.rejection_sampler, v.sample_metadata.SamplingMetadata, v.sample_metadata.LogitsProcessors,
+                "cuda" if v.mode == "cuda" else "cpu")
+    import vllm
+    assert vllm.__version__ == "0.33.0", vllm.__version__
+    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.sample.metadata import LogitsProcessors, SamplingMetadata
+    return rejection_sampler, SamplingMetadata, LogitsProcessors, "cuda"
+
+
+def main(argv: list[str]) -> int:
+    rs, SamplingMetadata, LogitsProcessors, device = vllm_modules("--specsim-loader" in argv)
+    zeros = torch.zeros(1, dtype=torch.float32, device=device)
+    metadata = SamplingMetadata(
+        temperature=torch.ones(1, dtype=torch.float32, device=device), all_greedy=False, all_random=True,
+        top_p=None, top_k=None, generators={}, max_num_logprobs=None, no_penalties=True, prompt_token_ids=None,
+        frequency_penalties=zeros, presence_penalties=zeros, repetition_penalties=zeros + 1, output_token_ids=[[]],
+        allowed_token_ids_mask=None, bad_words_token_ids={}, logitsprocs=LogitsProcessors())
+    # One request, one draft: token 2, drawn from a uniform draft distribution over V = 4.
+    draft_token_ids = torch.tensor([2], dtype=torch.int32, device=device)
+    draft_probs = torch.full((1, 4), 0.25, dtype=torch.float32, device=device)
+    # The target row with token 2 masked (a bad word, or outside top-k): target probability exactly 0.
+    target_logits = torch.tensor([[0.0, 0.0, float("-inf"), 0.0]], dtype=torch.float32, device=device)
+    bonus = torch.tensor([[0]], dtype=torch.int32, device=device)
+    # The uniform draw that hits 0 (probability 2^-53 per draft in vLLM's float64 torch.rand).
+    rs.generate_uniform_probs = lambda num_tokens, *a, **k: torch.zeros(num_tokens, dtype=torch.float64,
+                                                                          device=device)
+    out = rs.rejection_sample(draft_token_ids, [1], 1, torch.tensor([1], dtype=torch.int32, device=device),
+                              draft_probs, target_logits, bonus, metadata)
+    emitted = [int(t) for t in out[0].tolist() if t != -1]
+    print(f"emitted {emitted}")
+    if emitted[0] == 2:
+        print("BUG: token 2 has target probability 0 and was accepted (u = 0, inclusive comparison)")
+        return 1
+    print("ok: the masked draft was rejected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,130 @@
+"""``specsim field --out DIR``: the field table (docs/field.md) from the field adapters this machine can run.
+
+Every device registered from ``devices/field/`` (``specsim devices`` lists
+them) is loaded; each that loads runs the conformance groups (each in a
+subprocess, as ``specsim conform`` runs them), its failures are sorted into the
+known deviations of the waiver files beside the adapters, and the deviations
+with a confirming experiment are re-checked. Those that do not load are listed
+with why (package missing, no GPU, wheel too large).
+
+Example (CPU: vLLM's kernels in Triton's interpreter, at the quick sizes)::
+
+    specsim field --out /tmp/field --quick --devices vllm-interpret
+
+then, with the GPU box's run copied back, the merged table::
+
+    specsim field --out docs-run --merge gpu/field.json cpu/field.json --render-only
+
+writes ``DIR/field.json`` and ``DIR/field.md``.
+"""
+
+from __future__ import annotations
+
+HELP = "run the field's real samplers (devices/field/) and write the field table (field.json, field.md)"
+
+
+def add_arguments(p):
+    p.add_argument("--out", required=True, help="directory for field.json, field.md and each device's run")
+    p.add_argument("--devices", nargs="+", default=None, help="field devices to run (default: every one registered)")
+    p.add_argument("--groups", default=None, help="comma-separated conformance groups (default: all)")
+    p.add_argument("--quick", action="store_true", help="the groups' quick sizes")
+    p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
+                   help="each group's time limit (default: specsim conform's); past it the group is an error")
+    p.add_argument("--where", default=None, help="the machine, in words, for the table (default: platform)")
+    p.add_argument("--merge", nargs="*", default=[], metavar="FIELD_JSON",
+                   help="fold these earlier field.json runs (other machines) into the table")
+    p.add_argument("--render-only", action="store_true", help="run nothing: merge and render")
+    p.add_argument("--extra", nargs=2, action="append", default=[], metavar=("TITLE", "MARKDOWN_FILE"),
+                   help="append a section (title, markdown file) to the table")
+
+
+def _machine() -> str:
+    import platform
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    except ImportError:
+        pass
+    return f"CPU ({platform.machine()}), no GPU"
+
+
+def _why_not(error: str) -> str:
+    """The loader's own message out of the registry's error text.
+
+    >>> _why_not("device spec 'x': calling m:f failed: ImportError('no') [ImportError: no wheel here]")
+    'no wheel here'
+    """
+    import re
+    m = re.search(r"\[\w+: (.*)\]$", error, re.S)
+    return m.group(1) if m else error
+
+
+def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
+    import json
+    import os
+
+    from specsim import field
+    from specsim.conformance.isolation import group_path, run_isolated
+    from specsim.conformance.runner import Context, available_groups
+    ctx = Context(seed=0, quick=quick)
+    run_dir = os.path.join(out_dir, name)
+    print(f"field: {name}: {len(groups)} group(s){' (quick)' if quick else ''}", flush=True)
+    run_isolated(name, device, ctx, groups, out_dir=run_dir, timeout_s=timeout_s)
+    by_group = {}
+    for g in groups:
+        with open(group_path(run_dir, g)) as f:
+            by_group[g] = json.load(f)["results"]
+    waivers = field.field_waivers(name)
+    findings = field.classify(name, by_group, waivers)
+    field.confirm(findings, device, quick)
+    command = f"specsim field --out DIR --devices {name}" + (" --quick" if quick else "") + (
+        f" --groups {','.join(groups)}" if set(groups) != set(available_groups()) else "")
+    return field.device_entry(name, by_group, None, getattr(device, "engine", name), quick, where, command,
+                              findings, waivers)
+
+
+def run(args) -> int:
+    import json
+    import os
+
+    from devices.registry import is_field, survey
+    from specsim import field
+    from specsim.conformance.runner import available_groups, write_json_atomic
+
+    docs = []
+    for path in args.merge:
+        with open(path) as f:
+            docs.append(json.load(f))
+    if not args.render_only:
+        known = available_groups()
+        names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
+        unknown = [g for g in names if g not in known]
+        if unknown:
+            print(f"specsim field: --groups: unknown {unknown}; known: {sorted(known)}")
+            return 2
+        where = args.where or _machine()
+        entries = []
+        for a in survey():
+            if not is_field(a) or (args.devices and a.entry.name not in args.devices):
+                continue
+            if a.device is None:
+                why = _why_not(a.error)
+                entries.append(field.device_entry(a.entry.name, None, why, "", args.quick, where, "", [], []))
+                print(f"field: {a.entry.name}: not available: {why}")
+                continue
+            entries.append(_run_device(a.entry.name, a.device, {g: known[g] for g in names}, args.quick, args.out,
+                                       where, args.group_timeout))
+        docs.append({"devices": entries})
+    doc = field.merge(docs)
+    for title, path in args.extra:
+        with open(path) as f:
+            doc["extras"][title] = f.read()
+    os.makedirs(args.out, exist_ok=True)
+    write_json_atomic(os.path.join(args.out, "field.json"), doc)
+    with open(os.path.join(args.out, "field.md"), "w") as f:
+        f.write(field.render(doc))
+    new = [f for e in doc["devices"] for f in e["findings"] if f["deviation"] == "NEW"]
+    print(f"wrote {os.path.join(args.out, 'field.md')}: {len(doc['devices'])} implementation(s), "
+          f"{sum(len(e['findings']) for e in doc['devices'])} failing check(s), {len(new)} new")
+    return 1 if new else 0

@@ -1,0 +1,214 @@
+"""The field table: the real samplers of ``devices/field/`` held to SPEC, their deviations judged.
+
+``specsim field --out DIR`` runs every field adapter that loads on this
+machine through the conformance groups, sorts each failing check into a known
+deviation (a ``conformance:`` waiver shipped beside the adapter: reason, link,
+deviation id, judgement) or a NEW one, re-checks the deviations that have a
+confirming experiment (``CONFIRM``), and writes ``DIR/field.json`` and
+``DIR/field.md``. Runs on other machines (the GPU box) are folded in with
+``--merge``; ``docs/field.md`` is such a merged table.
+
+A row of the table is one implementation × one layer (conformance group):
+
+    >>> group_verdict({"pass": 3, "fail": 1, "not_supported": 2, "error": 0}, waived=1)
+    'pass (1 waived)'
+    >>> group_verdict({"pass": 3, "fail": 2, "not_supported": 0, "error": 0}, waived=1)
+    'FAIL (1 new)'
+    >>> group_verdict({"pass": 0, "fail": 0, "not_supported": 4, "error": 0}, waived=0)
+    'not supported'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+import numpy as np
+
+WAIVER_GLOB = "*_waivers.toml"
+"""Waiver files shipped beside the adapters in ``devices/field/``."""
+
+
+def field_waivers(device_name: str) -> list:
+    """The ``conformance:`` waivers of ``devices/field/*_waivers.toml`` that apply to ``device_name``."""
+    import devices.field
+    from property_tests.waivers import load
+    out = []
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(devices.field.__file__), WAIVER_GLOB))):
+        out += [w for w in load(path) if w.conformance and w.applies_to_device(device_name)]
+    return out
+
+
+def group_verdict(counts: dict, waived: int) -> str:
+    """One cell of the table from a group's status counts and how many of its failures are waived."""
+    bad = counts.get("fail", 0) + counts.get("error", 0)
+    if bad > waived:
+        return f"FAIL ({bad - waived} new)"
+    if counts.get("pass", 0) == 0 and bad == 0:
+        return "not supported" if counts.get("not_supported", 0) else "-"
+    return "pass" + (f" ({waived} waived)" if waived else "")
+
+
+@dataclasses.dataclass
+class Finding:
+    """One failing (or erroring) check on one implementation, sorted into a deviation."""
+
+    device: str
+    check: str
+    status: str
+    seed: int | None
+    detail: str
+    deviation: str = "NEW"
+    judgement: str = "unjudged: a new deviation"
+    reason: str = ""
+    link: str = ""
+    confirmed: str = ""
+
+    group: str = ""
+
+    def reproduction(self, quick: bool) -> str:
+        return (f"specsim conform --device {self.device} --groups {self.group} --in-process"
+                f"{' --quick' if quick else ''}  # check {self.check}, seed {self.seed}")
+
+
+def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list) -> list[Finding]:
+    """Every failing or erroring check of one device, matched to the first waiver that covers it."""
+    out = []
+    for group, c in ((g, c) for g, checks in by_group.items() for c in checks):
+        if c["status"] not in ("fail", "error"):
+            continue
+        f = Finding(device_name, c["name"], c["status"], c.get("seed"), (c.get("detail") or "")[:400], group=group)
+        w = next((w for w in waivers if w.matches_check(c["name"])), None)
+        if w is not None:
+            f.deviation, f.judgement, f.reason, f.link = w.deviation or "waived", w.judgement, w.reason, w.issue
+        out.append(f)
+    return out
+
+
+# -- confirming experiments: a deviation's claim, re-checked on the failing case -------------------------------
+def _injected_case(device, check: str, quick: bool):
+    """The batch and noise of an ``L1/injected`` check, rebuilt exactly as the group builds them."""
+    from specsim.conformance.exact import _cases
+    from specsim.conformance.runner import Context
+    from specsim.testing.batches import random_batch, random_noise
+    for name, spec, _why, seed in _cases(device, Context(seed=0, quick=quick), "L1/injected"):
+        if name == check:
+            rng = np.random.default_rng(seed)
+            batch = random_batch(rng, spec)
+            return batch, random_noise(rng, batch)
+    raise KeyError(check)
+
+
+def confirm_placeholder_row_read(device, check: str, quick: bool) -> str:
+    """Re-run the case with every placeholder's draft row zeroed (SPEC's convention): if the deviation is the
+    placeholder row being read, the device then agrees with the reference token for token."""
+    from devices.protocol import PLACEHOLDER_TOKEN_ID
+    from specsim.testing.compare import compare, reference_step
+    batch, noise = _injected_case(device, check, quick)
+    rows = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
+    draft_probs = np.array(batch.draft_probs, copy=True)
+    draft_probs[rows] = 0
+    zeroed = dataclasses.replace(batch, draft_probs=draft_probs)
+    before = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+    after = compare(zeroed, device.verify(zeroed, noise), reference_step(zeroed, noise))
+    if not before.ok and after.ok:
+        return f"confirmed: with the {int(rows.sum())} placeholder row(s) zeroed the device agrees token for token"
+    return f"NOT confirmed: before zeroing ok={before.ok}, after ok={after.ok}: {after.summary()[:200]}"
+
+
+CONFIRM = {"placeholder-row-read": confirm_placeholder_row_read}
+"""Deviation id → ``f(device, check, quick) -> str``: the experiment that confirms the deviation's reason."""
+
+
+def confirm(findings: list[Finding], device, quick: bool) -> None:
+    """Run the confirming experiment of each finding whose deviation has one (in this process)."""
+    for f in findings:
+        experiment = CONFIRM.get(f.deviation)
+        if experiment is not None:
+            try:
+                f.confirmed = experiment(device, f.check, quick)
+            except Exception as e:  # the experiment's own failure is reported, not raised
+                f.confirmed = f"experiment failed: {type(e).__name__}: {e}"
+
+
+# -- the table ---------------------------------------------------------------------------------------------------
+def device_entry(name: str, by_group: dict[str, list[dict]] | None, why_not: str | None, engine: str, quick: bool,
+                 where: str, command: str, findings: list[Finding], waivers: list) -> dict:
+    """One implementation's part of ``field.json``; ``by_group``: group name → its checks (JSON), or None."""
+    groups: dict[str, dict] = {}
+    waived = {f.check for f in findings if f.deviation != "NEW"}
+    for group, checks in (by_group or {}).items():
+        counts = {s: sum(c["status"] == s for c in checks) for s in ("pass", "fail", "not_supported", "error")}
+        counts["waived"] = sum(c["name"] in waived for c in checks)
+        groups[group] = counts
+    seen = {f.check for f in findings}
+    return {"device": name, "engine": engine, "where": where, "quick": quick, "command": command,
+            "available": by_group is not None, "why_not": why_not, "groups": groups,
+            "findings": [dataclasses.asdict(f) for f in findings],
+            "waivers_not_observed": sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))}
+
+
+def merge(docs: list[dict]) -> dict:
+    """Fold several ``field.json`` documents: per device, a run beats a 'not available' entry; later wins."""
+    devices: dict[str, dict] = {}
+    extras: dict[str, object] = {}
+    for d in docs:
+        for e in d["devices"]:
+            old = devices.get(e["device"])
+            if old is None or e["available"] or not old["available"]:
+                devices[e["device"]] = e
+        extras.update(d.get("extras", {}))
+    return {"devices": sorted(devices.values(), key=lambda e: e["device"]), "extras": extras}
+
+
+def render(doc: dict) -> str:
+    """``field.md`` from a (merged) ``field.json``."""
+    lines = ["# The field table", "",
+             "Generated by `specsim field` (this file: runs merged with `--merge`; each row names the command "
+             "and machine that gave it). Real implementations of speculative-decoding verification, each held to "
+             "SPEC through its adapter in `devices/field/`; every failing check is sorted into a known deviation "
+             "(a waiver shipped beside the adapter, with its judgement) or reported as NEW.", "",
+             "## Verdicts", "", "| implementation | where | group | verdict | pass | fail | n/s | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in doc["devices"]:
+        if not e["available"]:
+            lines.append(f"| {e['engine'] or e['device']} (`{e['device']}`) | {e['where']} | - | not run: "
+                         f"{_cell(e['why_not'])} | | | | |")
+            continue
+        for g, c in sorted(e["groups"].items()):
+            lines.append(f"| {e['engine']} (`{e['device']}`) | {e['where']} | {g} | "
+                         f"{group_verdict(c, c['waived'])} | {c['pass']} | {c['fail']} | {c['not_supported']} | "
+                         f"{c['error']} |")
+    lines += ["", "Commands:", ""]
+    lines += [f"* `{e['device']}` ({e['where']}): `{e['command']}`" for e in doc["devices"] if e["available"]]
+    lines += ["", "## Deviations", ""]
+    by_dev: dict[tuple, list] = {}
+    for e in doc["devices"]:
+        for f in e["findings"]:
+            by_dev.setdefault((f["deviation"], f["device"]), []).append(f)
+    for (deviation, device), fs in sorted(by_dev.items()):
+        first = fs[0]
+        lines += [f"### `{deviation}` on `{device}` — {first['judgement']}", ""]
+        if first["reason"]:
+            lines += [first["reason"], "", f"Link: {first['link']}", ""]
+        quick = next(e["quick"] for e in doc["devices"] if e["device"] == device)
+        for f in fs:
+            lines.append(f"* `{f['check']}` ({f['status']}, seed {f['seed']}): {_cell(f['detail'][:240])}")
+            lines.append(f"  - reproduce: `{Finding(**f).reproduction(quick)}`")
+            if f["confirmed"]:
+                lines.append(f"  - {f['confirmed']}")
+        lines.append("")
+    stale = [(e["device"], w) for e in doc["devices"] if e["available"] for w in e["waivers_not_observed"]]
+    if stale:
+        lines += ["## Waivers not observed in these runs", "",
+                  "(size-specific names, or a deviation this run's cases did not reach)", ""]
+        lines += [f"* `{d}`: `{w}`" for d, w in stale]
+        lines.append("")
+    for title, text in doc.get("extras", {}).items():
+        lines += [f"## {title}", "", text.rstrip(), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")

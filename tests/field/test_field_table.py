@@ -1,0 +1,60 @@
+"""``specsim field``: failing checks sorted into the shipped deviations, confirmed where an experiment exists,
+NEW otherwise; the table renders and merges runs from several machines."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+from specsim import field
+from specsim.commands import field as field_command
+
+
+def _checks():
+    return {"L1-edges": [{"name": "L1/edge/u0-masked-point", "status": "fail", "detail": "expected [[0]]"},
+                         {"name": "L1/edge/k0", "status": "pass"}],
+            "L2-rng": [{"name": "L2/brand-new-check", "status": "fail", "detail": "something else", "seed": 5}]}
+
+
+def test_failures_are_sorted_into_shipped_deviations_or_new():
+    waivers = field.field_waivers("vllm")
+    findings = field.classify("vllm", _checks(), waivers)
+    by_check = {f.check: f for f in findings}
+    assert by_check["L1/edge/u0-masked-point"].deviation == "inclusive-acceptance"
+    assert by_check["L1/edge/u0-masked-point"].judgement == "loss of losslessness"
+    assert by_check["L2/brand-new-check"].deviation == "NEW"
+    assert "--groups L2-rng" in by_check["L2/brand-new-check"].reproduction(quick=True)
+
+
+def test_table_renders_and_merges_machines(tmp_path):
+    waivers = field.field_waivers("vllm")
+    findings = field.classify("vllm", _checks(), waivers)
+    gpu = {"devices": [field.device_entry("vllm", _checks(), None, "vllm 0.33.0", False, "H100", "specsim field ...",
+                                          findings, waivers)]}
+    cpu = {"devices": [field.device_entry("vllm", None, "no CUDA GPU here", "", True, "CPU", "", [], [])]}
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu))
+    (tmp_path / "cpu.json").write_text(json.dumps(cpu))
+    doc = field.merge([gpu, cpu])                       # a run beats 'not available', whatever the order
+    assert doc["devices"][0]["available"]
+    text = field.render(doc)
+    assert "| L1-edges | pass (1 waived) |" in text and "| L2-rng | FAIL (1 new) |" in text
+    assert "### `inclusive-acceptance` on `vllm` — loss of losslessness" in text
+
+    class Args:
+        out, merge, render_only, extra = str(tmp_path / "out"), [str(tmp_path / "cpu.json"),
+                                                                  str(tmp_path / "gpu.json")], True, []
+    assert field_command.run(Args) == 1                 # a NEW deviation: exit 1
+    assert (tmp_path / "out" / "field.md").read_text() == text
+
+
+def test_docstring_examples_run():
+    assert doctest.testmod(field).failed == 0
+
+
+def test_adapter_helpers_and_why_not_messages():
+    from devices.field import flashinfer_device, sglang_device
+    assert doctest.testmod(flashinfer_device).failed == 0 and doctest.testmod(field_command).failed == 0
+    try:
+        sglang_device.make_device()
+    except ImportError as e:
+        assert "371 MB" in str(e) or "no adapter" in str(e)
