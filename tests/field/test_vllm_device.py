@@ -8,21 +8,13 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
-from devices.field import vllm_device, vllm_loader
+from devices.field import vllm_device
 from property_tests.waivers import JUDGEMENTS, load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 GROUPS = ("L1-edges", "L1-injected", "input-rules")
 
-
-@pytest.fixture(scope="module")
-def cache():
-    try:
-        return vllm_loader.fetch()
-    except vllm_loader.VllmLoadError as e:  # no network and no cache: nothing to check here
-        pytest.skip(f"vLLM members unavailable: {e}")
 
 
 def test_vllms_kernels_pass_the_small_group_set_except_for_waived_deviations(cache):

@@ -11,14 +11,6 @@ import pytest
 from devices.field import _vllm_standins, remote_wheel, vllm_loader
 
 
-@pytest.fixture(scope="module")
-def cache():
-    """The user's cache, fetched once (about 1 MiB of range requests the first time on a machine)."""
-    try:
-        return vllm_loader.fetch()
-    except vllm_loader.VllmLoadError as e:  # no network and no cache: nothing to check here
-        pytest.skip(f"vLLM members unavailable: {e}")
-
 
 def test_every_member_matches_its_pin_and_the_wheels_record(cache):
     record = vllm_loader._record_hashes((cache / vllm_loader.RECORD).read_bytes())
