@@ -31,7 +31,7 @@ import dataclasses
 
 import numpy as np
 
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, TreeBatch, UnsupportedCall,
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, Capabilities, InvalidInput, Noise, TreeBatch, UnsupportedCall,
                               VerifyBatch)
 
 SUM_TOLERANCE = 1e-3
@@ -71,6 +71,8 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
         _check_draft_probs(batch.draft_probs, batch.draft_token_ids, batch.target_logits,
                            num_tokens, vocab_size, where)
     _check_sampling_params(batch, batch_size)
+    if batch.sampler is not None:
+        _check_sampler(batch.sampler, batch_size, num_tokens, vocab_size)
     if batch.seeds is not None:
         _check_seeds(batch.seeds, batch_size)
     if batch.positions is not None:
@@ -114,6 +116,12 @@ def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilit
     for mode, needed in needs.items():
         if needed and not getattr(capabilities, mode):
             raise UnsupportedCall(mode)
+    if batch.sampler is not None:
+        for name in batch.sampler.given():
+            if name not in capabilities.sampler:
+                raise UnsupportedCall(f"sampler {name}", tuple(capabilities.sampler))
+        if batch.sampler.given() and batch.sampler.order not in capabilities.sampler_orders:
+            raise UnsupportedCall(f"sampler order {batch.sampler.order}", tuple(capabilities.sampler_orders))
     if noise is None and capabilities.rng == "none":
         raise UnsupportedCall("rng (the device draws no randomness of its own; give noise)")
 
@@ -334,6 +342,72 @@ def _check_sampling_params(batch: VerifyBatch, batch_size: int) -> None:
     if bad.any():
         i = _first(bad)
         raise InvalidInput(f"top_p: entry {i} is {top_p[i]}, must be in (0, 1] (1 means off)")
+
+
+def _check_sampler(sampler, batch_size: int, num_tokens: int, vocab_size: int) -> None:
+    """SPEC §12's input rules for ``VerifyBatch.sampler`` (shapes in ``SamplerParams``)."""
+    if sampler.order not in SAMPLER_ORDERS:
+        raise InvalidInput(f"order: must be one of {SAMPLER_ORDERS}, got {sampler.order!r}")
+    for name in ("prompt_token_ids", "output_token_ids", "allowed_token_ids", "stop_token_ids"):
+        _check_id_lists(name, getattr(sampler, name), batch_size, vocab_size, nested=False)
+    _check_id_lists("bad_words", sampler.bad_words, batch_size, vocab_size, nested=True)
+    if sampler.allowed_token_ids is not None:
+        for i, ids in enumerate(sampler.allowed_token_ids):
+            if ids is not None and len(ids) == 0:
+                raise InvalidInput(f"allowed_token_ids: request {i} allows no token (an empty list)")
+    if sampler.min_tokens is not None:
+        min_tokens = _array("min_tokens", sampler.min_tokens, 1)
+        _integer("min_tokens", min_tokens)
+        _length("min_tokens", min_tokens, batch_size, "batch")
+        if (min_tokens < 0).any():
+            raise InvalidInput(f"min_tokens: entry {_first(min_tokens < 0)} is negative, must be >= 0")
+    if sampler.token_mask is not None:
+        mask = np.asarray(sampler.token_mask)
+        if mask.dtype != np.bool_ or mask.shape != (num_tokens + batch_size, vocab_size):
+            raise InvalidInput(f"token_mask: must be bool of shape (num_tokens + batch, V) = "
+                               f"{(num_tokens + batch_size, vocab_size)}, got {mask.dtype} {mask.shape}")
+        if not mask.any(axis=1).all():
+            raise InvalidInput(f"token_mask: row {_first(~mask.any(axis=1))} allows no token")
+    if sampler.logit_bias is not None:
+        bias = _array("logit_bias", sampler.logit_bias, 2)
+        _real("logit_bias", bias)
+        if bias.shape != (batch_size, vocab_size):
+            raise InvalidInput(f"logit_bias: shape must be (batch, V) = {(batch_size, vocab_size)}, got {bias.shape}")
+        if not np.isfinite(bias).all():
+            raise InvalidInput(f"logit_bias: entry {np.argwhere(~np.isfinite(bias))[0].tolist()} is not finite")
+    rules = {"repetition_penalty": (lambda v: np.isfinite(v) & (v > 0), "finite and > 0 (it divides; 1 means off)"),
+             "frequency_penalty": (np.isfinite, "finite (0 means off)"),
+             "presence_penalty": (np.isfinite, "finite (0 means off)"),
+             "min_p": (lambda v: (v >= 0) & (v <= 1), "in [0, 1] (0 means off)")}
+    for name, (ok, rule) in rules.items():
+        if getattr(sampler, name) is None:
+            continue
+        value = _array(name, getattr(sampler, name), 1)
+        _real(name, value)
+        _length(name, value, batch_size, "batch")
+        if not ok(value).all():
+            i = _first(~ok(value))
+            raise InvalidInput(f"{name}: entry {i} is {value[i]}, must be {rule}")
+
+
+def _check_id_lists(name: str, lists, batch_size: int, vocab_size: int, nested: bool) -> None:
+    """``batch`` lists of token ids (``nested``: of token-id sequences), each id in ``[0, V)``."""
+    if lists is None:
+        return
+    if len(lists) != batch_size:
+        raise InvalidInput(f"{name}: must hold one entry per request ({batch_size}), got {len(lists)}")
+    for i, entry in enumerate(lists):
+        for w, ids in enumerate(entry if nested else [entry]):
+            if ids is None:
+                continue
+            ids = np.asarray(ids)
+            where = f"request {i}, word {w}" if nested else f"request {i}"
+            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu") or (nested and ids.size == 0):
+                raise InvalidInput(f"{name}: {where} must be a non-empty 1-D integer array" if nested else
+                                   f"{name}: {where} must be a 1-D integer array")
+            if ((ids < 0) | (ids >= vocab_size)).any():
+                raise InvalidInput(f"{name}: {where} holds {int(ids[_first((ids < 0) | (ids >= vocab_size))])}, "
+                                   f"outside [0, V={vocab_size})")
 
 
 def _check_seeds(seeds, batch_size: int) -> None:

@@ -56,6 +56,14 @@ TREE_SCHEMES = ("greedy", "rrs", "sglang")
 requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
 sampling with thresholds (§11.4)."""
 
+SAMPLER_PARAMETERS = ("token_mask", "allowed_token_ids", "bad_words", "min_tokens", "logit_bias",
+                      "repetition_penalty", "frequency_penalty", "presence_penalty", "min_p")
+"""The optional sampler parameters of SPEC §12; a device declares those it serves in
+``Capabilities.sampler`` (absent: ``UnsupportedCall`` when given)."""
+
+SAMPLER_ORDERS = ("canonical", "vllm")
+"""The order profiles of SPEC §12; a device declares those it serves in ``Capabilities.sampler_orders``."""
+
 
 class InvalidInput(ValueError):
     """Bad input: the message names the argument and the rule it broke."""
@@ -98,6 +106,9 @@ class Capabilities:
       through ``verify_tree``, of ``"greedy"`` (T = 0 requests), ``"rrs"`` and
       ``"sglang"``; empty (the default): no ``verify_tree``. A tree batch
       needing an undeclared one raises ``UnsupportedCall``.
+    - ``sampler``: the SPEC §12 parameters served (of ``SAMPLER_PARAMETERS``) and
+      ``sampler_orders`` the order profiles (of ``SAMPLER_ORDERS``); empty (the default): a
+      batch with ``sampler`` parameters raises ``UnsupportedCall``.
     """
 
     injected_noise: bool
@@ -111,6 +122,8 @@ class Capabilities:
     top_p: bool = True
     dtypes: tuple[str, ...] = ("float32", "float64")
     tree_schemes: tuple[str, ...] = ()
+    sampler: tuple[str, ...] = ()
+    sampler_orders: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.rng not in ("philox", "seeded", "none"):
@@ -124,6 +137,11 @@ class Capabilities:
         for s in self.tree_schemes:
             if s not in TREE_SCHEMES:
                 raise InvalidInput(f"capabilities.tree_schemes: each must be one of {TREE_SCHEMES}, got {s!r}")
+        for name, values, known in (("sampler", self.sampler, SAMPLER_PARAMETERS),
+                                    ("sampler_orders", self.sampler_orders, SAMPLER_ORDERS)):
+            for s in values:
+                if s not in known:
+                    raise InvalidInput(f"capabilities.{name}: each must be one of {known}, got {s!r}")
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -159,6 +177,7 @@ class VerifyBatch:
     top_p: np.ndarray
     seeds: np.ndarray | None = None
     positions: np.ndarray | None = None
+    sampler: "SamplerParams | None" = None
 
     @property
     def batch_size(self) -> int:
@@ -181,6 +200,54 @@ class VerifyBatch:
         [0, 2, 2, 5]
         """
         return np.concatenate([[0], np.cumsum(self.num_draft_tokens)]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SamplerParams:
+    """SPEC §12: the optional sampler parameters of a step (``VerifyBatch.sampler``).
+
+    Every field is optional (None: off); a batch whose ``sampler`` is None is exactly SPEC §2's
+    step. The *output so far* of target row (request i, position j) is
+    ``output_token_ids[i]`` followed by request i's drafts ``0 .. j−1``: penalties, bad words
+    and min_tokens read it, so each row sees the drafts before it.
+
+    - ``order``: ``"canonical"`` or ``"vllm"`` (SPEC §12's order profiles).
+    - ``prompt_token_ids``, ``output_token_ids``: ``batch`` int64 arrays ``[n_i]`` (None: empty),
+      the prompt and the tokens emitted before this step.
+    - ``token_mask``: ``[num_tokens + batch, V]`` bool, True where row r allows a token (a
+      grammar's mask along the drafts, in target_logits' row layout).
+    - ``allowed_token_ids``: ``batch`` int64 arrays (or None for a request: all allowed).
+    - ``bad_words``: ``batch`` tuples of int64 arrays; a word's last token is banned where the
+      output so far ends with the rest of the word.
+    - ``min_tokens``: ``[batch]`` int64 >= 0 with ``stop_token_ids`` (``batch`` int64 arrays,
+      EOS included): banned while ``len(output so far) < min_tokens``.
+    - ``logit_bias``: ``[batch, V]`` float, finite, added to the logits.
+    - ``repetition_penalty``: ``[batch]`` float > 0 (1: off) on prompt ∪ output so far;
+      ``frequency_penalty``, ``presence_penalty``: ``[batch]`` finite (0: off) on the output so far.
+    - ``min_p``: ``[batch]`` float in [0, 1] (0: off).
+    """
+
+    order: str = "canonical"
+    prompt_token_ids: tuple | None = None
+    output_token_ids: tuple | None = None
+    token_mask: np.ndarray | None = None
+    allowed_token_ids: tuple | None = None
+    bad_words: tuple | None = None
+    min_tokens: np.ndarray | None = None
+    stop_token_ids: tuple | None = None
+    logit_bias: np.ndarray | None = None
+    repetition_penalty: np.ndarray | None = None
+    frequency_penalty: np.ndarray | None = None
+    presence_penalty: np.ndarray | None = None
+    min_p: np.ndarray | None = None
+
+    def given(self) -> tuple[str, ...]:
+        """The parameters of ``SAMPLER_PARAMETERS`` this step uses (not None)."""
+        return tuple(name for name in SAMPLER_PARAMETERS if getattr(self, name) is not None)
+
+    def as_kwargs(self) -> dict:
+        """Every field by name (for ``reference.sampler.sampler_rows``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def test_devices_never_import_the_reference(path):
 
 def test_reference_stays_small_enough_to_audit():
     lines = sum(len(p.read_text().splitlines()) for p in (ROOT / "reference").glob("*.py"))
-    assert lines <= 1650, f"reference/ has {lines} lines; the ground truth must stay auditable"
+    assert lines <= 1800, f"reference/ has {lines} lines; the ground truth must stay auditable"
 
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",

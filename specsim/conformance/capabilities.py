@@ -24,8 +24,8 @@ from typing import Callable
 
 import numpy as np
 
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, TREE_SCHEMES, Capabilities, Noise, TreeBatch, UnsupportedCall,
-                              VerifyBatch)
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise,
+                              SamplerParams, TreeBatch, UnsupportedCall, VerifyBatch)
 from specsim.conformance.results import CheckResult
 from specsim.testing.compare import output_problems
 
@@ -100,6 +100,22 @@ def tree_call(caps: Capabilities, scheme: str) -> Call:
     return Call(tree, noise, frozenset(needs | ({"draft_probs"} if scheme == "rrs" else set())))
 
 
+def sampler_call(caps: Capabilities, name: str) -> Call:
+    """A chain step using SPEC §12's parameter ``name`` (canonical order) at a mild strength."""
+    base = chain_call(caps)
+    rows, vocab = base.batch.target_logits.shape
+    values = {"token_mask": {"token_mask": np.ones((rows, vocab), bool)},
+              "allowed_token_ids": {"allowed_token_ids": (np.arange(vocab),)},
+              "bad_words": {"bad_words": ((np.array([0, 1]),),)},
+              "min_tokens": {"min_tokens": np.array([1]), "stop_token_ids": (np.array([0]),)},
+              "logit_bias": {"logit_bias": np.full((1, vocab), 0.5)},
+              "repetition_penalty": {"repetition_penalty": np.array([1.2]), "prompt_token_ids": (np.array([1]),)},
+              "frequency_penalty": {"frequency_penalty": np.array([0.5])},
+              "presence_penalty": {"presence_penalty": np.array([0.5])},
+              "min_p": {"min_p": np.array([0.05])}}[name]
+    return Call(replace(base.batch, sampler=SamplerParams(**values)), base.noise, base.needs)
+
+
 @dataclass(frozen=True)
 class Row:
     """A capability, whether the core needs it, whether ``caps`` declare it, and its call."""
@@ -134,6 +150,8 @@ ROWS: list[Row] = [
         lambda c: chain_call(c, k=0, vocab=c.max_vocab_size + 1)),
     *[Row(f"tree-{s}", False, lambda c, s=s: s in c.tree_schemes, lambda c, s=s: tree_call(c, s))
       for s in TREE_SCHEMES],
+    *[Row(f"sampler-{p}", False, lambda c, p=p: p in c.sampler and "canonical" in c.sampler_orders,
+          lambda c, p=p: sampler_call(c, p)) for p in SAMPLER_PARAMETERS],
 ]
 """The table, in check order. A declared ``max_vocab_size`` above ``LARGEST_ALLOCATED_VOCAB``
 is not allocated: it is called at that size, and one past the limit is not_supported."""
