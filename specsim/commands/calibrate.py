@@ -81,7 +81,8 @@ def run(args) -> int:
           f"{r['worker_seconds']}s in workers, executor {r['executor']} ({r.get('workers', '?')} workers)")
     if args.out:
         path = os.path.join(args.out, "calibration.json")
-        write_json_atomic(path, {"device": args.device, "first_seed": args.first_seed, "quick": args.quick,
+        from reference import SPEC_VERSION
+        write_json_atomic(path, {"spec_version": SPEC_VERSION, "device": args.device, "first_seed": args.first_seed, "quick": args.quick,
                                  "alpha_family": args.alpha, "cases": cases, "command": list(sys.argv),
                                  "summary": s, "run": r})
         print(f"wrote {path}")

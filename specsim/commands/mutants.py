@@ -80,7 +80,8 @@ def run(args) -> int:
           + (f"; black box: {sum(v.killed for v in black)}/{len(black)} killed" if black else "")
           + f"; {len(correct) - len(broken)}/{len(correct)} correct devices pass")
     if args.out:
-        doc = {"seed": ctx.seed, "alpha_family": ctx.alpha_family, "quick": ctx.quick, "base": args.base,
+        from reference import SPEC_VERSION
+        doc = {"spec_version": SPEC_VERSION, "seed": ctx.seed, "alpha_family": ctx.alpha_family, "quick": ctx.quick, "base": args.base,
                "mutants": [v.to_json() for v in verdicts], "black_box": [v.to_json() for v in black],
                "correct_devices": [{**v.to_json(), "counts": v.counts} for v in correct]}
         path = os.path.join(args.out, "mutants.json")
