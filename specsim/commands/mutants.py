@@ -18,6 +18,8 @@ def add_arguments(p):
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")
     p.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
     p.add_argument("--skip-correct", action="store_true", help="do not run the correct built-in devices")
+    from specsim.commands.campaign import add_executor_arguments
+    add_executor_arguments(p)   # each mutant (and correct device) is one shard
 
 
 def _table(rows) -> str:
@@ -28,62 +30,67 @@ def _table(rows) -> str:
                      for a, b, c, d, e in rows)
 
 
+def _line(r: dict) -> str:
+    killer = (r["killer"] or {}).get("name", "-")
+    return f"{'killed by ' + killer if r['killed'] else 'SURVIVED'} ({r['seconds']:.1f}s)"
+
+
 def run(args) -> int:
     from devices.registry import EMULATED, is_field, load, survey
-    from specsim.conformance.runner import Context, write_json_atomic
-    from specsim.mutants.runner import judge_correct, judge_mutant
-    from specsim.mutants.zoo import MUTANTS, make_mutants
+    from specsim.commands.campaign import executor_from
+    from specsim.conformance.runner import write_json_atomic
+    from specsim.mutants.runner import Job, run_job
+    from specsim.mutants.zoo import MUTANTS, mutant_ids
 
     base = load(args.base)
-    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
-    mutants = make_mutants(base)
+    ids = mutant_ids(base)
     if args.only:
         unknown = set(args.only.split(",")) - set(MUTANTS)
         if unknown:
             print(f"specsim mutants: --only: unknown {sorted(unknown)}; known: {sorted(MUTANTS)}", file=sys.stderr)
             return 2
-        mutants = [m for m in mutants if m.id in args.only.split(",")]
-    verdicts, rows = [], []
-    for m in mutants:
-        v = judge_mutant(m, ctx)
-        verdicts.append(v)
-        rows.append((v.name, v.bug, "yes" if v.killed else "NO", v.killer.name if v.killer else "-", v.evidence()))
-        print(f"  {v.name}: {'killed by ' + v.killer.name if v.killed else 'SURVIVED'} ({v.seconds:.1f}s)",
-              file=sys.stderr, flush=True)
-    black = []
-    if args.black_box:
-        for m in mutants:
-            v = judge_mutant(m, ctx, black_box=True)
-            black.append(v)
-            rows.append((v.name + " [black box]", v.bug, "yes" if v.killed else "NO",
-                         v.killer.name if v.killer else "-", v.evidence()))
-            print(f"  {v.name} [black box]: {'killed by ' + v.killer.name if v.killed else 'SURVIVED'} "
-                  f"({v.seconds:.1f}s)", file=sys.stderr, flush=True)
-    correct = []
+        ids = [i for i in ids if i in args.only.split(",")]
+    job = dict(base=args.base, seed=args.seed, alpha_family=args.alpha, quick=args.quick)
+    jobs = [Job("mutant", i, black_box=False, **job) for i in ids]
+    jobs += [Job("mutant", i, black_box=True, **job) for i in ids] if args.black_box else []
     if not args.skip_correct:
-        for a in survey():
-            if a.device is None or a.entry.name in EMULATED or is_field(a):
-                continue   # field adapters run other projects' samplers: their verdicts are docs/field.md's
-            v = judge_correct(a.entry.name, a.device, ctx)
-            correct.append(v)
-            print(f"  {a.entry.name}: {'FAILED ' + v.killer.name if v.killed else 'passes'} ({v.seconds:.1f}s)",
-                  file=sys.stderr, flush=True)
+        # field adapters run other projects' samplers: their verdicts are docs/field.md's
+        jobs += [Job("correct", a.entry.name, black_box=False, **job) for a in survey()
+                 if a.device is not None and a.entry.name not in EMULATED and not is_field(a)]
+    executor = executor_from(args, args.base)
+    done = {}
+    # Each judgement is a pure function of its job, so where and in which order they finish
+    # changes nothing; the table and mutants.json list them in the jobs' order.
+    for j, r in executor.map(run_job, jobs):
+        done[j.key] = r
+        print(f"  {r['name']}{' [black box]' if j.black_box else ''}: "
+              + (_line(r) if j.kind == "mutant" else
+                 f"{'FAILED ' + r['killer']['name'] if r['killed'] else 'passes'} ({r['seconds']:.1f}s)"),
+              file=sys.stderr, flush=True)
+    results = [(j, done[j.key]) for j in jobs]
+    verdicts = [r for j, r in results if j.kind == "mutant" and not j.black_box]
+    black = [r for j, r in results if j.black_box]
+    correct = [r for j, r in results if j.kind == "correct"]
+    rows = [(r["name"] + (" [black box]" if j.black_box else ""), r["bug"], "yes" if r["killed"] else "NO",
+             (r["killer"] or {}).get("name", "-"), r["evidence"]) for j, r in results if j.kind == "mutant"]
     print(_table(rows))
-    for v in correct:
-        c = v.counts
-        print(f"correct device {v.name}: {'FAIL (' + v.killer.name + ': ' + v.evidence() + ')' if v.killed else 'pass'}"
+    for r in correct:
+        c = r["counts"]
+        print(f"correct device {r['name']}: {'FAIL (' + r['killer']['name'] + ': ' + r['evidence'] + ')' if r['killed'] else 'pass'}"
               f"  [{c['pass']} pass, {c['fail']} fail, {c['not_supported']} not supported, {c['error']} error]")
-    survivors = [v.name for v in verdicts if not v.killed]
-    broken = [v.name for v in correct if v.killed]
+    survivors = [r["name"] for r in verdicts if not r["killed"]]
+    broken = [r["name"] for r in correct if r["killed"]]
     print(f"\n{len(verdicts) - len(survivors)}/{len(verdicts)} mutants killed"
           + (f"; survivors: {', '.join(survivors)}" if survivors else "")
-          + (f"; black box: {sum(v.killed for v in black)}/{len(black)} killed" if black else "")
+          + (f"; black box: {sum(r['killed'] for r in black)}/{len(black)} killed" if black else "")
           + f"; {len(correct) - len(broken)}/{len(correct)} correct devices pass")
     if args.out:
         from reference import SPEC_VERSION
-        doc = {"spec_version": SPEC_VERSION, "seed": ctx.seed, "alpha_family": ctx.alpha_family, "quick": ctx.quick, "base": args.base,
-               "mutants": [v.to_json() for v in verdicts], "black_box": [v.to_json() for v in black],
-               "correct_devices": [{**v.to_json(), "counts": v.counts} for v in correct]}
+        strip = lambda r: {k: v for k, v in r.items() if k not in ("counts", "where")}
+        doc = {"spec_version": SPEC_VERSION, "seed": args.seed, "alpha_family": args.alpha, "quick": args.quick,
+               "base": args.base, "run": executor.describe(),
+               "mutants": [strip(r) for r in verdicts], "black_box": [strip(r) for r in black],
+               "correct_devices": [{**strip(r), "counts": r["counts"]} for r in correct]}
         path = os.path.join(args.out, "mutants.json")
         write_json_atomic(path, doc)
         print(f"wrote {path}")

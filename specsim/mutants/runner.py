@@ -98,3 +98,35 @@ def judge_correct(name: str, device, ctx: Context) -> Verdict:
     v = Verdict(name, "(correct device)", "", killer is not None, killer, seen, time.perf_counter() - start)
     v.counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
     return v
+
+
+@dataclass(frozen=True)
+class Job:
+    """One judgement of a ``specsim mutants`` run, a pure function of its fields (so it can run on any
+    worker of a campaign executor): a mutant of ``base`` (``kind="mutant"``, also ``black_box``) or a
+    correct built-in device (``kind="correct"``, ``name`` its registry name)."""
+
+    kind: str
+    name: str
+    base: str
+    black_box: bool
+    seed: int
+    alpha_family: float
+    quick: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.name}" + (" [black box]" if self.black_box else "")
+
+
+def run_job(job: Job) -> dict:
+    """Build the device in this process, judge it: ``Verdict.to_json()`` plus counts and ``where``."""
+    from devices.registry import load
+    from specsim.campaign.tasks import where
+    ctx = Context(seed=job.seed, alpha_family=job.alpha_family, quick=job.quick)
+    if job.kind == "mutant":
+        from specsim.mutants.zoo import make_mutant
+        v = judge_mutant(make_mutant(load(job.base), job.name), ctx, black_box=job.black_box)
+    else:
+        v = judge_correct(job.name, load(job.name), ctx)
+    return {**v.to_json(), "counts": getattr(v, "counts", None), "where": where()}

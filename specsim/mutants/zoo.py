@@ -446,6 +446,22 @@ MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}
 """Every mutant by id (a ``SourceMutant`` or a wrapper class; both carry ``id``, ``bug`` and ``models``)."""
 
 
+def mutant_ids(base) -> list[str]:
+    """The ids ``make_mutants(base)`` would give, without building the source mutants' devices."""
+    return [m.id for m in SOURCE_MUTANTS if m.device == base.name] + [cls.id for cls in WRAPPERS]
+
+
+def make_mutant(base, mutant_id: str):
+    """The one mutant of ``make_mutants(base)`` named ``mutant_id`` (what a campaign worker builds)."""
+    for m in SOURCE_MUTANTS:
+        if m.device == base.name and m.id == mutant_id:
+            return m.make()
+    for cls in WRAPPERS:
+        if cls.id == mutant_id:
+            return cls(base)
+    raise KeyError(f"mutant: no mutant {mutant_id!r} applies to {base.name!r}")
+
+
 def make_mutants(base) -> list:
     """Every mutant that applies to ``base``: the source mutants of ``base.name``'s code, then every
     wrapper around ``base``. A source mutant builds its own device from its mutated module."""

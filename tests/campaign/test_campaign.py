@@ -107,3 +107,17 @@ def test_verify_repeated_counts_exactly_what_verify_counts():
             plain = run_shard(device, cp, 0, 0, 300)
             repeated = run_shard(device, cp, 0, 0, 300, repeated=True)
             assert counts({0: plain}) == counts({0: repeated}), cp.case.id
+
+
+def test_mutant_judgements_are_shards_whatever_runs_them():
+    """``specsim mutants --executor``: each mutant's judgement is a pure function of its job, so local
+    processes give the in-process verdicts (killed, first killing check, evidence). (Not the
+    ``global-rng`` mutant's evidence: that mutant draws from its process's global RNG on purpose.)"""
+    from specsim.mutants.runner import Job, run_job
+    jobs = [Job("mutant", m, base="torch", black_box=bb, seed=0, alpha_family=1e-3, quick=True)
+            for m, bb in (("residual-target", False), ("residual-target", True), ("accept-inclusive", False))]
+    keep = ("name", "killed", "killer", "evidence", "groups_run")
+    here = {j.key: {k: r[k] for k in keep} for j, r in InProcess().map(run_job, jobs)}
+    there = {j.key: {k: r[k] for k in keep} for j, r in Processes(2).map(run_job, jobs)}
+    assert there == here
+    assert all(r["killed"] for r in here.values())
