@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.target import apply_temperature, apply_top_k, apply_top_p, softmax
+from reference.validate import InvalidInput
 
 ORDERS = ("canonical", "vllm")
 """The named order profiles of SPEC §12."""
@@ -46,7 +47,8 @@ def row_histories(num_draft_tokens, draft_token_ids, output_token_ids=None):
     for i, k in enumerate(counts):
         before = [] if output_token_ids is None else [int(t) for t in output_token_ids[i]]
         drafts = [int(t) for t in ids[start: start + k]]
-        rows += [(i, j, before + drafts[:j]) for j in range(k + 1)]
+        rows += [(i, j, before + [t for t in drafts[:j] if t >= 0]) for j in range(k + 1)]  # rows past a
+        # placeholder are never read (it rejects): they see the drafts before it
         start += k
     return rows
 
@@ -93,14 +95,14 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
     """``[num_tokens + batch, V]`` float64: every row's logits after bans, penalties and bias
     (the order of penalties and bias is the profile's). A row left with no token raises."""
     if order not in ORDERS:
-        raise ValueError(f"order: must be one of {ORDERS}, got {order!r}")
+        raise InvalidInput(f"order: must be one of {ORDERS}, got {order!r}")
     logits = np.asarray(target_logits, dtype=np.float64)
     out = np.empty_like(logits)
     for r, (i, j, output) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
         ban = banned(logits.shape[1], i, output, None if token_mask is None else token_mask[r],
                      allowed_token_ids, bad_words, min_tokens, stop_token_ids)
         if ban.all():
-            raise ValueError(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
+            raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
         bias = 0.0 if logit_bias is None else np.asarray(logit_bias[i], dtype=np.float64)
         z = logits[r] + bias if order == "vllm" else logits[r]
         z = penalise(z, i, output, prompt_token_ids, repetition_penalty, frequency_penalty, presence_penalty)
@@ -119,6 +121,17 @@ def apply_min_p(probs: np.ndarray, min_p) -> np.ndarray:
     return kept / kept.sum(axis=-1, keepdims=True)
 
 
+def filtered_rows(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> np.ndarray:
+    """Rows ``[n, V]`` of processed logits through temperature and the profile's filters
+    (``T``, ``top_k``, ``top_p``, ``min_p``: ``[n]``, T > 0): their ``target_probs``."""
+    m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)
+    scaled = apply_temperature(z, T)
+    if order == "vllm":
+        scaled = np.where(apply_min_p(softmax(scaled), m) > 0, scaled, -np.inf)
+    probs = apply_top_p(softmax(apply_top_k(scaled, top_k)[0]), top_p)[0]
+    return apply_min_p(probs, m) if order == "canonical" else probs
+
+
 def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, top_k, top_p, *,
                  min_p=None, order="canonical", **params) -> np.ndarray:
     """SPEC §12: ``target_probs [num_tokens + batch, V]`` of every row (one-hot argmax for T = 0).
@@ -129,12 +142,17 @@ def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, 
     z = process_logits(target_logits, num_draft_tokens, draft_token_ids, order=order, **params)
     request = np.repeat(np.arange(len(num_draft_tokens)), np.asarray(num_draft_tokens) + 1)
     T = np.asarray(temperature, dtype=np.float64)[request]
-    m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)[request]
-    scaled = apply_temperature(z, np.where(T > 0, T, 1.0))
-    if order == "vllm":
-        scaled = np.where(apply_min_p(softmax(scaled), m) > 0, scaled, -np.inf)
-    probs = apply_top_p(softmax(apply_top_k(scaled, np.asarray(top_k)[request])[0]), np.asarray(top_p)[request])[0]
-    if order == "canonical":
-        probs = apply_min_p(probs, m)
-    greedy = np.eye(z.shape[1])[np.argmax(z, axis=1)]
-    return np.where((T > 0)[:, None], probs, greedy)
+    probs = filtered_rows(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
+                          None if min_p is None else np.asarray(min_p)[request], order)
+    return np.where((T > 0)[:, None], probs, np.eye(z.shape[1])[np.argmax(z, axis=1)])
+
+
+def prefix_rows(target_logits, temperature, top_k, top_p, **params) -> list:
+    """One request's ``K + 1`` rows as functions of the drafted prefix (``reference.laws``' rows):
+    ``target_logits [K + 1, V]``; ``params``: ``sampler_rows``' for a batch of one request."""
+    K = len(target_logits) - 1
+
+    def row(j: int):
+        return lambda prefix: sampler_rows(target_logits, [K], np.array(list(prefix) + [-1] * (K - len(prefix))),
+                                           [temperature], [top_k], [top_p], **params)[j]
+    return [row(j) for j in range(K + 1)]

@@ -33,6 +33,7 @@ from reference import exact
 from reference.layout import PLACEHOLDER_TOKEN_ID, draft_rows, offsets, pad_outputs
 from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
+from reference.sampler import filtered_rows, process_logits
 from reference.target import _last, target_rows
 from reference.validate import InvalidInput, check_noise, check_step
 
@@ -157,8 +158,11 @@ def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, pos
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
-           *, uniforms=None, exponentials=None, seeds=None, positions=None) -> StepResult:
+           *, uniforms=None, exponentials=None, seeds=None, positions=None, sampler=None) -> StepResult:
     """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``).
+
+    ``sampler``: SPEC §12's parameters by name (``reference.sampler.sampler_rows``' keywords) or
+    None; each row then reads its logits after bans, penalties and bias along the drafts before it.
 
     Noise is injected (``uniforms`` ``[num_tokens]``, ``exponentials`` ``[batch, V]``,
     SPEC §5.1) or, when both are None, drawn from the keyed streams of §5.2
@@ -174,6 +178,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     ids = np.asarray(draft_token_ids, dtype=np.int64)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
+    sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
+    sampler = sampler if set(sampler) - {"order"} else {}  # an order alone changes nothing
+    if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
+        logits = process_logits(logits, k, ids, **sampler)
+    plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
     request, row_request = np.repeat(np.arange(batch), k), np.repeat(np.arange(batch), k + 1)
@@ -183,6 +192,10 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
 
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
     probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
+    if not plain:  # §12's min_p and the vllm order: float64 rows (their cuts are not re-decided exactly)
+        min_p = None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request]
+        probs = filtered_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
+                              top_p[row_request], min_p, sampler.get("order", "canonical"))
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
     accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
@@ -215,6 +228,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
 
     emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
     close = np.unique(decisions.request[(decisions.margin < RECHECK) & (decisions.kind != KINDS.index("greedy"))])
+    close = close if plain else close[:0]
     for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
         d = draft_rows(cu, i)
         emitted[i], num_accepted[i], exact_decisions = exact.verify_request(

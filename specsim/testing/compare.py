@@ -61,6 +61,8 @@ def waiver_cap(decisions: int) -> int:
 def reference_step(batch: VerifyBatch, noise: Noise | None) -> StepResult:
     """The reference's result for ``batch``: with ``noise``, or keyed noise when None."""
     kwargs = {} if noise is None else {"uniforms": noise.uniforms, "exponentials": noise.exponentials}
+    if batch.sampler is not None:
+        kwargs["sampler"] = batch.sampler.as_kwargs()
     return verify(batch.num_draft_tokens, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
                   batch.temperature, batch.top_k, batch.top_p, seeds=batch.seeds, positions=batch.positions, **kwargs)
 

@@ -11,13 +11,14 @@ reference's path whatever near-tie the device flipped.
 
 from __future__ import annotations
 
-from devices.protocol import Capabilities, Noise, VerifyBatch, VerifyOutput
+from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, Noise, VerifyBatch, VerifyOutput
 from specsim.testing.compare import compare, reference_step
 
 
 class ReferenceDevice:
     name = "reference"
-    capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=1 << 20, max_k=64)
+    capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=1 << 20, max_k=64,
+                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS)
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         result = reference_step(batch, noise)
