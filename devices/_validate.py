@@ -73,6 +73,7 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
     _check_sampling_params(batch, batch_size)
     if batch.sampler is not None:
         _check_sampler(batch.sampler, batch_size, num_tokens, vocab_size)
+        _check_static_bans(batch.sampler, num_draft_tokens, vocab_size, where)
     if batch.seeds is not None:
         _check_seeds(batch.seeds, batch_size)
     if batch.positions is not None:
@@ -388,6 +389,26 @@ def _check_sampler(sampler, batch_size: int, num_tokens: int, vocab_size: int) -
         if not ok(value).all():
             i = _first(~ok(value))
             raise InvalidInput(f"{name}: entry {i} is {value[i]}, must be {rule}")
+
+
+def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, where: "_Rows") -> None:
+    """SPEC §12.4: a row whose draft-independent bans (mask ∧ allowed ids ∧ single-token bad
+    words) leave no token. Bans that depend on the drafts are found where the row is computed."""
+    if sampler.allowed_token_ids is None and sampler.bad_words is None:
+        return  # the mask alone is checked row by row in _check_sampler
+    allowed = np.ones((len(num_draft_tokens), vocab_size), dtype=bool)
+    for i in range(len(num_draft_tokens)):
+        if sampler.allowed_token_ids is not None and sampler.allowed_token_ids[i] is not None:
+            allowed[i] = np.isin(np.arange(vocab_size), sampler.allowed_token_ids[i])
+        for word in () if sampler.bad_words is None else sampler.bad_words[i]:
+            allowed[i, int(word[-1])] &= len(word) != 1
+    rows = allowed[np.repeat(np.arange(len(num_draft_tokens)), num_draft_tokens + 1)]
+    if sampler.token_mask is not None:
+        rows &= np.asarray(sampler.token_mask)
+    if not rows.any(axis=1).all():
+        r = _first(~rows.any(axis=1))
+        raise InvalidInput(f"token_mask: row {r} ({where.target(r)}) allows no token after the mask, "
+                           f"allowed_token_ids and single-token bad_words")
 
 
 def _check_id_lists(name: str, lists, batch_size: int, vocab_size: int, nested: bool) -> None:

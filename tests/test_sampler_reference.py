@@ -6,6 +6,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from devices._validate import validate
+from devices.protocol import InvalidInput as DeviceInvalidInput, SamplerParams, VerifyBatch
 from reference.laws import emitted_law, lossless_error
 from reference.sampler import prefix_rows, process_logits
 from reference.validate import InvalidInput
@@ -71,3 +73,12 @@ def test_a_row_every_ban_empties_is_an_input_error():
     with pytest.raises(InvalidInput, match="token_mask: row 1"):
         verify([1], [2], None, np.zeros((2, 3)), [1.0], [0], [1.0], seeds=[0], positions=[0],
                sampler={"allowed_token_ids": [[2]], "bad_words": [[[2, 2]]]})
+
+
+def test_devices_catch_a_row_the_draft_independent_bans_empty():
+    sampler = SamplerParams(allowed_token_ids=(np.array([1, 2]),), bad_words=((np.array([2]),),),
+                            token_mask=np.array([[True, True, False], [True, False, True]]))
+    batch = VerifyBatch(np.array([1]), np.array([0]), None, np.zeros((2, 3)), np.ones(1), np.zeros(1, np.int64),
+                        np.ones(1), sampler=sampler, seeds=np.zeros(1, np.uint64), positions=np.zeros(1, np.int64))
+    with pytest.raises(DeviceInvalidInput, match=r"token_mask: row 1 \(request 0, bonus row\) allows no token"):
+        validate(batch)
