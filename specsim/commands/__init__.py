@@ -14,4 +14,5 @@ COMMANDS = {
     "report": "specsim.commands.report",
     "campaign": "specsim.commands.campaign",
     "field": "specsim.commands.field",
+    "proposer": "specsim.commands.proposer",
 }

@@ -1,0 +1,88 @@
+"""The proposers ``specsim proposer`` knows by name, built on toy drafters of V = 8 (small enough that the
+law of every draft, given its prefix, is tested cell by cell).
+
+A name maps to ``"module:attr"``; ``load`` takes a name or any ``module:attr``
+(a proposer, or a function of no arguments returning one), as device specs do.
+
+>>> load("ngram").has_probs, sorted(PROPOSERS)[:3]
+(False, ['draft_model', 'draft_model-point', 'large_logits_draft'])
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from specsim.engine.models import ToyLM
+from specsim.engine.proposers.draft_model import DraftModelProposer
+from specsim.engine.proposers.factory import make_platform_proposer
+from specsim.engine.proposers.ngram import NgramProposer
+from specsim.engine.proposers.processed import ProcessedDraftProposer
+from specsim.engine.proposers.ptd import PtdProposer
+
+VOCAB_SIZE = 8
+
+
+def draft_model():
+    return DraftModelProposer(ToyLM(VOCAB_SIZE, order=2, seed=11))
+
+
+def draft_model_point():
+    return DraftModelProposer(ToyLM(VOCAB_SIZE, order=2, seed=11), use_probs=False, point_drafts="sample")
+
+
+def ptd():
+    return PtdProposer(ToyLM(VOCAB_SIZE, order=2, seed=12))
+
+
+def universal():
+    return make_platform_proposer("universal", ToyLM(VOCAB_SIZE, order=2, seed=13), seed=13)
+
+
+def ngram():
+    return NgramProposer(VOCAB_SIZE)
+
+
+def processed_draft():
+    return ProcessedDraftProposer(ToyLM(VOCAB_SIZE, order=2, seed=14))
+
+
+def large_logits_lm(seed: int = 15) -> ToyLM:
+    """A drafter whose logits sit where LLMs' do (mean 40, sd 3): bfloat16 spaces them 0.25 apart."""
+    rows = (VOCAB_SIZE + 1) ** 2
+    table = 40.0 + 3.0 * np.random.default_rng(seed).standard_normal((rows, VOCAB_SIZE))
+    return ToyLM(VOCAB_SIZE, order=2, seed=seed, table=table)
+
+
+def large_logits_draft():
+    return ProcessedDraftProposer(large_logits_lm())
+
+
+PROPOSERS = {
+    "draft_model": "specsim.engine.proposers.checked:draft_model",
+    "draft_model-point": "specsim.engine.proposers.checked:draft_model_point",
+    "ptd": "specsim.engine.proposers.checked:ptd",
+    "universal": "specsim.engine.proposers.checked:universal",
+    "ngram": "specsim.engine.proposers.checked:ngram",
+    "processed_draft": "specsim.engine.proposers.checked:processed_draft",
+    "large_logits_draft": "specsim.engine.proposers.checked:large_logits_draft",
+}
+"""The project's own proposers (each must pass ``specsim proposer``); mutants: ``specsim.mutants.proposers``."""
+
+
+def load(spec: str):
+    """A proposer from a registered name (here or a mutant's ``mutant:ID``) or ``module:attr``."""
+    if spec.startswith("mutant:"):
+        from specsim.mutants.proposers import make
+        return make(spec.removeprefix("mutant:"))
+    target = PROPOSERS.get(spec, spec)
+    module, sep, attr = target.partition(":")
+    if not sep:
+        raise ValueError(f"proposer: {spec!r} is neither a registered name ({', '.join(sorted(PROPOSERS))}, "
+                         f"mutant:ID) nor module:attr")
+    obj = getattr(importlib.import_module(module), attr)
+    return obj() if callable(obj) and not hasattr(obj, "propose") else obj
+
+
+__all__ = ["PROPOSERS", "VOCAB_SIZE", "load", "large_logits_lm"]
