@@ -77,3 +77,29 @@ def test_docstring_examples_run(name):
     import importlib
     failures, tried = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert failures == 0 and tried > 0
+
+
+class SeedMixture:
+    """q depends on the request's seed (two rows, by parity): not a function of the prefix, so the law check
+    takes the PIT path. ``honest=False`` reports the other row than the one it drew from."""
+
+    vocab_size, has_probs, greedy, sampling, max_len = 4, True, False, (), None
+    ROWS = np.array([[0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4]])
+
+    def __init__(self, honest: bool):
+        self.honest, self.name = honest, f"seed-mixture-{honest}"
+
+    def propose(self, requests, ks):
+        out = []
+        for r in requests:
+            row = self.ROWS[r.seed % 2]
+            token = np.random.default_rng(r.seed).choice(4, p=row)
+            out.append((np.array([token]), (row if self.honest else self.ROWS[1 - r.seed % 2])[None, :]))
+        return out
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_q_varying_within_a_prefix_takes_the_pit_path(honest):
+    result = check(SeedMixture(honest), samples=3000, k=1, only=("T1",))
+    law = next(c for c in result["checks"] if c["check"] == "law/position-0")
+    assert law["method"] == "pit" and law["status"] == ("pass" if honest else "fail"), law

@@ -38,13 +38,14 @@ def add_arguments(p):
 def run(args) -> int:
     import json
     import sys
+    import time
 
-    from specsim.engine.proposers.checked import PROPOSERS, load
+    from specsim.engine.proposers.checked import FIELD, PROPOSERS, load
     from specsim.mutants.proposers import MUTANTS
     from specsim.proposer_check import ALPHA_FAMILY, DesignError, check
 
     if args.list:
-        for name, target in sorted(PROPOSERS.items()):
+        for name, target in sorted({**PROPOSERS, **FIELD}.items()):
             print(f"{name:<24} {target}")
         for mid, m in sorted(MUTANTS.items()):
             print(f"mutant:{mid:<17} {m.source.bug} ({m.source.models}; killed by {m.killed_by}, case {m.case})")
@@ -58,6 +59,7 @@ def run(args) -> int:
         print(f"specsim proposer: cannot load {args.proposer!r}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     samples = args.samples or (3000 if args.quick else 10_000)
+    start = time.perf_counter()
     try:
         result = check(proposer, samples=samples, k=args.k, suite_seed=args.seed,
                        alpha_family=args.alpha_family or ALPHA_FAMILY, max_tv=args.max_tv,
@@ -65,7 +67,9 @@ def run(args) -> int:
     except (DesignError, ValueError) as e:
         print(f"specsim proposer: {e}", file=sys.stderr)
         return 2
-    result["command"] = "specsim proposer " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else args.proposer
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    called = sys.argv[2:] if sys.argv[1:2] == ["proposer"] else [args.proposer]
+    result["command"] = "specsim proposer " + " ".join(called)
     d = result["declaration"]
     print(f"proposer {result['proposer']}: has_probs={d['has_probs']} greedy={d['greedy']} "
           f"sampling={list(d['sampling'])}; {samples} calls a case, k={args.k}, seed {args.seed}; "

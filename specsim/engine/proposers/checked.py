@@ -70,13 +70,18 @@ PROPOSERS = {
 }
 """The project's own proposers (each must pass ``specsim proposer``); mutants: ``specsim.mutants.proposers``."""
 
+FIELD = {
+    "transformers-assisted": "specsim.engines.hf_candidates:make_proposer",
+}
+"""The field's proposers (their packages are optional extras): what ``specsim proposer`` finds is in docs/field.md."""
+
 
 def load(spec: str):
     """A proposer from a registered name (here or a mutant's ``mutant:ID``) or ``module:attr``."""
     if spec.startswith("mutant:"):
         from specsim.mutants.proposers import make
         return make(spec.removeprefix("mutant:"))
-    target = PROPOSERS.get(spec, spec)
+    target = PROPOSERS.get(spec) or FIELD.get(spec, spec)
     module, sep, attr = target.partition(":")
     if not sep:
         raise ValueError(f"proposer: {spec!r} is neither a registered name ({', '.join(sorted(PROPOSERS))}, "
@@ -85,4 +90,4 @@ def load(spec: str):
     return obj() if callable(obj) and not hasattr(obj, "propose") else obj
 
 
-__all__ = ["PROPOSERS", "VOCAB_SIZE", "load", "large_logits_lm"]
+__all__ = ["PROPOSERS", "FIELD", "VOCAB_SIZE", "load", "large_logits_lm"]
