@@ -8,6 +8,9 @@ every SPEC rule, shared with the hpu, npu and Triton devices):
 1. **layout** — request, draft index and target row of each of the
    ``num_tokens`` draft positions; keyed noise (one Philox pass, §5.2) when
    no noise is injected and some request samples;
+   with SPEC §12's parameters, every target row's logits after its bans,
+   penalties and bias, each reading the drafts before it
+   (``torch_sampling.process_logits``; greedy rows then take that argmax);
 2. **target rows** — §2 (temperature, top-k by value, softmax, top-p with
    ties kept) for every draft position's target row, in the input dtype
    (one sort serves both filters; top-p prefix sums in float64);
@@ -38,6 +41,7 @@ Lower-level API (tensors already on the device; used by GPU benchmarks)::
                    positions=None,     # [batch] int64 in [0, 2^32)        } (SPEC §5.2)
                    max_k=None,         # int, max(K_i); None: read from num_draft_tokens (a device sync)
                    modes=None,         # Modes(...) of the batch; None: read from the parameters (a sync)
+                   sampler=None,       # torch_sampling.SamplerTensors (SPEC §12) or None
                    ) -> (output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)
 
 It does not validate (call ``devices._validate.validate`` on the numpy
@@ -65,12 +69,13 @@ from devices import torch_philox
 from devices import torch_sampling as ts
 from devices import torch_tree
 from devices._validate import check_call, check_repeated, check_tree_call
-from devices.protocol import (PLACEHOLDER_TOKEN_ID, Capabilities, InvalidInput, Noise, TreeBatch, TreeOutput,
-                              VerifyBatch, VerifyOutput)
+from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, InvalidInput,
+                              Noise, SamplerParams, TreeBatch, TreeOutput, VerifyBatch, VerifyOutput)
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                            dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"))
+                            dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"),
+                            sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS)
 """Limits are declared, not inherent: memory grows as ``num_tokens × V``."""
 
 
@@ -114,7 +119,7 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
 # --- the whole step -----------------------------------------------------------
 
 def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, *,
-                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None, modes=None):
+                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None, modes=None, sampler=None):
     """One step on tensors already on the device; see the module docstring for shapes.
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
@@ -135,8 +140,10 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
         uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size,
                                                          num_tokens, max_k)
     greedy = temperature == 0
-    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p)
-    filters = dict(use_top_k=use_top_k, use_top_p=use_top_p)
+    if sampler is not None:  # §12: each row's logits after bans, penalties and bias along its drafts
+        target_logits = ts.process_logits(target_logits, sampler, draft_token_ids, num_draft_tokens, max_k)
+    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p, None if sampler is None else sampler.min_p)
+    filters = dict(use_top_k=use_top_k, use_top_p=use_top_p, order="canonical" if sampler is None else sampler.order)
 
     # Phases 2-4: every draft position's test, then each request's first rejection.
     draft_logits = target_logits[layout.target_row]
@@ -195,8 +202,14 @@ class TorchDevice:
             None if batch.draft_probs is None else as_tensor(batch.draft_probs),
             as_tensor(batch.target_logits), as_tensor(batch.temperature, torch.float64),
             as_tensor(batch.top_k, torch.int64), as_tensor(batch.top_p, torch.float64),
-            max_k=batch.max_k, **keyed)
+            max_k=batch.max_k, sampler=self._sampler(batch.sampler, batch.batch_size, batch.vocab_size), **keyed)
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
+
+    def _sampler(self, sampler: SamplerParams | None, batch_size: int, vocab_size: int):
+        """SPEC §12's parameters as ``torch_sampling.SamplerTensors`` on the device; None when none is given."""
+        if sampler is None or not sampler.given():
+            return None
+        return ts.sampler_tensors(sampler, batch_size, vocab_size, self.device)
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
         """SPEC §11 (``devices.torch_tree``): greedy, rrs and sglang trees; noise injected or keyed."""
@@ -237,7 +250,7 @@ class TorchDevice:
         batch = VerifyBatch(np.tile(template.num_draft_tokens, repeats), draft_token_ids, None,
                             np.empty((0, template.vocab_size), template.target_logits.dtype),
                             np.tile(template.temperature, repeats), np.tile(template.top_k, repeats),
-                            np.tile(template.top_p, repeats), seeds, positions)
+                            np.tile(template.top_p, repeats), seeds, positions, sampler=tiled_sampler(template.sampler, repeats))
         check_repeated(batch, template)
         output, num_accepted = verify_tensors(
             self._tensor(batch.num_draft_tokens, torch.int64), self._tensor(draft_token_ids, torch.int64),
@@ -245,7 +258,8 @@ class TorchDevice:
             rows["target_logits"].repeat(repeats, 1), self._tensor(batch.temperature, torch.float64),
             self._tensor(batch.top_k, torch.int64), self._tensor(batch.top_p, torch.float64),
             seeds=torch_philox.seeds_to_int64(seeds).to(self.device),
-            positions=self._tensor(positions, torch.int64), max_k=template.max_k)
+            positions=self._tensor(positions, torch.int64), max_k=template.max_k,
+            sampler=self._sampler(batch.sampler, batch.batch_size, template.vocab_size))
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
 
     def _template(self, template: VerifyBatch) -> dict:
@@ -261,6 +275,18 @@ class TorchDevice:
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         # torch.tensor copies: the caller's (possibly read-only) array is never aliased or mutated.
         return torch.tensor(np.asarray(array), dtype=dtype, device=self.device)
+
+
+def tiled_sampler(sampler: SamplerParams | None, repeats: int) -> SamplerParams | None:
+    """``sampler`` of a template batch for the batch of the template tiled ``repeats`` times: per-request
+    entries repeated, ``token_mask`` rows repeated (the tiled batch's rows are the template's, ``repeats`` times)."""
+    if sampler is None:
+        return None
+    def tile(name, value):
+        if value is None or name == "order":
+            return value
+        return tuple(value) * repeats if isinstance(value, (tuple, list)) else np.tile(value, (repeats,) + (1,) * (value.ndim - 1))
+    return SamplerParams(**{name: tile(name, value) for name, value in sampler.as_kwargs().items()})
 
 
 def make_cpu_device() -> TorchDevice:

@@ -24,11 +24,17 @@ The ladder (each rung a small named function; SPEC sections cited):
   and ``first_rejection``;
 * emission (§3, §4, §7): ``residual_weights``, ``race``, ``emitted_rows``.
 
-**Extending the pipeline** (SPEC §12: penalties, bias, masks, min-p): add the
-parameter as a field of ``SamplingRows`` (default None = off; ``take`` expands
-every field to rows for free), write the rule as one more small function
-``(z, rows) -> z`` on logits or ``(probs, rows) -> probs`` on probabilities,
-and call it at its place in ``target_probs``. Every device picks it up.
+* the whole sampler (§12): ``sampler_tensors`` (``SamplerParams`` → tensors)
+  → ``process_logits`` (each row's ``draft_counts`` and history window from
+  the drafts before it; ``sampler_bans`` with ``bad_word_bans``; ``penalised``;
+  ``biased``; in the order profile's order) before §2, and ``min_p_kept``
+  inside ``target_probs`` where the profile puts it (``SamplingRows.min_p``).
+
+**Extending the pipeline**: add the parameter as a field of ``SamplingRows``
+(default None = off; ``take`` expands every field to rows for free) or of
+``SamplerTensors``, write the rule as one more small function ``(z, rows) -> z``
+on logits or ``(probs, rows) -> probs`` on probabilities, and call it at its
+place in ``target_probs`` or ``process_logits``. Every device picks it up.
 
 **Dtype policy** (justified against SPEC §9). Rows are computed in the dtype
 of the logits — the dtype the device declares and is judged at (§9's float32
@@ -55,9 +61,10 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import numpy as np
 import torch
 
-from devices.protocol import PLACEHOLDER_TOKEN_ID
+from devices.protocol import PLACEHOLDER_TOKEN_ID, InvalidInput
 
 DECISION_DTYPE = torch.float64
 """The dtype of every threshold comparison (top-p prefix sums, the coin, the race); see the module docstring."""
@@ -126,7 +133,8 @@ class SamplingRows(NamedTuple):
 
     - ``temperature``: float > 0 (greedy rows carry a stand-in, ``safe_temperature``);
     - ``top_k``: int64, 0 or ≥ V = off;
-    - ``top_p``: float in (0, 1], 1 = off.
+    - ``top_p``: float in (0, 1], 1 = off;
+    - ``min_p``: float64 in [0, 1] or None (SPEC §12; 0 or None = off).
 
     New parameters (SPEC §12) are new fields with default None.
     """
@@ -134,6 +142,7 @@ class SamplingRows(NamedTuple):
     temperature: torch.Tensor
     top_k: torch.Tensor
     top_p: torch.Tensor
+    min_p: torch.Tensor | None = None
 
     def take(self, index: torch.Tensor) -> "SamplingRows":
         """The parameters of rows ``index`` (e.g. a request's per-draft rows); None fields stay None."""
@@ -197,26 +206,34 @@ def renormalise_kept(probs: torch.Tensor, kept: torch.Tensor, top_p: torch.Tenso
 
 
 def target_probs(logits: torch.Tensor, rows: SamplingRows, *, use_top_k: bool = True, use_top_p: bool = True,
-                 decision_dtype: torch.dtype = DECISION_DTYPE) -> torch.Tensor:
+                 decision_dtype: torch.dtype = DECISION_DTYPE, order: str = "canonical") -> torch.Tensor:
     """SPEC §2 for rows of logits ``[..., V]`` → ``target_probs`` in the logits' dtype.
 
     ``rows``: ``SamplingRows`` shaped like ``logits[..., 0]``. ``use_top_k``/
     ``use_top_p`` False skip a filter no row uses (both False: no sort — a
     host-side graph choice on static-shape hardware, never a device branch).
+    ``rows.min_p`` (SPEC §12) acts where ``order`` puts it: after top-p
+    (``"canonical"``) or before top-k (``"vllm"``).
 
     >>> rows = SamplingRows(torch.ones(1), torch.zeros(1, dtype=torch.int64), torch.tensor([0.7]))
     >>> target_probs(torch.log(torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)), rows).round(decimals=4).tolist()
     [[0.625, 0.375, 0.0]]
     """
     z = scale_by_temperature(logits, rows.temperature)
+    if rows.min_p is not None and order == "vllm":
+        z = z.masked_fill(~min_p_kept(softmax(z), rows.min_p, decision_dtype), -torch.inf)
     if not (use_top_k or use_top_p):
-        return softmax(z)
-    sorted_z, order = sort_descending(z)
-    if use_top_k:
-        z = z.masked_fill(~top_k_kept(z, sorted_z, rows.top_k), -torch.inf)
-    probs = softmax(z)
-    if use_top_p:
-        probs = renormalise_kept(probs, top_p_kept(probs, order, rows.top_p, decision_dtype), rows.top_p)
+        probs = softmax(z)
+    else:
+        sorted_z, order_ids = sort_descending(z)
+        if use_top_k:
+            z = z.masked_fill(~top_k_kept(z, sorted_z, rows.top_k), -torch.inf)
+        probs = softmax(z)
+        if use_top_p:
+            probs = renormalise_kept(probs, top_p_kept(probs, order_ids, rows.top_p, decision_dtype), rows.top_p)
+    if rows.min_p is not None and order == "canonical":
+        kept = torch.where(min_p_kept(probs, rows.min_p, decision_dtype), probs, torch.zeros_like(probs))
+        probs = torch.where((rows.min_p > 0).unsqueeze(-1), kept / kept.sum(dim=-1, keepdim=True), probs)
     return probs
 
 
@@ -336,8 +353,199 @@ def emitted_rows(drafts: torch.Tensor, num_accepted: torch.Tensor, token: torch.
     return torch.where(columns < n, drafts, torch.where(columns == n, token.unsqueeze(1), padding))
 
 
+# --- §12 the whole sampler: bans, penalties and bias along the drafts, min_p ---------------
+
+SAMPLER_BAN_FILL = -2
+"""Token id of "no token here" in a history window (never equal to a real id or a placeholder)."""
+
+
+class SamplerTensors(NamedTuple):
+    """SPEC §12's parameters as tensors (``sampler_tensors`` builds them; None: off).
+
+    Per request (``[B, V]`` unless said): ``output_counts`` (counts of the output before this
+    step), ``output_length [B]`` int64, ``prompt_seen`` bool, ``allowed`` bool, ``stop`` bool with
+    ``min_tokens [B]``, ``logit_bias``, ``repetition_penalty``/``frequency_penalty``/
+    ``presence_penalty``/``min_p`` ``[B]`` float64; per target row ``token_mask [rows, V]`` bool;
+    bad words as ``word_request [W]``, ``word_prefix [W, L]`` (right-aligned, ``-3``: any token),
+    ``word_last [W]`` and ``output_tail [B, L]`` (the last L output tokens, ``-2`` before the start).
+    """
+
+    order: str = "canonical"
+    output_counts: torch.Tensor | None = None
+    output_length: torch.Tensor | None = None
+    prompt_seen: torch.Tensor | None = None
+    token_mask: torch.Tensor | None = None
+    allowed: torch.Tensor | None = None
+    stop: torch.Tensor | None = None
+    min_tokens: torch.Tensor | None = None
+    logit_bias: torch.Tensor | None = None
+    repetition_penalty: torch.Tensor | None = None
+    frequency_penalty: torch.Tensor | None = None
+    presence_penalty: torch.Tensor | None = None
+    min_p: torch.Tensor | None = None
+    word_request: torch.Tensor | None = None
+    word_prefix: torch.Tensor | None = None
+    word_last: torch.Tensor | None = None
+    output_tail: torch.Tensor | None = None
+
+
+def _id_rows(lists, batch: int, vocab_size: int, device) -> torch.Tensor:
+    """``batch`` id lists (None: empty) → ``[batch, V]`` int64 counts (host marshalling, one pass)."""
+    request = [i for i, ids in enumerate(lists) if ids is not None for _ in range(len(ids))]
+    ids = [int(t) for entry in lists if entry is not None for t in entry]
+    counts = torch.zeros(batch, vocab_size, dtype=torch.int64, device=device)
+    if ids:
+        counts.index_put_((torch.tensor(request, device=device), torch.tensor(ids, device=device)),
+                          torch.ones(len(ids), dtype=torch.int64, device=device), accumulate=True)
+    return counts
+
+
+def sampler_tensors(sampler, batch: int, vocab_size: int, device) -> SamplerTensors:
+    """``devices.protocol.SamplerParams`` (numpy, ragged lists) → ``SamplerTensors`` on ``device``."""
+    def per_request(value, dtype):
+        return None if value is None else torch.tensor(np.asarray(value), dtype=dtype, device=device)
+
+    outputs = sampler.output_token_ids or [None] * batch
+    fields = dict(order=sampler.order, output_counts=_id_rows(outputs, batch, vocab_size, device),
+                  output_length=torch.tensor([0 if o is None else len(o) for o in outputs], device=device),
+                  token_mask=per_request(sampler.token_mask, torch.bool),
+                  logit_bias=per_request(sampler.logit_bias, torch.float64),
+                  min_tokens=per_request(sampler.min_tokens, torch.int64))
+    for name in ("repetition_penalty", "frequency_penalty", "presence_penalty", "min_p"):
+        fields[name] = per_request(getattr(sampler, name), torch.float64)
+    if sampler.prompt_token_ids is not None:
+        fields["prompt_seen"] = _id_rows(sampler.prompt_token_ids, batch, vocab_size, device) > 0
+    if sampler.allowed_token_ids is not None:
+        unrestricted = torch.tensor([ids is None for ids in sampler.allowed_token_ids], device=device)
+        fields["allowed"] = (_id_rows(sampler.allowed_token_ids, batch, vocab_size, device) > 0) | unrestricted.unsqueeze(1)
+    if sampler.stop_token_ids is not None:
+        fields["stop"] = _id_rows(sampler.stop_token_ids, batch, vocab_size, device) > 0
+    if sampler.bad_words is not None:
+        fields.update(_bad_word_tensors(sampler.bad_words, outputs, device))
+    return SamplerTensors(**fields)
+
+
+def _bad_word_tensors(bad_words, outputs, device) -> dict:
+    """Bad words as right-aligned prefixes ``[W, L]`` (``-3``: any), last tokens, requests, and each
+    request's last L output tokens ``[B, L]`` (``-2`` before the start)."""
+    words = [(i, [int(t) for t in w]) for i, ws in enumerate(bad_words) for w in ws]
+    L = max([len(w) - 1 for _, w in words] + [1])
+    prefix = [[-3] * (L - len(w) + 1) + w[:-1] for _, w in words]
+    tail = [[SAMPLER_BAN_FILL] * L + ([] if o is None else [int(t) for t in o]) for o in outputs]
+    return dict(word_request=torch.tensor([i for i, _ in words], dtype=torch.int64, device=device),
+                word_prefix=torch.tensor(prefix, dtype=torch.int64, device=device).reshape(len(words), L),
+                word_last=torch.tensor([w[-1] for _, w in words], dtype=torch.int64, device=device),
+                output_tail=torch.tensor([t[len(t) - L:] for t in tail], dtype=torch.int64, device=device))
+
+
+def row_positions(num_draft_tokens: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(request [rows], position [rows])`` of each target row: request i owns rows
+    ``cu[i] + i .. cu[i] + i + K_i`` at positions ``0 .. K_i`` (SPEC §1)."""
+    layout = ragged_layout(num_draft_tokens + 1, num_rows)
+    return layout.request, layout.draft_index
+
+
+def draft_counts(draft_token_ids: torch.Tensor, layout: RaggedLayout, num_draft_tokens: torch.Tensor,
+                 num_rows: int, vocab_size: int) -> torch.Tensor:
+    """``[rows, V]`` int64: each target row's counts of its request's drafts ``0 .. j−1``
+    (placeholders not counted). A draft adds 1 from the row after its own to its request's bonus
+    row: a difference array summed down the rows, no loop over requests or positions.
+
+    >>> ids, k = torch.tensor([2, 2, 1]), torch.tensor([2, 1])
+    >>> draft_counts(ids, ragged_layout(k, 3), k, 5, 3).tolist()
+    [[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 0], [0, 1, 0]]
+    """
+    real = (draft_token_ids != PLACEHOLDER_TOKEN_ID).to(torch.int64)
+    ids = draft_token_ids.clamp_min(0)
+    bonus_row = layout.starts + torch.arange(num_draft_tokens.shape[0], device=ids.device) + num_draft_tokens
+    delta = torch.zeros(num_rows + 1, vocab_size, dtype=torch.int64, device=ids.device)
+    delta.index_put_((layout.target_row + 1, ids), real, accumulate=True)
+    delta.index_put_((bonus_row[layout.request] + 1, ids), -real, accumulate=True)
+    return delta.cumsum(0)[:num_rows]
+
+
+def bad_word_bans(s: SamplerTensors, drafts: torch.Tensor, request: torch.Tensor, position: torch.Tensor,
+                  vocab_size: int) -> torch.Tensor:
+    """``[rows, V]`` bool: each bad word's last token, in the rows whose output so far ends with the
+    rest of the word. ``drafts [B, W]`` (``per_request``); ``request``, ``position`` ``[rows]``."""
+    L = s.output_tail.shape[1]
+    history = torch.cat([s.output_tail, drafts], dim=1)          # [B, L + W]: row j reads columns j .. j+L−1
+    window = history[request.unsqueeze(1), position.unsqueeze(1) + torch.arange(L, device=drafts.device)]
+    ends = ((s.word_prefix == -3) | (window.unsqueeze(1) == s.word_prefix.unsqueeze(0))).all(dim=-1)
+    matched = ends & (request.unsqueeze(1) == s.word_request.unsqueeze(0))    # [rows, words]
+    bans = torch.zeros(len(request), vocab_size, dtype=torch.int64, device=drafts.device)
+    return bans.scatter_add_(1, s.word_last.expand(len(request), -1), matched.to(torch.int64)) > 0
+
+
+def sampler_bans(s: SamplerTensors, drafts: torch.Tensor, request: torch.Tensor, position: torch.Tensor,
+                 vocab_size: int) -> torch.Tensor:
+    """``[rows, V]`` bool: every ban of a row (mask, allowed ids, completed bad words, min_tokens)."""
+    ban = torch.zeros(len(request), vocab_size, dtype=torch.bool, device=drafts.device)
+    if s.token_mask is not None:
+        ban |= ~s.token_mask
+    if s.allowed is not None:
+        ban |= ~s.allowed[request]
+    if s.word_last is not None and s.word_last.numel():
+        ban |= bad_word_bans(s, drafts, request, position, vocab_size)
+    if s.min_tokens is not None and s.stop is not None:
+        short = s.output_length[request] + position < s.min_tokens[request]
+        ban |= short.unsqueeze(1) & s.stop[request]
+    return ban
+
+
+def penalised(z: torch.Tensor, s: SamplerTensors, counts: torch.Tensor, request: torch.Tensor) -> torch.Tensor:
+    """Repetition (prompt ∪ output so far: ``z/r`` above 0, ``z·r`` otherwise), then frequency
+    (``− f·count``) and presence (``− p·[count > 0]``); ``counts [rows, V]`` the output so far's."""
+    if s.repetition_penalty is not None:
+        r = s.repetition_penalty[request].to(z.dtype).unsqueeze(1)
+        seen = counts > 0 if s.prompt_seen is None else (counts > 0) | s.prompt_seen[request]
+        z = torch.where(seen, torch.where(z > 0, z / r, z * r), z)
+    if s.frequency_penalty is not None:
+        z = z - (s.frequency_penalty[request].unsqueeze(1) * counts).to(z.dtype)
+    if s.presence_penalty is not None:
+        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)
+    return z
+
+
+def biased(z: torch.Tensor, s: SamplerTensors, request: torch.Tensor) -> torch.Tensor:
+    """``z + logit_bias`` of each row's request."""
+    return z if s.logit_bias is None else z + s.logit_bias[request].to(z.dtype)
+
+
+def process_logits(logits: torch.Tensor, s: SamplerTensors, draft_token_ids: torch.Tensor,
+                   num_draft_tokens: torch.Tensor, max_k: int) -> torch.Tensor:
+    """SPEC §12 before temperature: every target row ``[rows, V]`` after bans (``-inf``), penalties
+    and bias in the order of ``s.order``, each row reading the drafts before it. Raises
+    ``InvalidInput`` for a row every ban leaves empty (SPEC §12.4; one device sync, only with bans)."""
+    num_rows, vocab_size = logits.shape
+    request, position = row_positions(num_draft_tokens, num_rows)
+    layout = ragged_layout(num_draft_tokens, draft_token_ids.shape[0])
+    drafts = per_request(draft_token_ids, layout.starts, max_k, SAMPLER_BAN_FILL)
+    counts = s.output_counts[request] + draft_counts(draft_token_ids, layout, num_draft_tokens, num_rows, vocab_size)
+    ban = sampler_bans(s, drafts, request, position, vocab_size)
+    if s.order == "vllm":
+        z = penalised(biased(logits, s, request), s, counts, request)
+    else:
+        z = biased(penalised(logits, s, counts, request), s, request)
+    z = z.masked_fill(ban, -torch.inf)
+    empty = ban.all(dim=1)
+    if bool(empty.any()):
+        r = int(empty.nonzero()[0, 0])
+        raise InvalidInput(f"token_mask: row {r} (request {int(request[r])}, position {int(position[r])}) "
+                           f"allows no token after every ban")
+    return z
+
+
+def min_p_kept(probs: torch.Tensor, min_p: torch.Tensor, decision_dtype: torch.dtype = DECISION_DTYPE) -> torch.Tensor:
+    """§12: ``[..., V]`` bool, ``p_v >= min_p · max p`` (ties kept; ``min_p`` ``[...]``, 0 keeps all).
+    Formed in ``decision_dtype``: ``min_p`` is float64 and the product decides."""
+    wide = probs.to(decision_dtype)
+    return wide >= min_p.to(decision_dtype).unsqueeze(-1) * wide.amax(dim=-1, keepdim=True)
+
+
 __all__ = ["DECISION_DTYPE", "RaggedLayout", "ragged_layout", "target_row_requests", "per_request", "output_width",
            "SamplingRows", "safe_temperature", "scale_by_temperature", "sort_descending", "top_k_kept", "softmax",
            "top_p_kept", "renormalise_kept", "target_probs", "filter_kept", "uses_top_k", "uses_top_p",
            "greedy_argmax", "draft_probabilities", "coin_accepts", "accepts", "first_rejection",
-           "residual_weights", "race", "emitted_rows"]
+           "residual_weights", "race", "emitted_rows", "SamplerTensors", "sampler_tensors", "row_positions",
+           "draft_counts", "bad_word_bans", "sampler_bans", "penalised", "biased", "process_logits", "min_p_kept"]

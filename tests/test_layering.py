@@ -48,7 +48,7 @@ def test_reference_stays_small_enough_to_audit():
 
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
-                   "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "devices.torch_tree", "specsim.testing.batches", "specsim.testing.trees",
+                   "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "devices.torch_tree", "specsim.testing.batches", "specsim.testing.sampler_params", "specsim.testing.trees",
                    "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs",
                    "specsim.commands.bench", "specsim.tree_bench"]
 

@@ -26,6 +26,7 @@ GROUPS: dict[str, str] = {
     "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
     "L1-edges": "specsim.conformance.exact:edge_group",
     "L1-sizes": "specsim.conformance.sizes:sizes_group",
+    "L1-sampler": "specsim.conformance.sampler:sampler_group",
     "L1-trees": "specsim.conformance.trees:tree_l1_group",
     "L2-trees": "specsim.conformance.trees:tree_l2_group",
     "L1-volume": "specsim.conformance.volume:volume_group",

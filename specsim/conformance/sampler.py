@@ -1,0 +1,129 @@
+"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position (issue 18).
+
+Two kinds of checks, each ``L1-sampler/...`` and each gated per parameter
+and per order profile (a device lacking one gets ``not_supported`` for the
+checks that need it, never a silent pass):
+
+- **random** ``L1-sampler/<order>/<parameter>`` (and ``/all``, ``/all-point``,
+  ``/all-float32``): random ragged batches (``specsim.testing.batches``) with
+  the parameter at realistic strengths, built to act along the drafts
+  (``specsim.testing.sampler_params``), compared token for token with the
+  reference under injected noise — or, for a device declaring only keyed
+  Philox noise (SPEC §5.2), under its own draws;
+- **edges** ``L1-sampler/edge/<name>/<order>``: the issue's hand-built cases
+  (``specsim.testing.sampler_edges``) with their exact answers — a draft the
+  mask, allowed ids, a bad word or min_tokens forbid is rejected with
+  certainty and never recovered; penalties that zero the draft's target
+  probability; a bad word completed by this step's drafts; min_tokens
+  crossing inside the step; the bonus row seeing every draft; min_p after
+  temperature.
+
+Replay a failure: ``specsim conform --device D --groups L1-sampler --seed N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
+from specsim.conformance._common import call, missing
+from specsim.conformance.exact import judge
+from specsim.conformance.results import CheckResult
+from specsim.testing.batches import BatchSpec, random_batch, random_noise
+from specsim.testing.compare import compare, reference_step
+from specsim.testing.sampler_edges import SAMPLER_EDGES
+from specsim.testing.sampler_params import random_sampler
+from specsim.testing.seeds import case_seed
+
+SPEC = BatchSpec(batch=8, max_k=4, vocab_size=64, masked_fraction=0.0)
+"""Random cases: 8 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
+QUICK_SPEC = replace(SPEC, batch=4, vocab_size=16)
+
+CASES: dict[str, tuple[tuple, dict]] = {
+    **{name: ((name,), {}) for name in SAMPLER_PARAMETERS},
+    "all": (SAMPLER_PARAMETERS, {}),
+    "all-point": (SAMPLER_PARAMETERS, {"draft_probs": False}),
+    "all-float32": (SAMPLER_PARAMETERS, {"dtype": "float32"}),
+}
+"""Case → (the §12 parameters on, changes to ``SPEC``)."""
+
+
+def _lacking(caps, params, order: str) -> str | None:
+    """Why the device cannot be asked a case with ``params`` in ``order`` (None if it can)."""
+    absent = [p for p in params if p not in caps.sampler]
+    if absent:
+        return f"device does not declare sampler {', '.join(absent)}"
+    if order not in caps.sampler_orders:
+        return f"device does not declare sampler order {order!r}"
+    return None
+
+
+def _noise_kind(caps) -> str | None:
+    """``"injected"``, ``"keyed"`` or None (the device takes neither: no coin-for-coin check)."""
+    return "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else None
+
+
+def random_case(name: str, order: str, ctx, seed: int):
+    """The batch and injected noise of one random check (both deterministic in ``seed``)."""
+    params, changes = CASES[name]
+    rng = np.random.default_rng(seed)
+    batch = random_batch(rng, replace(QUICK_SPEC if ctx.quick else SPEC, **changes))
+    batch = replace(batch, sampler=random_sampler(rng, batch, params, order))
+    return batch, random_noise(rng, batch)
+
+
+def _random_checks(device, ctx) -> list[CheckResult]:
+    caps, results, kind = device.capabilities, [], _noise_kind(device.capabilities)
+    for order in SAMPLER_ORDERS:
+        for case, (params, changes) in CASES.items():
+            name, seed = f"L1-sampler/{order}/{case}", case_seed(ctx.seed, "L1-sampler", order, case)
+            spec = replace(SPEC, **changes)
+            why = _lacking(caps, params, order) or missing(caps, spec.needs, dtype=spec.dtype) or \
+                (None if kind else "device takes neither injected noise nor the keyed Philox streams")
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
+                continue
+            batch, noise = random_case(case, order, ctx, seed)
+            results.append(judge(name, device, batch, noise if kind == "injected" else None, seed,
+                                 note=f" ({', '.join(batch.sampler.given())}; order {order})"))
+    return results
+
+
+def _edge_checks(device, ctx) -> list[CheckResult]:
+    caps, results = device.capabilities, []
+    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    for edge in SAMPLER_EDGES:
+        for order in edge.orders:
+            name = f"L1-sampler/edge/{edge.name}/{order}"
+            sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
+            why = _lacking(caps, sampler_needs, order) or \
+                missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS))) or \
+                (None if caps.injected_noise else "device does not take injected noise (the edges are exact answers "
+                 "under given coins)")
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why))
+                continue
+            results.append(_edge(device, edge, order, dtype, name))
+    return results
+
+
+def _edge(device, edge, order: str, dtype: str, name: str) -> CheckResult:
+    batch, noise = edge.batch(order, dtype)
+    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+    if problem:
+        return problem
+    cmp = compare(batch, got, reference_step(batch, noise))
+    out = np.asarray(got.output_token_ids)
+    emitted = [out[i, : int(got.num_accepted[i]) + 1].tolist() for i in range(batch.batch_size)] \
+        if out.shape == (batch.batch_size, batch.max_k + 1) else None
+    ok = emitted == edge.expected and cmp.ok
+    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted}" + \
+        ("" if cmp.ok else f"; {cmp.summary()}")
+    return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0})
+
+
+def sampler_group(device, ctx) -> list[CheckResult]:
+    """Every ``L1-sampler`` check: random cases per parameter and order, then the named edges."""
+    return _random_checks(device, ctx) + _edge_checks(device, ctx)

@@ -1,0 +1,83 @@
+"""The torch device's SPEC §12 path and the L1-sampler group (issue 18)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from devices import torch_sampling as ts
+from devices.hpu_device import make_device as make_hpu
+from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
+from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device, tiled_sampler
+from reference.sampler import process_logits
+from specsim.conformance.runner import Context
+from specsim.conformance.sampler import CASES, random_case, sampler_group
+from specsim.testing.reference_device import ReferenceDevice
+
+
+@pytest.mark.parametrize("order", SAMPLER_ORDERS)
+def test_the_torch_rows_are_the_references(order):
+    for seed in range(5):
+        batch, _ = random_case("all", order, Context(), seed)
+        want = process_logits(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids,
+                              **batch.sampler.as_kwargs())
+        k = torch.tensor(batch.num_draft_tokens)
+        got = ts.process_logits(torch.tensor(batch.target_logits), ts.sampler_tensors(batch.sampler, 8, 64, "cpu"),
+                                torch.tensor(batch.draft_token_ids), k, batch.max_k).numpy()
+        read = _rows_read(batch)   # rows past a placeholder are never read (SPEC §4): their history is free
+        got, want = got[read], want[read]
+        assert (np.isneginf(got) == np.isneginf(want)).all(), f"bans differ (order {order}, seed {seed})"
+        assert np.allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-12, atol=1e-12)
+
+
+def _rows_read(batch) -> np.ndarray:
+    """``[rows]`` bool: the target rows a step may read (up to each request's first placeholder)."""
+    read, start = [], 0
+    for k in batch.num_draft_tokens:
+        drafts = list(batch.draft_token_ids[start: start + k]) + [0]
+        first = drafts.index(-1) if -1 in drafts else k
+        read += [j <= first for j in range(k + 1)]
+        start += k
+    return np.array(read)
+
+
+@pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
+def test_every_l1_sampler_check_passes(device):
+    results = sampler_group(device, Context())
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + 7)
+    assert [r for r in results if r.status != "pass"] == []
+
+
+def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_those_checks():
+    device = TorchDevice(capabilities=replace(CAPABILITIES, sampler=("min_p",), sampler_orders=("canonical",)))
+    status = {r.name: (r.status, r.detail) for r in sampler_group(device, Context(quick=True))}
+    assert status["L1-sampler/canonical/min_p"][0] == "pass"
+    assert status["L1-sampler/edge/min-p-after-temperature/canonical"][0] == "pass"
+    assert status["L1-sampler/canonical/bad_words"] == ("not_supported", "device does not declare sampler bad_words")
+    assert status["L1-sampler/vllm/min_p"] == ("not_supported", "device does not declare sampler order 'vllm'")
+    assert sum(s == "pass" for s, _ in status.values()) == 2
+    assert {s for s, _ in status.values()} == {"pass", "not_supported"}
+
+
+def test_devices_without_the_parameters_report_not_supported():
+    results = sampler_group(make_hpu(), Context(quick=True))
+    assert {r.status for r in results} == {"not_supported"}
+
+
+def test_repeated_calls_carry_the_sampler():
+    device = make_cpu_device()
+    template, _ = random_case("all", "vllm", Context(quick=True), 3)
+    template = replace(template, seeds=np.arange(4, dtype=np.uint64), positions=np.zeros(4, np.int64))
+    repeats, rng = 3, np.random.default_rng(0)
+    ids = np.tile(template.draft_token_ids, repeats)
+    seeds, positions = rng.integers(0, 2**63, 4 * repeats).astype(np.uint64), np.zeros(4 * repeats, np.int64)
+    tiled = replace(template, num_draft_tokens=np.tile(template.num_draft_tokens, repeats), draft_token_ids=ids,
+                    draft_probs=np.tile(template.draft_probs, (repeats, 1)),
+                    target_logits=np.tile(template.target_logits, (repeats, 1)),
+                    temperature=np.tile(template.temperature, repeats), top_k=np.tile(template.top_k, repeats),
+                    top_p=np.tile(template.top_p, repeats), seeds=seeds, positions=positions,
+                    sampler=tiled_sampler(template.sampler, repeats))
+    got = device.verify_repeated(template, repeats, ids, seeds, positions)
+    want = device.verify(tiled)
+    assert (got.output_token_ids == want.output_token_ids).all()
