@@ -154,7 +154,8 @@ def verify_static(draft_ids: torch.Tensor, draft_probs: torch.Tensor | None, tar
     rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p)
 
     # §2 for every row of the bucket (drafts and bonus): [Bp, Kp + 1, V], per-row parameters broadcast.
-    slot_rows = ts.SamplingRows(*(field.unsqueeze(1).expand(padded_batch, k_pad + 1) for field in rows))
+    slot_rows = ts.SamplingRows(*(None if field is None else field.unsqueeze(1).expand(padded_batch, k_pad + 1)
+                                  for field in rows))
     probs = ts.target_probs(target_logits, slot_rows, use_top_k=use_filters, use_top_p=use_filters)
 
     # §3/§4 acceptance of every slot; only valid slots can reject (the vllm-gaudi fix).

@@ -1,13 +1,13 @@
 """Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position (issue 18).
 
-Two kinds of checks, each ``L1-sampler/...`` and each gated per parameter
+Two kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
 and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
 - **random** ``L1-sampler/<order>/<parameter>`` (and ``/all``, ``/all-point``,
   ``/all-float32``): random ragged batches (``specsim.testing.batches``) with
-  the parameter at realistic strengths, built to act along the drafts
-  (``specsim.testing.sampler_params``), compared token for token with the
+  the parameter at realistic strengths, built to act along the drafts, in
+  half the requests a repetition loop (``specsim.testing.sampler_params``), compared token for token with the
   reference under injected noise — or, for a device declaring only keyed
   Philox noise (SPEC §5.2), under its own draws;
 - **edges** ``L1-sampler/edge/<name>/<order>``: the issue's hand-built cases
@@ -34,11 +34,11 @@ from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
 from specsim.testing.sampler_edges import SAMPLER_EDGES
-from specsim.testing.sampler_params import random_sampler
+from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive
 from specsim.testing.seeds import case_seed
 
-SPEC = BatchSpec(batch=8, max_k=4, vocab_size=64, masked_fraction=0.0)
-"""Random cases: 8 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
+SPEC = BatchSpec(batch=16, max_k=4, vocab_size=64, masked_fraction=0.0)
+"""Random cases: 16 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
 QUICK_SPEC = replace(SPEC, batch=4, vocab_size=16)
 
 CASES: dict[str, tuple[tuple, dict]] = {
@@ -69,7 +69,7 @@ def random_case(name: str, order: str, ctx, seed: int):
     """The batch and injected noise of one random check (both deterministic in ``seed``)."""
     params, changes = CASES[name]
     rng = np.random.default_rng(seed)
-    batch = random_batch(rng, replace(QUICK_SPEC if ctx.quick else SPEC, **changes))
+    batch = repetitive(rng, close_drafts(rng, random_batch(rng, replace(QUICK_SPEC if ctx.quick else SPEC, **changes))))
     batch = replace(batch, sampler=random_sampler(rng, batch, params, order))
     return batch, random_noise(rng, batch)
 
@@ -125,5 +125,6 @@ def _edge(device, edge, order: str, dtype: str, name: str) -> CheckResult:
 
 
 def sampler_group(device, ctx) -> list[CheckResult]:
-    """Every ``L1-sampler`` check: random cases per parameter and order, then the named edges."""
-    return _random_checks(device, ctx) + _edge_checks(device, ctx)
+    """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
+    ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
+    return _edge_checks(device, ctx) + _random_checks(device, ctx)
