@@ -439,7 +439,59 @@ KERNEL = [
 ]
 """Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
 
-SOURCE_MUTANTS = INSIDE + TREE + KERNEL
+# --------------------------------------------------------------------------- the whole sampler (SPEC §12)
+
+SAMPLER = [
+    _torch("sampler-bonus-only", "SPEC §12's parameters reach the bonus row only: the verified positions' coins "
+           "and a rejection's residual read the raw logits",
+           "docs/bugs.md #50 (vLLM #42744: min_p and logit_bias would reach the bonus token, not the verified ones)",
+           TD,
+           ("    if sampler is not None:  # §12: each row's logits after bans, penalties and bias along its drafts\n",
+            "    raw_logits = target_logits\n"
+            "    if sampler is not None:  # §12: each row's logits after bans, penalties and bias along its drafts\n"),
+           ("    draft_logits = target_logits[layout.target_row]", "    draft_logits = raw_logits[layout.target_row]"),
+           ("probs = ts.target_probs(draft_logits, rows.take(layout.request), **filters)",
+            "probs = ts.target_probs(draft_logits, rows._replace(min_p=None).take(layout.request), **filters)"),
+           ("    emit_logits = target_logits[layout.starts + arange + num_accepted]",
+            "    emit_logits = torch.where((num_accepted == num_draft_tokens).unsqueeze(1),\n"
+            "                              target_logits[layout.starts + arange + num_accepted],\n"
+            "                              raw_logits[layout.starts + arange + num_accepted])"),
+           killed_by="L1-sampler/edge/mask-forbids-draft"),
+    _torch("sampler-penalties-pre-step", "repetition, frequency and presence penalties count the output before "
+           "the step, not this step's drafts",
+           "docs/bugs.md #51 (vLLM PR #19482: penalties and bad words made to count the step's draft tokens)", TS,
+           ("counts = s.output_counts[request] + draft_counts(draft_token_ids, layout, num_draft_tokens, num_rows, vocab_size)",
+            "counts = s.output_counts[request]"),
+           killed_by="L1-sampler/edge/penalty-zeroes-draft"),
+    _torch("sampler-bad-words-pre-step", "bad words matched against the output before the step (every row reads "
+           "the pre-step history window)",
+           "docs/bugs.md #51 (vLLM PR #19482: penalties and bad words made to count the step's draft tokens)", TS,
+           ("position.unsqueeze(1) + torch.arange(L, device=drafts.device)",
+            "0 * position.unsqueeze(1) + torch.arange(L, device=drafts.device)"),
+           killed_by="L1-sampler/edge/bad-word-completed-by-drafts"),
+    _torch("sampler-min-tokens-pre-step", "min_tokens compares the pre-step output length: off by the number of "
+           "drafts before the row",
+           "docs/bugs.md #51 (vLLM PR #19482: the step's drafts counted as output)", TS,
+           ("short = s.output_length[request] + position < s.min_tokens[request]",
+            "short = s.output_length[request] < s.min_tokens[request]"),
+           killed_by="L1-sampler/edge/min-tokens-crossing"),
+    _torch("sampler-min-p-before-temperature", "min_p's cut taken on the untempered softmax (the processor order "
+           "differs from the one the device declares)",
+           "docs/bugs.md #41 (transformers#47932: processors applied in another place than the law assumes)", TS,
+           ("z = z.masked_fill(~min_p_kept(softmax(z), rows.min_p, decision_dtype), -torch.inf)",
+            "z = z.masked_fill(~min_p_kept(softmax(logits), rows.min_p, decision_dtype), -torch.inf)"),
+           ("kept = torch.where(min_p_kept(probs, rows.min_p, decision_dtype), probs, torch.zeros_like(probs))",
+            "kept = torch.where(min_p_kept(softmax(logits), rows.min_p, decision_dtype), probs, torch.zeros_like(probs))"),
+           killed_by="L1-sampler/edge/min-p-after-temperature"),
+    _torch("sampler-mask-previous-row", "the token mask of position j taken from position j − 1 (the grammar's "
+           "mask one step behind the drafts)",
+           "docs/bugs.md C2 (a row offset, the family of #7)", TS,
+           ("        ban |= ~s.token_mask\n", "        ban |= ~s.token_mask.roll(1, dims=0)\n"),
+           killed_by="L1-sampler/edge/mask-forbids-draft"),
+]
+"""SPEC §12 bugs in the torch device's sampler path (issue 18), each killed by a named L1-sampler edge."""
+
+SOURCE_MUTANTS = INSIDE + TREE + KERNEL + SAMPLER
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""
 
 MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}
