@@ -23,7 +23,7 @@ def test_the_torch_rows_are_the_references(order):
         want = process_logits(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids,
                               **batch.sampler.as_kwargs())
         k = torch.tensor(batch.num_draft_tokens)
-        got = ts.process_logits(torch.tensor(batch.target_logits), ts.sampler_tensors(batch.sampler, 8, 64, "cpu"),
+        got = ts.process_logits(torch.tensor(batch.target_logits), ts.sampler_tensors(batch.sampler, batch.batch_size, batch.vocab_size, "cpu"),
                                 torch.tensor(batch.draft_token_ids), k, batch.max_k).numpy()
         read = _rows_read(batch)   # rows past a placeholder are never read (SPEC §4): their history is free
         got, want = got[read], want[read]
