@@ -99,6 +99,6 @@ def test_undeclared_parameters_raise_unsupported_call():
     check_call(batch, None, dataclasses.replace(caps, sampler=("min_p",), sampler_orders=("canonical",)))
     check_call(_batch(SamplerParams()), None, caps)   # nothing given: today's step
     with pytest.raises(UnsupportedCall):
-        registry.load("torch").verify(batch)
+        registry.load("hpu").verify(batch)   # the torch device serves §12; hpu declares none
     with pytest.raises(InvalidInput, match="capabilities.sampler"):
         dataclasses.replace(caps, sampler=("typical_p",))
