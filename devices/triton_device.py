@@ -35,8 +35,6 @@ when it is loaded.
 
 from __future__ import annotations
 
-import dataclasses
-
 import math
 from dataclasses import dataclass
 from types import ModuleType
@@ -198,19 +196,17 @@ class TritonDevice:
 
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                                dtypes=("float16", "bfloat16", "float32", "float64"))
+                                dtypes=("float16", "bfloat16", "float32", "float64"),
+                                tree_schemes=("greedy", "rrs", "sglang"))   # SPEC §11: devices/triton_tree.py
+    # (compiled: held to the reference on an H100 by ``specsim.tree_bench --check``, docs/trees.md)
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
-                 name: str | None = None, trees: bool | None = None):
+                 name: str | None = None):
         self.device = device
         self.config = config
         self.interpret = device == "cpu"
         self.name = name or ("triton-interpret" if self.interpret else "triton")
         self._kernels = kernels_module
-        # SPEC §11 (devices/triton_tree.py): declared by the interpreter; the compiled kernel is declared once it
-        # passes the GPU check of docs/trees.md (trees=True opts in, e.g. for specsim.tree_bench).
-        if self.interpret if trees is None else trees:
-            self.capabilities = dataclasses.replace(type(self).capabilities, tree_schemes=("greedy", "rrs", "sglang"))
 
     @property
     def kernels(self) -> ModuleType:

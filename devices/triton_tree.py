@@ -149,29 +149,40 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
     tl.store(acc_ptr + b, depth)
 
 
-def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024):
-    """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted).
+def target_rows(logits, num_nodes, temperature, top_k, top_p):
+    """The pre-pass on device tensors: ``logits [N + B, V]`` (any float dtype), ``num_nodes [B]`` int64,
+    ``temperature/top_p [B]`` float64, ``top_k [B]`` int64 → ``(probs [N + B, V]`` float64 (§2's target
+    rows), ``argmax [N + B]`` int64)."""
+    import torch
 
-    Returns numpy ``(output_token_ids [B, D + 1], num_accepted [B], accepted_nodes [B, D])``.
+    from devices import torch_sampling as ts
+    V = logits.shape[1]
+    logits = logits.to(torch.float64)
+    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p).take(
+        ts.target_row_requests(num_nodes, logits.shape[0]))
+    probs = ts.target_probs(logits, rows, use_top_k=bool(ts.uses_top_k(temperature, top_k, V).any()),
+                            use_top_p=bool(ts.uses_top_p(temperature, top_p).any())).contiguous()
+    return probs, ts.greedy_argmax(logits).contiguous()
+
+
+def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
+    """A validated ``TreeBatch`` made ready for the kernel: the pre-pass runs here, on ``device``.
+
+    Returns ``(launch, (tok [B, D + 1], acc [B], nodes [B, max(D, 1)]))``: ``launch()`` runs ``tree_walk``
+    once into those output tensors (``specsim.tree_bench --kernel`` times it alone).
     """
     import torch
 
     from devices import torch_philox
-    from devices import torch_sampling as ts
     from devices.torch_tree import tree_links
+    from devices.triton_device import _tensor
 
     on = lambda a, dt: torch.as_tensor(np.ascontiguousarray(np.asarray(a, dt)), device=device)  # noqa: E731
     B, V = batch.batch_size, batch.vocab_size
     N = int(np.sum(batch.num_nodes))
     num_nodes, temperature = on(batch.num_nodes, np.int64), on(batch.temperature, np.float64)
-    top_k, top_p = on(batch.top_k, np.int64), on(batch.top_p, np.float64)
-    from devices.triton_device import _tensor
-    logits = _tensor(batch.target_logits, device).to(torch.float64)   # sent in its own dtype, widened there
-    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p).take(
-        ts.target_row_requests(num_nodes, logits.shape[0]))
-    probs = ts.target_probs(logits, rows, use_top_k=bool(ts.uses_top_k(temperature, top_k, V).any()),
-                            use_top_p=bool(ts.uses_top_p(temperature, top_p).any())).contiguous()
-    argmax = ts.greedy_argmax(logits).contiguous()
+    probs, argmax = target_rows(_tensor(batch.target_logits, device), num_nodes, temperature,   # sent in its
+                                on(batch.top_k, np.int64), on(batch.top_p, np.float64))      # own dtype
     if noise is not None:
         u, e = on(noise.uniforms, np.float64), on(noise.exponentials, np.float64)
     elif (np.asarray(batch.temperature) > 0).any():
@@ -189,14 +200,25 @@ def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 
     resid = torch.empty((B, V), dtype=torch.float64, device=device)
     root = torch.cumsum(num_nodes, 0) - num_nodes + torch.arange(B, device=device)
     BLOCK = min(block, triton.next_power_of_2(V))
-    kernels.tree_walk[(B,)](
-        probs, pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
-        pad(on(batch.draft_token_ids, np.int64)), links.first_child, pad(links.next_sibling, -1), pad(links.node_row),
-        pad(links.node_start), root, (temperature == 0).to(torch.int32), argmax, pad(u.contiguous()),
-        e.contiguous(), resid, tok, nodes, acc, V, D, float(batch.threshold_single),
-        float(batch.threshold_acc), HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang",
-        BLOCK=BLOCK, TILES=triton.cdiv(V, BLOCK))
+    args = (probs, pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
+            pad(on(batch.draft_token_ids, np.int64)), links.first_child, pad(links.next_sibling, -1),
+            pad(links.node_row), pad(links.node_start), root, (temperature == 0).to(torch.int32), argmax,
+            pad(u.contiguous()), e.contiguous(), resid, tok, nodes, acc, V, D, float(batch.threshold_single),
+            float(batch.threshold_acc))
+    meta = dict(HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang", BLOCK=BLOCK,
+                TILES=triton.cdiv(V, BLOCK))
+    return (lambda: kernels.tree_walk[(B,)](*args, **meta)), (tok, acc, nodes)
+
+
+def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024):
+    """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted).
+
+    Returns numpy ``(output_token_ids [B, D + 1], num_accepted [B], accepted_nodes [B, D])``.
+    """
+    launch, (tok, acc, nodes) = tree_call(kernels, batch, noise, depths, device, block)
+    launch()
+    D = tok.shape[1] - 1
     return tok.cpu().numpy(), acc.cpu().numpy(), nodes[:, :D].cpu().numpy()
 
 
-__all__ = ["tree_walk", "verify_tree_triton"]
+__all__ = ["target_rows", "tree_call", "tree_walk", "verify_tree_triton"]

@@ -12,9 +12,20 @@ Prints a Markdown table of median milliseconds over ``--repeat`` calls after
 ``--warmup`` calls. docs/trees.md quotes it with the command that gave it.
 
 ``--check`` first holds the device's trees to the reference (the L1-trees and
-L2-trees groups at full size, plus 27 random batches of up to V = 3000, injected
-and keyed noise) and prints what disagrees: the GPU check the compiled Triton
-tree kernel must pass before ``triton`` declares trees.
+L2-trees groups at full size, 27 random batches of up to V = 3000, and at every
+``--batch`` × ``--vocab`` of the table three random batches — draft rows without
+replacement, point proposals, sglang — each with injected and keyed noise) and
+prints what disagrees: the GPU check the compiled Triton tree kernel passed
+before ``triton`` declared trees (docs/trees.md).
+
+``--kernel`` (the compiled ``triton`` device) adds a kernel-only table: device
+tensors in, CUDA events around the launches alone, median of ``--repeat`` after
+``--warmup``: the chain kernels (``verify_tensors``: stats + step) at K = N, the
+same target rows as the tree; the tree's torch pre-pass (``target_rows``: §2's
+rows in float64 and the argmax); and ``tree_walk`` twice — on random logits
+(every root child rejected: one copy of the root row, a residual update of two
+passes over V per rejected sibling, the race) and on logits that put the first
+child of every node on top (the walk goes to depth D: D + 1 row copies, the race).
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import time
 
 import numpy as np
 
-from devices.protocol import Noise, TreeBatch, VerifyBatch
+from devices.protocol import Noise, TreeBatch, TreeOutput, VerifyBatch
 
 
 def tree_parents(depth: int, branch: int, width: int) -> np.ndarray:
@@ -81,8 +92,135 @@ def _depth(parents: np.ndarray, n: int) -> int:
     return 1 if parents[n] < 0 else 1 + _depth(parents, int(parents[n]))
 
 
-def check(device) -> bool:
-    """The device's trees against the reference; prints every disagreement, returns True if none."""
+def _events(fn, warmup: int, repeat: int) -> float:
+    """Median ms between CUDA events recorded around ``fn()`` (device tensors in: no host copies)."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times))
+
+
+def first_child_on_top(tree: TreeBatch, boost: float = 30.0) -> np.ndarray:
+    """``tree``'s logits with each node's first child's token raised by ``boost`` in the node's row
+    (the root's row for a root child): a point-proposal rrs walk then accepts to the full depth.
+
+    >>> t = TreeBatch(np.array([2]), np.array([-1, 0]), np.array([1, 2]), None, np.zeros((3, 3), np.float32),
+    ...               np.ones(1), np.zeros(1, np.int64), np.ones(1))
+    >>> first_child_on_top(t).tolist()
+    [[0.0, 30.0, 0.0], [0.0, 0.0, 30.0], [0.0, 0.0, 0.0]]
+    """
+    logits, cu = tree.target_logits.copy(), tree.request_offsets()
+    for i in range(tree.batch_size):
+        seen = set()
+        for n in range(int(tree.num_nodes[i])):
+            parent = int(tree.parents[cu[i] + n])
+            if parent not in seen:
+                seen.add(parent)
+                logits[cu[i] + i + 1 + parent, tree.draft_token_ids[cu[i] + n]] += boost
+    return logits
+
+
+def bench_kernels(device, batch: int, vocab_size: int, parents: np.ndarray, warmup: int, repeat: int) -> dict:
+    """Kernel-only medians (ms) on the compiled ``triton`` device; see the module docstring."""
+    import dataclasses
+
+    import torch
+
+    from devices._validate import check_tree_call
+    from devices.triton_device import verify_tensors
+    tk, N, gen = device.tree_kernels, len(parents), torch.Generator(device="cuda").manual_seed(0)
+    cuda = dict(device="cuda")
+    logits = torch.randn(batch * (N + 1), vocab_size, generator=gen, **cuda)
+    cu = torch.arange(batch + 1, **cuda) * N
+    ids = torch.randint(0, vocab_size, (batch * N,), generator=gen, **cuda)
+    uniforms = torch.rand(batch * N, generator=gen, dtype=torch.float64, **cuda)
+    exps = torch.empty(batch, vocab_size, **cuda).exponential_(generator=gen)
+    out = {"chain K=N": _events(lambda: verify_tensors(
+        cu, ids, None, logits, torch.ones(batch, **cuda), max_k=N, uniforms=uniforms, exponentials=exps,
+        config=device.config, kernels_module=device.kernels), warmup, repeat)}
+    ones, num_nodes = torch.ones(batch, dtype=torch.float64, **cuda), torch.full((batch,), N, **cuda)
+    out["tree pre-pass"] = _events(lambda: tk.target_rows(logits, num_nodes, ones, torch.zeros_like(num_nodes), ones),
+                                   warmup, repeat)
+    rng = np.random.default_rng(0)
+    tree = TreeBatch(np.full(batch, N, np.int64), np.tile(parents, batch), rng.integers(0, vocab_size, batch * N),
+                     None, logits.cpu().numpy(), np.ones(batch), np.zeros(batch, np.int64), np.ones(batch))
+    noise = Noise(uniforms.cpu().numpy(), exps.double().cpu().numpy())
+    for name, t in (("tree kernel, rejected at root", tree),
+                    ("tree kernel, accepted to depth", dataclasses.replace(tree, target_logits=first_child_on_top(tree)))):
+        launch, (_, acc, _) = tk.tree_call(tk, t, noise, check_tree_call(t, noise, device.capabilities), "cuda")
+        out[name] = _events(launch, warmup, repeat)
+        out[name + " accepted"] = float(acc.double().mean())
+    return out
+
+
+SIZE_CASES = ("rrs-without-replacement", "rrs-point", "sglang")
+_SIZED: list = []      # (label, batch, noise) at the table's sizes; set before the reference pool forks
+CHUNK = 4              # requests per reference job
+
+
+def sized_batches(batches, vocab_sizes) -> list:
+    """Random tree batches at the table's sizes: ``(label, TreeBatch, Noise)``, seeded by ``V + B``."""
+    import dataclasses
+
+    from specsim.conformance.trees import CASES
+    from specsim.testing.trees import random_tree_batch, random_tree_noise
+    out = []
+    for B in batches:
+        for V in vocab_sizes:
+            for case in SIZE_CASES:
+                rng = np.random.default_rng(V + B)
+                batch = random_tree_batch(rng, dataclasses.replace(CASES[case], vocab_size=V, batch=B))
+                out.append((f"{case} batch {B} V {V} (seed {V + B})", batch, random_tree_noise(rng, batch)))
+    return out
+
+
+def _reference_chunk(job):
+    """The reference on requests ``lo:hi`` of sized batch ``k`` (a worker reads ``_SIZED`` as forked)."""
+    from specsim.testing.trees import reference_tree_step, select_tree_requests
+    k, lo, hi, keyed = job
+    _, batch, noise = _SIZED[k]
+    sub, sub_noise = select_tree_requests(batch, range(lo, hi), noise)
+    return reference_tree_step(sub, None if keyed else sub_noise)
+
+
+def _compare_rows(got: TreeOutput, want, lo: int) -> list[str]:
+    """``want`` (the reference on requests lo:lo+n) against those rows of the whole batch's ``got``
+    (whose width may be larger: the columns past ``want``'s must be padding)."""
+    from specsim.testing.trees import compare_tree
+    n, W = len(want.num_accepted), want.output_token_ids.shape[1]
+    tok, nodes = np.asarray(got.output_token_ids)[lo:lo + n], np.asarray(got.accepted_nodes)[lo:lo + n]
+    extra = [f"request {lo + i}: output past width {W}: {tok[i, W:].tolist()}" for i in range(n)
+             if (tok[i, W:] != -1).any() or (nodes[i, W - 1:] != -1).any()]
+    found = compare_tree(TreeOutput(tok[:, :W], np.asarray(got.num_accepted)[lo:lo + n], nodes[:, :W - 1]), want)
+    return extra + [f"rows from {lo}: {line}" for line in found]
+
+
+def start_references(batches, vocab_sizes):
+    """Generate the sized batches and fork a pool computing their references (before CUDA is touched).
+    Returns ``(pool, {(k, lo, keyed): AsyncResult})``."""
+    import multiprocessing
+    import os
+    _SIZED[:] = sized_batches(batches, vocab_sizes)
+    jobs = [(k, lo, min(lo + CHUNK, b.batch_size), keyed) for k, (_, b, _) in enumerate(_SIZED)
+            for lo in range(0, b.batch_size, CHUNK) for keyed in (False, True)]
+    pool = multiprocessing.get_context("fork").Pool(max(1, (os.cpu_count() or 2) - 2))
+    return pool, {(k, lo, keyed): pool.apply_async(_reference_chunk, ((k, lo, hi, keyed),))
+                  for k, lo, hi, keyed in jobs}
+
+
+def check(device, refs=None) -> bool:
+    """The device's trees against the reference; prints every disagreement, returns True if none.
+
+    ``refs``: ``start_references``' jobs, for the batches at the table's sizes (optional)."""
     import dataclasses
 
     from specsim.conformance.runner import Context
@@ -99,18 +237,27 @@ def check(device) -> bool:
             problems += bool(found)
             for line in found[:2]:
                 print(f"{case} seed {seed}: {line}")
+    for k, (label, batch, noise) in enumerate(_SIZED if refs else []):
+        got = {False: device.verify_tree(batch, noise), True: device.verify_tree(batch)}
+        found = [line for (j, lo, keyed), job in refs.items() if j == k
+                 for line in _compare_rows(got[keyed], job.get(), lo)]
+        problems += bool(found)
+        print(f"{device.name}: {label}: {len(found)} mismatch(es) (injected and keyed)", flush=True)
+        for line in found[:3]:
+            print(f"  {line}")
     results = tree_l1_group(device, Context()) + tree_l2_group(device, Context())
     for r in results:
         if r.status != "pass":
             problems += 1
             print(f"{r.name}: {r.status}: {r.detail[:200]}")
-    print(f"check: {problems} problem(s); {sum(r.status == 'pass' for r in results)} of {len(results)} tree checks pass")
+    print(f"check {device.name}: {problems} problem(s); {sum(r.status == 'pass' for r in results)} of {len(results)} "
+          "tree checks pass", flush=True)
     return problems == 0
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="triton")
+    parser.add_argument("--device", nargs="+", default=["triton"])
     parser.add_argument("--batch", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--vocab", type=int, nargs="+", default=[32000, 151936])
     parser.add_argument("--depth", type=int, default=4)
@@ -119,14 +266,21 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="hold the device's trees to the reference first")
+    parser.add_argument("--kernel", action="store_true", help="also time the kernels alone (compiled triton)")
     a = parser.parse_args(argv)
+    pool, refs = start_references(a.batch, a.vocab) if a.check else (None, None)
+    for name in a.device:
+        run_device(name, a, refs)
+    if pool is not None:
+        pool.terminate()
+
+
+def run_device(name: str, a, refs) -> None:
+    """``--check``, the end-to-end table and (``--kernel``) the kernel-only table for one device."""
     from devices.registry import load
-    device = load(a.device)
-    if device.name == "triton":   # the compiled tree kernel is opted into here (docs/trees.md: GPU check pending)
-        from devices.triton_device import TritonDevice
-        device = TritonDevice(device.device, device.config, trees=True)
+    device = load(name)
     if a.check:
-        check(device)
+        check(device, refs)
     parents = tree_parents(a.depth, a.branch, a.width)
     print(f"device {device.name}; tree depth {a.depth} x branch {a.branch}, width {a.width} = {len(parents)} nodes; "
           f"median ms of {a.repeat} calls (numpy in and out, host copies included)")
@@ -135,6 +289,17 @@ def main(argv=None) -> None:
         for V in a.vocab:
             r = bench(device, batch, V, parents, a.warmup, a.repeat)
             print(f"| {batch} | {V} | {r['chain K=D']:.2f} | {r['chain K=N']:.2f} | {r['tree']:.2f} |", flush=True)
+    if a.kernel and device.name == "triton":
+        print(f"\nkernel only (device tensors in, CUDA events), median ms of {a.repeat} after {a.warmup}; "
+              f"chain at K = {len(parents)} (the tree's target rows); accepted = mean accepted length")
+        print("| batch | V | chain kernels K=N | tree pre-pass | tree kernel, rejected at root | "
+              "tree kernel, accepted to depth (accepted) |\n|---|---|---|---|---|---|")
+        for batch in a.batch:
+            for V in a.vocab:
+                r = bench_kernels(device, batch, V, parents, a.warmup, a.repeat)
+                print(f"| {batch} | {V} | {r['chain K=N']:.3f} | {r['tree pre-pass']:.3f} | "
+                      f"{r['tree kernel, rejected at root']:.3f} | {r['tree kernel, accepted to depth']:.3f} "
+                      f"({r['tree kernel, accepted to depth accepted']:.2f}) |", flush=True)
 
 
 if __name__ == "__main__":
