@@ -249,6 +249,17 @@ class SamplerParams:
         """Every field by name (for ``reference.sampler.sampler_rows``)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    def tiled(self, repeats: int) -> "SamplerParams":
+        """The parameters of this step's batch tiled ``repeats`` times (whole batch after whole batch):
+        per-request entries repeated, ``token_mask`` rows repeated (the tiled rows are these, ``repeats`` times)."""
+        def tile(name, value):
+            if value is None or name == "order":
+                return value
+            if isinstance(value, (tuple, list)):
+                return tuple(value) * repeats
+            return np.tile(value, (repeats,) + (1,) * (np.ndim(value) - 1))
+        return SamplerParams(**{name: tile(name, value) for name, value in self.as_kwargs().items()})
+
 
 @dataclass(frozen=True)
 class Noise:

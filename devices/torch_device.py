@@ -278,15 +278,8 @@ class TorchDevice:
 
 
 def tiled_sampler(sampler: SamplerParams | None, repeats: int) -> SamplerParams | None:
-    """``sampler`` of a template batch for the batch of the template tiled ``repeats`` times: per-request
-    entries repeated, ``token_mask`` rows repeated (the tiled batch's rows are the template's, ``repeats`` times)."""
-    if sampler is None:
-        return None
-    def tile(name, value):
-        if value is None or name == "order":
-            return value
-        return tuple(value) * repeats if isinstance(value, (tuple, list)) else np.tile(value, (repeats,) + (1,) * (value.ndim - 1))
-    return SamplerParams(**{name: tile(name, value) for name, value in sampler.as_kwargs().items()})
+    """``sampler`` of a template batch for the template tiled ``repeats`` times (``SamplerParams.tiled``)."""
+    return None if sampler is None else sampler.tiled(repeats)
 
 
 def make_cpu_device() -> TorchDevice:

@@ -81,3 +81,15 @@ def test_repeated_calls_carry_the_sampler():
     got = device.verify_repeated(template, repeats, ids, seeds, positions)
     want = device.verify(tiled)
     assert (got.output_token_ids == want.output_token_ids).all()
+
+
+def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
+    from specsim.mutants.runner import BlackBox
+    from specsim.mutants.zoo import MUTANTS
+    results = sampler_group(BlackBox(make_cpu_device()), Context(quick=True))
+    edges = [r for r in results if "/edge/" in r.name]
+    assert edges and {r.status for r in edges} == {"pass"} and "exact support" in edges[0].detail
+    assert {r.status for r in results if "/edge/" not in r.name} == {"not_supported"}
+    broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
+    assert [r.name for r in broken if r.status == "fail"] == [
+        "L1-sampler/edge/bad-word-completed-by-drafts/canonical", "L1-sampler/edge/bad-word-completed-by-drafts/vllm"]

@@ -68,8 +68,10 @@ def as_draft_probs(edge: Edge) -> Edge:
                                needs=frozenset(edge.needs - {"point_proposals"}) | {"draft_probs"})
 
 
-def request_law(r: Request, point: bool) -> dict[tuple, float]:
+def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     """The exact law of request ``r``'s emitted tokens given its drafts (SPEC §2, §3, §4).
+    ``target``: its rows' ``target_probs`` ``[K + 1, V]`` (default: §2 of ``r.logits``; SPEC §12's
+    rows for a sampler edge).
 
     >>> request_law(Request([0], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0]]), point=False)
     {(1,): 0.5, (0, 0): 0.25, (0, 1): 0.25}
@@ -79,7 +81,8 @@ def request_law(r: Request, point: bool) -> dict[tuple, float]:
         greedy = [int(np.argmax(row)) for row in rows]
         j = next((j for j, x in enumerate(r.draft_ids) if x != greedy[j]), len(r.draft_ids))
         return {tuple(r.draft_ids[:j]) + (greedy[j],): 1.0}
-    target = np.array([target_probs(row, r.temperature, r.top_k, r.top_p) for row in rows])  # [K + 1, V]
+    if target is None:
+        target = np.array([target_probs(row, r.temperature, r.top_k, r.top_p) for row in rows])  # [K + 1, V]
     law: dict[tuple, float] = {}
     mass = 1.0
     for j, x in enumerate(r.draft_ids):

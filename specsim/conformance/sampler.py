@@ -11,7 +11,9 @@ checks that need it, never a silent pass):
   reference under injected noise — or, for a device declaring only keyed
   Philox noise (SPEC §5.2), under its own draws;
 - **edges** ``L1-sampler/edge/<name>/<order>``: the issue's hand-built cases
-  (``specsim.testing.sampler_edges``) with their exact answers — a draft the
+  (``specsim.testing.sampler_edges``) with their exact answers (without
+  injected noise: their exact support over 400 runs under the device's own
+  randomness, ``edge_laws.request_law`` on §12's rows) — a draft the
   mask, allowed ids, a bad word or min_tokens forbid is rejected with
   certainty and never recovered; penalties that zero the draft's target
   probability; a bad word completed by this step's drafts; min_tokens
@@ -28,14 +30,20 @@ from dataclasses import replace
 import numpy as np
 
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
+from reference.sampler import sampler_rows
 from specsim.conformance._common import call, missing
+from specsim.conformance.edge_laws import request_law
 from specsim.conformance.exact import judge
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
+from specsim.testing.edges import make_batch
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive
 from specsim.testing.seeds import case_seed
+
+SUPPORT_SAMPLES = 400
+"""Runs of each edge for a device without injected noise (support only: no false fail is possible)."""
 
 SPEC = BatchSpec(batch=16, max_k=4, vocab_size=64, masked_fraction=0.0)
 """Random cases: 16 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
@@ -99,17 +107,16 @@ def _edge_checks(device, ctx) -> list[CheckResult]:
             name = f"L1-sampler/edge/{edge.name}/{order}"
             sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
             why = _lacking(caps, sampler_needs, order) or \
-                missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS))) or \
-                (None if caps.injected_noise else "device does not take injected noise (the edges are exact answers "
-                 "under given coins)")
+                missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS)))
             if why:
                 results.append(CheckResult(name, "L1", "not_supported", why))
                 continue
-            results.append(_edge(device, edge, order, dtype, name))
+            check = _edge if caps.injected_noise else _edge_support
+            results.append(check(device, edge, order, dtype, name, ctx))
     return results
 
 
-def _edge(device, edge, order: str, dtype: str, name: str) -> CheckResult:
+def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
     batch, noise = edge.batch(order, dtype)
     got, problem = call(name, "L1", lambda: device.verify(batch, noise))
     if problem:
@@ -122,6 +129,43 @@ def _edge(device, edge, order: str, dtype: str, name: str) -> CheckResult:
     detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted}" + \
         ("" if cmp.ok else f"; {cmp.summary()}")
     return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0})
+
+
+def edge_laws_of(edge, order: str) -> list[dict]:
+    """Each request's exact law of emitted tokens given its drafts, with SPEC §12's rows
+    (``reference.sampler.sampler_rows``; ``edge_laws.request_law``'s enumeration)."""
+    batch, _ = edge.batch(order)
+    rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
+                        batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
+    starts = np.concatenate([[0], np.cumsum(batch.num_draft_tokens + 1)])   # each request's rows
+    cu = np.concatenate([[0], np.cumsum(batch.num_draft_tokens)])           # each request's drafts
+    return [request_law(replace(r, draft_rows=batch.draft_probs[cu[i]: cu[i + 1]]), False,
+                        rows[starts[i]: starts[i + 1]]) for i, r in enumerate(edge.requests)]
+
+
+def _edge_support(device, edge, order: str, dtype: str, name: str, ctx) -> CheckResult:
+    """An edge for a device without injected noise: asked ``n`` times under distinct seeds (its own
+    randomness), every emitted sequence must have positive exact probability — a banned draft is
+    never accepted, a banned token never emitted. Support only (no α spent): a bug that stays
+    inside the support (min_p's cut moved, say) needs injected noise or L3 to be seen."""
+    n = SUPPORT_SAMPLES // 4 if ctx.quick else SUPPORT_SAMPLES
+    one, _ = edge.batch(order, dtype)
+    batch, _ = make_batch(list(edge.requests) * n, dtype=dtype, point=False)
+    seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
+    batch = replace(batch, sampler=one.sampler.tiled(n),
+                    seeds=np.random.default_rng(seed).integers(0, 2**63, batch.batch_size, dtype=np.uint64))
+    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    if problem:
+        return problem
+    laws, B = edge_laws_of(edge, order), len(edge.requests)
+    for t in range(n):
+        for i, law in enumerate(laws):
+            emitted = tuple(got.emitted(t * B + i))
+            if emitted not in law:
+                return CheckResult(name, "L1", "fail", f"{edge.why}: request {i} emitted {list(emitted)}, which the "
+                                   f"exact law gives probability 0 (copy {t} of {n}, seed {seed})", seed=seed)
+    return CheckResult(name, "L1", "pass", f"{edge.why} — without injected noise: exact support over {n} runs",
+                       seed=seed, n=n)
 
 
 def sampler_group(device, ctx) -> list[CheckResult]:
