@@ -397,11 +397,16 @@ def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, w
     if sampler.allowed_token_ids is None and sampler.bad_words is None:
         return  # the mask alone is checked row by row in _check_sampler
     allowed = np.ones((len(num_draft_tokens), vocab_size), dtype=bool)
-    for i in range(len(num_draft_tokens)):
-        if sampler.allowed_token_ids is not None and sampler.allowed_token_ids[i] is not None:
-            allowed[i] = np.isin(np.arange(vocab_size), sampler.allowed_token_ids[i])
-        for word in () if sampler.bad_words is None else sampler.bad_words[i]:
-            allowed[i, int(word[-1])] &= len(word) != 1
+    if sampler.allowed_token_ids is not None:   # one scatter for every request's list (no loop over requests)
+        listed = [i for i, ids in enumerate(sampler.allowed_token_ids) if ids is not None]
+        allowed[listed] = False
+        request, ids = _flat([sampler.allowed_token_ids[i] for i in listed], listed)
+        allowed[request, ids] = True
+    if sampler.bad_words is not None:
+        singles = [[w for w in words if len(w) == 1] for words in sampler.bad_words]
+        request, ids = _flat([np.concatenate(ws) if ws else np.zeros(0, np.int64) for ws in singles],
+                             range(len(singles)))
+        allowed[request, ids] = False
     rows = allowed[np.repeat(np.arange(len(num_draft_tokens)), num_draft_tokens + 1)]
     if sampler.token_mask is not None:
         rows &= np.asarray(sampler.token_mask)
@@ -411,24 +416,41 @@ def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, w
                            f"allowed_token_ids and single-token bad_words")
 
 
+def _flat(lists, requests) -> tuple[np.ndarray, np.ndarray]:
+    """``(request [n], id [n])`` of every id in ``lists`` (one 1-D int array per entry of ``requests``)."""
+    lengths = [len(ids) for ids in lists]
+    if not sum(lengths):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.repeat(np.asarray(list(requests), np.int64), lengths), np.concatenate(lists).astype(np.int64)
+
+
 def _check_id_lists(name: str, lists, batch_size: int, vocab_size: int, nested: bool) -> None:
     """``batch`` lists of token ids (``nested``: of token-id sequences), each id in ``[0, V)``."""
     if lists is None:
         return
     if len(lists) != batch_size:
         raise InvalidInput(f"{name}: must hold one entry per request ({batch_size}), got {len(lists)}")
+    flat, places = [], []
     for i, entry in enumerate(lists):
         for w, ids in enumerate(entry if nested else [entry]):
             if ids is None:
                 continue
             ids = np.asarray(ids)
-            where = f"request {i}, word {w}" if nested else f"request {i}"
             if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu") or (nested and ids.size == 0):
+                where = f"request {i}, word {w}" if nested else f"request {i}"
                 raise InvalidInput(f"{name}: {where} must be a non-empty 1-D integer array" if nested else
                                    f"{name}: {where} must be a 1-D integer array")
-            if ((ids < 0) | (ids >= vocab_size)).any():
-                raise InvalidInput(f"{name}: {where} holds {int(ids[_first((ids < 0) | (ids >= vocab_size))])}, "
-                                   f"outside [0, V={vocab_size})")
+            flat.append(ids)
+            places.append((i, w))
+    if not flat:
+        return
+    ids = np.concatenate(flat)   # one range test for every id (a batch may hold 10^5 requests)
+    outside = (ids < 0) | (ids >= vocab_size)
+    if outside.any():
+        at = _first(outside)
+        i, w = places[int(np.searchsorted(np.cumsum([len(f) for f in flat]), at, side="right"))]
+        where = f"request {i}, word {w}" if nested else f"request {i}"
+        raise InvalidInput(f"{name}: {where} holds {int(ids[at])}, outside [0, V={vocab_size})")
 
 
 def _check_seeds(seeds, batch_size: int) -> None:

@@ -366,8 +366,8 @@ class SamplerTensors(NamedTuple):
     step), ``output_length [B]`` int64, ``prompt_seen`` bool, ``allowed`` bool, ``stop`` bool with
     ``min_tokens [B]``, ``logit_bias``, ``repetition_penalty``/``frequency_penalty``/
     ``presence_penalty``/``min_p`` ``[B]`` float64; per target row ``token_mask [rows, V]`` bool;
-    bad words as ``word_request [W]``, ``word_prefix [W, L]`` (right-aligned, ``-3``: any token),
-    ``word_last [W]`` and ``output_tail [B, L]`` (the last L output tokens, ``-2`` before the start).
+    bad words as ``word_prefix [B, W, L]`` (right-aligned, ``-3``: any token), ``word_last`` and
+    ``word_valid`` ``[B, W]`` and ``output_tail [B, L]`` (the last L output tokens, ``-2`` before the start).
     """
 
     order: str = "canonical"
@@ -383,20 +383,20 @@ class SamplerTensors(NamedTuple):
     frequency_penalty: torch.Tensor | None = None
     presence_penalty: torch.Tensor | None = None
     min_p: torch.Tensor | None = None
-    word_request: torch.Tensor | None = None
     word_prefix: torch.Tensor | None = None
     word_last: torch.Tensor | None = None
+    word_valid: torch.Tensor | None = None
     output_tail: torch.Tensor | None = None
 
 
 def _id_rows(lists, batch: int, vocab_size: int, device) -> torch.Tensor:
-    """``batch`` id lists (None: empty) → ``[batch, V]`` int64 counts (host marshalling, one pass)."""
-    request = [i for i, ids in enumerate(lists) if ids is not None for _ in range(len(ids))]
-    ids = [int(t) for entry in lists if entry is not None for t in entry]
+    """``batch`` id lists (None: empty) → ``[batch, V]`` int64 counts (host marshalling, one scatter)."""
+    arrays = [np.zeros(0, np.int64) if ids is None else np.asarray(ids, np.int64).reshape(-1) for ids in lists]
+    request = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
     counts = torch.zeros(batch, vocab_size, dtype=torch.int64, device=device)
-    if ids:
-        counts.index_put_((torch.tensor(request, device=device), torch.tensor(ids, device=device)),
-                          torch.ones(len(ids), dtype=torch.int64, device=device), accumulate=True)
+    if len(request):
+        ids = torch.from_numpy(np.concatenate(arrays)).to(device)
+        counts.index_put_((torch.from_numpy(request).to(device), ids), torch.ones_like(ids), accumulate=True)
     return counts
 
 
@@ -426,16 +426,37 @@ def sampler_tensors(sampler, batch: int, vocab_size: int, device) -> SamplerTens
 
 
 def _bad_word_tensors(bad_words, outputs, device) -> dict:
-    """Bad words as right-aligned prefixes ``[W, L]`` (``-3``: any), last tokens, requests, and each
-    request's last L output tokens ``[B, L]`` (``-2`` before the start)."""
-    words = [(i, [int(t) for t in w]) for i, ws in enumerate(bad_words) for w in ws]
-    L = max([len(w) - 1 for _, w in words] + [1])
-    prefix = [[-3] * (L - len(w) + 1) + w[:-1] for _, w in words]
-    tail = [[SAMPLER_BAN_FILL] * L + ([] if o is None else [int(t) for t in o]) for o in outputs]
-    return dict(word_request=torch.tensor([i for i, _ in words], dtype=torch.int64, device=device),
-                word_prefix=torch.tensor(prefix, dtype=torch.int64, device=device).reshape(len(words), L),
-                word_last=torch.tensor([w[-1] for _, w in words], dtype=torch.int64, device=device),
-                output_tail=torch.tensor([t[len(t) - L:] for t in tail], dtype=torch.int64, device=device))
+    """Each request's bad words as right-aligned prefixes ``[B, W, L]`` (``-3``: any token), last tokens
+    and validity ``[B, W]`` (W the most words of a request), and each request's last L output tokens
+    ``[B, L]`` (``-2`` before the start). One scatter each, no loop over words' tokens."""
+    counts = np.array([len(ws) for ws in bad_words], np.int64)
+    words = [np.asarray(w, np.int64).reshape(-1) for ws in bad_words for w in ws]
+    lengths = np.array([len(w) for w in words], np.int64)
+    B, W, L = len(counts), max(int(counts.max(initial=0)), 1), max(int(lengths.max(initial=0)) - 1, 1)
+    request = np.repeat(np.arange(B), counts)
+    slot = np.arange(len(words)) - np.repeat(np.cumsum(counts) - counts, counts)
+    tokens = np.concatenate(words) if words else np.zeros(0, np.int64)
+    ends = np.cumsum(lengths)
+    prefix, last = np.full((B, W, L), -3, np.int64), np.zeros((B, W), np.int64)
+    valid = np.zeros((B, W), bool)
+    last[request, slot], valid[request, slot] = tokens[ends - 1], True
+    word = np.repeat(np.arange(len(words)), lengths - 1)            # each prefix token's word
+    offset = np.arange(len(word)) - np.repeat(np.cumsum(lengths - 1) - (lengths - 1), lengths - 1)
+    prefix[request[word], slot[word], L - (lengths[word] - 1) + offset] = tokens[(ends - lengths)[word] + offset]
+    return dict(word_prefix=torch.from_numpy(prefix).to(device), word_last=torch.from_numpy(last).to(device),
+                word_valid=torch.from_numpy(valid).to(device), output_tail=_tails(outputs, L, device))
+
+
+def _tails(outputs, L: int, device) -> torch.Tensor:
+    """``[B, L]`` int64: each request's last ``L`` output tokens, right-aligned, ``-2`` before the start."""
+    arrays = [np.zeros(0, np.int64) if o is None else np.asarray(o, np.int64).reshape(-1)[-L:] for o in outputs]
+    lengths = np.array([len(a) for a in arrays], np.int64)
+    tail = np.full((len(arrays), L), SAMPLER_BAN_FILL, np.int64)
+    request = np.repeat(np.arange(len(arrays)), lengths)
+    column = L - np.repeat(lengths, lengths) + np.arange(len(request)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    if len(request):
+        tail[request, column] = np.concatenate(arrays)
+    return torch.from_numpy(tail).to(device)
 
 
 def row_positions(num_draft_tokens: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -467,14 +488,15 @@ def draft_counts(draft_token_ids: torch.Tensor, layout: RaggedLayout, num_draft_
 def bad_word_bans(s: SamplerTensors, drafts: torch.Tensor, request: torch.Tensor, position: torch.Tensor,
                   vocab_size: int) -> torch.Tensor:
     """``[rows, V]`` bool: each bad word's last token, in the rows whose output so far ends with the
-    rest of the word. ``drafts [B, W]`` (``per_request``); ``request``, ``position`` ``[rows]``."""
+    rest of the word. ``drafts [B, W]`` (``per_request``); ``request``, ``position`` ``[rows]``.
+    Each row is matched against its own request's words only (``[rows, words, L]``)."""
     L = s.output_tail.shape[1]
     history = torch.cat([s.output_tail, drafts], dim=1)          # [B, L + W]: row j reads columns j .. j+L−1
     window = history[request.unsqueeze(1), position.unsqueeze(1) + torch.arange(L, device=drafts.device)]
-    ends = ((s.word_prefix == -3) | (window.unsqueeze(1) == s.word_prefix.unsqueeze(0))).all(dim=-1)
-    matched = ends & (request.unsqueeze(1) == s.word_request.unsqueeze(0))    # [rows, words]
+    prefix = s.word_prefix[request]                                # [rows, words, L]
+    matched = ((prefix == -3) | (window.unsqueeze(1) == prefix)).all(dim=-1) & s.word_valid[request]
     bans = torch.zeros(len(request), vocab_size, dtype=torch.int64, device=drafts.device)
-    return bans.scatter_add_(1, s.word_last.expand(len(request), -1), matched.to(torch.int64)) > 0
+    return bans.scatter_add_(1, s.word_last[request], matched.to(torch.int64)) > 0
 
 
 def sampler_bans(s: SamplerTensors, drafts: torch.Tensor, request: torch.Tensor, position: torch.Tensor,
@@ -485,7 +507,7 @@ def sampler_bans(s: SamplerTensors, drafts: torch.Tensor, request: torch.Tensor,
         ban |= ~s.token_mask
     if s.allowed is not None:
         ban |= ~s.allowed[request]
-    if s.word_last is not None and s.word_last.numel():
+    if s.word_valid is not None and bool(s.word_valid.any()):
         ban |= bad_word_bans(s, drafts, request, position, vocab_size)
     if s.min_tokens is not None and s.stop is not None:
         short = s.output_length[request] + position < s.min_tokens[request]

@@ -93,3 +93,14 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
     assert [r.name for r in broken if r.status == "fail"] == [
         "L1-sampler/edge/bad-word-completed-by-drafts/canonical", "L1-sampler/edge/bad-word-completed-by-drafts/vllm"]
+
+
+def test_l3_with_section_12_parameters():
+    """The two L3 cases with §12 parameters (quick sizes): the torch device passes; a device without the
+    parameters is not_supported, naming them."""
+    from specsim.conformance.statistical import statistical_group
+    cases = {"v16-sampler", "v16-sampler-vllm"}
+    results = statistical_group(make_cpu_device(), Context(quick=True), cases=cases)
+    assert len(results) == 16 and {r.status for r in results} == {"pass"}
+    lacking = statistical_group(make_hpu(), Context(quick=True), cases=cases)
+    assert {r.status for r in lacking} == {"not_supported"} and "sampler min_p" in lacking[-1].detail

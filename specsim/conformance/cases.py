@@ -20,11 +20,15 @@ True
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from devices.protocol import VerifyBatch
+from reference import laws
+from reference.sampler import prefix_rows
 from reference.target import target_probs
+from specsim.testing.sampler_params import random_sampler
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Case:
     point: bool = False
     pit: bool = False
     note: str = ""
+    sampler: tuple = ()                 # SPEC §12 parameters on (``sampler_params.random_sampler`` builds them)
+    order: str = "canonical"            # their order profile
 
 
 R = Request
@@ -97,6 +103,13 @@ CASES: tuple[Case, ...] = (
          note="V = 1024 with top-k 64"),
     Case("v32768-pit", 32768, (R(1, 1.0, scale=3.0, draft="near"),), pit=True,
          note="large V through randomized PIT + DKWM"),
+    Case("v16-sampler", 16, (R(1, 1.0, draft="near"), R(1, 0.8, top_p=0.9, draft="near")),
+         sampler=("token_mask", "bad_words", "min_tokens", "logit_bias", "repetition_penalty", "frequency_penalty",
+                  "presence_penalty"),
+         note="SPEC §12 along the drafts (canonical order): mask, bad words, min_tokens, bias, penalties"),
+    Case("v16-sampler-vllm", 16, (R(1, 1.0, draft="near"), R(1, 0.7, top_k=6, draft="near")),
+         sampler=("allowed_token_ids", "logit_bias", "repetition_penalty", "presence_penalty", "min_p"),
+         order="vllm", note="SPEC §12 in vLLM's order: allowed ids, bias, penalties, min_p before top-k"),
 )
 """The committed L3 cases. Changing this list changes the suite: say so in the commit."""
 
@@ -118,7 +131,11 @@ class Built:
     - ``temperature``, ``top_k``, ``top_p`` ``[B]``;
     - ``target`` ``[rows + B, V]``: ``target_probs`` from the raw logits
       (``reference.target``), zeros for greedy rows;
-    - ``acceptance``: per request, ``[K_i]`` acceptance probabilities a_j.
+    - ``acceptance``: per request, ``[K_i]`` acceptance probabilities a_j (with SPEC §12 rows, which
+      depend on the drafts: the probability of accepting draft j given drafts 0..j−1 were accepted);
+    - ``sampler``: the case's SPEC §12 parameters for one trial; then ``target`` row j is the law of
+      the token at position j given the position is reached (a mixture over the prefixes), from the
+      exact step law (``with_sampler``).
     """
 
     case: Case
@@ -130,6 +147,7 @@ class Built:
     top_p: np.ndarray
     target: np.ndarray
     acceptance: list = field(default_factory=list)
+    sampler: object = None   # ``devices.protocol.SamplerParams`` of one trial (SPEC §12), or None
 
     def target_row(self, i: int, j: int) -> int:
         cu = np.concatenate([[0], np.cumsum(self.num_draft_tokens)])
@@ -195,9 +213,47 @@ def build(case: Case) -> Built:
         drafts += draft
         acceptance.append(np.array(a))
     k = np.array([r.k for r in case.requests], dtype=np.int64)
-    return Built(case, k, np.array(logits), np.array(drafts).reshape(-1, V),
-                 np.array([r.temperature for r in case.requests]), np.array([r.top_k for r in case.requests]),
-                 np.array([r.top_p for r in case.requests]), np.array(targets), acceptance)
+    built = Built(case, k, np.array(logits), np.array(drafts).reshape(-1, V),
+                  np.array([r.temperature for r in case.requests]), np.array([r.top_k for r in case.requests]),
+                  np.array([r.top_p for r in case.requests]), np.array(targets), acceptance)
+    return with_sampler(built, rng) if case.sampler else built
+
+
+def with_sampler(built: Built, rng: np.random.Generator) -> Built:
+    """``built`` with its case's SPEC §12 parameters (``random_sampler`` on the template whose drafts are
+    each row's most likely token, so bad words and stop tokens meet likely drafts) and the laws they
+    imply: each request's exact step law (``reference.laws.emitted_law`` over ``prefix_rows``), read as
+    the law of the token at each reached position and the acceptance rate at each position."""
+    case = built.case
+    ids = np.argmax(built.draft_rows, axis=1).astype(np.int64)
+    template = VerifyBatch(built.num_draft_tokens, ids, built.draft_rows, built.target_logits, built.temperature,
+                           built.top_k, built.top_p)
+    sampler = random_sampler(rng, template, case.sampler, case.order)
+    starts = np.concatenate([[0], np.cumsum(built.num_draft_tokens)])
+    target, acceptance = built.target.copy(), []
+    for i, r in enumerate(case.requests):
+        rows = slice(built.target_row(i, 0), built.target_row(i, r.k) + 1)
+        mine = {name: _one_request(value, i, rows) for name, value in sampler.as_kwargs().items()}
+        law = laws.emitted_law(prefix_rows(built.target_logits[rows], r.temperature, r.top_k, r.top_p, **mine),
+                               built.draft_rows[starts[i]: starts[i + 1]].tolist(), "full")
+        reach = np.cumsum(laws.num_accepted_from_law(law, r.k)[::-1])[::-1]   # P(num_accepted >= j)
+        acceptance.append(np.array([reach[j + 1] / reach[j] if reach[j] > 0 else 0.0 for j in range(r.k)]))
+        for prefix, tokens in laws.conditional_token_laws(law).items():
+            target[rows.start + len(prefix)] = 0.0
+        for prefix, tokens in laws.conditional_token_laws(law).items():
+            for y, mass in tokens.items():
+                target[rows.start + len(prefix), y] += mass
+        target[rows] /= np.maximum(target[rows].sum(axis=1, keepdims=True), 1e-300)
+    return replace(built, target=target, acceptance=acceptance, sampler=sampler)
+
+
+def _one_request(value, i: int, rows: slice):
+    """A ``SamplerParams`` field restricted to request ``i`` (``rows``: its target rows)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, tuple):
+        return value[i: i + 1]
+    return value[rows] if value.ndim == 2 and value.dtype == np.bool_ else value[i: i + 1]
 
 
 def capability_needs(case: Case) -> set[str]:

@@ -220,6 +220,7 @@ def _trial_batch(built: Built, drafts: list, rng: np.random.Generator, n: int, d
         temperature=temperature, top_k=top_k, top_p=top_p,
         seeds=rng.integers(0, 2**64, size=n * B, dtype=np.uint64),
         positions=rng.integers(0, 2**31, size=n * B, dtype=np.int64),
+        sampler=None if built.sampler is None else built.sampler.tiled(n),
     )
 
 
@@ -371,7 +372,8 @@ def _verify_in_parts(device, batch: VerifyBatch, built: Built, n: int, per_call:
             None if batch.draft_probs is None else batch.draft_probs[start * K: stop * K],
             batch.target_logits[start * rows: stop * rows], batch.temperature[start * B: stop * B],
             batch.top_k[start * B: stop * B], batch.top_p[start * B: stop * B],
-            batch.seeds[start * B: stop * B], batch.positions[start * B: stop * B])
+            batch.seeds[start * B: stop * B], batch.positions[start * B: stop * B],
+            sampler=None if built.sampler is None else built.sampler.tiled(stop - start))
         try:
             out = device.verify(part)
         except UnsupportedCall:
@@ -424,7 +426,7 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
     ``repeated``: call the device's optional ``verify_repeated`` (the sign-off
     profile at a real vocabulary, where each trial's rows are megabytes).
     """
-    repeated = repeated and hasattr(device, "verify_repeated")
+    repeated = repeated and hasattr(device, "verify_repeated") and plan.built.sampler is None  # §12 rows: verify
     built = plan.built
     trials = shard_sizes(plan, shard_trials)[index]
     rng = np.random.default_rng(shard_seed(suite_seed, plan.case.id, index))
@@ -535,6 +537,9 @@ def _missing(device, case: Case) -> list[str]:
         missing.append(f"vocab {case.vocab_size} > max_vocab_size {caps.max_vocab_size}")
     if max(r.k for r in case.requests) > caps.max_k:
         missing.append(f"K > max_k {caps.max_k}")
+    missing += [f"sampler {name}" for name in case.sampler if name not in caps.sampler]
+    if case.sampler and case.order not in caps.sampler_orders:
+        missing.append(f"sampler order {case.order}")
     return missing
 
 
