@@ -12,7 +12,7 @@ from specsim.proposer_check import DesignError, check
 
 @pytest.mark.parametrize("name", sorted(PROPOSERS))
 def test_the_projects_proposers_pass(name):
-    result = check(load(name), samples=2000)
+    result = check(load(name), samples=1000)
     failed = [c for c in result["checks"] if c["status"] == "fail"]
     assert result["verdict"] == "pass", failed
     if result["declaration"]["has_probs"]:
@@ -70,7 +70,7 @@ def test_the_design_is_asserted_before_sampling():
         check(load("draft_model"), samples=100, max_tv=0.05)
 
 
-@pytest.mark.parametrize("name", ["specsim.proposer_check", "specsim.engine.proposers.processed",
+@pytest.mark.parametrize("name", ["specsim.proposer_check", "specsim.engine.proposers.processed", "specsim.commands.proposer",
                                   "specsim.engine.proposers.checked", "specsim.mutants.proposers"])
 def test_docstring_examples_run(name):
     import doctest

@@ -33,9 +33,35 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="3000 calls per case")
     p.add_argument("--json", default=None, metavar="FILE", help="write the result as JSON")
     p.add_argument("--list", action="store_true", help="list the registered proposers and mutants, then exit")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="calibration: run suite seeds SEED..SEED+N-1 and test the law checks' p-values for "
+                        "uniformity (KS); exit 1 if a check fails or KS p < 1e-3")
+
+
+def calibrate(proposer, seeds: range, **kw) -> dict:
+    """The statistical checks' p-values over ``seeds`` (a correct proposer: uniform) and every failing check.
+
+    >>> from specsim.engine.proposers.checked import load
+    >>> doc = calibrate(load("draft_model"), range(3), samples=300)
+    >>> doc["p_values"], doc["failed"]
+    (18, [])
+    """
+    from scipy import stats
+
+    from specsim.proposer_check import check
+    p_values, failed = [], []
+    for seed in seeds:
+        result = check(proposer, suite_seed=seed, **kw)
+        p_values += [c["p_value"] for c in result["checks"] if c["check"].startswith("law/") and "p_value" in c]
+        failed += [f"seed {seed}: {c['case']} {c['check']}" for c in result["checks"] if c["status"] == "fail"]
+    ks = stats.kstest(p_values, "uniform") if p_values else None
+    tail = {f"P(p <= {t:g})": float(sum(p <= t for p in p_values) / max(1, len(p_values))) for t in (0.01, 0.05, 0.1, 0.5)}
+    return {"seeds": len(seeds), "p_values": len(p_values), "ks_statistic": ks.statistic if ks else None,
+            "ks_p": ks.pvalue if ks else None, **tail, "failed": failed}
 
 
 def run(args) -> int:
+    import collections
     import json
     import sys
     import time
@@ -59,6 +85,21 @@ def run(args) -> int:
         print(f"specsim proposer: cannot load {args.proposer!r}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     samples = args.samples or (3000 if args.quick else 10_000)
+    if args.seeds:
+        doc = calibrate(proposer, range(args.seed, args.seed + args.seeds), samples=samples, k=args.k,
+                        alpha_family=args.alpha_family or ALPHA_FAMILY, only=tuple(args.cases) if args.cases else None)
+        print(f"proposer {getattr(proposer, 'name', args.proposer)}: {doc['seeds']} suite seeds from {args.seed}, "
+              f"{samples} calls a case: {doc['p_values']} law p-values, KS D = {doc['ks_statistic']:.4f}, "
+              f"p = {doc['ks_p']:.3g}; " + ", ".join(f"{k} = {v:.3f}" for k, v in doc.items() if k.startswith("P(")))
+        by_check = collections.Counter(f.split(": ", 1)[1] for f in doc["failed"])
+        seeds_failing = len({f.split(":", 1)[0] for f in doc["failed"]})
+        print(f"seeds with a failing check: {seeds_failing} of {doc['seeds']}")
+        print(f"failing checks: {len(doc['failed'])}" + "".join(f"\n  {n} of {doc['seeds']} seeds: {c}"
+                                                                for c, n in sorted(by_check.items())))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        return 1 if doc["failed"] or doc["ks_p"] < 1e-3 else 0
     start = time.perf_counter()
     try:
         result = check(proposer, samples=samples, k=args.k, suite_seed=args.seed,

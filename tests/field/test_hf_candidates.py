@@ -3,7 +3,7 @@
 What the check finds (docs/field-results/transformers-proposer.md): the drafts
 follow the q handed to the verifier (lossless), but that q applies the
 request's warpers twice — ``declared-sampling`` fails at T != 1 and with top-p,
-exactly; the standalone reproduction shows where. Small here (300 calls, two
+exactly; the standalone reproduction shows where. Small here (200 calls, two
 cases: ~3 s); ``specsim proposer transformers-assisted`` is the recorded run.
 """
 
@@ -22,7 +22,7 @@ from specsim.proposer_check import check  # noqa: E402
 
 @pytest.fixture(scope="module")
 def result():
-    return check(load("transformers-assisted"), samples=300, only=("T0.7", "greedy"))
+    return check(load("transformers-assisted"), samples=200, only=("T0.7", "greedy"))
 
 
 def test_the_drafts_follow_the_q_it_reports(result):
