@@ -43,8 +43,9 @@ def random_sampler(rng: np.random.Generator, batch: VerifyBatch, params=SAMPLER_
     chosen = {"order": order, "output_token_ids": outputs}
 
     def pick(i: int, n: int) -> np.ndarray:   # n ids, a later draft first, never the safe token
-        pool = [int(t) for t in drafts[i][1:]] + [int(t) for t in rng.integers(0, V, n)]
-        rng.shuffle(pool[: max(0, len(drafts[i]) - 1)])
+        later = [int(t) for t in drafts[i][1:]]
+        rng.shuffle(later)
+        pool = later + [int(t) for t in rng.integers(0, V, n)]
         return np.array([t for t in pool if t != safe[i]][:n] or [(safe[i] + 1) % V], dtype=np.int64)
 
     if "token_mask" in params:
