@@ -104,3 +104,12 @@ def test_l3_with_section_12_parameters():
     assert len(results) == 16 and {r.status for r in results} == {"pass"}
     lacking = statistical_group(make_hpu(), Context(quick=True), cases=cases)
     assert {r.status for r in lacking} == {"not_supported"} and "sampler min_p" in lacking[-1].detail
+
+
+def test_a_row_a_completed_bad_word_empties_is_invalid_input_on_the_device():
+    from devices.protocol import InvalidInput, SamplerParams, VerifyBatch
+    sampler = SamplerParams(allowed_token_ids=(np.array([2]),), bad_words=((np.array([2, 2]),),))
+    batch = VerifyBatch(np.array([1]), np.array([2]), None, np.zeros((2, 3)), np.ones(1), np.zeros(1, np.int64),
+                        np.ones(1), sampler=sampler, seeds=np.zeros(1, np.uint64), positions=np.zeros(1, np.int64))
+    with pytest.raises(InvalidInput, match=r"token_mask: row 1 \(request 0, position 1\) allows no token after every ban"):
+        make_cpu_device().verify(batch)
