@@ -93,6 +93,10 @@ def proposers(target: ToyLM, kind: str, drafter_max_len: int | None = None):
     if kind == "mixed":  # per-request proposers: probs and point proposals in one step
         return {"draft": proposers(target, "draft", drafter_max_len), "ngram": NgramProposer(target.vocab_size),
                 "eagle-noprobs": EagleProposer(target.mixed(0.6, seed=12, **draft_max), use_probs=False)}
+    if kind == "tree":  # per request a tree (the default; SPEC §11, test_engine_trees.py) or a chain, mixed in a step
+        from specsim.engine.proposers.tree import TreeProposer
+        drafter = target.mixed(0.6, seed=11, **draft_max)
+        return {"tree": TreeProposer(drafter, depth=3, branch=2, width=2), "chain": DraftModelProposer(drafter)}
     if kind in ("ptd", "universal"):  # the seeds' platforms: parallel token drafting, heterogeneous vocabularies
         return make_platform_proposer(kind, target, seed=11)
     raise ValueError(kind)

@@ -22,6 +22,18 @@ One step (``step``):
    finish and free, keep the feature of the row that produced the last token;
 6. propose the next round's drafts for the verified requests (Top1 rules,
    drafts capped so no position reaches ``max_model_len``) and cache them.
+
+Trees (SPEC §11; a proposer with ``propose_tree``, e.g. ``TreeProposer``):
+the request's cached drafts are a tree's nodes (``Request.spec_parents``),
+each a row of the target's forward and a token of the step's budget. Step 2
+writes no node into the paged KV: the target reads a node's context from the
+KV up to ``L`` and from its path above it (tree attention); step 4 is one
+``device.verify_tree`` (scheme rrs, point proposals, keyed noise at seed and
+``L``) for the step's tree requests; before the commit the accepted path's
+tokens are written at ``L ..`` (``_write_accepted_paths``: KV slots for the
+accepted path only, blocks to the tree's depth). ``num_speculative_tokens``
+caps a tree's depth. A device without ``tree_schemes`` raises
+``UnsupportedCall`` at the first tree step.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from devices.protocol import VerifyBatch
+from devices.protocol import TreeBatch, VerifyBatch
 from specsim.engine.kv import BlockPool, KVError
 from specsim.engine.metrics import SpecDecodeMetrics
 from specsim.engine.models import ToyLM
@@ -118,10 +130,10 @@ class Engine:
             raise ValueError(f"max_model_len: {mml} exceeds the target's max_position {self.target.max_position}")
         if len(prompt) >= mml:
             raise ValueError(f"prompt: length {len(prompt)} leaves no room below max_model_len {mml}")
-        k = self._k_of(params)
+        k = self._max_drafts(params)   # a tree's nodes count against the token budget; its depth (<= K) in blocks
         longest = min(len(prompt) + params.max_tokens, mml) - 1 + (0 if self.config.partial_drafts else k)
-        if longest > self.config.max_num_batched_tokens or \
-                self.pool.blocks_for(longest) > self.config.num_blocks:
+        if longest > self.config.max_num_batched_tokens or self.pool.blocks_for(
+                longest - (0 if self.config.partial_drafts else k - self._k_of(params))) > self.config.num_blocks:
             raise ValueError(f"request {request_id!r}: a recompute of up to {longest} tokens could never be "
                              f"scheduled (max_num_batched_tokens {self.config.max_num_batched_tokens}, "
                              f"{self.config.num_blocks} blocks of {self.config.block_size})")
@@ -137,6 +149,13 @@ class Engine:
         if not self.proposers:
             return 0
         return self.k if params.num_speculative_tokens is None else params.num_speculative_tokens
+
+    def _max_drafts(self, params: SamplingParams) -> int:
+        """The most drafts one round of a request holds: K, or a tree proposer's node count."""
+        proposer = self.proposers.get(params.proposer or self.default_proposer)
+        if hasattr(proposer, "propose_tree") and self._k_of(params):
+            return proposer.max_nodes
+        return self._k_of(params)
 
     def abort(self, request_id: str) -> None:
         request = self.requests[request_id]
@@ -179,6 +198,7 @@ class Engine:
         self._write_kv(scheduled, tables)
         logits, hidden = self._target_forward(scheduled, tables)
         results = self._verify(scheduled, logits)
+        self._write_accepted_paths(scheduled, tables, results)
         new_tokens, finished = self._commit(scheduled, results, hidden)
         self._propose([s.request for s in scheduled if not s.request.done])
         if self.check:
@@ -216,11 +236,12 @@ class Engine:
         tokens, starts, counts = [], [], []
         for s in scheduled:
             r = s.request
-            end = r.num_tokens + s.num_drafts  # positions r.num_computed .. end - 1
+            chain = s.num_drafts if r.spec_parents is None else 0  # a tree's nodes stay out of the paged KV
+            end = r.num_tokens + chain  # positions r.num_computed .. end - 1
             if end - 1 >= r.max_model_len:
                 raise EngineError(f"{r.request_id}: KV slot at position {end - 1} >= max_model_len {r.max_model_len}")
             tokens.extend(r.tokens_from(r.num_computed))
-            if s.num_drafts:
+            if chain:
                 tokens.extend(r.spec_token_ids[:s.num_drafts].tolist())
             starts.append(r.num_computed)
             counts.append(end - r.num_computed)
@@ -233,18 +254,23 @@ class Engine:
     def _target_forward(self, scheduled: list[Scheduled], tables: np.ndarray):
         """Rows predicting positions ``L .. L + k`` of each request → logits ``[rows, V]``, features ``[rows, H]``.
 
-        Each row's context (the ``order`` tokens before its position) is read from the paged KV.
+        Each row's context (the ``order`` tokens before its position) is read from the paged KV; a tree
+        node's row reads the KV below ``L`` and its own path from ``L`` on (``_tree_rows``).
         """
         n = self.target.order
         counts = np.array([s.num_drafts + 1 for s in scheduled])
         lengths = np.array([s.request.num_tokens for s in scheduled])
         owner = np.repeat(np.arange(len(scheduled)), counts)
         predicted = np.repeat(lengths - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
+        on_path, path_tokens = self._tree_rows(scheduled, counts, predicted)
         if n:
             pos = predicted[:, None] - n + np.arange(n)[None, :]        # [rows, n]
             inside = pos >= 0
-            slots = self._slots(tables, np.broadcast_to(owner[:, None], pos.shape), np.where(inside, pos, 0))
-            windows = np.where(inside, self.pool.tokens[slots], self.target.vocab_size)
+            from_path = on_path[:, None] & (pos >= lengths[owner][:, None])  # [rows, n]: a node's own path
+            slots = self._slots(tables, np.broadcast_to(owner[:, None], pos.shape),
+                                np.where(inside & ~from_path, pos, 0))
+            windows = np.where(inside, np.where(from_path, path_tokens(pos, lengths[owner]), self.pool.tokens[slots]),
+                               self.target.vocab_size)
             if (windows < 0).any():
                 raise KVError("target read an unwritten (or freed) KV slot")
             keys = self.target.keys_of(windows)
@@ -252,22 +278,65 @@ class Engine:
             keys = np.zeros(len(owner), np.int64)
         return self.target.logits_at(keys, predicted), (self.target.hidden_at(keys) if self._wants_hidden() else None)
 
+    @staticmethod
+    def _tree_rows(scheduled: list[Scheduled], counts: np.ndarray, predicted: np.ndarray):
+        """Tree requests' rows: sets ``predicted`` ``[rows]`` of node rows to ``L + depth`` (in place) and
+        returns ``(is_tree_row [rows] bool, path_tokens)``, where ``path_tokens(pos, L)`` (``[rows, n]`` each)
+        gives each node row's path token at positions ``pos >= L`` (the row's own draft and its ancestors)."""
+        starts = np.cumsum(counts) - counts
+        is_tree, paths = np.zeros(len(predicted), bool), {}
+        for s, start in zip(scheduled, starts):
+            r = s.request
+            if r.spec_parents is None or not s.num_drafts:
+                continue
+            is_tree[start:start + s.num_drafts + 1] = True
+            for node, (parent, token) in enumerate(zip(r.spec_parents[:s.num_drafts], r.spec_token_ids)):
+                paths[start + 1 + node] = (paths[start + 1 + parent] if parent >= 0 else []) + [int(token)]
+                predicted[start + 1 + node] = r.num_tokens + len(paths[start + 1 + node])
+            paths[start] = []
+
+        def path_tokens(pos: np.ndarray, L: np.ndarray) -> np.ndarray:
+            out = np.full(pos.shape, -1, np.int64)
+            for row, path in paths.items():
+                ahead = pos[row] - L[row]
+                use = (ahead >= 0) & (ahead < len(path))
+                out[row, use] = np.array(path, np.int64)[ahead[use]]
+            return out
+        return is_tree, path_tokens
+
+    def _write_accepted_paths(self, scheduled: list[Scheduled], tables: np.ndarray, results) -> None:
+        """A tree request's accepted path (its first ``num_accepted`` emitted tokens) into the KV at ``L ..``:
+        the only nodes that keep KV slots (blocks to the tree's depth were given by the scheduler)."""
+        for i, (s, (emitted, accepted)) in enumerate(zip(scheduled, results)):
+            r = s.request
+            if r.spec_parents is None or not accepted:
+                continue
+            positions = r.num_tokens + np.arange(accepted)
+            if positions[-1] >= r.max_model_len:
+                raise EngineError(f"{r.request_id}: KV slot at position {positions[-1]} >= max_model_len "
+                                  f"{r.max_model_len}")
+            self.pool.tokens[self._slots(tables, np.full(accepted, i), positions)] = emitted[:accepted]
+            r.max_slot_position = max(r.max_slot_position, int(positions[-1]))
+
     def _wants_hidden(self) -> bool:
         return any(p.name == "eagle" for p in self.proposers.values())
 
     def _verify(self, scheduled: list[Scheduled], logits: np.ndarray) -> list[tuple[list[int], int]]:
         """Verify, one device call per proposal kind (draft_probs is batch-level) → (emitted, num_accepted)."""
         starts = np.concatenate([[0], np.cumsum([s.num_drafts + 1 for s in scheduled])])
-        groups: dict[bool, list[int]] = {True: [], False: []}
+        groups: dict[bool | str, list[int]] = {True: [], False: [], "tree": []}
         for i, s in enumerate(scheduled):
-            groups[s.num_drafts > 0 and s.request.spec_draft_probs is not None].append(i)
+            tree = s.num_drafts > 0 and s.request.spec_parents is not None
+            groups["tree" if tree else s.num_drafts > 0 and s.request.spec_draft_probs is not None].append(i)
         results: list = [None] * len(scheduled)
         for with_probs, members in groups.items():
             if not members:
                 continue
-            batch = self._batch([scheduled[i] for i in members], [logits[starts[i]:starts[i + 1]] for i in members],
-                                with_probs)
-            out = self.device.verify(batch)
+            group, rows = [scheduled[i] for i in members], [logits[starts[i]:starts[i + 1]] for i in members]
+            if with_probs == "tree":
+                out = self.device.verify_tree(self._tree_batch(group, rows))
+            else:
+                out = self.device.verify(self._batch(group, rows, with_probs))
             for row, i in enumerate(members):
                 results[i] = (out.emitted(row), int(out.num_accepted[row]))
         return results
@@ -291,6 +360,26 @@ class Engine:
             top_p=np.array([r.params.top_p for r in reqs], np.float64),
             seeds=np.array([r.seed for r in reqs], np.uint64),
             positions=np.array([r.num_tokens for r in reqs], np.int64))
+
+    def _tree_batch(self, group: list[Scheduled], rows: list[np.ndarray]) -> TreeBatch:
+        """SPEC §11's batch of the step's tree requests: point proposals (top-k siblings), scheme rrs,
+        keyed noise at (seed, ``L``); ``rows``: each request's ``[N_i + 1, V]`` target logits."""
+        reqs = [s.request for s in group]
+        if any(getattr(r.params, "uses_sampler", False) for r in reqs):
+            raise ValueError("params: SPEC §12's sampler parameters are not defined for trees (SPEC §11)")
+        caps = self.device.capabilities
+        dtype = np.float64 if "float64" in caps.dtypes else np.dtype(caps.dtypes[0])
+        return TreeBatch(
+            num_nodes=np.array([s.num_drafts for s in group], np.int64),
+            parents=np.concatenate([r.spec_parents[:s.num_drafts] for r, s in zip(reqs, group)]).astype(np.int64),
+            draft_token_ids=np.concatenate([r.spec_token_ids[:s.num_drafts] for r, s in zip(reqs, group)]
+                                           ).astype(np.int64),
+            draft_probs=None, target_logits=np.concatenate(rows).astype(dtype),
+            temperature=np.array([r.params.temperature for r in reqs], np.float64),
+            top_k=np.array([r.params.top_k for r in reqs], np.int64),
+            top_p=np.array([r.params.top_p for r in reqs], np.float64),
+            seeds=np.array([r.seed for r in reqs], np.uint64),
+            positions=np.array([r.num_tokens for r in reqs], np.int64), scheme="rrs")
 
     def _commit(self, scheduled, results, hidden):
         new_tokens, finished = {}, []
@@ -332,12 +421,27 @@ class Engine:
             if name is not None:
                 by_proposer.setdefault(name, []).append(r)
         for name, group in by_proposer.items():
+            if hasattr(self.proposers[name], "propose_tree"):
+                self._propose_trees(self.proposers[name], group)
+                continue
             # Cap: drafts at positions L .. L+k-1 and the bonus at L+k must stay below max_model_len.
             ks = np.array([max(0, min(self._k_of(r.params), r.max_model_len - 1 - r.num_tokens)) for r in group])
             ids, probs, lens = top1_propose(self.proposers[name], group, ks)
             for b, r in enumerate(group):
                 k = int(lens[b])
                 r.set_drafts(ids[b, :k].copy() if k else None, None if probs is None or not k else probs[b, :k].copy())
+
+    def _propose_trees(self, proposer, group: list[Request]) -> None:
+        """Each request's tree, at most K levels deep and short of ``max_model_len`` (its deepest node at
+        ``L + depth − 1``, the emitted token at ``L + depth``); the drafter's law at the request's temperature
+        (1 for greedy requests: the siblings are its top-k either way)."""
+        for r in group:
+            depth = max(0, min(self._k_of(r.params), r.max_model_len - 1 - r.num_tokens))
+            if depth == 0:
+                r.clear_drafts()
+                continue
+            parents, ids = proposer.propose_tree(r.tokens, r.params.temperature or 1.0, max_depth=depth)
+            r.set_drafts(ids, None, parents=parents)
 
     # -- invariants -----------------------------------------------------------
     def check_invariants(self) -> None:
@@ -378,8 +482,9 @@ def _check_request(r: Request, queued: bool, pool: BlockPool, target: ToyLM) -> 
         k = len(r.spec_token_ids)
         if r.spec_position != r.num_tokens:
             fail(f"stale drafts: proposed at length {r.spec_position}, sequence now {r.num_tokens}")
-        if not 1 <= k <= r.max_model_len - 1 - r.num_tokens:
-            fail(f"{k} drafts at length {r.num_tokens} would pass max_model_len {r.max_model_len}")
+        if not 1 <= r.draft_span(k) <= r.max_model_len - 1 - r.num_tokens:
+            fail(f"{k} drafts reaching {r.draft_span(k)} past length {r.num_tokens} would pass max_model_len "
+                 f"{r.max_model_len}")
         if r.spec_draft_probs is not None and r.spec_draft_probs.shape != (k, vocab_size):
             fail(f"draft_probs shape {r.spec_draft_probs.shape} != {(k, vocab_size)}")
     if r.max_slot_position >= r.max_model_len:

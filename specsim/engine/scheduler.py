@@ -6,7 +6,9 @@ preempted requests go to the front):
 * a request's step writes KV for ``num_computed .. L + k − 1`` — the tokens
   not yet cached (the last emitted token, or the whole sequence after a
   preemption) plus its ``k`` cached drafts — and counts all of them against
-  ``max_num_batched_tokens`` (drafts included);
+  ``max_num_batched_tokens`` (drafts included); a tree's ``k`` is its node
+  count (each node is a row of the target's forward), its blocks reach its
+  depth only (the accepted path is the only part kept in the KV);
 * when the pool lacks blocks, the newest running request is preempted (its
   blocks freed, ``num_computed`` reset; its drafts kept); if that is the
   request itself, it waits;
@@ -98,8 +100,9 @@ class Scheduler:
         return None
 
     def _grow(self, request: Request, k: int) -> bool:
-        """Give the request blocks for positions ``< L + k``; False if the pool is short."""
-        need = self.pool.blocks_for(request.num_tokens + k) - len(request.block_table)
+        """Give the request blocks for positions ``< L + k`` (a tree: ``< L +`` the depth of its first ``k``
+        nodes, the longest path it may keep); False if the pool is short."""
+        need = self.pool.blocks_for(request.num_tokens + request.draft_span(k)) - len(request.block_table)
         if need > self.pool.num_free:
             return False
         request.block_table.extend(self.pool.allocate(max(need, 0)))

@@ -74,6 +74,7 @@ class Request:
     # Cached drafts for the round starting at spec_position (seed 003).
     spec_token_ids: np.ndarray | None = None     # [K_i] int64
     spec_draft_probs: np.ndarray | None = None   # [K_i, V] float64, or None for point proposals
+    spec_parents: np.ndarray | None = None       # [K_i] int64: the drafts are a tree (SPEC §11.1); None: a chain
     spec_position: int = -1
     num_preemptions: int = 0
     max_slot_position: int = -1                  # the highest position ever written to KV
@@ -100,14 +101,32 @@ class Request:
     def done(self) -> bool:
         return self.status in (Status.FINISHED, Status.ABORTED)
 
-    def set_drafts(self, token_ids: np.ndarray | None, draft_probs: np.ndarray | None) -> None:
-        """Cache this round's drafts ``[K_i]`` and their ``draft_probs`` ``[K_i, V]`` (or None)."""
+    def set_drafts(self, token_ids: np.ndarray | None, draft_probs: np.ndarray | None,
+                   parents: np.ndarray | None = None) -> None:
+        """Cache this round's drafts ``[K_i]`` and their ``draft_probs`` ``[K_i, V]`` (or None);
+        ``parents`` ``[K_i]`` makes them a tree's nodes (SPEC §11.1: -1 the root, else an earlier node)."""
         if token_ids is None or len(token_ids) == 0:
             self.clear_drafts()
             return
-        self.spec_token_ids, self.spec_draft_probs = token_ids, draft_probs
+        self.spec_token_ids, self.spec_draft_probs, self.spec_parents = token_ids, draft_probs, parents
         self.spec_position = self.num_tokens
 
     def clear_drafts(self) -> None:
-        self.spec_token_ids = self.spec_draft_probs = None
+        self.spec_token_ids = self.spec_draft_probs = self.spec_parents = None
         self.spec_position = -1
+
+    def draft_span(self, k: int) -> int:
+        """Positions past ``L`` the first ``k`` drafts reach: ``k`` for a chain, their depth for a tree
+        (the KV slots a step may keep: a tree keeps its accepted path only).
+
+        >>> r = Request("a", [1], SamplingParams(), seed=0)
+        >>> r.set_drafts(np.array([3, 4, 5]), None, parents=np.array([-1, -1, 0]))
+        >>> r.draft_span(2), r.draft_span(3)
+        (1, 2)
+        """
+        if self.spec_parents is None or k == 0:
+            return k
+        depth: list[int] = []
+        for p in self.spec_parents[:k]:
+            depth.append(1 + (depth[p] if p >= 0 else 0))
+        return max(depth)

@@ -1,10 +1,10 @@
 """Tree speculative decoding of one request on the toy models (SPEC §11), and the chain-vs-tree table.
 
-Not yet the engine's step: the engine's scheduler, paged KV and preemption
-verify chains only (a tree's nodes need a tree attention context per node;
-docs/trees.md says what is missing). This loop is what the engine will do per
-request: draft a tree (``TreeProposer``), compute the target row of every
-slot from its path (the root's context, then each node's path), verify with
+The engine's step loop does the same for a batch, with paged KV, preemption
+and a token budget (``specsim/engine/engine.py``, docs/trees.md); this loop
+is one request alone, for the acceptance table: draft a tree
+(``TreeProposer``), compute the target row of every slot from its path (the
+root's context, then each node's path), verify with
 the device's ``verify_tree`` under keyed noise — seed and position ``L``, so
 a replay gives the same tokens — and append the emitted tokens.
 
