@@ -43,8 +43,21 @@ def _l3_checks() -> str:
     return str(_l3_plan().checks)
 
 
+def _l3_tree_checks() -> str:
+    from specsim.conformance.tree_statistics import CASES
+    return str(2 * len(CASES))
+
+
 def _l3_alpha() -> str:
-    mantissa, exponent = f"{_l3_plan().budget.alpha:.2e}".split("e")
+    return _power_of_ten(_l3_plan().budget.alpha)
+
+
+def _l3_alpha_nominal() -> str:
+    return _power_of_ten(_l3_plan().budget.nominal)
+
+
+def _power_of_ten(x: float) -> str:
+    mantissa, exponent = f"{x:.2e}".split("e")
     return f"{mantissa}·10{str(int(exponent)).translate(SUPERSCRIPT)}"
 
 
@@ -88,6 +101,8 @@ def _spec_version() -> str:
 NUMBERS: dict[str, Callable[[], str]] = {
     "l3_checks": _l3_checks,
     "l3_alpha": _l3_alpha,
+    "l3_alpha_nominal": _l3_alpha_nominal,
+    "l3_tree_checks": _l3_tree_checks,
     "edges": _count(_edges),
     "groups": _count(_groups),
     "capability_rows": _count(_capability_rows),

@@ -113,11 +113,27 @@ def _design_trials(built: Built, alpha: float, tv: float) -> int:
     return int(math.ceil(trials / 100.0) * 100)
 
 
+def l3_shares() -> tuple[float, float]:
+    """The L3 layer's one ``alpha_family``, split between L3-statistical and L3-trees in proportion to
+    their statistical checks (Bonferroni over both: every check of the default run at ``α / all``).
+
+    >>> statistical, trees = l3_shares()
+    >>> own = sum(len(check_names(c)) for c in CASES)
+    >>> round(statistical + trees, 12), round(statistical / own, 12) == round(trees / 10, 12)
+    (1.0, True)
+    """
+    from specsim.conformance.tree_statistics import CASES as TREE_CASES
+    own = sum(len(check_names(c)) for c in CASES)
+    trees = 2 * len(TREE_CASES)                       # path and accepted length per tree case
+    return own / (own + trees), trees / (own + trees)
+
+
 def make_plan(alpha_family: float, quick: bool, cases=CASES) -> Plan:
-    """Build every case, count the checks, split the budget, size every case."""
+    """Build every case, count the checks, split the budget (L3-statistical's share of the layer's
+    ``alpha_family``: ``l3_shares``), size every case."""
     built = [build(c) for c in cases]
     names = [n for c in cases for n in check_names(c)]
-    budget = stats.Budget(alpha_family, len(names))
+    budget = stats.Budget(alpha_family * l3_shares()[0], len(names))
     plans = []
     for c, b in zip(cases, built):
         if c.pit:

@@ -13,12 +13,11 @@ randomness (``noise=None``). Per case:
   sibling order, residual updates and thresholds, all at once;
 * ``accepted``: the accepted length against ``accepted_length_law``.
 
-**Budget.** The group spends ``ALPHA_SHARE`` of ``ctx.alpha_family``,
-split (Bonferroni) over its statistical checks, each run at α/10
-(``stats.Budget``). L3-statistical spends ``ctx.alpha_family`` of its own,
-so the two groups together false-fail at most ``(1 + ALPHA_SHARE)·alpha_family``
-(splitting one budget across both changes L3-statistical's trial counts; see
-docs/trees.md). Trials per case come from the planner: worst-case TV
+**Budget.** L3-statistical and L3-trees share the L3 layer's one
+``ctx.alpha_family``, split (Bonferroni) over the statistical checks of both
+(``statistical.l3_shares``: 10 of 100 at the default, so every check runs at
+``α/100``, nominal α/1000, ``stats.Budget``); together they false-fail at most
+``alpha_family``. Trials per case come from the planner: worst-case TV
 ``TARGET_TV`` on the path law detected with power 1 − β.
 """
 
@@ -38,7 +37,6 @@ from specsim.conformance.trees import tree_device
 from specsim.testing.batches import _softmax_rows
 from specsim.testing.seeds import case_seed
 
-ALPHA_SHARE = 0.1
 TARGET_TV = 0.05
 QUICK_TRIALS = 2000
 CHUNK = 8192
@@ -146,7 +144,8 @@ def laws(case: TreeCase, rows: PrefixRows) -> tuple[dict, np.ndarray]:
 
 def plan(ctx) -> tuple[stats.Budget, dict]:
     """The budget over every statistical check of the case list, and each case's trial count."""
-    budget = stats.Budget(ctx.alpha_family * ALPHA_SHARE, 2 * len(CASES))
+    from specsim.conformance.statistical import l3_shares
+    budget = stats.Budget(ctx.alpha_family * l3_shares()[1], 2 * len(CASES))
     trials = {}
     for case in CASES:
         law, _ = laws(case, PrefixRows(case, case_seed(ctx.seed, f"L3/trees/{case.id}")))
@@ -204,5 +203,5 @@ def tree_statistical_group(device, ctx) -> list[CheckResult]:
     return results
 
 
-__all__ = ["ALPHA_SHARE", "TARGET_TV", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "plan",
+__all__ = ["TARGET_TV", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "plan",
            "tree_statistical_group"]
