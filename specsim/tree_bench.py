@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from devices.protocol import Noise, TreeBatch, TreeOutput, VerifyBatch
+from specsim.testing.trees import reference_tree_step, select_tree_requests
 
 
 def tree_parents(depth: int, branch: int, width: int) -> np.ndarray:
@@ -185,7 +186,6 @@ def sized_batches(batches, vocab_sizes) -> list:
 
 def _reference_chunk(job):
     """The reference on requests ``lo:hi`` of sized batch ``k`` (a worker reads ``_SIZED`` as forked)."""
-    from specsim.testing.trees import reference_tree_step, select_tree_requests
     k, lo, hi, keyed = job
     _, batch, noise = _SIZED[k]
     sub, sub_noise = select_tree_requests(batch, range(lo, hi), noise)

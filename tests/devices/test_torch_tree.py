@@ -86,3 +86,20 @@ def test_tree_bench_times_three_calls_on_torch():
     from specsim.tree_bench import bench, tree_parents
     row = bench(make_cpu_device(), 2, 50, tree_parents(2, 2, 1), warmup=0, repeat=1)
     assert set(row) == {"chain K=D", "chain K=N", "tree"} and all(v > 0 for v in row.values())
+
+
+def test_tree_bench_sized_check_compares_request_by_request_and_sees_a_wrong_token():
+    """The GPU check's sized batches (references in chunks of requests, compared with rows of the whole
+    batch's output, padding past a chunk's width required) pass on torch and flag one changed token."""
+    import dataclasses
+
+    from specsim import tree_bench as tb
+    device = make_cpu_device()
+    _, batch, noise = tb.sized_batches([6], [40])[0]
+    got = device.verify_tree(batch, noise)
+    wants = [(lo, tb.reference_tree_step(*tb.select_tree_requests(batch, range(lo, min(lo + 4, 6)), noise)))
+             for lo in (0, 4)]
+    assert all(not tb._compare_rows(got, want, lo) for lo, want in wants)
+    tokens = got.output_token_ids.copy()
+    tokens[5, int(got.num_accepted[5])] = (tokens[5, int(got.num_accepted[5])] + 1) % 40
+    assert tb._compare_rows(dataclasses.replace(got, output_token_ids=tokens), wants[1][1], 4)
