@@ -13,6 +13,21 @@ its input preparation, outside the sampler; requests are unseeded (no
 per-request generators: vLLM then draws from the global CUDA generator, its
 fast path). The time is the sampler's, with the bonus sample included.
 
+**What the ``vllm`` row includes** (``RejectionSampler.forward``, what vLLM runs
+per speculative step): the bonus rows gathered (``logits[bonus_logits_indices]``)
+and sampled (float32 cast, temperature, softmax, an exponential ``[batch, V]``,
+argmax); the target rows gathered and cast to float32 and *cloned* (kept raw for
+logprobs, its default ``raw_logprobs`` mode); ``apply_sampling_constraints``
+(temperature expanded per token and divided in); then ``rejection_sample``
+(float64 uniforms, a float32 softmax of every target row, an exponential
+``[batch, V]`` and the recovered-token kernel, the acceptance kernel). About
+six passes over ``[batch·(K+1), V]`` float32 against the project step's one.
+
+``make_rejection_sample_step()`` times ``rejection_sample`` alone (the row
+issue 12 quoted, 1.341 ms at the anchor): the target rows already gathered,
+processed and float32, the bonus tokens already drawn — not a step an engine
+can run by itself, but the kernels' share of it.
+
 On the GPU box (no network) the loader reads its pre-fetched members from
 ``SPECSIM_VLLM_CACHE`` (``python -m devices.field.vllm_loader fetch --cache DIR``
 here, then carry DIR; see ``vllm_loader``).
@@ -21,23 +36,29 @@ here, then carry DIR; see ``vllm_loader``).
 from __future__ import annotations
 
 
-def make_step():
-    """``(call, label)``; raises the loader's error where vLLM's sampler cannot be had."""
+def _load(device: str):
     import torch
 
-    from devices.field.vllm_device import rejection_sampler, sampling_metadata, spec_decode_metadata
-    from devices.field.vllm_loader import VLLM_VERSION, load_rejection_sampler
-    if not torch.cuda.is_available():
+    from devices.field.vllm_loader import load_rejection_sampler
+    if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("vllm bench step: needs a CUDA GPU")
-    vllm = load_rejection_sampler(interpret=False)
+    return load_rejection_sampler(interpret=device == "cpu")
+
+
+def make_step(device: str = "cuda"):
+    """``(call, label)``; raises the loader's error where vLLM's sampler cannot be had. ``device="cpu"``: the
+    same call under Triton's interpreter (for a test of the glue, not for timing)."""
+    from devices.field.vllm_device import rejection_sampler, sampling_metadata, spec_decode_metadata
+    from devices.field.vllm_loader import VLLM_VERSION
+    vllm = _load(device)
     sampler = rejection_sampler(vllm)
     prepared: dict[int, tuple] = {}   # id(x) -> (spec, metadata, x): built once per input set
 
     def prepare(x):
         temperature = x["temperature"].cpu().numpy()
         batch, vocab = len(temperature), int(x["target_logits"].shape[-1])
-        spec = spec_decode_metadata(vllm, x["num_draft_tokens"], x["draft_token_ids"], "cuda")
-        meta = sampling_metadata(vllm, temperature, [0] * batch, [1.0] * batch, vocab, {}, "cuda")
+        spec = spec_decode_metadata(vllm, x["num_draft_tokens"], x["draft_token_ids"], device)
+        meta = sampling_metadata(vllm, temperature, [0] * batch, [1.0] * batch, vocab, {}, device)
         return spec, meta, x
 
     def call(x):
@@ -47,3 +68,34 @@ def make_step():
         return sampler(spec, x["draft_probs"], x["target_logits"], meta).sampled_token_ids
 
     return call, f"vllm {VLLM_VERSION} RejectionSampler (kernels from the pinned wheel)"
+
+
+def make_rejection_sample_step(device: str = "cuda"):
+    """``(call, label)``: vLLM's ``rejection_sample`` function alone (see the module docstring)."""
+    import torch
+
+    from devices.field.vllm_device import rejection_sampler, sampling_metadata, spec_decode_metadata
+    from devices.field.vllm_loader import VLLM_VERSION
+    vllm = _load(device)
+    rs, sampler = vllm.rejection_sampler, rejection_sampler(vllm)
+    prepared: dict[int, tuple] = {}   # id(x) -> (spec, metadata, target_logits, bonus_token_ids, x)
+
+    def prepare(x):
+        temperature = x["temperature"].cpu().numpy()
+        batch, vocab = len(temperature), int(x["target_logits"].shape[-1])
+        spec = spec_decode_metadata(vllm, x["num_draft_tokens"], x["draft_token_ids"], device)
+        meta = sampling_metadata(vllm, temperature, [0] * batch, [1.0] * batch, vocab, {}, device)
+        bonus = sampler.sampler(logits=x["target_logits"][spec.bonus_logits_indices],
+                                sampling_metadata=meta).sampled_token_ids
+        target = rs.apply_sampling_constraints(x["target_logits"][spec.target_logits_indices].to(torch.float32),
+                                               spec.cu_num_draft_tokens, meta)
+        return spec, meta, target, bonus, x
+
+    def call(x):
+        if id(x) not in prepared:
+            prepared[id(x)] = prepare(x)
+        spec, meta, target, bonus, _ = prepared[id(x)]
+        return rs.rejection_sample(spec.draft_token_ids, spec.num_draft_tokens, spec.max_spec_len,
+                                   spec.cu_num_draft_tokens, x["draft_probs"], target, bonus, meta)
+
+    return call, f"vllm {VLLM_VERSION} rejection_sample alone (target rows processed, bonus drawn, outside)"

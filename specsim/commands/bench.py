@@ -27,7 +27,11 @@ Rows, per shape and mode:
 * ``triton launches`` — ``verify_tensors`` from Python each step: the two
   Triton launches and their host overhead, no graph;
 * ``vllm`` — vLLM's rejection sampler on the same inputs, in the same run,
-  when ``devices.field.vllm_bench`` can load it (the hook; see ``_vllm_step``);
+  when ``devices.field.vllm_bench`` can load it (the hook; see ``_vllm_step``):
+  its whole ``RejectionSampler.forward``, bonus sample included (what vLLM runs
+  per step; the ``vs vllm`` ratio's base);
+* ``vllm rejection_sample`` — its ``rejection_sample`` function alone, the
+  target rows already processed and the bonus drawn outside the timed call;
 * ``torch`` — the torch device (it synchronises once per call).
 
 Example (the anchor)::
@@ -168,12 +172,19 @@ def _vllm_step():
     ``draft_probs``, ``target_logits``, ``temperature``, ``seeds``, ``positions``,
     ``max_k``, ``mode``) the way vLLM's model runner calls it.
     """
+    return _vllm_hook("make_step")
+
+
+def _vllm_hook(name: str):
+    """``devices.field.vllm_bench.<name>()``, or ``(None, why not)``. ``make_step``: vLLM's whole
+    ``RejectionSampler.forward`` (the ``vllm`` row, the ratio's base); ``make_rejection_sample_step``:
+    its ``rejection_sample`` function alone (the ``vllm rejection_sample`` row)."""
     try:
-        from devices.field.vllm_bench import make_step
+        from devices.field import vllm_bench
     except ImportError as e:
         return None, f"vLLM's sampler not loadable here ({e})"
     try:
-        return make_step()
+        return getattr(vllm_bench, name)()
     except Exception as e:  # the loader's reason: wheel missing, version mismatch, ...
         return None, f"vLLM's sampler did not load ({type(e).__name__}: {e})"
 
@@ -248,6 +259,9 @@ def run(args) -> int:
     print(f"triton config: {config}")
     vllm_call, vllm_label = _vllm_step() if "vllm" in args.devices else (None, "not asked for")
     print(f"vllm: {vllm_label}")
+    kernel_call, kernel_label = _vllm_hook("make_rejection_sample_step") if vllm_call else (None, "")
+    if kernel_call is not None:
+        print(f"vllm rejection_sample: {kernel_label}")
     rows = []
     for V in args.vocab:
         for B in args.batch:
@@ -268,6 +282,8 @@ def run(args) -> int:
                             variants.append(("triton launches", lambda i, f=launches: f(sets[i % nsets]), 0))
                     if vllm_call is not None:
                         variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets))
+                    if kernel_call is not None:
+                        variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets))
                     if "torch" in args.devices:
                         step = _torch_step(torch)
                         variants.append(("torch", lambda i, f=step: f(sets[i % nsets]), 0))

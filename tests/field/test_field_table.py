@@ -58,3 +58,38 @@ def test_adapter_helpers_and_why_not_messages():
         sglang_device.make_device()
     except ImportError as e:
         assert "371 MB" in str(e) or "no adapter" in str(e)
+
+
+def test_an_unconfirmed_deviation_is_new_and_rows_are_zeroed_on_the_device_side(monkeypatch):
+    import numpy as np
+
+    from specsim.testing.bad_inputs import good_batch
+    f = field.Finding("vllm", "L1/volume", "fail", 0, "", deviation="placeholder-row-read")
+    monkeypatch.setitem(field.CONFIRM, "placeholder-row-read", lambda device, check, quick: "NOT confirmed: x")
+    field.confirm([f], None, quick=True)
+    assert f.deviation == "NEW" and "did not confirm" in f.judgement
+
+    seen = []
+
+    class Recording:
+        capabilities = None
+
+        def verify(self, batch, noise=None):
+            seen.append(batch.draft_probs)
+
+    batch, noise = good_batch()
+    batch = field.dataclasses.replace(batch, draft_token_ids=np.array([3, -1]))
+    field.PlaceholderRowsZeroed(Recording()).verify(batch, noise)
+    assert seen[0][1].tolist() == [0, 0, 0, 0] and seen[0][0].tolist() == batch.draft_probs[0].tolist()
+
+
+def test_runs_of_one_machine_unite_group_by_group():
+    def run(groups, command):
+        checks = {g: _checks()[g] for g in groups}
+        findings = field.classify("vllm", checks, field.field_waivers("vllm"))
+        return {"devices": [field.device_entry("vllm", checks, None, "vllm 0.33.0", False, "H100", command,
+                                               findings, field.field_waivers("vllm"))]}
+    doc = field.merge([run(["L1-edges"], "a"), run(["L2-rng"], "b")])
+    (e,) = doc["devices"]
+    assert sorted(e["groups"]) == ["L1-edges", "L2-rng"] and e["command"] == "a; b"
+    assert sorted(f["check"] for f in e["findings"]) == ["L1/edge/u0-masked-point", "L2/brand-new-check"]

@@ -22,11 +22,36 @@ def test_vllms_kernels_pass_the_small_group_set_except_for_waived_deviations(cac
     known deviation (waiver file); a new one fails here by name."""
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-W",
-         "ignore::RuntimeWarning", "--pyargs", "property_tests.test_conformance_groups", "-k", " or ".join(GROUPS),
+         "ignore::RuntimeWarning", "--pyargs", "property_tests.test_conformance_groups", "property_tests.test_bad_input",
+         "-k", " or ".join(GROUPS + ("test_valid_input_is_accepted",)),
          "--specsim-device=vllm-interpret", f"--specsim-waivers={WAIVERS}"],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert f"{len(GROUPS)} passed" in out.stdout
+    assert f"{len(GROUPS) + 1} passed" in out.stdout
+
+
+BENCH_GLUE = """
+import torch
+from devices.field.vllm_bench import make_rejection_sample_step, make_step
+g = torch.Generator().manual_seed(0)
+full, kernels = make_step("cpu")[0], make_rejection_sample_step("cpu")[0]
+for mode in ("draft", "point", "greedy"):
+    x = dict(num_draft_tokens=torch.full((3,), 2), draft_token_ids=torch.randint(0, 16, (6,), generator=g),
+             draft_probs=torch.softmax(torch.randn(6, 16, generator=g), 1) if mode == "draft" else None,
+             target_logits=torch.randn(9, 16, generator=g),
+             temperature=torch.full((3,), 0.0 if mode == "greedy" else 1.0, dtype=torch.float64), max_k=2, mode=mode)
+    a, b = full(x), kernels(x)
+    assert a.shape == b.shape == (3, 3), (mode, a.shape, b.shape)
+    assert mode != "greedy" or a.tolist() == b.tolist(), (a, b)
+print("ok")
+"""
+
+
+def test_the_bench_rows_run_vllms_forward_and_rejection_sample(cache):
+    """``specsim bench``'s two vLLM rows (``devices.field.vllm_bench``) on bench-shaped inputs, in the
+    interpreter (a process of its own): the glue runs in every mode and the greedy rows agree."""
+    out = subprocess.run([sys.executable, "-c", BENCH_GLUE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def test_every_shipped_waiver_has_a_reason_link_deviation_and_judgement():
