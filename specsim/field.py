@@ -142,10 +142,22 @@ def confirm_volume_placeholder_rows(device, quick: bool) -> str:
     return f"NOT confirmed: with placeholder rows zeroed: {again.status}: {again.detail[:300]}"
 
 
+def confirm_sizes_placeholder_rows(device, check: str, quick: bool) -> str:
+    """An ``L1/sizes`` check run again (same seed, same batch) with placeholder rows zeroed on the device's side."""
+    from specsim.conformance.runner import Context
+    from specsim.conformance.sizes import sizes_group
+    (again,) = sizes_group(PlaceholderRowsZeroed(device), Context(seed=0, quick=quick), only=check)
+    if again.status == "pass":
+        return "confirmed: with placeholder rows zeroed the same batch agrees token for token"
+    return f"NOT confirmed: with placeholder rows zeroed: {again.status}: {again.detail[:300]}"
+
+
 def confirm_placeholder_rows(device, check: str, quick: bool) -> str:
-    """The placeholder-row-read experiment for an ``L1/injected`` case or ``L1/volume``."""
+    """The placeholder-row-read experiment for an ``L1/injected`` case, an ``L1/sizes`` batch or ``L1/volume``."""
     if check == "L1/volume":
         return confirm_volume_placeholder_rows(device, quick)
+    if check.startswith("L1/sizes/"):
+        return confirm_sizes_placeholder_rows(device, check, quick)
     return confirm_placeholder_row_read(device, check, quick)
 
 
@@ -208,6 +220,30 @@ def merge(docs: list[dict]) -> dict:
                 devices[e["device"]] = e
         extras.update(d.get("extras", {}))
     return {"devices": sorted(devices.values(), key=lambda e: e["device"]), "extras": extras}
+
+
+def rewaive(doc: dict) -> dict:
+    """Sort the stored failing checks of ``doc`` (a merged ``field.json``) again by this checkout's waiver files:
+    a deviation judged after the run (on a GPU box run once) reaches the table without re-running it. A finding
+    whose confirming experiment did not confirm stays NEW; one that needs an experiment never run stays NEW."""
+    for e in doc["devices"]:
+        if not e["available"]:
+            continue
+        waivers = field_waivers(e["device"])
+        for f in e["findings"]:
+            if f["confirmed"] and not f["confirmed"].startswith("confirmed"):
+                continue
+            w = next((w for w in waivers if w.matches_check(f["check"])), None)
+            deviation = (w.deviation or "waived") if w is not None else "NEW"
+            if w is None or (deviation in CONFIRM and not f["confirmed"]):
+                f.update(deviation="NEW", judgement="unjudged: a new deviation", reason="", link="")
+            else:
+                f.update(deviation=deviation, judgement=w.judgement, reason=w.reason, link=w.issue)
+        for g, counts in e["groups"].items():
+            counts["waived"] = sum(f["group"] == g and f["deviation"] != "NEW" for f in e["findings"])
+        seen = {f["check"] for f in e["findings"]}
+        e["waivers_not_observed"] = sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))
+    return doc
 
 
 def render(doc: dict) -> str:

@@ -117,7 +117,7 @@ class FlashInferDevice:
                 continue
             drafts = np.stack([batch.draft_token_ids[cu[i]:cu[i] + n] for i in reqs])
             dprobs = draft_probs[torch.as_tensor(np.stack([cu[i] + np.arange(n) for i in reqs]), device=dev)]
-            got = self.fi.chain_speculative_sampling(
+            got, _, _ = self.fi.chain_speculative_sampling(   # (output_token_ids, accepted, emitted counts)
                 dprobs.contiguous(), torch.as_tensor(drafts, dtype=torch.int32, device=dev), target.contiguous(),
                 seed=seed, offset=offset)
             out[reqs, :n + 1] = got.to(torch.int64).cpu().numpy()

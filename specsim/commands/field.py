@@ -34,6 +34,8 @@ def add_arguments(p):
     p.add_argument("--merge", nargs="*", default=[], metavar="FIELD_JSON",
                    help="fold these earlier field.json runs (other machines) into the table")
     p.add_argument("--render-only", action="store_true", help="run nothing: merge and render")
+    p.add_argument("--rewaive", action="store_true",
+                   help="sort the merged runs' failing checks again by this checkout's waiver files")
     p.add_argument("--extra", nargs=2, action="append", default=[], metavar=("TITLE", "MARKDOWN_FILE"),
                    help="append a section (title, markdown file) to the table")
 
@@ -117,6 +119,8 @@ def run(args) -> int:
                                        where, args.group_timeout))
         docs.append({"devices": entries})
     doc = field.merge(docs)
+    if getattr(args, "rewaive", False):
+        field.rewaive(doc)
     for title, path in args.extra:
         with open(path) as f:
             doc["extras"][title] = f.read()

@@ -93,3 +93,22 @@ def test_runs_of_one_machine_unite_group_by_group():
     (e,) = doc["devices"]
     assert sorted(e["groups"]) == ["L1-edges", "L2-rng"] and e["command"] == "a; b"
     assert sorted(f["check"] for f in e["findings"]) == ["L1/edge/u0-masked-point", "L2/brand-new-check"]
+
+
+def test_rewaive_sorts_stored_findings_by_todays_waiver_files():
+    checks = {"L1-edges": [{"name": "L1/edge/u0-masked-point", "status": "fail", "detail": "x"}]}
+    stored = [field.Finding("vllm", "L1/edge/u0-masked-point", "fail", None, "x", group="L1-edges")]
+    doc = {"devices": [field.device_entry("vllm", checks, None, "vllm 0.33.0", False, "H100", "c", stored, [])],
+           "extras": {}}
+    assert doc["devices"][0]["groups"]["L1-edges"]["waived"] == 0
+    (e,) = field.rewaive(doc)["devices"]
+    assert e["findings"][0]["deviation"] == "inclusive-acceptance" and e["groups"]["L1-edges"]["waived"] == 1
+
+
+def test_flashinfers_shipped_waivers_carry_a_reason_link_deviation_and_judgement():
+    from property_tests.waivers import JUDGEMENTS
+    waivers = field.field_waivers("flashinfer")
+    assert {w.deviation for w in waivers} == {"draft-prob-zero-accepted", "rng-keyed-by-batch-row"}
+    for w in waivers:
+        assert w.reason and w.issue.startswith("https://github.com/flashinfer-ai/flashinfer/blob/v0.7.2.post1/")
+        assert w.judgement in JUDGEMENTS and tuple(w.devices) == ("flashinfer",), w
