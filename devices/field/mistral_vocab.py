@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pathlib
 
 VERSION = "1.13.1"
@@ -46,10 +45,8 @@ class VocabFetchError(RuntimeError):
 
 def cache_dir() -> pathlib.Path:
     """``$SPECSIM_VOCAB_CACHE``, else ``$XDG_CACHE_HOME/specsim/mistral-common-1.13.1``, else ``~/.cache/...``."""
-    if os.environ.get(CACHE_ENV):
-        return pathlib.Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "specsim" / f"mistral-common-{VERSION}"
+    from devices.field.vllm_loader import user_cache_dir
+    return user_cache_dir(CACHE_ENV, f"mistral-common-{VERSION}")
 
 
 def member(name: str) -> bytes:

@@ -99,12 +99,17 @@ class VllmSampler:
     vocab_mapping: types.ModuleType
 
 
+def user_cache_dir(env: str, name: str) -> pathlib.Path:
+    """``$env``, else ``$XDG_CACHE_HOME/specsim/name``, else ``~/.cache/specsim/name``."""
+    if os.environ.get(env):
+        return pathlib.Path(os.environ[env])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "specsim" / name
+
+
 def cache_dir() -> pathlib.Path:
     """``$SPECSIM_VLLM_CACHE``, else ``$XDG_CACHE_HOME/specsim/vllm-0.33.0``, else ``~/.cache/...``."""
-    if os.environ.get(CACHE_ENV):
-        return pathlib.Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "specsim" / f"vllm-{VLLM_VERSION}"
+    return user_cache_dir(CACHE_ENV, f"vllm-{VLLM_VERSION}")
 
 
 def _sha256(data: bytes) -> str:
