@@ -41,7 +41,8 @@ from types import ModuleType
 
 import numpy as np
 
-from devices.protocol import Capabilities, Noise, TreeBatch, TreeOutput, VerifyBatch, VerifyOutput
+from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, InvalidInput, Noise, TreeBatch,
+                              TreeOutput, VerifyBatch, VerifyOutput)
 
 MAX_K = 64
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
@@ -150,14 +151,17 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     return out, num_accepted
 
 
-def filter_logits(target_logits, cu, temperature, top_k, top_p):
+def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical"):
     """SPEC §2 top-k then top-p, as -inf in a copy of ``target_logits``, for the rows
     of random requests that use them; returns ``target_logits`` itself when none do.
 
     ``target_logits`` ``[rows, V]`` torch; ``cu`` ``[batch + 1]``, ``temperature``,
     ``top_k``, ``top_p`` ``[batch]`` numpy (known on the host: the engine sets them).
     The masks are ``devices.torch_sampling.filter_kept`` on float64 ``z = logits / T``:
-    by value, so boundary ties are kept, as the spec says.
+    by value, so boundary ties are kept, as the spec says. With SPEC §12's ``min_p``
+    (``[batch]`` numpy, or None) the kept tokens are those ``torch_sampling.target_probs``
+    gives a positive float64 probability in the ``order`` profile (min_p after top-p, or
+    before top-k): a token it zeroes underflows in the kernels' float32 too.
     """
     import torch
 
@@ -165,6 +169,8 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p):
 
     V = target_logits.shape[1]
     uses = ts.uses_top_k(temperature, top_k, V) | ts.uses_top_p(temperature, top_p)
+    if min_p is not None:
+        uses = uses | ((temperature > 0) & (min_p > 0))
     if not uses.any():
         return target_logits
     req = np.flatnonzero(uses)
@@ -174,7 +180,11 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p):
     idx = torch.as_tensor(rows, device=target_logits.device)
     params = ts.SamplingRows(per_row(temperature.astype(np.float64)), per_row(top_k.astype(np.int64)),
                              per_row(top_p.astype(np.float64)))
-    kept = ts.filter_kept(ts.scale_by_temperature(target_logits[idx].double(), params.temperature), params)
+    if min_p is None:
+        kept = ts.filter_kept(ts.scale_by_temperature(target_logits[idx].double(), params.temperature), params)
+    else:
+        kept = ts.target_probs(target_logits[idx].double(), params._replace(min_p=per_row(min_p.astype(np.float64))),
+                               order=order) > 0
     filtered = target_logits.clone()
     filtered[idx] = target_logits[idx].masked_fill(~kept, float("-inf"))
     return filtered
@@ -197,6 +207,7 @@ class TritonDevice:
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float16", "bfloat16", "float32", "float64"),
+                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS,
                                 tree_schemes=("greedy", "rrs", "sglang"))   # SPEC §11: devices/triton_tree.py
     # (compiled: held to the reference on an H100 by ``specsim.tree_bench --check``, docs/trees.md)
 
@@ -226,8 +237,14 @@ class TritonDevice:
         dtype = np.float64 if batch.target_logits.dtype == np.float64 else np.float32
         on = lambda a, dt=None: _tensor(a if dt is None else np.asarray(a, dt), self.device)  # noqa: E731
         cu = batch.request_offsets()
-        logits = filter_logits(on(batch.target_logits), cu, np.asarray(batch.temperature, np.float64),
-                               np.asarray(batch.top_k, np.int64), np.asarray(batch.top_p, np.float64))
+        logits = on(batch.target_logits)
+        sampler = batch.sampler if batch.sampler is not None and batch.sampler.given() else None
+        if sampler is not None:
+            logits = self.sampler_logits(batch, logits, cu)
+        logits = filter_logits(logits, cu, np.asarray(batch.temperature, np.float64),
+                               np.asarray(batch.top_k, np.int64), np.asarray(batch.top_p, np.float64),
+                               None if sampler is None else sampler.min_p,
+                               "canonical" if sampler is None else sampler.order)
         kwargs = {}
         if noise is None:
             kwargs.update(seeds=on(np.asarray(batch.seeds).astype(np.uint64).view(np.int64)),
@@ -240,6 +257,34 @@ class TritonDevice:
             logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
             kernels_module=self.kernels, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
+
+    @property
+    def sampler_kernels(self) -> ModuleType:
+        """``devices/triton_sampler.py``, in the device's Triton mode (loaded on first use)."""
+        if getattr(self, "_sampler_kernels", None) is None:
+            from devices.triton_mode import enter, kernel_module
+            enter(self.interpret, self.name)
+            self._sampler_kernels = kernel_module("devices.triton_sampler", self.interpret)
+        return self._sampler_kernels
+
+    def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
+        """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``); a row
+        every ban leaves empty (a bad word the drafts complete, min_tokens) is ``InvalidInput`` (§12.4)."""
+        import torch
+        ks = self.sampler_kernels
+        compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
+        inputs = ks.sampler_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids, batch.vocab_size,
+                                   self.device, compute)
+        chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
+        out = ks.process_logits(ks, logits, _tensor(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
+                                self.config.num_warps)
+        empty = torch.isneginf(out).all(dim=1).cpu().numpy()
+        if empty.any():
+            r = int(np.flatnonzero(empty)[0])
+            i = int(np.searchsorted(cu + np.arange(len(cu)), r, side="right") - 1)
+            raise InvalidInput(f"token_mask: row {r} (request {i}, position {r - cu[i] - i}) allows no token "
+                               f"after every ban")
+        return out
 
     @property
     def tree_kernels(self) -> ModuleType:

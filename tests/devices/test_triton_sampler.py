@@ -1,0 +1,91 @@
+"""The Triton device's SPEC §12 path (devices/triton_sampler.py) under the interpreter, small sizes."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from devices import triton_mode  # noqa: E402
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton not installed (pip install 'specsim[triton]')", allow_module_level=True)
+if triton_mode.conflict(True, "the interpreter tests"):
+    pytest.skip(triton_mode.conflict(True, "the interpreter tests"), allow_module_level=True)
+triton_mode.enter(True, "the interpreter tests")
+
+from devices.protocol import InvalidInput, SamplerParams, VerifyBatch  # noqa: E402
+from devices.triton_device import make_interpreter_device  # noqa: E402
+from reference.sampler import process_logits  # noqa: E402
+from specsim.conformance.runner import Context  # noqa: E402
+from specsim.conformance.exact import judge  # noqa: E402
+from specsim.conformance.sampler import random_case  # noqa: E402
+from specsim.testing.seeds import case_seed  # noqa: E402
+
+# tl.where evaluates both branches: -inf - -inf in the discarded one is expected
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+@pytest.fixture(scope="module")
+def device():
+    return make_interpreter_device()
+
+
+@pytest.mark.parametrize("order,dtype", [("canonical", np.float64), ("vllm", np.float32)])
+def test_the_processed_rows_are_the_references(device, order, dtype):
+    for seed in range(2):
+        batch, _ = random_case("all", order, Context(), seed)
+        logits = batch.target_logits.astype(dtype)
+        want = process_logits(logits, batch.num_draft_tokens, batch.draft_token_ids, **batch.sampler.as_kwargs())
+        got = device.sampler_logits(batch, torch.tensor(logits), batch.request_offsets()).numpy()
+        assert (np.isneginf(got) == np.isneginf(want)).all(), f"bans differ (order {order}, seed {seed})"
+        finite = np.isfinite(want)
+        tol = 0 if dtype == np.float64 else 1e-5
+        assert np.allclose(got[finite], want[finite], rtol=tol, atol=tol), f"order {order}, seed {seed}"
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+def test_the_l1_sampler_cases_with_every_parameter_pass(device, order):
+    """L1-sampler's all-parameter cases (draft probs, point proposals, float32), quick sizes;
+    ``specsim conform --device triton`` runs the whole group (every case, the edges) on a GPU."""
+    for case in ("all", "all-point", "all-float32"):
+        seed = case_seed(0, "L1-sampler", order, case)
+        batch, noise = random_case(case, order, Context(quick=True), seed)
+        result = judge(f"L1-sampler/{order}/{case}", device, batch, noise, seed)
+        assert result.status == "pass", result.detail
+
+
+def test_the_l1_sampler_edges_pass(device):
+    """The issue's edges with exact answers (a banned draft never recovered, a bad word completed
+    by this step's drafts, min_tokens crossing inside the step, ...)."""
+    from specsim.conformance.sampler import _edge_checks   # the group's edges alone: its random cases are above
+    results = _edge_checks(device, Context(quick=True))
+    assert results and {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results]
+
+
+def test_a_row_the_drafts_empty_is_invalid_input(device):
+    """V = 2, token 1 allowed only by the mask... and banned once draft 0 completes the bad word [0, 1]."""
+    mask = np.array([[True, True], [False, True], [True, True]])
+    batch = VerifyBatch(np.array([2]), np.array([0, 1]), None, np.zeros((3, 2)), np.ones(1), np.zeros(1, np.int64),
+                        np.ones(1), seeds=np.array([1], np.uint64), positions=np.array([0]),
+                        sampler=SamplerParams(token_mask=mask, bad_words=((np.array([0, 1]),),)))
+    with pytest.raises(InvalidInput, match=r"token_mask: row 1 \(request 0, position 1\) allows no token"):
+        device.verify(batch)
+
+
+def test_the_benchmark_parameters_give_the_torch_devices_tokens(device, order="vllm"):
+    """``specsim bench --sampler all``'s parameters (every one on), keyed noise: the same tokens as
+    the torch device (tools/gpu/sampler_check.py runs this at 256 × 4 × 128256 on a GPU)."""
+    import dataclasses
+
+    from devices.torch_device import make_cpu_device
+    from specsim.commands.bench import FILTERS, sampler_params
+    rng = np.random.default_rng(5)
+    B, K, V = 3, 3, 130
+    ids = rng.integers(0, V, B * K)
+    batch = VerifyBatch(np.full(B, K), ids, None, rng.standard_normal((B * (K + 1), V)).astype(np.float32) * 2,
+                        np.array([1.0, 0.0, 0.7]), np.full(B, FILTERS["top_k"]), np.full(B, FILTERS["top_p"]),
+                        seeds=np.array([1, 2, 3], np.uint64), positions=np.array([0, 5, 9]),
+                        sampler=dataclasses.replace(sampler_params(B, K, V, ids, 0, prompt=20, output=6), order=order))
+    got, want = device.verify(batch), make_cpu_device().verify(batch)
+    assert (got.output_token_ids == want.output_token_ids).all() and (got.num_accepted == want.num_accepted).all()

@@ -1,0 +1,74 @@
+"""SPEC §12 on a GPU at engine sizes: the compiled Triton device against the torch device on CUDA.
+
+Every §12 parameter on (``specsim.commands.bench.sampler_params``, both order profiles), keyed
+Philox noise (SPEC §5.2: same seeds, same tokens), draft probabilities and point proposals,
+float32 logits. Prints, per case, the requests whose output differs (the two devices
+decide top-k/top-p/min_p in float64 alike; a difference is a bug or a float32 near-tie of
+the acceptance coin, shown with its request so it can be replayed) and both devices' wall
+time per call through the numpy protocol (host work included: not a benchmark).
+
+    python tools/gpu/sampler_check.py --batch 256 --k 4 --vocab 128256
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+
+def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int):
+    """A ``VerifyBatch`` with every §12 parameter on (``order``), T = 1 (a quarter greedy)."""
+    from devices.protocol import VerifyBatch
+    from specsim.commands.bench import FILTERS, sampler_params
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((batch * (k + 1), vocab), dtype=np.float32) * 2)
+    draft = None
+    ids = rng.integers(0, vocab, batch * k)
+    if not point:
+        d = rng.standard_normal((batch * k, vocab), dtype=np.float32) * 2
+        draft = np.exp(d - d.max(1, keepdims=True))
+        draft /= draft.sum(1, keepdims=True)
+    temperature = np.where(np.arange(batch) % 4 == 3, 0.0, 1.0)
+    params = dataclasses.replace(sampler_params(batch, k, vocab, ids, seed), order=order)
+    return VerifyBatch(np.full(batch, k), ids, draft, logits, temperature, np.full(batch, FILTERS["top_k"]),
+                       np.full(batch, FILTERS["top_p"]), seeds=rng.integers(0, 2**63, batch).astype(np.uint64),
+                       positions=rng.integers(0, 2**20, batch), sampler=params)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--seeds", type=int, default=2)
+    args = p.parse_args()
+    from devices.torch_device import make_cuda_device
+    from devices.triton_device import make_device
+    triton_dev, torch_dev = make_device(), make_cuda_device()
+    differing = 0
+    for order in ("canonical", "vllm"):
+        for point in (False, True):
+            for seed in range(args.seeds):
+                batch = case(args.batch, args.k, args.vocab, order, point, seed)
+                times, outs = [], []
+                for dev in (triton_dev, torch_dev):
+                    dev.verify(batch)  # warm (compile) once
+                    t0 = time.perf_counter()
+                    outs.append(dev.verify(batch))
+                    times.append(time.perf_counter() - t0)
+                a, b = outs
+                bad = np.flatnonzero((a.output_token_ids != b.output_token_ids).any(1) | (a.num_accepted != b.num_accepted))
+                differing += len(bad)
+                print(f"order={order} {'point' if point else 'draft'} seed={seed} B={args.batch} K={args.k} "
+                      f"V={args.vocab}: {len(bad)} of {args.batch} requests differ {bad[:8].tolist()}; "
+                      f"accepted {a.num_accepted.mean():.2f}/req; wall triton {times[0]:.2f} s, torch {times[1]:.2f} s",
+                      flush=True)
+    print(f"total requests differing: {differing}")
+    return 0 if differing == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
