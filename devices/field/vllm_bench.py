@@ -45,9 +45,10 @@ def _load(device: str):
     return load_rejection_sampler(interpret=device == "cpu")
 
 
-def make_step(device: str = "cuda"):
+def make_step(device: str = "cuda", top_k: int = 0, top_p: float = 1.0):
     """``(call, label)``; raises the loader's error where vLLM's sampler cannot be had. ``device="cpu"``: the
-    same call under Triton's interpreter (for a test of the glue, not for timing)."""
+    same call under Triton's interpreter (for a test of the glue, not for timing). ``top_k``, ``top_p``: every
+    request's (0, 1: off), applied by vLLM's own ``apply_sampling_constraints``."""
     from devices.field.vllm_device import rejection_sampler, sampling_metadata, spec_decode_metadata
     from devices.field.vllm_loader import VLLM_VERSION
     vllm = _load(device)
@@ -58,7 +59,7 @@ def make_step(device: str = "cuda"):
         temperature = x["temperature"].cpu().numpy()
         batch, vocab = len(temperature), int(x["target_logits"].shape[-1])
         spec = spec_decode_metadata(vllm, x["num_draft_tokens"], x["draft_token_ids"], device)
-        meta = sampling_metadata(vllm, temperature, [0] * batch, [1.0] * batch, vocab, {}, device)
+        meta = sampling_metadata(vllm, temperature, [top_k] * batch, [top_p] * batch, vocab, {}, device)
         return spec, meta, x
 
     def call(x):

@@ -69,6 +69,9 @@ def add_arguments(p):
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
     p.add_argument("--programs", type=int, default=None, help="Triton programs per pass")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    p.add_argument("--sampler", choices=["off", "all"], default="off",
+                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', 'triton §12', "
+                        "'triton §12+filters', 'vllm filters'; draft and point modes; see sampler_params)")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -162,7 +165,7 @@ def _torch_step(torch):
     return call
 
 
-def _vllm_step():
+def _vllm_step(**filters):
     """vLLM's rejection sampler as ``call(x)`` on this command's inputs, or ``(None, why not)``.
 
     The hook: ``devices.field.vllm_bench.make_step()`` (the field adapter's
@@ -172,10 +175,10 @@ def _vllm_step():
     ``draft_probs``, ``target_logits``, ``temperature``, ``seeds``, ``positions``,
     ``max_k``, ``mode``) the way vLLM's model runner calls it.
     """
-    return _vllm_hook("make_step")
+    return _vllm_hook("make_step", **filters)
 
 
-def _vllm_hook(name: str):
+def _vllm_hook(name: str, **kwargs):
     """``devices.field.vllm_bench.<name>()``, or ``(None, why not)``. ``make_step``: vLLM's whole
     ``RejectionSampler.forward`` (the ``vllm`` row, the ratio's base); ``make_rejection_sample_step``:
     its ``rejection_sample`` function alone (the ``vllm rejection_sample`` row)."""
@@ -184,7 +187,7 @@ def _vllm_hook(name: str):
     except ImportError as e:
         return None, f"vLLM's sampler not loadable here ({e})"
     try:
-        return getattr(vllm_bench, name)()
+        return getattr(vllm_bench, name)(**kwargs)
     except Exception as e:  # the loader's reason: wheel missing, version mismatch, ...
         return None, f"vLLM's sampler did not load ({type(e).__name__}: {e})"
 
@@ -225,6 +228,87 @@ def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
     ours = {k: v for k, v in times.items() if k in KERNELS}
     ours["other"] = sum(times.values()) - sum(ours.values())
     return ours
+
+
+# --- SPEC §12: every sampler parameter on (--sampler all) ------------------------------
+
+FILTERS = dict(top_k=50, top_p=0.9, min_p=0.05)
+"""The filters of the ``filters`` rows: top-k and top-p, and min_p where §12 is on."""
+
+
+def sampler_params(batch: int, k: int, vocab: int, draft_token_ids, seed: int, prompt: int = 512, output: int = 64):
+    """``devices.protocol.SamplerParams`` with every SPEC §12 parameter on, at strengths engines use:
+    a ``prompt``-token prompt and an ``output``-token output per request (repetition 1.1, frequency
+    0.2, presence 0.1 on them and the drafts), four bad words of 2–3 tokens each ending in the
+    request's first draft's prefix (so some complete along the drafts), min_tokens past this step
+    with two stop ids, a logit bias on every entry (``N(0, 0.1)``), allowed ids (a random 90 %),
+    a token mask per row (a random 95 %), min_p 0.05 (the ``vllm`` order)."""
+    import numpy as np
+
+    from devices.protocol import SamplerParams
+    rng = np.random.default_rng(seed)
+    ids = lambda n: rng.integers(0, vocab, n)  # noqa: E731
+    drafts = np.asarray(draft_token_ids).reshape(batch, k)
+    words = tuple(tuple(np.array([*ids(n - 2), drafts[i, 0], ids(1)[0]]) for n in (2, 3, 2, 3)) for i in range(batch))
+    return SamplerParams(
+        order="vllm", prompt_token_ids=tuple(ids(prompt) for _ in range(batch)),
+        output_token_ids=tuple(ids(output) for _ in range(batch)),
+        token_mask=rng.random((batch * (k + 1), vocab)) < 0.95,
+        allowed_token_ids=tuple(np.flatnonzero(rng.random(vocab) < 0.9) for _ in range(batch)), bad_words=words,
+        min_tokens=np.full(batch, output + k + 1), stop_token_ids=tuple(ids(2) for _ in range(batch)),
+        logit_bias=rng.normal(0, 0.1, (batch, vocab)).astype(np.float32),
+        repetition_penalty=np.full(batch, 1.1), frequency_penalty=np.full(batch, 0.2),
+        presence_penalty=np.full(batch, 0.1), min_p=np.full(batch, FILTERS["min_p"]))
+
+
+def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
+    """The §12 rows of one shape: ``(label, fn(i), extra warm-up)``. The host work (``row_edits``,
+    the dense rows) is done once per input set, outside the timing, as an engine keeps it across
+    steps; the timed call is the GPU work of a step: the two §12 launches, the float64 filter
+    pre-pass (``filter_logits``) and the plain step's two launches."""
+    import numpy as np
+
+    from devices.triton_device import _chunks, filter_logits, verify_tensors
+    from devices.triton_mode import kernel_module
+    ks = kernel_module("devices.triton_sampler", False)
+    prepared = []
+    for n, x in enumerate(sets):
+        B, K = x["num_draft_tokens"].shape[0], x["max_k"]
+        rows, V = x["target_logits"].shape
+        params = sampler_params(B, K, V, x["draft_token_ids"].cpu().numpy(), seed=n)
+        inputs = ks.sampler_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(),
+                                   V, "cuda", torch.float32)
+        prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy()))
+    chunk = _chunks(V, rows, config.block, config.programs)[0]
+    top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
+
+    def step(x, logits):
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config)
+
+    def processed(i):
+        inputs = prepared[i % len(sets)][0]
+        x = sets[i % len(sets)]
+        return x, ks.process_logits(ks, x["target_logits"], x["cu"], x["max_k"], inputs, config.block, chunk,
+                                    config.num_warps)
+
+    def filters_only(i):
+        x = sets[i % len(sets)]
+        _, cu, temperature = prepared[i % len(sets)]
+        return step(x, filter_logits(x["target_logits"], cu, temperature, top_k, top_p))
+
+    def all_on(i):
+        x, logits = processed(i)
+        _, cu, temperature = prepared[i % len(sets)]
+        return step(x, filter_logits(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
+
+    variants = [("triton filters", filters_only, 0), ("triton §12", lambda i: step(*processed(i)), 0),
+                ("triton §12+filters", all_on, 0)]
+    if with_vllm:
+        call, label = _vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
+        if call is not None:
+            variants.append(("vllm filters", lambda i: call(sets[i % len(sets)]), len(sets)))
+    return variants
 
 
 HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
@@ -284,6 +368,8 @@ def run(args) -> int:
                         variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets))
                     if kernel_call is not None:
                         variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets))
+                    if args.sampler == "all" and mode != "greedy":
+                        variants += sampler_variants(torch, sets, config, "vllm" in args.devices)
                     if "torch" in args.devices:
                         step = _torch_step(torch)
                         variants.append(("torch", lambda i, f=step: f(sets[i % nsets]), 0))
