@@ -258,14 +258,17 @@ class TritonDevice:
             kernels_module=self.kernels, **kwargs)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
+    def _kernel_file(self, module: str) -> ModuleType:
+        """``module`` (e.g. ``devices.triton_tree``) in the device's Triton mode, which this process
+        enters on first use (``triton_mode.kernel_module`` keeps one copy per mode)."""
+        from devices.triton_mode import enter, kernel_module
+        enter(self.interpret, self.name)
+        return kernel_module(module, self.interpret)
+
     @property
     def sampler_kernels(self) -> ModuleType:
-        """``devices/triton_sampler.py``, in the device's Triton mode (loaded on first use)."""
-        if getattr(self, "_sampler_kernels", None) is None:
-            from devices.triton_mode import enter, kernel_module
-            enter(self.interpret, self.name)
-            self._sampler_kernels = kernel_module("devices.triton_sampler", self.interpret)
-        return self._sampler_kernels
+        """``devices/triton_sampler.py`` (SPEC §12), in the device's Triton mode."""
+        return self._kernel_file("devices.triton_sampler")
 
     def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
         """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``); a row
@@ -288,12 +291,8 @@ class TritonDevice:
 
     @property
     def tree_kernels(self) -> ModuleType:
-        """``devices/triton_tree.py``, in the device's Triton mode (loaded on first use)."""
-        if getattr(self, "_tree_kernels", None) is None:
-            from devices.triton_mode import enter, kernel_module
-            enter(self.interpret, self.name)
-            self._tree_kernels = kernel_module("devices.triton_tree", self.interpret)
-        return self._tree_kernels
+        """``devices/triton_tree.py``, in the device's Triton mode."""
+        return self._kernel_file("devices.triton_tree")
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
         """SPEC §11: a torch pre-pass (target rows, argmax, keyed noise), then one program per request

@@ -11,7 +11,6 @@ module is skipped with that reason. Skipped cleanly where triton is not installe
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import subprocess
 import sys
@@ -20,13 +19,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from devices import triton_mode  # noqa: E402
+from tests.devices.interpreter_mode import enter_or_skip  # noqa: E402
 
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton not installed (pip install 'specsim[triton]')", allow_module_level=True)
-if triton_mode.conflict(True, "the interpreter tests"):
-    pytest.skip(triton_mode.conflict(True, "the interpreter tests"), allow_module_level=True)
-triton_mode.enter(True, "the interpreter tests")
+enter_or_skip()
 
 from devices import triton_device as td  # noqa: E402
 from devices.protocol import InvalidInput, Noise  # noqa: E402

@@ -1,18 +1,13 @@
 """The Triton device's SPEC §12 path (devices/triton_sampler.py) under the interpreter, small sizes."""
 
-import importlib.util
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from devices import triton_mode  # noqa: E402
+from tests.devices.interpreter_mode import enter_or_skip  # noqa: E402
 
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton not installed (pip install 'specsim[triton]')", allow_module_level=True)
-if triton_mode.conflict(True, "the interpreter tests"):
-    pytest.skip(triton_mode.conflict(True, "the interpreter tests"), allow_module_level=True)
-triton_mode.enter(True, "the interpreter tests")
+enter_or_skip()
 
 from devices.protocol import InvalidInput, SamplerParams, VerifyBatch  # noqa: E402
 from devices.triton_device import make_interpreter_device  # noqa: E402
