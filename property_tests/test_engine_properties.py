@@ -126,9 +126,16 @@ def scenarios(draw, greedy_only=False):
     return target, kind, k, drafter_max, reqs
 
 
+def longest_recompute(reqs, k):
+    """The most tokens one request can ask of a step: a recompute up to max_model_len plus its own K
+    (a request's ``num_speculative_tokens`` may exceed the engine's ``k``)."""
+    return max(mml + (k if params.num_speculative_tokens is None else max(k, params.num_speculative_tokens))
+               for _, _, params, mml, _ in reqs)
+
+
 def run_engine(target, kind, k, drafter_max, reqs, *, device=None, seed=0, order=None, max_num_seqs=8,
                block_size=2, spare_blocks=64, budget=None, preempt_at=None, partial=False):
-    longest = max(mml for *_, mml, _ in reqs) + k
+    longest = longest_recompute(reqs, k)
     pool_blocks = -(-longest // block_size) + spare_blocks
     config = SchedulerConfig(max_num_seqs=max_num_seqs, block_size=block_size, num_blocks=pool_blocks,
                              max_num_batched_tokens=budget or 1024, partial_drafts=partial)
@@ -166,7 +173,7 @@ def test_seeded_request_output_is_invariant_to_batch_order_budget_preemption_and
         out, _ = run_engine(target, kind, k, drafter_max, [r], device=ReferenceDevice(), seed=7)
         alone.update(out)
     order = data.draw(st.permutations(range(len(reqs))))
-    longest = max(mml for *_, mml, _ in reqs) + k
+    longest = longest_recompute(reqs, k)
     out, engine = run_engine(
         target, kind, k, drafter_max, reqs, seed=7, order=order,
         device=devices()[data.draw(st.sampled_from(["torch", "reference", "under test"]))],
