@@ -1,4 +1,6 @@
-"""``specsim mutants``: run the conformance suite against the mutant zoo and the correct devices."""
+"""``specsim mutants``: run the conformance suite against the mutant zoo and the correct devices, and every
+mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.proposer_check``)
+against its check and its correct subjects."""
 
 from __future__ import annotations
 
@@ -16,8 +18,11 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="small L3 sizes (tests of the harness, not a verdict)")
     p.add_argument("--black-box", action="store_true",
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")
-    p.add_argument("--only", default=None, help="comma-separated mutant ids (default: all)")
-    p.add_argument("--skip-correct", action="store_true", help="do not run the correct built-in devices")
+    p.add_argument("--only", default=None, help="comma-separated mutant ids of any family (default: all)")
+    p.add_argument("--families", default=None,
+                   help="comma-separated families to run: 'device' (the zoo) and those of specsim.mutants.families "
+                        "(default: all); a family none of whose mutants --only names is left out whole")
+    p.add_argument("--skip-correct", action="store_true", help="do not run the correct built-in devices or subjects")
     from specsim.commands.campaign import add_executor_arguments
     add_executor_arguments(p)   # each mutant (and correct device) is one shard
 
@@ -25,7 +30,7 @@ def add_arguments(p):
 def _table(rows) -> str:
     head = ("mutant", "modelled bug", "killed", "first killing check", "evidence")
     rows = [head] + rows
-    w = [min(max(len(str(r[i])) for r in rows), cap) for i, cap in zip(range(4), (26, 60, 8, 48))]
+    w = [min(max(len(str(r[i])) for r in rows), cap) for i, cap in zip(range(4), (36, 60, 8, 48))]
     return "\n".join(f"{str(a)[:w[0]]:<{w[0]}}  {str(b)[:w[1]]:<{w[1]}}  {str(c):<{w[2]}}  {str(d)[:w[3]]:<{w[3]}}  {e}"
                      for a, b, c, d, e in rows)
 
@@ -35,62 +40,103 @@ def _line(r: dict) -> str:
     return f"{'killed by ' + killer if r['killed'] else 'SURVIVED'} ({r['seconds']:.1f}s)"
 
 
+def _selected(args, device_ids: list[str]) -> dict[str, list[str]] | str:
+    """Each taking-part family's mutant ids, in order (the device zoo first); a string: the usage error."""
+    from specsim.mutants.families import DEVICE, FAMILIES
+    from specsim.mutants.zoo import MUTANTS
+    every = {DEVICE: device_ids, **{f.id: f.mutant_ids() for f in FAMILIES.values()}}
+    chosen = list(every)
+    if args.families:
+        chosen = args.families.split(",")
+        unknown = set(chosen) - set(every)
+        if unknown:
+            return f"--families: unknown {sorted(unknown)}; known: {list(every)}"
+    if args.only:
+        only = args.only.split(",")
+        known = set(MUTANTS).union(*(every[f] for f in every if f != DEVICE))
+        unknown = set(only) - known
+        if unknown:
+            return f"--only: unknown {sorted(unknown)}; known: {sorted(known)}"
+        every = {f: [i for i in ids if i in only] for f, ids in every.items()}
+    return {f: every[f] for f in every if f in chosen and (every[f] or not args.only)}
+
+
 def run(args) -> int:
     from devices.registry import EMULATED, is_field, load, survey
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.runner import write_json_atomic
+    from specsim.conformance.runner import Context, write_json_atomic
+    from specsim.mutants.families import DEVICE, FAMILIES
     from specsim.mutants.runner import Job, run_job
-    from specsim.mutants.zoo import MUTANTS, mutant_ids
+    from specsim.mutants.zoo import mutant_ids
 
     base = load(args.base)
-    ids = mutant_ids(base)
-    if args.only:
-        unknown = set(args.only.split(",")) - set(MUTANTS)
-        if unknown:
-            print(f"specsim mutants: --only: unknown {sorted(unknown)}; known: {sorted(MUTANTS)}", file=sys.stderr)
-            return 2
-        ids = [i for i in ids if i in args.only.split(",")]
+    families = _selected(args, mutant_ids(base))
+    if isinstance(families, str):
+        print(f"specsim mutants: {families}", file=sys.stderr)
+        return 2
     job = dict(base=args.base, seed=args.seed, alpha_family=args.alpha, quick=args.quick)
-    jobs = [Job("mutant", i, black_box=False, **job) for i in ids]
-    jobs += [Job("mutant", i, black_box=True, **job) for i in ids] if args.black_box else []
-    if not args.skip_correct:
-        # field adapters run other projects' samplers: their verdicts are docs/field.md's
-        jobs += [Job("correct", a.entry.name, black_box=False, **job) for a in survey()
-                 if a.device is not None and a.entry.name not in EMULATED and not is_field(a)]
+    jobs = []
+    if DEVICE in families:
+        ids = families[DEVICE]
+        jobs += [Job("mutant", i, black_box=False, **job) for i in ids]
+        jobs += [Job("mutant", i, black_box=True, **job) for i in ids] if args.black_box else []
+        if not args.skip_correct:
+            # field adapters run other projects' samplers: their verdicts are docs/field.md's
+            jobs += [Job("correct", a.entry.name, black_box=False, **job) for a in survey()
+                     if a.device is not None and a.entry.name not in EMULATED and not is_field(a)]
+    for fid, ids in families.items():
+        if fid == DEVICE:
+            continue
+        jobs += [Job("mutant", i, black_box=False, family=fid, **job) for i in ids]
+        jobs += ([] if args.skip_correct else
+                 [Job("correct", c, black_box=False, family=fid, **job) for c in FAMILIES[fid].correct_ids()])
+    subject = {DEVICE: "device", **{f.id: f.subject for f in FAMILIES.values()}}
     executor = executor_from(args, args.base)
     done = {}
     # Each judgement is a pure function of its job, so where and in which order they finish
     # changes nothing; the table and mutants.json list them in the jobs' order.
     for j, r in executor.map(run_job, jobs):
         done[j.key] = r
-        print(f"  {r['name']}{' [black box]' if j.black_box else ''}: "
+        tag = (" [black box]" if j.black_box else "") + ("" if j.family == DEVICE else f" [{j.family}]")
+        print(f"  {r['name']}{tag}: "
               + (_line(r) if j.kind == "mutant" else
                  f"{'FAILED ' + r['killer']['name'] if r['killed'] else 'passes'} ({r['seconds']:.1f}s)"),
               file=sys.stderr, flush=True)
     results = [(j, done[j.key]) for j in jobs]
     verdicts = [r for j, r in results if j.kind == "mutant" and not j.black_box]
     black = [r for j, r in results if j.black_box]
-    correct = [r for j, r in results if j.kind == "correct"]
-    rows = [(r["name"] + (" [black box]" if j.black_box else ""), r["bug"], "yes" if r["killed"] else "NO",
-             (r["killer"] or {}).get("name", "-"), r["evidence"]) for j, r in results if j.kind == "mutant"]
+    correct = [(j, r) for j, r in results if j.kind == "correct"]
+    rows = [(r["name"] + (" [black box]" if j.black_box else "") + ("" if j.family == DEVICE else f" [{j.family}]"),
+             r["bug"], "yes" if r["killed"] else "NO", (r["killer"] or {}).get("name", "-"), r["evidence"])
+            for j, r in results if j.kind == "mutant"]
     print(_table(rows))
-    for r in correct:
+    for j, r in correct:
         c = r["counts"]
-        print(f"correct device {r['name']}: {'FAIL (' + r['killer']['name'] + ': ' + r['evidence'] + ')' if r['killed'] else 'pass'}"
+        print(f"correct {subject[j.family]} {r['name']}: "
+              f"{'FAIL (' + r['killer']['name'] + ': ' + r['evidence'] + ')' if r['killed'] else 'pass'}"
               f"  [{c['pass']} pass, {c['fail']} fail, {c['not_supported']} not supported, {c['error']} error]")
+    designs = {fid: FAMILIES[fid].design(Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick))
+               for fid in families if fid != DEVICE}
+    for fid, said in designs.items():
+        print(f"family {fid}: {said}")
     survivors = [r["name"] for r in verdicts if not r["killed"]]
-    broken = [r["name"] for r in correct if r["killed"]]
+    broken = [r["name"] for _, r in correct if r["killed"]]
+    by_subject = {}
+    for j, r in correct:
+        by_subject.setdefault(subject[j.family], []).append(r)
     print(f"\n{len(verdicts) - len(survivors)}/{len(verdicts)} mutants killed"
           + (f"; survivors: {', '.join(survivors)}" if survivors else "")
           + (f"; black box: {sum(r['killed'] for r in black)}/{len(black)} killed" if black else "")
-          + f"; {len(correct) - len(broken)}/{len(correct)} correct devices pass")
+          + "".join(f"; {sum(not r['killed'] for r in rs)}/{len(rs)} correct {word}s pass"
+                    for word, rs in by_subject.items()))
     if args.out:
         from reference import SPEC_VERSION
         strip = lambda r: {k: v for k, v in r.items() if k not in ("counts", "where")}
         doc = {"spec_version": SPEC_VERSION, "seed": args.seed, "alpha_family": args.alpha, "quick": args.quick,
-               "base": args.base, "run": executor.describe(),
+               "base": args.base, "run": executor.describe(), "families": designs,
                "mutants": [strip(r) for r in verdicts], "black_box": [strip(r) for r in black],
-               "correct_devices": [{**strip(r), "counts": r["counts"]} for r in correct]}
+               "correct_devices": [{**strip(r), "counts": r["counts"]} for j, r in correct if j.family == DEVICE],
+               "correct_subjects": [{**strip(r), "counts": r["counts"]} for j, r in correct if j.family != DEVICE]}
         path = os.path.join(args.out, "mutants.json")
         write_json_atomic(path, doc)
         print(f"wrote {path}")

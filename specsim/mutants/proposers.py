@@ -1,5 +1,6 @@
 """Mutant proposers: a q the drafter did not sample from, each a cited source edit of
-``specsim/engine/proposers/processed.py`` (``specsim.mutants.source``), killed by ``specsim proposer``.
+``specsim/engine/proposers/processed.py`` (``specsim.mutants.source``), killed by ``specsim proposer``
+and, as the ``proposer`` family (``specsim.mutants.families``), by ``specsim mutants``.
 
 | id | the edit | models | killed by |
 |---|---|---|---|

@@ -30,17 +30,21 @@ class Verdict:
     killer: CheckResult | None
     groups_run: list
     seconds: float
+    family: str = "device"   # specsim.mutants.families: "device" is the zoo, judged by the conformance suite
+    note: str = ""           # a family's word on its named check (appended to the evidence)
 
     def evidence(self) -> str:
         if self.killer is None:
-            return ""
+            return self.note
         k = self.killer
         if k.p_value is not None:
-            return f"p={k.p_value:.3g} <= alpha={k.alpha:.3g}"
-        return (k.detail.splitlines() or [""])[0][:160]
+            said = f"p={k.p_value:.3g} <= alpha={k.alpha:.3g}"
+        else:
+            said = (k.detail.splitlines() or [""])[0][:160]
+        return f"{said}; {self.note}" if self.note else said
 
     def to_json(self) -> dict:
-        return {"name": self.name, "bug": self.bug, "models": self.models, "killed": self.killed,
+        return {"name": self.name, "family": self.family, "bug": self.bug, "models": self.models, "killed": self.killed,
                 "killer": self.killer.to_json() if self.killer else None, "evidence": self.evidence(),
                 "groups_run": self.groups_run, "seconds": round(self.seconds, 2)}
 
@@ -104,7 +108,8 @@ def judge_correct(name: str, device, ctx: Context) -> Verdict:
 class Job:
     """One judgement of a ``specsim mutants`` run, a pure function of its fields (so it can run on any
     worker of a campaign executor): a mutant of ``base`` (``kind="mutant"``, also ``black_box``) or a
-    correct built-in device (``kind="correct"``, ``name`` its registry name)."""
+    correct built-in device (``kind="correct"``, ``name`` its registry name); with ``family`` other than
+    ``"device"``, a mutant or correct subject of that family (``specsim.mutants.families``; ``base`` unused)."""
 
     kind: str
     name: str
@@ -113,10 +118,12 @@ class Job:
     seed: int
     alpha_family: float
     quick: bool
+    family: str = "device"
 
     @property
     def key(self) -> str:
-        return f"{self.kind}:{self.name}" + (" [black box]" if self.black_box else "")
+        where = "" if self.family == "device" else f"{self.family}/"
+        return f"{self.kind}:{where}{self.name}" + (" [black box]" if self.black_box else "")
 
 
 def run_job(job: Job) -> dict:
@@ -124,7 +131,11 @@ def run_job(job: Job) -> dict:
     from devices.registry import load
     from specsim.campaign.tasks import where
     ctx = Context(seed=job.seed, alpha_family=job.alpha_family, quick=job.quick)
-    if job.kind == "mutant":
+    if job.family != "device":
+        from specsim.mutants.families import FAMILIES
+        v = FAMILIES[job.family].judge(job.kind, job.name, ctx)
+        v.family = job.family
+    elif job.kind == "mutant":
         from specsim.mutants.zoo import make_mutant
         v = judge_mutant(make_mutant(load(job.base), job.name), ctx, black_box=job.black_box)
     else:

@@ -116,6 +116,8 @@ def test_mutant_judgements_are_shards_whatever_runs_them():
     from specsim.mutants.runner import Job, run_job
     jobs = [Job("mutant", m, base="torch", black_box=bb, seed=0, alpha_family=1e-3, quick=True)
             for m, bb in (("residual-target", False), ("residual-target", True), ("accept-inclusive", False))]
+    jobs.append(Job("mutant", "q-before-processors", base="torch", black_box=False, seed=0, alpha_family=1e-3,
+                    quick=True, family="proposer"))                  # a family's judgement is a job too
     keep = ("name", "killed", "killer", "evidence", "groups_run")
     here = {j.key: {k: r[k] for k in keep} for j, r in InProcess().map(run_job, jobs)}
     there = {j.key: {k: r[k] for k in keep} for j, r in Processes(2).map(run_job, jobs)}
