@@ -33,7 +33,7 @@ from specsim.engine import (DraftModelProposer, EagleProposer, Engine, NgramProp
                             SchedulerConfig, ToyLM)
 from specsim.engine.kv import BlockPool
 from specsim.engine.proposers import make_platform_proposer
-from specsim.stats import Budget, case_seed, gof_test, support_check
+from specsim.stats import Budget, case_seed, gof_test, sequence_law_test
 from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
@@ -134,14 +134,14 @@ def longest_recompute(reqs, k):
 
 
 def run_engine(target, kind, k, drafter_max, reqs, *, device=None, seed=0, order=None, max_num_seqs=8,
-               block_size=2, spare_blocks=64, budget=None, preempt_at=None, partial=False):
+               block_size=2, spare_blocks=64, budget=None, preempt_at=None, partial=False, sampler_order="canonical"):
     longest = longest_recompute(reqs, k)
     pool_blocks = -(-longest // block_size) + spare_blocks
     config = SchedulerConfig(max_num_seqs=max_num_seqs, block_size=block_size, num_blocks=pool_blocks,
                              max_num_batched_tokens=budget or 1024, partial_drafts=partial)
     engine = Engine(target, proposers(target, kind, drafter_max), device=device or device_under_test(),
                     num_speculative_tokens=k, scheduler=config, seed=seed, preempt_at=preempt_at,
-                    check_invariants=True)
+                    check_invariants=True, sampler_order=sampler_order)
     for idx in (order if order is not None else range(len(reqs))):
         rid, prompt, params, mml, rseed = reqs[idx]
         engine.add_request(rid, prompt, params, seed=rseed, max_model_len=mml)
@@ -233,15 +233,9 @@ def test_sequence_law_equals_the_targets_autoregressive_law(case, n):
     options.setdefault("spare_blocks", 1500)
     out, engine = run_engine(target, kind, 3, None, reqs, seed=seed, **options)
     law = target.sequence_law(LAW_PROMPT, LAW_TOKENS, lambda z: target_probs(z, 1.0, top_k))
-    cells = sorted(law)
-    index = {c: i for i, c in enumerate(cells)}
-    counts = np.zeros(len(cells) + 1)
-    for tokens in out.values():
-        counts[index.get(tuple(tokens), len(cells))] += 1  # last cell: sequences of law probability 0
-    probs = np.array([law[c] for c in cells] + [0.0])
-    assert support_check(counts, probs, what=f"sequence law support [{case}]", seed=seed).passed, \
+    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what=f"sequence law [{case}]", seed=seed)
+    assert support.passed, \
         f"sequences outside the target's support: {[s for s in out.values() if tuple(s) not in law][:5]}"
-    result = gof_test(counts, probs, BUDGET.nominal, what=f"sequence law [{case}]", seed=seed)
     print(result.report())
     assert result.passed, result.report()
     assert engine.metrics.num_drafts > 0

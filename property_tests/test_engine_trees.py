@@ -26,7 +26,6 @@ family, beside ``test_engine_properties.py``'s); the engine seed is
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +33,7 @@ from hypothesis import strategies as st
 from property_tests import test_engine_properties as engine_properties
 from reference.target import target_probs
 from specsim.engine import SamplingParams, ToyLM
-from specsim.stats import Budget, case_seed, gof_test, support_check
+from specsim.stats import Budget, case_seed, sequence_law_test
 from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
@@ -126,14 +125,8 @@ def test_tree_sequence_law_equals_the_targets_autoregressive_law():
                              device=_UNDER_TEST[0].device,   # unjudged here: the law is the check
                              max_num_seqs=256, spare_blocks=1500, preempt_at={2: 3, 4: 5}, budget=503, partial=True)
     law = target.sequence_law(LAW_PROMPT, LAW_TOKENS, lambda z: target_probs(z, 1.0, 0))
-    cells = sorted(law)
-    index = {c: i for i, c in enumerate(cells)}
-    counts = np.zeros(len(cells) + 1)
-    for tokens in out.values():
-        counts[index.get(tuple(tokens), len(cells))] += 1  # last cell: sequences of law probability 0
-    probs = np.array([law[c] for c in cells] + [0.0])
-    assert support_check(counts, probs, what="tree sequence law support", seed=seed).passed
-    result = gof_test(counts, probs, BUDGET.nominal, what="tree sequence law", seed=seed)
+    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what="tree sequence law", seed=seed)
+    assert support.passed, support.report()
     print(result.report())
     assert result.passed, result.report()
     assert engine.metrics.num_drafts > 0 and sum(r.num_preemptions for r in engine.requests.values()) > 0

@@ -366,6 +366,26 @@ def count_law_test(num_accepted: np.ndarray, law: np.ndarray, alpha: float, **kw
             gof_test(counts, law, alpha, what=what, **kw))
 
 
+def sequence_law_test(sequences, law: dict, alpha: float, **kw) -> tuple[SupportResult, GofResult]:
+    """Test whole generated ``sequences`` (token lists) against the exact ``law`` ``{tuple: probability}``
+    (e.g. ``ToyLM.sequence_law``, ``sequence_law_given``): one cell per sequence of the law, in sorted
+    order, plus one of probability 0 for every sequence outside it (an exact failure, no α).
+
+    >>> support, gof = sequence_law_test([[1], [2], [1]], {(1,): 0.5, (2,): 0.5}, 1e-3, what="demo")
+    >>> support.passed, gof.passed, sequence_law_test([[3]], {(1,): 1.0}, 1e-3)[0].offending
+    (True, True, {1: 1})
+    """
+    cells = sorted(law)
+    index = {c: i for i, c in enumerate(cells)}
+    counts = np.zeros(len(cells) + 1)
+    for tokens in sequences:
+        counts[index.get(tuple(tokens), len(cells))] += 1  # last cell: sequences of law probability 0
+    probs = np.array([law[c] for c in cells] + [0.0])
+    what = kw.pop("what", "sequence law")
+    return (support_check(counts, probs, what=f"{what} support", seed=kw.get("seed")),
+            gof_test(counts, probs, alpha, what=what, **kw))
+
+
 def pit_values(tokens: np.ndarray, probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Randomized PIT ``[n]`` of ``tokens`` ``[n]`` under ``probs`` ``[V]``: exactly U(0,1) iff tokens ~ probs.
 
@@ -405,5 +425,5 @@ __all__ = [
     "MIN_EXPECTED", "SAFETY", "DEFAULT_BETA", "case_seed", "Budget", "holm",
     "power_at", "min_samples", "min_detectable_tv", "dkwm_epsilon", "dkwm_detectable", "dkwm_min_samples",
     "pool_cells", "pooled", "design_cells", "GofResult", "SupportResult", "DkwmResult",
-    "support_check", "gof_test", "count_law_test", "pit_values", "dkwm_test",
+    "support_check", "gof_test", "count_law_test", "sequence_law_test", "pit_values", "dkwm_test",
 ]

@@ -43,12 +43,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from devices.protocol import TreeBatch, VerifyBatch
+from devices.protocol import SAMPLER_ORDERS, TreeBatch, VerifyBatch
 from specsim.engine.kv import BlockPool, KVError
 from specsim.engine.metrics import SpecDecodeMetrics
 from specsim.engine.models import ToyLM
 from specsim.engine.proposers import Proposer, top1_propose
 from specsim.engine.rng import request_seed
+from specsim.engine.sampling import RequestSampler, sampler_params
 from specsim.engine.scheduler import Scheduled, Scheduler, SchedulerConfig
 from specsim.engine.state import Request, SamplingParams, Status
 
@@ -84,13 +85,19 @@ class Engine:
     - ``max_model_len``: default per-request limit on prompt + output length.
     - ``preempt_at``: ``{step: [request ids] or n}`` — force those (or the ``n``
       newest running) requests out at the start of that step.
+    - ``sampler_order``: SPEC §12's order profile (``"canonical"`` or ``"vllm"``) of every
+      ``VerifyBatch.sampler`` the engine builds for requests with §12 parameters.
     """
 
     def __init__(self, target: ToyLM, proposer: Proposer | Mapping[str, Proposer] | None = None, *,
                  device="torch", num_speculative_tokens: int = 0, scheduler: SchedulerConfig | None = None,
                  seed: int = 0, max_model_len: int | None = None,
-                 preempt_at: Mapping[int, Sequence[str] | int] | None = None, check_invariants: bool = False):
+                 preempt_at: Mapping[int, Sequence[str] | int] | None = None, check_invariants: bool = False,
+                 sampler_order: str = "canonical"):
         self.target, self.device = target, _load_device(device)
+        if sampler_order not in SAMPLER_ORDERS:
+            raise ValueError(f"sampler_order: must be one of {SAMPLER_ORDERS}, got {sampler_order!r}")
+        self.sampler_order = sampler_order
         if proposer is None:
             self.proposers: dict[str, Proposer] = {}
         elif isinstance(proposer, Mapping):
@@ -139,11 +146,22 @@ class Engine:
                              f"{self.config.num_blocks} blocks of {self.config.block_size})")
         if params.proposer is not None and params.proposer not in self.proposers:
             raise ValueError(f"params.proposer: {params.proposer!r} is not one of {sorted(self.proposers)}")
+        self._check_sampler(params)
         request = Request(request_id, prompt, params,
                           request_seed(self.seed, request_id) if seed is None else int(seed), mml)
+        if params.uses_sampler:
+            request.sampler = RequestSampler.of(params, order=self.sampler_order, eos_id=self.target.eos_id)
         self.requests[request_id] = request
         self.scheduler.add(request)
         return request
+
+    def _check_sampler(self, params: SamplingParams) -> None:
+        """SPEC §12's parameters against this target: ids in its vocabulary, a grammar over it."""
+        params.check_vocab(self.target.vocab_size)
+        g = params.grammar
+        if g is not None and (g.vocab_size != self.target.vocab_size or g.eos_id != self.target.eos_id):
+            raise ValueError(f"params.grammar: its vocabulary ({g.vocab_size} pieces, end token {g.eos_id}) must be "
+                             f"the target's ({self.target.vocab_size} tokens, eos_id {self.target.eos_id})")
 
     def _k_of(self, params: SamplingParams) -> int:
         if not self.proposers:
@@ -359,7 +377,21 @@ class Engine:
             top_k=np.array([r.params.top_k for r in reqs], np.int64),
             top_p=np.array([r.params.top_p for r in reqs], np.float64),
             seeds=np.array([r.seed for r in reqs], np.uint64),
-            positions=np.array([r.num_tokens for r in reqs], np.int64))
+            positions=np.array([r.num_tokens for r in reqs], np.int64),
+            sampler=self._sampler(group))
+
+    def _sampler(self, group: list[Scheduled]):
+        """SPEC §12's ``SamplerParams`` of one verify call (None when no request uses them): each request's
+        prompt and committed output, and a grammar request's masks along its drafts (the matcher keeps the
+        drafts it took until ``_commit`` rolls it back to the accepted prefix)."""
+        entries = []
+        for s in group:
+            r = s.request
+            grammar = None if r.sampler is None else r.sampler.grammar
+            drafts = [] if not s.num_drafts else r.spec_token_ids[:s.num_drafts].tolist()
+            entries.append((r.sampler, r.prompt, r.output, len(drafts),
+                            None if grammar is None else grammar.masks_along(drafts)))
+        return sampler_params(entries, self.target.vocab_size, self.sampler_order)
 
     def _tree_batch(self, group: list[Scheduled], rows: list[np.ndarray]) -> TreeBatch:
         """SPEC §11's batch of the step's tree requests: point proposals (top-k siblings), scheme rrs,
@@ -388,6 +420,8 @@ class Engine:
             r = s.request
             kept = self._trim(r, emitted)
             self.metrics.record(s.num_drafts, accepted, len(kept))
+            if r.sampler is not None and r.sampler.grammar is not None:
+                r.sampler.grammar.commit(accepted, kept)   # back to the accepted prefix, then the emitted token
             r.output.extend(kept)
             new_tokens[r.request_id] = kept
             if hidden is not None:
@@ -406,7 +440,7 @@ class Engine:
         kept = []
         for t in emitted:
             kept.append(t)
-            if t == self.target.eos_id and not r.params.ignore_eos:
+            if t == self.target.eos_id and not r.params.ignore_eos or t in r.params.stop_token_ids:
                 r.finish_reason = "stop"
             elif len(r.output) + len(kept) >= r.params.max_tokens or r.num_tokens + len(kept) >= r.max_model_len:
                 r.finish_reason = "length"

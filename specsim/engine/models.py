@@ -169,3 +169,42 @@ class ToyLM:
 
         walk((), 1.0)
         return law
+
+    def sequence_law_given(self, prompt: Sequence[int], params, *, order: str = "canonical",
+                           max_model_len: int | None = None) -> dict[tuple[int, ...], float]:
+        """Exact law of the continuation under NON-speculative sampling with ``params`` (a
+        ``SamplingParams``): each token drawn from the next row through SPEC §12's pipeline in ``order``
+        (``specsim.engine.sampling.processed_row``: penalties over the output so far, bans, bias, min_p,
+        the grammar's mask after the output so far), temperature, top-k, top-p; enumerated exactly.
+        Generation stops after ``max_tokens``, at EOS (unless ``ignore_eos``) or a stop token (kept), or
+        at ``max_model_len``. Temperature 0: the single penalised greedy chain, with probability 1.
+
+        >>> from specsim.engine.state import SamplingParams
+        >>> lm = ToyLM.constant([0.5, 1.0])          # the prompt's 1 is penalised: 1/4 < 0.5, then 0 too
+        >>> lm.sequence_law_given([1], SamplingParams(temperature=0, max_tokens=3, repetition_penalty=4.0))
+        {(0, 1, 1): 1.0}
+        """
+        from specsim.engine.sampling import RequestSampler, processed_row
+        sampler = RequestSampler.of(params, order=order, eos_id=self.eos_id)
+        grammar, stops = sampler.grammar, set(params.stop_token_ids)
+        if self.eos_id is not None and not params.ignore_eos:
+            stops.add(self.eos_id)
+        limit = params.max_tokens if max_model_len is None else min(params.max_tokens, max_model_len - len(prompt))
+        law: dict[tuple[int, ...], float] = {}
+
+        def walk(out: tuple[int, ...], prob: float) -> None:
+            if len(out) >= limit or (out and out[-1] in stops):
+                law[out] = law.get(out, 0.0) + prob
+                return
+            row = processed_row(sampler, self.next_logits(list(prompt) + list(out)), prompt=prompt, output=out,
+                                mask=None if grammar is None else grammar.mask())
+            for v in np.flatnonzero(row > 0):
+                follows = grammar is not None and int(v) != grammar.eos_id and len(out) + 1 < limit
+                if follows:
+                    grammar.advance([int(v)])
+                walk(out + (int(v),), prob * float(row[v]))
+                if follows:
+                    grammar.rollback(1)
+
+        walk((), 1.0)
+        return law

@@ -17,6 +17,7 @@ import numpy as np
 from specsim.engine.models import ToyLM
 from specsim.engine.proposers.law import draft_law
 from specsim.engine.rng import draft_exponentials, race
+from specsim.engine.sampling import processed_row
 from specsim.engine.state import Request
 
 
@@ -31,6 +32,15 @@ class DraftModelProposer:
     The toy drafter ignores top-k/top-p: ``draft_probs`` is exactly what it
     sampled from, which is all losslessness needs. Greedy requests draft the
     argmax (one-hot rows).
+
+    A request with SPEC §12 parameters (``Request.sampler``) drafts from the
+    drafter's row through the same processors the target's row gets (bans,
+    penalties and bias over its output plus the drafts before, its grammar's
+    mask along its own drafts on a fork of the matcher, min_p, temperature;
+    still no top-k/top-p), and reports that row: its drafts are ones the target
+    can keep, so acceptance stays sane. Losslessness does not rest on it (an
+    n-gram proposer's drafts ignore every processor; the device rejects what
+    the target's row bans).
     """
 
     name = "draft_model"
@@ -62,6 +72,8 @@ class DraftModelProposer:
         noise_row[racing] = np.arange(len(racing))
         ids = np.zeros((len(requests), k_max), np.int64)
         rows = np.zeros((len(requests), k_max, self.vocab_size)) if self.has_probs else None
+        forks = [None if r.sampler is None or r.sampler.grammar is None else r.sampler.grammar.fork()
+                 for r in requests]   # each §12 request's matcher, walked along its own drafts
         for j in range(k_max):
             live = np.flatnonzero((ks > j) & valid)
             logits = self.draft.logits_at(keys[live], length[live] + j)
@@ -70,12 +82,34 @@ class DraftModelProposer:
             race_rows = np.flatnonzero(sampled[live])
             if len(race_rows):
                 tok[race_rows] = race(probs[race_rows], noise[noise_row[live[race_rows]], j])
+            for n, b in enumerate(live):
+                if requests[b].sampler is not None:
+                    row, tok[n] = self._processed_draft(requests[b], logits[n], ids[b, :j].tolist(), forks[b],
+                                                        noise[noise_row[b], j] if sampled[b] else None)
+                    if probs is not None:
+                        probs[n] = row
             ids[live, j] = tok
             if rows is not None:
                 rows[live, j] = probs
             keys[live] = self.draft.roll(keys[live], tok)
         return [None if not valid[b] else (ids[b, :ks[b]], None if rows is None else rows[b, :ks[b]])
                 for b in range(len(requests))]
+
+    @staticmethod
+    def _processed_draft(request: Request, logits: np.ndarray, drafts: list, fork, noise: np.ndarray | None):
+        """A §12 request's draft row ``[V]`` (the drafter's ``logits`` ``[V]`` through its processors after
+        its output and ``drafts``, its grammar ``fork``'s mask) and its token: the keyed race on that row
+        (``noise`` ``[V]``), or the processed argmax (greedy, or a point drafter's argmax)."""
+        mask = None if fork is None else fork.mask()
+        context = dict(prompt=request.prompt, output=request.output + drafts, mask=mask, top_k=0, top_p=1.0)
+        row = processed_row(request.sampler, logits, **context)
+        if noise is not None:
+            token = int(race(row[None], noise[None])[0])
+        else:
+            token = int(np.argmax(processed_row(request.sampler, logits, temperature=0.0, **context)))
+        if fork is not None:
+            fork.advance([token])
+        return row, token
 
 
 class EagleProposer(DraftModelProposer):
