@@ -8,3 +8,5 @@ bash "$(dirname "$0")/install-chromium.sh"
 python -m pip install -q "transformers==5.23.0"
 # Ray for the campaign layer's executor (specsim/campaign/executors.py checks this release; tests/campaign/test_ray.py).
 python -m pip install -q "ray==2.60.0"
+# llguidance for the engine's structured output (specsim/engine/grammar.py checks this release; tests/engine/test_grammar.py).
+python -m pip install -q "llguidance==1.9.1"

@@ -10,7 +10,7 @@ MODULES = ["specsim.engine.models", "specsim.engine.kv", "specsim.engine.rng", "
            "specsim.engine.proposers.draft_model", "specsim.engine.proposers.ngram", "specsim.engine.proposers.universal",
            "specsim.engine.proposers.ptd", "specsim.engine.proposers.factory", "specsim.engine.proposers.tree",
            "specsim.engine.tree_loop", "specsim.engine.metrics",
-           "specsim.engine.engine", "specsim.engine.workload"]
+           "specsim.engine.engine", "specsim.engine.workload", "specsim.engine.sampling"]
 
 
 @pytest.mark.parametrize("name", MODULES)
