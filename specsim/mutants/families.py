@@ -23,7 +23,7 @@ black-box twin (``--black-box`` is the device zoo's: it hides injected noise
 a family's check never uses). A mutant that survives fails the command (exit
 1), as does a correct subject that fails.
 
-To add a family (e.g. ``"grammar"``): write its mutants and its check
+To add a family: write its mutants and its check
 elsewhere, then a ``Family`` here with the four members and append it to
 ``FAMILIES``; ``tests/test_proposer_mutants.py`` then holds it to the rules
 above (unique ids, correct subjects pass, every mutant killed).
@@ -39,8 +39,16 @@ mutants name) at the same size and α, so it is still a verdict, with less
 power: over suite seeds 0–19 every case kills reduced-precision-draws at 20 of
 20 seeds, its named case T0.7 alone at 17 (docs/statistics.md).
 
->>> [f.id for f in FAMILIES.values()]
-['proposer']
+The **grammar** family (``specsim.mutants.grammar``: grammar-not-rolled-back,
+docs/bugs.md #52; mask-from-previous-position, #53; the correct subject
+``list_grammar``) runs the engine under each grammar and judges it with
+``grammar/outputs`` (every output in the correct grammar, exact) and
+``grammar/law`` (the law of constrained sequences, α_family as given);
+``--quick``: ``grammar/outputs`` only. It is registered only where llguidance
+is installed.
+
+>>> [f.id for f in FAMILIES.values()][0]    # then 'grammar' where llguidance is installed
+'proposer'
 >>> FAMILIES["proposer"].mutant_ids()
 ['q-before-processors', 'reduced-precision-draws']
 """
@@ -160,7 +168,36 @@ def _proposer_design(ctx: Context) -> str:
 PROPOSER = Family("proposer", "proposer", _proposer_mutant_ids, _proposer_correct_ids, _judge_proposer,
                   _proposer_design)
 
-FAMILIES: dict[str, Family] = {f.id: f for f in (PROPOSER,)}
+# --------------------------------------------------------------------------- the grammar family
+
+def _grammar_mutant_ids() -> list[str]:
+    from specsim.mutants.grammar import MUTANTS
+    return sorted(MUTANTS)
+
+
+def _judge_grammar(kind: str, subject: str, ctx: Context) -> Verdict:
+    from specsim.mutants.grammar import judge
+    return judge(kind, subject, ctx)
+
+
+def _grammar_design(ctx: Context) -> str:
+    from specsim.mutants.grammar import design
+    return design(ctx)
+
+
+GRAMMAR = Family("grammar", "grammar", _grammar_mutant_ids, lambda: ["list_grammar"], _judge_grammar,
+                 _grammar_design)
+"""Structured output's bookkeeping (``specsim.mutants.grammar``: grammar-not-rolled-back, docs/bugs.md #52;
+mask-from-previous-position, #53), judged by ``grammar/outputs`` and ``grammar/law``; present only where
+llguidance is installed (``pip install 'specsim[grammar]'``)."""
+
+
+def _llguidance_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("llguidance") is not None
+
+
+FAMILIES: dict[str, Family] = {f.id: f for f in (PROPOSER, GRAMMAR) if f is not GRAMMAR or _llguidance_installed()}
 
 
 def family_of(mutant_id: str) -> str | None:
@@ -168,4 +205,4 @@ def family_of(mutant_id: str) -> str | None:
     return next((f.id for f in FAMILIES.values() if mutant_id in f.mutant_ids()), None)
 
 
-__all__ = ["DEVICE", "FAMILIES", "Family", "PROPOSER", "PROPOSER_SAMPLES", "family_of"]
+__all__ = ["DEVICE", "FAMILIES", "Family", "PROPOSER", "GRAMMAR", "PROPOSER_SAMPLES", "family_of"]
