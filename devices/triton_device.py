@@ -90,7 +90,8 @@ def kernels(interpret: bool | None = None) -> ModuleType:
 
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
-                   config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None):
+                   config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None,
+                   sampler=None, sampler_kernels: ModuleType | None = None):
     """One step on torch tensors (one device, no validation, no host sync).
 
     - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
@@ -104,10 +105,23 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
       ``exponentials`` ``[batch, V]``;
     - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1).
 
-    - ``kernels_module``: the kernels to launch (default ``kernels()``).
+    - ``kernels_module``: the kernels to launch (default ``kernels()``);
+    - ``sampler``: SPEC §12 fused into the step (``devices.triton_sampler.FusedSampler``, for
+      ``target_logits`` as given: no top-k/top-p/min_p), launched from ``sampler_kernels``
+      (default: ``devices/triton_sampler.py`` in the kernels' mode). None: the plain step.
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
     """
+    return step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, max_k=max_k, seeds=seeds,
+                        positions=positions, uniforms=uniforms, exponentials=exponentials, config=config,
+                        kernels_module=kernels_module, sampler=sampler, sampler_kernels=sampler_kernels)[:2]
+
+
+def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int, seeds=None,
+                 positions=None, uniforms=None, exponentials=None, config: KernelConfig = KernelConfig(),
+                 kernels_module: ModuleType | None = None, sampler=None, sampler_kernels: ModuleType | None = None):
+    """``verify_tensors`` (same arguments), also returning each row's chunk maxima ``[rows, columns]``
+    (a row whose every column is ``-inf`` allows no token: SPEC §12.4's check on the fused path)."""
     import torch
 
     from devices import torch_sampling as ts
@@ -126,29 +140,61 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     chunk, nchunk = _chunks(V, rows, config.block, config.programs)
     race_block = config.race_block or config.block
     race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
-    # Three allocations, no kernel: every element below is written by the two launches.
-    floats = torch.empty(2 * rows * nchunk + 2 * batch * race_nchunk, dtype=compute, device=dev)
-    ints = torch.empty(rows * nchunk + batch + 2 * batch * race_nchunk, dtype=torch.int32, device=dev)
+    nstat = nchunk + (sampler is not None)  # the fused path's records have a statistics column of their own
+    # Three allocations, no kernel: every element below is written by the launches.
+    floats = torch.empty(2 * rows * nstat + 2 * batch * race_nchunk, dtype=compute, device=dev)
+    ints = torch.empty(rows * nstat + batch + 2 * batch * race_nchunk, dtype=torch.int32, device=dev)
     outs = torch.empty(batch * width + batch, dtype=torch.int64, device=dev)
-    stat_max, stat_sum, best_w, best_t = floats.split([rows * nchunk, rows * nchunk, batch * race_nchunk,
+    stat_max, stat_sum, best_w, best_t = floats.split([rows * nstat, rows * nstat, batch * race_nchunk,
                                                        batch * race_nchunk])
-    stat_arg, counter, best_w_id, best_t_id = ints.split([rows * nchunk, batch, batch * race_nchunk,
+    stat_arg, counter, best_w_id, best_t_id = ints.split([rows * nstat, batch, batch * race_nchunk,
                                                           batch * race_nchunk])
     out, num_accepted = outs[:batch * width].view(batch, width), outs[batch * width:]
 
-    tk.stats_kernel[(batch, max_k + 1, nchunk)](
-        target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-        TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps, **stages)
+    fused = {}
+    if sampler is None:
+        tk.stats_kernel[(batch, max_k + 1, nchunk)](
+            target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
+            TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps, **stages)
+    else:
+        if config.block % 32 or race_block % 32:
+            raise ValueError(f"KernelConfig: the fused §12 path reads 32-bit live words, so block ({config.block}) "
+                             f"and race_block ({race_block}) must be multiples of 32")
+        ks = sampler_kernels or _sampler_kernels(tk)
+        live, edit_z = ks.fused_stats(ks, target_logits, cu, temperature, counter, sampler,
+                                      tuple(t.view(rows, nstat) for t in (stat_max, stat_sum, stat_arg)), max_k,
+                                      chunk, config.block, config.num_warps)
+        fused = dict(live_ptr=live, bias_ptr=target_logits if sampler.logit_bias is None else sampler.logit_bias,
+                     edit_start_ptr=sampler.edit_start, edit_tok_ptr=sampler.edit_token, edit_z_ptr=edit_z,
+                     draft_edit_ptr=sampler.draft_edit, W=live.shape[1], SAMPLER=True,
+                     bias_max_ptr=target_logits if sampler.bias_max is None else sampler.bias_max,
+                     HAS_BIAS=sampler.logit_bias is not None)
     dummy = target_logits
     tk.step_kernel[(batch, race_nchunk)](
         cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
         seeds if keyed else dummy, positions if keyed else dummy, dummy if keyed else uniforms,
         dummy if keyed else exponentials, stat_max, stat_sum, stat_arg, counter,
         best_w, best_w_id, best_t, best_t_id, out, num_accepted,
-        V, width, nchunk, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
-        KEYED=keyed, BLOCK_K=_pow2(width), BLOCK_C=_pow2(nchunk), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
-        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages)
-    return out, num_accepted
+        V, width, nstat, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
+        KEYED=keyed, BLOCK_K=_pow2(width), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
+        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages, **fused)
+    return out, num_accepted, stat_max.view(rows, nstat)
+
+
+def _sampler_kernels(tk: ModuleType) -> ModuleType:
+    """``devices/triton_sampler.py`` in the same Triton mode as the kernels ``tk``."""
+    from devices.triton_mode import kernel_module
+    return kernel_module("devices.triton_sampler", type(tk.step_kernel).__name__ == "InterpretedFunction")
+
+
+def filtered_requests(vocab_size: int, temperature, top_k, top_p, min_p=None) -> np.ndarray:
+    """Which requests top-k, top-p or min_p filter (random rows only): bool ``[batch]``; the
+    arguments ``[batch]`` numpy (``min_p`` None: off)."""
+    from devices import torch_sampling as ts
+    uses = ts.uses_top_k(temperature, top_k, vocab_size) | ts.uses_top_p(temperature, top_p)
+    if min_p is not None:
+        uses = uses | ((temperature > 0) & (min_p > 0))
+    return uses
 
 
 def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical"):
@@ -167,10 +213,7 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
 
     from devices import torch_sampling as ts
 
-    V = target_logits.shape[1]
-    uses = ts.uses_top_k(temperature, top_k, V) | ts.uses_top_p(temperature, top_p)
-    if min_p is not None:
-        uses = uses | ((temperature > 0) & (min_p > 0))
+    uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
     if not uses.any():
         return target_logits
     req = np.flatnonzero(uses)
@@ -239,11 +282,18 @@ class TritonDevice:
         cu = batch.request_offsets()
         logits = on(batch.target_logits)
         sampler = batch.sampler if batch.sampler is not None and batch.sampler.given() else None
-        if sampler is not None:
+        temperature, top_k, top_p = (np.asarray(batch.temperature, np.float64), np.asarray(batch.top_k, np.int64),
+                                     np.asarray(batch.top_p, np.float64))
+        fused = None
+        if sampler is not None and not filtered_requests(batch.vocab_size, temperature, top_k, top_p,
+                                                         sampler.min_p).any():
+            # §12 inside the step's loads; with top-k/top-p/min_p the filters need the processed rows
+            compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
+            fused = self.sampler_kernels.fused_inputs(sampler, batch.num_draft_tokens, batch.draft_token_ids,
+                                                      batch.vocab_size, self.device, compute)
+        elif sampler is not None:
             logits = self.sampler_logits(batch, logits, cu)
-        logits = filter_logits(logits, cu, np.asarray(batch.temperature, np.float64),
-                               np.asarray(batch.top_k, np.int64), np.asarray(batch.top_p, np.float64),
-                               None if sampler is None else sampler.min_p,
+        logits = filter_logits(logits, cu, temperature, top_k, top_p, None if sampler is None else sampler.min_p,
                                "canonical" if sampler is None else sampler.order)
         kwargs = {}
         if noise is None:
@@ -251,11 +301,14 @@ class TritonDevice:
                           positions=on(batch.positions, np.int64))
         else:
             kwargs.update(uniforms=on(noise.uniforms, np.float64), exponentials=on(noise.exponentials, dtype))
-        out, num_accepted = verify_tensors(
+        out, num_accepted, row_maxima = step_tensors(
             on(cu), on(batch.draft_token_ids, np.int64),
             None if batch.draft_probs is None else on(batch.draft_probs),
             logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
-            kernels_module=self.kernels, **kwargs)
+            kernels_module=self.kernels, sampler=fused, sampler_kernels=None if fused is None else self.sampler_kernels,
+            **kwargs)
+        if fused is not None:
+            _raise_if_empty(torch.isneginf(row_maxima).all(dim=1).cpu().numpy(), cu)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
     def _kernel_file(self, module: str) -> ModuleType:
@@ -281,12 +334,7 @@ class TritonDevice:
         chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
         out = ks.process_logits(ks, logits, _tensor(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
                                 self.config.num_warps)
-        empty = torch.isneginf(out).all(dim=1).cpu().numpy()
-        if empty.any():
-            r = int(np.flatnonzero(empty)[0])
-            i = int(np.searchsorted(cu + np.arange(len(cu)), r, side="right") - 1)
-            raise InvalidInput(f"token_mask: row {r} (request {i}, position {r - cu[i] - i}) allows no token "
-                               f"after every ban")
+        _raise_if_empty(torch.isneginf(out).all(dim=1).cpu().numpy(), cu)
         return out
 
     @property
@@ -302,6 +350,16 @@ class TritonDevice:
         out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(self.tree_kernels, batch, noise, depths,
                                                                         self.device)
         return TreeOutput(out, num_accepted, nodes)
+
+
+def _raise_if_empty(empty: np.ndarray, cu: np.ndarray) -> None:
+    """SPEC §12.4: ``InvalidInput`` naming the first row (bool ``empty [rows]``) every ban leaves
+    without a token; ``cu`` ``[batch + 1]``."""
+    if empty.any():
+        r = int(np.flatnonzero(empty)[0])
+        i = int(np.searchsorted(cu + np.arange(len(cu)), r, side="right") - 1)
+        raise InvalidInput(f"token_mask: row {r} (request {i}, position {r - cu[i] - i}) allows no token "
+                           f"after every ban")
 
 
 def _loadable(name: str, interpret: bool) -> None:

@@ -251,12 +251,94 @@ def below_bound(t, w, words, bound_w, bound_t, HAS_DRAFT: tl.constexpr, FP64: tl
 
 
 @triton.jit
+def race_live(z, words, bias_row, off, c: tl.constexpr, hi, QUADS: tl.constexpr, HAS_BIAS: tl.constexpr,
+              FP64: tl.constexpr):
+    """SPEC §12 on column ``c`` of a race tile (ids ``off + 4q + c``): ``z + bias`` where the live
+    bit is set, ``-inf`` elsewhere, in the compute dtype. ``words``: ``[QUADS]`` live words, the
+    one holding each id (``off`` a multiple of 32: id ``off + 4q + c`` is bit ``4·(q % 8) + c``)."""
+    dtype = tl.float64 if FP64 else tl.float32
+    q = tl.arange(0, QUADS)
+    z = z.to(dtype)
+    if HAS_BIAS:
+        cols = off + q * 4 + c
+        z = z + tl.load(bias_row + cols, mask=cols < hi, other=0.0)
+    return tl.where(((words >> ((q % 8) * 4 + c)) & 1) != 0, z, float("-inf"))
+
+
+@triton.jit
+def race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS: tl.constexpr, HAS_BIAS: tl.constexpr,
+               FP64: tl.constexpr):
+    """``race_live`` of a tile's four columns, their live words loaded once (one word per 8 quads)."""
+    words = tl.load(live_row + off // 32 + tl.arange(0, QUADS) // 8, mask=off + tl.arange(0, QUADS) * 4 < hi, other=0)
+    return (race_live(z0, words, bias_row, off, 0, hi, QUADS, HAS_BIAS, FP64),
+            race_live(z1, words, bias_row, off, 1, hi, QUADS, HAS_BIAS, FP64),
+            race_live(z2, words, bias_row, off, 2, hi, QUADS, HAS_BIAS, FP64),
+            race_live(z3, words, bias_row, off, 3, hi, QUADS, HAS_BIAS, FP64))
+
+
+@triton.jit
+def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_row, lo, hi, draft_hi, excluded,
+               row_max, t_scale, inv_sum, seed, pos, HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr,
+               EBLOCK: tl.constexpr, FP64: tl.constexpr):
+    """The race (``race_weights``, ``race_inverse``) over the emission ``row``'s records whose ids
+    lie in ``[lo, hi)``: ``(best_w, best_w_id, best_t, best_t_id)`` ``[EBLOCK]`` per lane
+    (-1: none), each lane keeping its earliest id on ties, as ``race_update``."""
+    dtype = tl.float64 if FP64 else tl.float32
+    lanes = tl.arange(0, EBLOCK)
+    best_w = tl.full([EBLOCK], -1.0, dtype)
+    best_t = tl.full([EBLOCK], -1.0, dtype)
+    best_w_id = tl.zeros([EBLOCK], tl.int32)
+    best_t_id = tl.zeros([EBLOCK], tl.int32)
+    e0 = tl.load(edit_start_ptr + row)
+    end = tl.load(edit_start_ptr + row + 1)
+    while e0 < end:  # a loaded bound: a while loop (the interpreter's range wants constants)
+        e = e0 + lanes
+        tok = tl.load(edit_tok_ptr + e, mask=e < end, other=-1)
+        inside = (e < end) & (tok >= lo) & (tok < hi)
+        z = tl.load(edit_z_ptr + e, mask=inside, other=float("-inf")).to(dtype)
+        if FP64:
+            t = tl.exp((z - row_max) * t_scale)
+        else:
+            t = tl.exp2((z - row_max) * t_scale)
+        if HAS_DRAFT:
+            t = t * inv_sum
+            d = tl.load(draft_row + tok, mask=inside & (tok < draft_hi), other=0.0).to(dtype)
+            w = tl.maximum(t - d, 0.0)
+        else:
+            w = tl.where(tok == excluded, 0.0, t)
+        if KEYED:  # the word of id tok: word tok % 4 of counter tok // 4
+            q = (tl.where(inside, tok, 0) // 4).to(tl.uint32)
+            zero = q * 0
+            c0, c1, c2, c3 = tl.philox(seed, q, zero + pos, zero + RECOVER, zero)
+            lane = tok % 4
+            r = inverse_exponential(tl.where(lane == 0, c0, tl.where(lane == 1, c1, tl.where(lane == 2, c2, c3))),
+                                    FP64)
+        else:
+            r = 1.0 / tl.load(exps_row + tok, mask=inside, other=1.0).to(dtype)
+        sw = tl.where(inside, w * r, -1.0)
+        up_w = sw > best_w
+        best_w = tl.where(up_w, sw, best_w)
+        best_w_id = tl.where(up_w, tok, best_w_id)
+        if HAS_DRAFT:
+            st = tl.where(inside, t * r, -1.0)
+            up_t = st > best_t
+            best_t = tl.where(up_t, st, best_t)
+            best_t_id = tl.where(up_t, tok, best_t_id)
+        e0 += EBLOCK
+    return best_w, best_w_id, best_t, best_t_id
+
+
+@triton.jit
 def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, seeds_ptr, positions_ptr,
                 uniforms_ptr, exponentials_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr, counter_ptr,
                 best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr, out_ptr, num_accepted_ptr,
                 V, OUT_WIDTH, STAT_NCHUNK, CHUNK, RACE_NCHUNK, TILES: tl.constexpr,
                 HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr,
-                BLOCK_R: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr, BOUND: tl.constexpr = True):
+                BLOCK_R: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr, BOUND: tl.constexpr = True,
+                live_ptr=None, bias_ptr=None, edit_start_ptr=None, edit_tok_ptr=None, edit_z_ptr=None,
+                draft_edit_ptr=None, bias_max_ptr=None, W=1, SAMPLER: tl.constexpr = False,
+                HAS_BIAS: tl.constexpr = False,
+                EBLOCK: tl.constexpr = 64):
     """Request ``i``, race chunk ``c``: acceptance walk (SPEC §3, §4) from gathers, then the race.
 
     ``cu_ptr`` ``[batch+1]``; ``draft_ids_ptr`` ``[num_tokens]``; ``draft_probs_ptr``
@@ -265,6 +347,15 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     ``[rows, STAT_NCHUNK]``; ``counter_ptr`` ``[batch]`` zeroed by ``stats_kernel``;
     ``best_*`` ``[batch, RACE_NCHUNK]``; ``out_ptr`` ``[batch, OUT_WIDTH]`` and
     ``num_accepted_ptr`` ``[batch]``: every entry written here.
+
+    ``SAMPLER`` (SPEC §12 fused, ``devices.triton_sampler.fused_stats``): the rows are read
+    through ``live_ptr`` ``[rows, W]`` int32 bits and ``bias_ptr`` ``[batch, V]`` (``HAS_BIAS``):
+    ``z + bias`` where the bit is set, else ``-inf`` — with ``BOUND``, only in the tiles that the
+    race bound, taken on ``z + bias_max`` (``bias_max_ptr`` ``[batch]``, each bias row's largest
+    entry: an upper bound of every weight), cannot skip; the records' entries (bits cleared) come
+    from ``edit_z_ptr`` ``[E]``: the drafts' through ``draft_edit_ptr`` ``[num_tokens]``, the
+    emission row's (``edit_start_ptr`` ``[rows + 1]``, ``edit_tok_ptr`` ``[E]``) raced after
+    the chunk's tiles. The statistics then have one more column, the records'.
     """
     i = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -307,7 +398,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         seed = 0
         pos = 0
         u = tl.load(uniforms_ptr + start + j, mask=is_draft, other=1.0).to(tl.float64)
-    zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
+    if SAMPLER:  # a draft's entry is one of its row's records
+        ex = tl.load(draft_edit_ptr + start + j, mask=real, other=0)
+        zx = tl.load(edit_z_ptr + ex, mask=real, other=float("-inf")).to(dtype)
+    else:
+        zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
     t = tl.exp((zx - row_max) * inv_t) / row_sum
     if HAS_DRAFT:
         d = tl.load(draft_probs_ptr + (start + j).to(tl.int64) * V + xs, mask=real, other=0.0).to(dtype)
@@ -350,6 +445,13 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         # Triton >= 3.9 refuses.)
         draft_hi = tl.where(real_at, hi, lo)
         QUADS: tl.constexpr = BLOCK // 4
+        if SAMPLER:
+            live_row = live_ptr + (row0 + num_acc).to(tl.int64) * W
+            bias_row = bias_ptr + i.to(tl.int64) * V
+            if HAS_BIAS:
+                bias_hi = tl.load(bias_max_ptr + i).to(dtype)  # ≥ every entry of the bias row
+            else:
+                bias_hi = 0.0
         best_w = tl.full([QUADS], -1.0, dtype)
         best_t = tl.full([QUADS], -1.0, dtype)
         best_w_id = tl.zeros([QUADS], tl.int32)
@@ -362,6 +464,15 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
             z1, d1 = race_load(logits_row, draft_row, off, 1, hi, draft_hi, QUADS, HAS_DRAFT)
             z2, d2 = race_load(logits_row, draft_row, off, 2, hi, draft_hi, QUADS, HAS_DRAFT)
             z3, d3 = race_load(logits_row, draft_row, off, 3, hi, draft_hi, QUADS, HAS_DRAFT)
+            if SAMPLER:
+                if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
+                    y0, y1, y2, y3 = z0, z1, z2, z3
+                    z0 = z0.to(dtype) + bias_hi
+                    z1 = z1.to(dtype) + bias_hi
+                    z2 = z2.to(dtype) + bias_hi
+                    z3 = z3.to(dtype) + bias_hi
+                else:
+                    z0, z1, z2, z3 = race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS, HAS_BIAS, FP64)
             cols0, t0, w0 = race_weights(z0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
             cols1, t1, w1 = race_weights(z1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
             cols2, t2, w2 = race_weights(z2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
@@ -379,6 +490,18 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 else:
                     go = True
                 if go:
+                    if SAMPLER:
+                        if BOUND:  # the tile may hold the winner: its exact weights
+                            y0, y1, y2, y3 = race_live4(y0, y1, y2, y3, live_row, bias_row, off, hi, QUADS, HAS_BIAS,
+                                                        FP64)
+                            cols0, t0, w0 = race_weights(y0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                         HAS_DRAFT, FP64)
+                            cols1, t1, w1 = race_weights(y1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                         HAS_DRAFT, FP64)
+                            cols2, t2, w2 = race_weights(y2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                         HAS_DRAFT, FP64)
+                            cols3, t3, w3 = race_weights(y3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                         HAS_DRAFT, FP64)
                     best_w, best_w_id, best_t, best_t_id = race_tile(
                         cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
                         best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
@@ -389,10 +512,21 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 best_w, best_w_id, best_t, best_t_id = race_tile(
                     cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, 0, 0, 0, 0, exps_row, hi,
                     best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
+        if SAMPLER:  # the emission row's records in this chunk, with their lanes' bests
+            ew, ew_id, et, et_id = race_edits(
+                edit_start_ptr, edit_tok_ptr, edit_z_ptr, row0 + num_acc, draft_row, exps_row, lo, hi, draft_hi,
+                excluded, emit_max, t_scale, inv_sum, seed, pos, HAS_DRAFT, KEYED, EBLOCK, FP64)
         bw = tl.max(best_w, axis=0)
+        if SAMPLER:
+            bw = tl.maximum(bw, tl.max(ew, axis=0))
         bw_id = tl.min(tl.where(best_w == bw, best_w_id, NO_ID), axis=0)
         bt = tl.max(best_t, axis=0)
+        if SAMPLER:
+            bt = tl.maximum(bt, tl.max(et, axis=0))
         bt_id = tl.min(tl.where(best_t == bt, best_t_id, NO_ID), axis=0)
+        if SAMPLER:  # equal scores: the smallest id, records or tiles
+            bw_id = tl.minimum(bw_id, tl.min(tl.where(ew == bw, ew_id, NO_ID), axis=0))
+            bt_id = tl.minimum(bt_id, tl.min(tl.where(et == bt, et_id, NO_ID), axis=0))
         # Publish this chunk's winners; the request's last chunk to finish (an atomic count) reduces them.
         p = i.to(tl.int64) * RACE_NCHUNK + chunk
         tl.store(best_w_ptr + p, bw)

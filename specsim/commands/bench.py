@@ -70,8 +70,9 @@ def add_arguments(p):
     p.add_argument("--programs", type=int, default=None, help="Triton programs per pass")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
     p.add_argument("--sampler", choices=["off", "all"], default="off",
-                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', 'triton §12', "
-                        "'triton §12+filters', 'vllm filters'; draft and point modes; see sampler_params)")
+                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', 'triton §12' (fused), "
+                        "'triton §12 unfused', 'triton §12+filters', 'vllm filters'; draft and point modes; "
+                        "see sampler_params)")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -209,7 +210,8 @@ def _graphs(torch, call, sets) -> list:
     return graphs
 
 
-KERNELS = ("stats_kernel", "step_kernel")
+KERNELS = ("stats_kernel", "step_kernel", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "process_kernel",
+           "edit_kernel")
 
 
 def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
@@ -263,9 +265,12 @@ def sampler_params(batch: int, k: int, vocab: int, draft_token_ids, seed: int, p
 
 def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
     """The §12 rows of one shape: ``(label, fn(i), extra warm-up)``. The host work (``row_edits``,
-    the dense rows) is done once per input set, outside the timing, as an engine keeps it across
-    steps; the timed call is the GPU work of a step: the two §12 launches, the float64 filter
-    pre-pass (``filter_logits``) and the plain step's two launches."""
+    the dense rows, the packed bits) is done once per input set, outside the timing, as an engine
+    keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
+    path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
+    processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
+    the plain step's two; the filter rows add the float64 filter pre-pass (``filter_logits``) to
+    the unfused path."""
     import numpy as np
 
     from devices.triton_device import _chunks, filter_logits, verify_tensors
@@ -276,15 +281,24 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
         B, K = x["num_draft_tokens"].shape[0], x["max_k"]
         rows, V = x["target_logits"].shape
         params = sampler_params(B, K, V, x["draft_token_ids"].cpu().numpy(), seed=n)
+        on = x["target_logits"].device
         inputs = ks.sampler_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(),
-                                   V, "cuda", torch.float32)
-        prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy()))
+                                   V, on, torch.float32)
+        fused = ks.fused_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(), V,
+                                on, torch.float32)
+        prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy(), fused))
     chunk = _chunks(V, rows, config.block, config.programs)[0]
     top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
 
     def step(x, logits):
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
                               max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config)
+
+    def fused_step(i):
+        x = sets[i % len(sets)]
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config,
+                              sampler=prepared[i % len(sets)][3], sampler_kernels=ks)
 
     def processed(i):
         inputs = prepared[i % len(sets)][0]
@@ -294,16 +308,16 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
 
     def filters_only(i):
         x = sets[i % len(sets)]
-        _, cu, temperature = prepared[i % len(sets)]
+        _, cu, temperature, _ = prepared[i % len(sets)]
         return step(x, filter_logits(x["target_logits"], cu, temperature, top_k, top_p))
 
     def all_on(i):
         x, logits = processed(i)
-        _, cu, temperature = prepared[i % len(sets)]
+        _, cu, temperature, _ = prepared[i % len(sets)]
         return step(x, filter_logits(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
 
-    variants = [("triton filters", filters_only, 0), ("triton §12", lambda i: step(*processed(i)), 0),
-                ("triton §12+filters", all_on, 0)]
+    variants = [("triton filters", filters_only, 0), ("triton §12", fused_step, 0),
+                ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 0)]
     if with_vllm:
         call, label = _vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
         if call is not None:
@@ -390,6 +404,12 @@ def run(args) -> int:
                                           sets)
                         print("    triton kernels, device ms per call: " + ", ".join(
                             f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
+                        for label, fn, _ in variants:
+                            if label in ("triton §12", "triton §12 unfused"):
+                                index = {id(x): n for n, x in enumerate(sets)}
+                                ph = kernel_times(torch, lambda x, f=fn: f(index[id(x)]), sets)
+                                print(f"    {label} kernels, device ms per call: " + ", ".join(
+                                    f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
                     del sets, variants
                     torch.cuda.empty_cache()
     table = [HEADER] + [_cells(r) for r in rows]

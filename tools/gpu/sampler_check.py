@@ -7,20 +7,25 @@ decide top-k/top-p/min_p in float64 alike; a difference is a bug or a float32 ne
 the acceptance coin, shown with its request so it can be replayed) and both devices' wall
 time per call through the numpy protocol (host work included: not a benchmark).
 
-    python tools/gpu/sampler_check.py --batch 256 --k 4 --vocab 128256
+    python tools/gpu/sampler_check.py --batch 256 --k 4 --vocab 128256 [--filters off]
+
+Without the filters the Triton device takes its fused §12 path (``verify_tensors(sampler=...)``);
+with them, the processed rows and the float64 filter pre-pass.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import time
 
 import numpy as np
 
 
-def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int):
-    """A ``VerifyBatch`` with every §12 parameter on (``order``), T = 1 (a quarter greedy)."""
+def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int, filters: bool = True):
+    """A ``VerifyBatch`` with every §12 parameter on (``order``), T = 1 (a quarter greedy);
+    ``filters`` False: top-k, top-p and min_p off (the Triton device's fused §12 path)."""
     from devices.protocol import VerifyBatch
     from specsim.commands.bench import FILTERS, sampler_params
     rng = np.random.default_rng(seed)
@@ -33,8 +38,12 @@ def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int):
         draft /= draft.sum(1, keepdims=True)
     temperature = np.where(np.arange(batch) % 4 == 3, 0.0, 1.0)
     params = dataclasses.replace(sampler_params(batch, k, vocab, ids, seed), order=order)
-    return VerifyBatch(np.full(batch, k), ids, draft, logits, temperature, np.full(batch, FILTERS["top_k"]),
-                       np.full(batch, FILTERS["top_p"]), seeds=rng.integers(0, 2**63, batch).astype(np.uint64),
+    if not filters:
+        params = dataclasses.replace(params, min_p=None)
+    return VerifyBatch(np.full(batch, k), ids, draft, logits, temperature,
+                       np.full(batch, FILTERS["top_k"] if filters else 0),
+                       np.full(batch, FILTERS["top_p"] if filters else 1.0),
+                       seeds=rng.integers(0, 2**63, batch).astype(np.uint64),
                        positions=rng.integers(0, 2**20, batch), sampler=params)
 
 
@@ -44,28 +53,31 @@ def main() -> int:
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--filters", choices=["on", "off", "both"], default="both",
+                   help="top-k 50 / top-p 0.9 / min_p 0.05 on (the unfused path), off (the fused path), or both")
+    p.add_argument("--orders", nargs="+", default=["canonical", "vllm"], choices=["canonical", "vllm"])
     args = p.parse_args()
     from devices.torch_device import make_cuda_device
     from devices.triton_device import make_device
     triton_dev, torch_dev = make_device(), make_cuda_device()
     differing = 0
-    for order in ("canonical", "vllm"):
-        for point in (False, True):
-            for seed in range(args.seeds):
-                batch = case(args.batch, args.k, args.vocab, order, point, seed)
-                times, outs = [], []
-                for dev in (triton_dev, torch_dev):
-                    dev.verify(batch)  # warm (compile) once
-                    t0 = time.perf_counter()
-                    outs.append(dev.verify(batch))
-                    times.append(time.perf_counter() - t0)
-                a, b = outs
-                bad = np.flatnonzero((a.output_token_ids != b.output_token_ids).any(1) | (a.num_accepted != b.num_accepted))
-                differing += len(bad)
-                print(f"order={order} {'point' if point else 'draft'} seed={seed} B={args.batch} K={args.k} "
-                      f"V={args.vocab}: {len(bad)} of {args.batch} requests differ {bad[:8].tolist()}; "
-                      f"accepted {a.num_accepted.mean():.2f}/req; wall triton {times[0]:.2f} s, torch {times[1]:.2f} s",
-                      flush=True)
+    cases = itertools.product({"on": [True], "off": [False], "both": [False, True]}[args.filters], args.orders,
+                              (False, True), range(args.seeds))
+    for filters, order, point, seed in cases:
+        batch = case(args.batch, args.k, args.vocab, order, point, seed, filters)
+        times, outs = [], []
+        for dev in (triton_dev, torch_dev):
+            dev.verify(batch)  # warm (compile) once
+            t0 = time.perf_counter()
+            outs.append(dev.verify(batch))
+            times.append(time.perf_counter() - t0)
+        a, b = outs
+        bad = np.flatnonzero((a.output_token_ids != b.output_token_ids).any(1) | (a.num_accepted != b.num_accepted))
+        differing += len(bad)
+        print(f"filters={'on' if filters else 'off'} order={order} {'point' if point else 'draft'} seed={seed} "
+              f"B={args.batch} K={args.k} V={args.vocab}: {len(bad)} of {args.batch} requests differ "
+              f"{bad[:8].tolist()}; accepted {a.num_accepted.mean():.2f}/req; wall triton {times[0]:.2f} s, "
+              f"torch {times[1]:.2f} s", flush=True)
     print(f"total requests differing: {differing}")
     return 0 if differing == 0 else 1
 
