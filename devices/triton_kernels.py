@@ -45,6 +45,7 @@ RECOVER = tl.constexpr(2)
 TWO_POW_M32 = tl.constexpr(2.3283064365386963e-10)  # 2**-32, exact
 NO_ID = tl.constexpr(2147483647)
 SLACK = tl.constexpr(1.0009765625)  # 1 + 2^-10: see below_bound
+EDIT_SCAN = tl.constexpr(1024)  # race_edits: record ids counted a load (a row's records: one or two loads)
 
 
 @triton.jit
@@ -282,16 +283,28 @@ def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_ro
                EBLOCK: tl.constexpr, FP64: tl.constexpr):
     """The race (``race_weights``, ``race_inverse``) over the emission ``row``'s records whose ids
     lie in ``[lo, hi)``: ``(best_w, best_w_id, best_t, best_t_id)`` ``[EBLOCK]`` per lane
-    (-1: none), each lane keeping its earliest id on ties, as ``race_update``."""
+    (-1: none), each lane keeping its earliest id on ties, as ``race_update``. The records
+    ascend by id, so those of the chunk are a run, found by counting (``EDIT_SCAN`` ids a load)."""
     dtype = tl.float64 if FP64 else tl.float32
     lanes = tl.arange(0, EBLOCK)
     best_w = tl.full([EBLOCK], -1.0, dtype)
     best_t = tl.full([EBLOCK], -1.0, dtype)
     best_w_id = tl.zeros([EBLOCK], tl.int32)
     best_t_id = tl.zeros([EBLOCK], tl.int32)
-    e0 = tl.load(edit_start_ptr + row)
-    end = tl.load(edit_start_ptr + row + 1)
-    while e0 < end:  # a loaded bound: a while loop (the interpreter's range wants constants)
+    first = tl.load(edit_start_ptr + row)
+    last = tl.load(edit_start_ptr + row + 1)
+    below_lo = first * 0
+    below_hi = first * 0
+    s0 = first
+    while s0 < last:  # a loaded bound: a while loop (the interpreter's range wants constants)
+        s = s0 + tl.arange(0, EDIT_SCAN)
+        tok = tl.load(edit_tok_ptr + s, mask=s < last, other=2147483647)
+        below_lo += tl.sum((tok < lo).to(tl.int64), axis=0)
+        below_hi += tl.sum((tok < hi).to(tl.int64), axis=0)
+        s0 += EDIT_SCAN
+    e0 = first + below_lo
+    end = first + below_hi
+    while e0 < end:
         e = e0 + lanes
         tok = tl.load(edit_tok_ptr + e, mask=e < end, other=-1)
         inside = (e < end) & (tok >= lo) & (tok < hi)

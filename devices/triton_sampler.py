@@ -245,6 +245,7 @@ def process_logits(module, target_logits, cu, max_k: int, inputs: SamplerInputs,
 
 NO_ID = tl.constexpr(2147483647)  # as devices.triton_kernels.NO_ID: "no argmax here"
 LIVE_BLOCK = 1024  # words of a row's live bits per live_kernel program
+FUSED_EDIT_BLOCK = 512  # records a step of edit_stats_kernel: few steps a row (its loads wait on each other)
 
 
 class FusedSampler(NamedTuple):
@@ -489,7 +490,7 @@ def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSa
     module.edit_stats_kernel[(batch, max_k + 1)](
         target_logits, cu, temperature, live, bias, inputs.repetition, inputs.frequency, inputs.presence,
         inputs.edit_start, inputs.edit_token, inputs.edit_code, edit_z, *stats, V, W, nstat, nstat - 1,
-        BLOCK=EDIT_BLOCK, HAS_BIAS=has_bias, VLLM=inputs.order == "vllm", FP64=fp64, num_warps=4)
+        BLOCK=FUSED_EDIT_BLOCK, HAS_BIAS=has_bias, VLLM=inputs.order == "vllm", FP64=fp64, num_warps=4)
     module.fused_stats_kernel[(max_k + 1, batch, nstat - 1)](
         target_logits, cu, temperature, counter, live, bias, *stats, V, W, chunk, nstat, TILES=chunk // block,
         BLOCK=block, HAS_BIAS=has_bias, FP64=fp64, num_warps=num_warps)

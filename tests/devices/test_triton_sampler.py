@@ -152,3 +152,32 @@ def test_the_fused_paths_packed_bits():
     assert words.shape == (3, 3)
     bits = (words[:, np.arange(70) // 32] >> (np.arange(70) % 32)) & 1
     assert (bits.astype(bool) == mask).all() and (words[:, 2] >> 6 == 0).all()
+
+
+def test_the_fused_path_with_several_chunks_and_record_steps(monkeypatch):
+    """Small launch shapes, so that rows split into several statistics and race chunks and each
+    row's records take several steps (``edit_stats_kernel``, ``race_edits``' count): the torch
+    device's tokens, keyed noise, both orders, draft and point, several seeds."""
+    import dataclasses
+
+    from devices.torch_device import make_cpu_device
+    from devices.triton_device import KernelConfig
+    from specsim.commands.bench import sampler_params
+    dev = make_interpreter_device(KernelConfig(block=64, num_warps=1, programs=24, race_block=32, race_warps=1))
+    monkeypatch.setattr(dev.sampler_kernels, "FUSED_EDIT_BLOCK", 8)
+    monkeypatch.setattr(dev.kernels, "EDIT_SCAN", 8)
+    rng = np.random.default_rng(11)
+    B, K, V = 3, 2, 200
+    ids = rng.integers(0, V, B * K)
+    for order, point in (("vllm", False), ("canonical", True)):
+        params = dataclasses.replace(sampler_params(B, K, V, ids, 2, prompt=25, output=10), order=order, min_p=None,
+                                     repetition_penalty=np.full(B, 0.2), frequency_penalty=np.full(B, -2.0))
+        # (penalties that raise the history's tokens: the records hold the winners, whose chunk must be raced)
+        batch = VerifyBatch(np.full(B, K), ids, None if point else rng.dirichlet(np.ones(V), B * K).astype(np.float32),
+                            (rng.standard_normal((B * (K + 1), V)) * 2).astype(np.float32), np.array([1.0, 0.8, 0.0]),
+                            np.zeros(B, np.int64), np.ones(B), seeds=np.array([5, 6, 7], np.uint64),
+                            positions=np.array([3, 1, 4]), sampler=params)
+        for seeds in ([5, 6, 7], [8, 9, 10], [11, 12, 13]):
+            batch = dataclasses.replace(batch, seeds=np.array(seeds, np.uint64))
+            got, want = dev.verify(batch), make_cpu_device().verify(batch)
+            assert (got.output_token_ids == want.output_token_ids).all(), (order, point, seeds)
