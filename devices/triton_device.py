@@ -207,11 +207,14 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
     by value, so boundary ties are kept, as the spec says. With SPEC §12's ``min_p``
     (``[batch]`` numpy, or None) the kept tokens are those ``torch_sampling.target_probs``
     gives a positive float64 probability in the ``order`` profile (min_p after top-p, or
-    before top-k): a token it zeroes underflows in the kernels' float32 too.
+    before top-k): a token it zeroes underflows in the kernels' float32 too. Rows with
+    top-k decide on their ``k + 1`` largest entries (``devices.filter_cut.kept_mask``), not
+    a float64 sort of the row.
     """
     import torch
 
     from devices import torch_sampling as ts
+    from devices.filter_cut import kept_mask
 
     uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
     if not uses.any():
@@ -223,13 +226,13 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
     idx = torch.as_tensor(rows, device=target_logits.device)
     params = ts.SamplingRows(per_row(temperature.astype(np.float64)), per_row(top_k.astype(np.int64)),
                              per_row(top_p.astype(np.float64)))
-    if min_p is None:
-        kept = ts.filter_kept(ts.scale_by_temperature(target_logits[idx].double(), params.temperature), params)
-    else:
-        kept = ts.target_probs(target_logits[idx].double(), params._replace(min_p=per_row(min_p.astype(np.float64))),
-                               order=order) > 0
+    if min_p is not None:
+        params = params._replace(min_p=per_row(min_p.astype(np.float64)))
+    if len(rows) == target_logits.shape[0]:  # every row filtered (the usual batch): one pass, no gathers
+        return target_logits.masked_fill(~kept_mask(target_logits, params, order), float("-inf"))
+    rows_logits = target_logits[idx]
     filtered = target_logits.clone()
-    filtered[idx] = target_logits[idx].masked_fill(~kept, float("-inf"))
+    filtered[idx] = rows_logits.masked_fill(~kept_mask(rows_logits, params, order), float("-inf"))
     return filtered
 
 
