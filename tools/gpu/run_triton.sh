@@ -2,7 +2,7 @@
 # On the device machine, from the repo root: benchmarks, conformance, the whole suite, a sweep.
 # Logs go to $OUT (the device tool brings them back). Each part is bounded by `timeout` so that one
 # stuck part leaves time for the others.
-#   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep]
+#   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler]
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -22,6 +22,9 @@ for part in ${@:-bench shapes conform suite sweep}; do
       { timeout 300 python3 -m specsim.cli conform --device triton --out /tmp/conform-triton
         timeout 120 python3 -m pytest -q -p no:cacheprovider property_tests/test_device_exact.py \
           property_tests/test_bad_input.py --specsim-device=triton; } 2>&1 | tee "$OUT/suite.log" ;;
+    sampler)  # SPEC §12 (issue 18): every parameter on, fused and unfused, then the compiled device vs torch-cuda
+      { timeout 200 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown
+        timeout 200 python3 tools/gpu/sampler_check.py --seeds 1 --filters both; } 2>&1 | tee "$OUT/sampler.log" ;;
     sweep) { timeout 150 python3 tools/gpu/triton_sweep.py
              timeout 100 python3 tools/gpu/triton_sweep.py --mode point; } 2>&1 | tee "$OUT/sweep.log" ;;
   esac

@@ -18,9 +18,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.getcwd())  # run from the repo root: its devices/ and specsim/, installed or not
 
 
 def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int, filters: bool = True):
