@@ -181,3 +181,31 @@ def test_the_fused_path_with_several_chunks_and_record_steps(monkeypatch):
             batch = dataclasses.replace(batch, seeds=np.array(seeds, np.uint64))
             got, want = dev.verify(batch), make_cpu_device().verify(batch)
             assert (got.output_token_ids == want.output_token_ids).all(), (order, point, seeds)
+
+
+@pytest.mark.parametrize("only", ["token_mask", "allowed_token_ids", "logit_bias", "presence_penalty",
+                                  "bad_words", "none of the records"])
+def test_the_fused_path_with_one_parameter_at_a_time(device, only):
+    """Each parameter alone (the others' buffers absent), ragged drafts with a request of K = 0,
+    and one case whose rows hold no record but the drafts': the torch device's tokens."""
+    import dataclasses
+
+    from devices.torch_device import make_cpu_device
+    from specsim.commands.bench import sampler_params
+    rng = np.random.default_rng(13)
+    k, V = np.array([2, 0, 3]), 90
+    ids = rng.integers(0, V, int(k.sum()))
+    full = sampler_params(3, 3, V, np.resize(ids, 9), 4, prompt=12, output=5)
+    if only == "none of the records":
+        params = dataclasses.replace(full, order="canonical", **{f.name: None for f in dataclasses.fields(full)
+                                                                  if f.name not in ("order", "logit_bias")})
+    else:
+        params = dataclasses.replace(full, **{f.name: None for f in dataclasses.fields(full)
+                                              if f.name not in ("order", only)})
+    if only == "token_mask":
+        params = dataclasses.replace(params, token_mask=rng.random((int(k.sum()) + 3, V)) < 0.6)
+    batch = VerifyBatch(k, ids, rng.dirichlet(np.ones(V), int(k.sum())), rng.standard_normal((int(k.sum()) + 3, V)) * 2,
+                        np.array([1.0, 0.9, 0.0]), np.zeros(3, np.int64), np.ones(3), seeds=np.array([3, 1, 2], np.uint64),
+                        positions=np.array([7, 8, 9]), sampler=params)
+    got, want = device.verify(batch), make_cpu_device().verify(batch)
+    assert (got.output_token_ids == want.output_token_ids).all() and (got.num_accepted == want.num_accepted).all()
