@@ -8,8 +8,15 @@ Every stand-in is one of three kinds, and nothing else:
   query (``current_platform``: CUDA when the kernels are compiled for a GPU,
   CPU under Triton's interpreter), ``HAS_TRITON = True`` (as on a CUDA host:
   the interpreter runs the same Triton kernels the GPU runs), the SM count,
-  ``next_power_of_2``, a no-op ``gpu_sync_allowed``, ``async_tensor_h2d``,
-  ``SamplerOutput`` and the empty logits-processor registry;
+  ``next_power_of_2``, a no-op ``gpu_sync_allowed``, ``PIN_MEMORY = False`` (host
+  buffers unpinned), ``SamplerOutput``, and ``vllm.SamplingParams`` as a name only
+  (the loaded members use it in annotations; the adapter hands the min-tokens
+  processor an object with the three fields it reads);
+* **vLLM's own fallback for a compiled op**: on a CUDA host vLLM's
+  ``apply_repetition_penalties`` calls its compiled kernel
+  (``torch.ops._C.apply_repetition_penalties_``, in ``vllm/_C.abi3.so``, which the
+  loader does not take); here that call goes to vLLM's ``apply_repetition_penalties_torch``,
+  the branch vLLM itself takes for CPU or non-contiguous logits;
 * **the kernel launcher** ``triton_kernel_dispatcher_with_warmup``: vLLM's
   dispatch functions return ``(grid, launch kwargs)`` and the decorator binds
   the dispatch function's arguments to the kernel's parameters by name
@@ -19,8 +26,7 @@ Every stand-in is one of three kinds, and nothing else:
   no-op: warm-up only pre-compiles);
 * **absent features**, which raise ``StandInError`` naming what is missing
   when called: FLy and synthetic verification, logprobs, the aiter/XPU/
-  FlashInfer sampler back ends, and (until SPEC §12 is wired) penalties and
-  bad words. The adapter never asks for them, so a call reaching one is a
+  FlashInfer sampler back ends. The adapter never asks for them, so a call reaching one is a
   bug in the adapter, reported as such — never silently wrong.
 """
 
@@ -188,14 +194,6 @@ class SamplerOutput:
     logprobs_tensors: Any = None
 
 
-class LogitsProcessors:
-    """No argmax-invariant or other logits processors (min_tokens, logit bias… are SPEC §12)."""
-
-    def __init__(self):
-        self.argmax_invariant: list = []
-        self.non_argmax_invariant: list = []
-
-
 def _module(name: str, **attrs) -> types.ModuleType:
     module = types.ModuleType(name, f"specsim stand-in for {name} (devices/field/_vllm_standins.py)")
     module.__dict__.update(attrs)
@@ -219,7 +217,7 @@ def build(platform: str) -> dict[str, types.ModuleType]:
     import triton.language as tl
     current = _Platform(platform)
     modules = [
-        _module("vllm"),
+        _module("vllm", SamplingParams=_Placeholder),
         _module("vllm.config"),
         _module("vllm.config.model", PROCESSED_LOGPROBS_MODES=("processed_logits", "processed_logprobs"),
                 LogprobsMode=str),
@@ -236,7 +234,9 @@ def build(platform: str) -> dict[str, types.ModuleType]:
                 TritonWarmupTensor=_Placeholder, triton_kernel_dispatcher_with_warmup=triton_kernel_dispatcher_with_warmup),
         _module("vllm.triton_utils", HAS_TRITON=True, triton=triton, tl=tl),
         _module("vllm.utils"),
-        _module("vllm.utils.torch_utils", async_tensor_h2d=lambda t, device: t.to(device, non_blocking=True)),
+        _module("vllm.utils.torch_utils", PIN_MEMORY=False),   # + vLLM's own definitions (vllm_loader.PARTS)
+        _custom_ops(platform),
+        _module("vllm.model_executor.layers"),
         _module("vllm.utils.gpu_sync_debug", gpu_sync_allowed=contextlib.nullcontext),
         _module("vllm.utils.math_utils", next_power_of_2=lambda n: 1 if n <= 1 else 1 << (int(n) - 1).bit_length()),
         _module("vllm.utils.platform_utils", num_compute_units=current.num_compute_units),
@@ -245,12 +245,9 @@ def build(platform: str) -> dict[str, types.ModuleType]:
                 LogprobsTensors=_absent("LogprobsTensors")),
         _module("vllm.v1.sample"),
         _module("vllm.v1.sample.ops"),
-        _module("vllm.v1.sample.ops.bad_words", apply_bad_words_with_drafts=_absent("bad words (SPEC §12)")),
-        _module("vllm.v1.sample.ops.penalties", apply_all_penalties=_absent("penalties (SPEC §12)")),
-        _module("vllm.v1.sample.logits_processor", LogitsProcessors=LogitsProcessors),
-        _module("vllm.v1.sample.logits_processor.builtin", MinTokensLogitsProcessor=type("MinTokensLogitsProcessor", (), {})),
+        _module("vllm.v1.sample.ops.logprobs", batched_count_greater_than=_absent("logprobs")),
+        _module("vllm.v1.sample.logits_processor"),   # LogitsProcessors: re-exported from its state member
         _module("vllm.v1.sample.thinking_budget_state", ThinkingBudgetStateHolder=_Placeholder),
-        _module("vllm.v1.sample.sampler", Sampler=_Placeholder),
         _module("vllm.v1.spec_decode"),
         _module("vllm.v1.spec_decode.fly", apply_fly_greedy_acceptance_kernel=_absent("FLy verification"),
                 apply_fly_random_acceptance_kernel=_absent("FLy verification"),
@@ -258,6 +255,29 @@ def build(platform: str) -> dict[str, types.ModuleType]:
         _module("vllm.v1.spec_decode.utils", unconditional_to_conditional_rates=_absent("synthetic verification")),
     ]
     return {m.__name__: m for m in modules}
+
+
+def _custom_ops(platform: str) -> types.ModuleType:
+    """``vllm._custom_ops``: vLLM's repetition-penalty functions are executed into it (``vllm_loader.PARTS``);
+    the compiled CUDA kernel's call goes to vLLM's own torch fallback (see the module docstring)."""
+    module = _module("vllm._custom_ops")
+
+    def apply_repetition_penalties_cuda(logits, prompt_mask, output_mask, repetition_penalties):
+        module.apply_repetition_penalties_torch(logits, prompt_mask, output_mask, repetition_penalties)
+    module.apply_repetition_penalties_cuda = apply_repetition_penalties_cuda
+    return module
+
+
+REEXPORTS = {"vllm.v1.sample.logits_processor.state": ("vllm.v1.sample.logits_processor", ("LogitsProcessors",))}
+"""Names a package's ``__init__`` re-exports from a member (the package itself is a stand-in)."""
+
+
+def reexport(modules: dict[str, types.ModuleType], member: str) -> None:
+    """After ``member`` executed: give its package the names its real ``__init__`` re-exports."""
+    if member in REEXPORTS:
+        package, names = REEXPORTS[member]
+        for n in names:
+            setattr(modules[package], n, getattr(modules[member], n))
 
 
 def link_parents(modules: dict[str, types.ModuleType]) -> None:

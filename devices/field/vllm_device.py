@@ -83,19 +83,26 @@ def _tensor(a: np.ndarray, device: str):
 
 
 class _BonusSampler:
-    """``vllm.v1.sample.sampler.Sampler.sample`` for the bonus rows, on the ``forward_native`` path;
-    every numeric step is vLLM's function (``tks``: its ``topk_topp_sampler`` module)."""
+    """``vllm.v1.sample.sampler.Sampler.forward`` for the bonus rows, without logprobs: its
+    ``apply_logits_processors`` (vLLM's method: allowed ids, bad words over the output and every draft,
+    min_tokens, penalties), then ``Sampler.sample`` on the ``forward_native`` path; every numeric step is
+    vLLM's function (``tks``: its ``topk_topp_sampler`` module; ``sampler_class``: its ``Sampler``).
+    ``apply_logits_processors`` uses only ``Sampler``'s static methods, so it is called on the class: a
+    ``Sampler()`` would pick a top-k/top-p back end by platform, which this path replaces."""
 
     logprobs_mode = "raw_logprobs"
     use_fp64_gumbel = False
 
-    def __init__(self, tks, sampler_output):
-        self.tks, self.sampler_output = tks, sampler_output
+    def __init__(self, tks, sampler_output, sampler_class=None):
+        self.tks, self.sampler_output, self.sampler_class = tks, sampler_output, sampler_class
 
     def __call__(self, logits, sampling_metadata, predict_bonus_token=False, logprobs_mode_override=None):
         import torch
         sm = sampling_metadata
         logits = logits.to(torch.float32)
+        if self.sampler_class is not None:
+            logits = self.sampler_class.apply_logits_processors(self.sampler_class, logits, sm, predict_bonus_token)
+            refuse_empty_rows(logits, bonus_row_positions(sm))
         greedy = None if sm.all_random else logits.argmax(dim=-1).view(-1)
         if sm.all_greedy:
             sampled = greedy
@@ -141,11 +148,56 @@ def injected_noise(rejection_sampler_module, uniforms, exponentials):
             rejection_sampler_module.generate_uniform_probs = original_uniforms
 
 
+def refuse_empty_rows(logits, positions) -> None:
+    """SPEC §12.4: a row every ban leaves empty is ``InvalidInput`` (vLLM itself would sample from a row of
+    ``-inf``). ``logits [n, V]`` after vLLM's processors; ``positions``: each row's (SPEC row, request, j).
+
+    >>> import torch
+    >>> refuse_empty_rows(torch.tensor([[0.0, float("-inf")]]), [(0, 0, 0)])
+    >>> refuse_empty_rows(torch.full((1, 2), float("-inf")), [(3, 1, 0)])
+    Traceback (most recent call last):
+    ...
+    devices.protocol.InvalidInput: token_mask: row 3 (request 1, position 0) allows no token after every ban
+    """
+    import torch
+
+    from devices.protocol import InvalidInput
+    empty = torch.isneginf(logits).all(dim=1).cpu().numpy()
+    if empty.any():
+        r, i, j = positions[int(np.flatnonzero(empty)[0])]
+        raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
+
+
+def _row_positions(num_draft_tokens) -> tuple[list, list]:
+    """SPEC §1's (row, request, position) of every draft row and of every bonus row."""
+    drafts, bonus, r = [], [], 0
+    for i, k in enumerate(int(x) for x in num_draft_tokens):
+        drafts += [(r + j, i, j) for j in range(k)]
+        bonus.append((r + k, i, k))
+        r += k + 1
+    return drafts, bonus
+
+
+def bonus_row_positions(sampling_metadata) -> list:
+    """The bonus rows' SPEC positions, from the drafts the metadata carries (``spec_token_ids``)."""
+    spec = sampling_metadata.spec_token_ids
+    return _row_positions([0] * len(sampling_metadata.output_token_ids) if spec is None
+                          else [len(s) for s in spec])[1]
+
+
 def rejection_sampler(vllm):
-    """vLLM's ``RejectionSampler`` over the bonus sampler ``Sampler.sample`` would be (``vllm``: the loader's
-    ``VllmSampler``)."""
+    """vLLM's ``RejectionSampler`` over the bonus sampler ``Sampler.forward`` would be (``vllm``: the loader's
+    ``VllmSampler``); its ``apply_logits_processors`` (vLLM's) is followed by the §12.4 empty-row check."""
     rs = vllm.rejection_sampler
-    return rs.RejectionSampler(_BonusSampler(vllm.topk_topp_sampler, rs.SamplerOutput))
+
+    class RejectionSampler(rs.RejectionSampler):
+        def apply_logits_processors(self, logits, sampling_metadata, metadata):
+            logits = super().apply_logits_processors(logits, sampling_metadata, metadata)
+            refuse_empty_rows(logits, _row_positions(metadata.num_draft_tokens)[0])
+            return logits
+
+    sampler_class = None if vllm.sampler is None else vllm.sampler.Sampler
+    return RejectionSampler(_BonusSampler(vllm.topk_topp_sampler, rs.SamplerOutput, sampler_class))
 
 
 def spec_decode_metadata(vllm, num_draft_tokens, draft_token_ids, device: str):
@@ -172,9 +224,86 @@ def spec_decode_metadata(vllm, num_draft_tokens, draft_token_ids, device: str):
         logits_indices=on(np.arange(int(cu[-1]) + len(k))))
 
 
-def sampling_metadata(vllm, temperature, top_k, top_p, vocab_size: int, generators: dict, device: str):
+SERVED = ("allowed_token_ids", "bad_words", "min_tokens", "repetition_penalty", "frequency_penalty",
+          "presence_penalty")
+"""The SPEC §12 parameters vLLM 0.33.0 applies at every speculative position: its
+``SamplingParams._validate_spec_decode`` refuses ``min_p`` and ``logit_bias`` with a speculative config,
+and a grammar's mask (``token_mask``) is applied by its model runner, outside the sampler."""
+
+
+def _ids(lists, i: int) -> list[int]:
+    """Request i's ids of a per-request list field (None, or a None entry: empty)."""
+    return [] if lists is None or lists[i] is None else [int(t) for t in np.asarray(lists[i]).reshape(-1)]
+
+
+def _per_request(values, batch_size: int, neutral: float) -> np.ndarray:
+    return np.full(batch_size, neutral) if values is None else np.asarray(values, np.float64)
+
+
+def sampler_fields(vllm, sampler, num_draft_tokens, draft_token_ids, vocab_size: int, device: str) -> dict:
+    """``SamplingMetadata``'s SPEC §12 fields from ``SamplerParams`` as vLLM's ``InputBatch`` fills them:
+    penalties float32 ``[batch]`` with ``no_penalties`` when every request is neutral; ``prompt_token_ids
+    [batch, max prompt]`` int64 padded with V (only with penalties); ``output_token_ids`` the committed
+    output per request and ``spec_token_ids`` this step's drafts per request (vLLM's ``_combine_outputs_
+    with_spec_tokens`` builds each row's history from them); ``allowed_token_ids_mask [batch, V]`` bool,
+    True where a token is *banned*; ``bad_words_token_ids`` {request: words}; min_tokens as vLLM's
+    ``MinTokensLogitsProcessor``, told of each request by a ``BatchUpdate`` (its ``SamplingParams`` as
+    the three fields the processor reads: ``min_tokens``, ``all_stop_token_ids``, ``structured_outputs``).
+
+    ``sampler``: ``SamplerParams`` (None: the plain step); ``num_draft_tokens [batch]``,
+    ``draft_token_ids [num_tokens]``.
+    """
+    import types as _types
+
+    import torch
+    batch_size = len(num_draft_tokens)
+    cu = np.concatenate([[0], np.cumsum(np.asarray(num_draft_tokens, np.int64))])
+    drafts = np.asarray(draft_token_ids, np.int64)
+    spec = [[int(t) for t in drafts[cu[i]: cu[i + 1]]] for i in range(batch_size)]
+    if sampler is None or not sampler.given():
+        return {"spec_token_ids": spec}
+    outputs = [_ids(sampler.output_token_ids, i) for i in range(batch_size)]
+    rep = _per_request(sampler.repetition_penalty, batch_size, 1.0)
+    freq = _per_request(sampler.frequency_penalty, batch_size, 0.0)
+    pres = _per_request(sampler.presence_penalty, batch_size, 0.0)
+    no_penalties = bool((rep == 1).all() and (freq == 0).all() and (pres == 0).all())
+    prompt = None
+    if not no_penalties:
+        prompts = [_ids(sampler.prompt_token_ids, i) for i in range(batch_size)]
+        prompt = np.full((batch_size, max(map(len, prompts), default=0)), vocab_size, np.int64)
+        for i, ids in enumerate(prompts):
+            prompt[i, : len(ids)] = ids
+        prompt = torch.as_tensor(prompt, device=device)
+    allowed = None
+    if sampler.allowed_token_ids is not None and any(a is not None for a in sampler.allowed_token_ids):
+        banned = np.zeros((batch_size, vocab_size), dtype=bool)
+        for i, ids in enumerate(sampler.allowed_token_ids):
+            if ids is not None:
+                banned[i] = True
+                banned[i, np.asarray(ids, np.int64)] = False
+        allowed = torch.as_tensor(banned, device=device)
+    bad_words = {i: [[int(t) for t in w] for w in words] for i, words in enumerate(sampler.bad_words or ())
+                 if words is not None and len(words)}
+    processors = []
+    if sampler.min_tokens is not None:
+        proc = vllm.logits_processors.MinTokensLogitsProcessor(None, torch.device(device), False)
+        added = [(i, _types.SimpleNamespace(min_tokens=int(sampler.min_tokens[i]), structured_outputs=None,
+                                            all_stop_token_ids=set(_ids(sampler.stop_token_ids, i))),
+                  _ids(sampler.prompt_token_ids, i), outputs[i]) for i in range(batch_size)]
+        proc.update_state(vllm.batch_update(batch_size=batch_size, removed=[], added=added, moved=[]))
+        processors.append(proc)
+    f32 = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
+    return dict(no_penalties=no_penalties, prompt_token_ids=prompt, frequency_penalties=f32(freq),
+                presence_penalties=f32(pres), repetition_penalties=f32(rep), output_token_ids=outputs,
+                spec_token_ids=spec, allowed_token_ids_mask=allowed, bad_words_token_ids=bad_words,
+                logitsprocs=vllm.sample_metadata.LogitsProcessors(processors))
+
+
+def sampling_metadata(vllm, temperature, top_k, top_p, vocab_size: int, generators: dict, device: str,
+                      **fields):
     """vLLM's ``SamplingMetadata`` as ``InputBatch._make_sampling_metadata`` builds it from per-request
-    ``temperature``, ``top_k``, ``top_p`` ``[batch]`` (SPEC's conventions: 0 = greedy / off, 1 = off)."""
+    ``temperature``, ``top_k``, ``top_p`` ``[batch]`` (SPEC's conventions: 0 = greedy / off, 1 = off);
+    ``fields``: SPEC §12's (``sampler_fields``), replacing the neutral ones."""
     import torch
     temperature = np.asarray(temperature, np.float64)
     greedy = temperature < SAMPLING_EPS
@@ -182,16 +311,17 @@ def sampling_metadata(vllm, temperature, top_k, top_p, vocab_size: int, generato
     top_k = np.where(~greedy & (top_k > 0) & (top_k < vocab_size), top_k, vocab_size)
     top_p = np.where(greedy, 1.0, np.asarray(top_p, np.float64))
     zeros = torch.zeros(len(temperature), dtype=torch.float32, device=device)
+    neutral = dict(
+        no_penalties=True, prompt_token_ids=None, frequency_penalties=zeros, presence_penalties=zeros,
+        repetition_penalties=zeros + 1, output_token_ids=[[] for _ in temperature], allowed_token_ids_mask=None,
+        bad_words_token_ids={}, logitsprocs=vllm.sample_metadata.LogitsProcessors())
     return vllm.sample_metadata.SamplingMetadata(
         temperature=None if greedy.all() else torch.as_tensor(np.where(greedy, 0.0, temperature), dtype=torch.float32,
                                                                device=device),
         all_greedy=bool(greedy.all()), all_random=bool((~greedy).all()),
         top_p=None if (top_p >= 1).all() else torch.as_tensor(top_p, dtype=torch.float32, device=device),
         top_k=None if (top_k >= vocab_size).all() else torch.as_tensor(top_k, dtype=torch.int32, device=device),
-        generators=generators, max_num_logprobs=None, no_penalties=True, prompt_token_ids=None,
-        frequency_penalties=zeros, presence_penalties=zeros, repetition_penalties=zeros + 1,
-        output_token_ids=[[] for _ in temperature], allowed_token_ids_mask=None, bad_words_token_ids={},
-        logitsprocs=vllm.sample_metadata.LogitsProcessors())
+        generators=generators, max_num_logprobs=None, **{**neutral, **fields})
 
 
 class VllmDevice:
@@ -199,7 +329,8 @@ class VllmDevice:
 
     capabilities = Capabilities(injected_noise=True, rng="seeded", max_vocab_size=2**31 - 1, max_k=MAX_SPEC_LEN,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                                dtypes=("float32", "float16", "bfloat16"))
+                                dtypes=("float32", "float16", "bfloat16"), sampler=SERVED,
+                                sampler_orders=("canonical", "vllm"))
 
     def __init__(self, device: str):
         from devices.field.vllm_loader import VLLM_VERSION
@@ -222,8 +353,10 @@ class VllmDevice:
         return spec_decode_metadata(self.vllm, batch.num_draft_tokens, batch.draft_token_ids, self.device)
 
     def sampling_metadata(self, batch: VerifyBatch, generators: dict):
+        fields = sampler_fields(self.vllm, batch.sampler, batch.num_draft_tokens, batch.draft_token_ids,
+                                batch.vocab_size, self.device)
         return sampling_metadata(self.vllm, batch.temperature, batch.top_k, batch.top_p, batch.vocab_size,
-                                 generators, self.device)
+                                 generators, self.device, **fields)
 
     def generators(self, batch: VerifyBatch) -> dict:
         """The randomness hook without injected noise: a ``torch.Generator`` per random request."""

@@ -24,8 +24,13 @@ The members: ``vllm/v1/sample/rejection_sampler.py`` (the sampler and its
 Triton kernels), ``vllm/v1/sample/ops/topk_topp_sampler.py`` and
 ``topk_topp_triton.py`` (``apply_top_k_top_p``: vLLM's top-k/top-p, the
 Triton "Qrita" kernels on a Triton host), ``vllm/v1/sample/metadata.py`` and
-``vllm/v1/spec_decode/metadata.py`` (the dataclasses it takes), and
-``vllm/v1/spec_decode/vocab_mapping.py`` (seed 001's ``VocabMapping``).
+``vllm/v1/spec_decode/metadata.py`` (the dataclasses it takes),
+``vllm/v1/spec_decode/vocab_mapping.py`` (seed 001's ``VocabMapping``), and
+SPEC §12's path: ``vllm/v1/sample/sampler.py`` (``Sampler.apply_logits_processors``,
+the bonus row's), ``ops/penalties.py`` and ``ops/bad_words.py`` (penalties and
+bad words along the drafts), ``logits_processor/{interface,state,builtin}.py``
+(``MinTokensLogitsProcessor``), and named definitions out of three larger
+files (``PARTS``: the penalty arithmetic, the padding helper, ``async_tensor_h2d``).
 
 For a machine without network (the GPU box), fetch here and carry the cache::
 
@@ -64,10 +69,19 @@ so it checks the members instead, below)."""
 RECORD = "vllm-0.33.0.dist-info/RECORD"
 PINNED: dict[str, str] = {
     RECORD: "a860951d44545b1b68c2d1484b9a03bbde52f6eae34850a6c22741c60ac386c4",
+    "vllm/utils/torch_utils.py": "6af248aa54c1c880a6cd46abba69207fd2d69992a7669648673fe99b18a8e911",
+    "vllm/_custom_ops.py": "f7add10b87105ad21539625d7409c771b0228ea015f06a891468f3ba40bf6fa1",
+    "vllm/model_executor/layers/utils.py": "d045926d733d71e32a3aae306043b4bfd99093737898ac80919da7d4774d3878",
     "vllm/v1/spec_decode/metadata.py": "a6696487b3c8823c119f601de81504341bdefefe95bafe673c1f570ab2028da8",
+    "vllm/v1/sample/logits_processor/interface.py": "e150de82592133038999da5c8f0a9b3d2abfceecffa2ff19ea61bba89c41fdd9",
+    "vllm/v1/sample/logits_processor/state.py": "72593878f558aa9f79196c7f7cafd5874aceb635c8c8c504e1aae90aa6a32dad",
+    "vllm/v1/sample/logits_processor/builtin.py": "dd563972a8dc6a068b43fe9048790db4d76f41e6e86b896b7f26692bf4455029",
     "vllm/v1/sample/metadata.py": "6582cfe1a240c7ddb975f0ef6dd7dcd28dcf0fc7670394390250013977aa7ffd",
     "vllm/v1/sample/ops/topk_topp_triton.py": "6264a524884274824b65c3a3a91d4d34418561cde566c31879cb394acd85f2ef",
     "vllm/v1/sample/ops/topk_topp_sampler.py": "a8234f8dc8180c7b7d2417d4d04ca4af25bd2761dc93332f7bd2993a19c2120f",
+    "vllm/v1/sample/ops/bad_words.py": "0b1d0a9b13b92ddcae2c83393c07a34c0f107813725700dee794caa7fe7f3b12",
+    "vllm/v1/sample/ops/penalties.py": "e3600a716e76348d198194f4fd18c91cd45b4a3b4b47b4980a379e337f0bff03",
+    "vllm/v1/sample/sampler.py": "7d3d001b8b6e1f25f02572df29609a4ab5c50abb023b48f5ebdb4752a2b5f7c5",
     "vllm/v1/sample/rejection_sampler.py": "9f035dd0c5af33b29ffcc63e2192f7b2fb85f8a6b4ac89275ecb5698f7ca2ff1",
     "vllm/v1/spec_decode/vocab_mapping.py": "563cdbcde7e199b0e5fe5d95bf82fa10b88299e8fdc0ad26d28aa70e3b22a516",
 }
@@ -75,6 +89,19 @@ PINNED: dict[str, str] = {
 
 MODULES = [name for name in PINNED if name.endswith(".py")]
 """The members executed, in dependency order."""
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "vllm/utils/torch_utils.py": ("T", "TORCH_DTYPE_TO_NUMPY_DTYPE", "async_tensor_h2d", "make_ndarray_with_pad",
+                                  "make_tensor_with_pad"),
+    "vllm/_custom_ops.py": ("apply_repetition_penalties_torch", "apply_repetition_penalties"),
+    "vllm/model_executor/layers/utils.py": ("get_token_bin_counts_and_mask", "apply_penalties"),
+}
+"""Members of which only these top-level definitions (and the member's own non-vLLM imports) are executed,
+into the stand-in module of that name: the rest of each file is vLLM's GEMM, custom-op and CUDA-stream
+machinery, which the sampler never calls. The whole file is still sha256-checked. What the penalties path
+calls: ``apply_all_penalties`` → ``make_tensor_with_pad`` (padding with V) → ``apply_penalties``
+(``get_token_bin_counts_and_mask``, then ``apply_repetition_penalties``, whose CPU branch is
+``apply_repetition_penalties_torch``)."""
 
 CACHE_ENV = "SPECSIM_VLLM_CACHE"
 
@@ -97,6 +124,9 @@ class VllmSampler:
     sample_metadata: types.ModuleType
     spec_decode_metadata: types.ModuleType
     vocab_mapping: types.ModuleType
+    sampler: types.ModuleType | None = None           # vllm.v1.sample.sampler (Sampler.apply_logits_processors)
+    logits_processors: types.ModuleType | None = None  # vllm.v1.sample.logits_processor.builtin (min_tokens)
+    batch_update: type | None = None                   # vllm.v1.sample.logits_processor.interface.BatchUpdate
 
 
 def user_cache_dir(env: str, name: str) -> pathlib.Path:
@@ -183,23 +213,71 @@ def _module_name(member: str) -> str:
     return member[:-3].replace("/", ".")
 
 
+def _vllm_import(modules: dict[str, types.ModuleType]):
+    """``__import__`` for the members' globals: ``vllm.*`` names resolve to the loaded members and stand-ins,
+    also when a member imports inside a function after loading (``apply_penalties`` imports
+    ``apply_repetition_penalties`` at call time), when no ``vllm`` name is in ``sys.modules`` any more."""
+    import builtins
+
+    def vllm_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "vllm" or name.startswith("vllm.")):
+            if name not in modules:
+                from devices.field._vllm_standins import StandInError
+                raise StandInError(f"vllm_loader: {name} is neither a loaded member nor a stand-in")
+            return modules[name] if fromlist else modules["vllm"]
+        return builtins.__import__(name, globals, locals, fromlist, level)
+    return dict(vars(builtins), __import__=vllm_import)
+
+
+def _part(member: str, data: bytes, names: tuple[str, ...]):
+    """The code of ``names``' top-level definitions in ``member`` (with its non-vLLM imports), line numbers kept."""
+    import ast
+    tree = ast.parse(data, member)
+
+    def defines(node) -> set:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            return {node.name}
+        if isinstance(node, ast.Assign):
+            return {t.id for t in node.targets if isinstance(t, ast.Name)}
+        return set()
+
+    def foreign_import(node) -> bool:
+        if isinstance(node, ast.Import):
+            return all(not a.name.startswith("vllm") for a in node.names)
+        return isinstance(node, ast.ImportFrom) and not (node.module or "").startswith("vllm") and node.level == 0
+
+    body = [n for n in tree.body if foreign_import(n) or defines(n) & set(names)]
+    found = set().union(*map(defines, body))
+    if set(names) - found:
+        raise VllmLoadError(f"{member}: no top-level {sorted(set(names) - found)}; the loader's PARTS need updating")
+    return compile(ast.Module(body=body, type_ignores=[]), member, "exec")
+
+
 def _execute_members(cache: pathlib.Path, platform: str) -> dict[str, types.ModuleType]:
     from devices.field import _vllm_standins as standins
     record = _record_hashes((cache / RECORD).read_bytes())
     modules = standins.build(platform)
+    builtins_for_members = _vllm_import(modules)
     with standins.installed(modules):
         for member in MODULES:
             path = cache / member
             data = path.read_bytes()
             _verify(member, data, record)
             name = _module_name(member)
-            module = types.ModuleType(name)
+            if member in PARTS:   # only some definitions, into the stand-in module of that name
+                module = modules.setdefault(name, standins._module(name))
+                code = _part(str(path), data, PARTS[member])
+            else:
+                module = types.ModuleType(name)
+                module.__package__ = name.rpartition(".")[0]
+                code = compile(data, str(path), "exec")
             module.__file__ = str(path)    # Triton and inspect read kernel source from the file
-            module.__package__ = name.rpartition(".")[0]
+            module.__builtins__ = builtins_for_members
             modules[name] = module
             sys.modules[name] = module
             standins.link_parents(modules)
-            exec(compile(data, str(path), "exec"), module.__dict__)
+            exec(code, module.__dict__)
+            standins.reexport(modules, name)
     return modules
 
 
@@ -292,7 +370,10 @@ def load_rejection_sampler(interpret: bool | None = None) -> VllmSampler:
             topk_topp_triton=modules["vllm.v1.sample.ops.topk_topp_triton"],
             sample_metadata=modules["vllm.v1.sample.metadata"],
             spec_decode_metadata=modules["vllm.v1.spec_decode.metadata"],
-            vocab_mapping=modules["vllm.v1.spec_decode.vocab_mapping"])
+            vocab_mapping=modules["vllm.v1.spec_decode.vocab_mapping"],
+            sampler=modules["vllm.v1.sample.sampler"],
+            logits_processors=modules["vllm.v1.sample.logits_processor.builtin"],
+            batch_update=modules["vllm.v1.sample.logits_processor.interface"].BatchUpdate)
         _LOADED[mode] = loaded
         return loaded
 
