@@ -87,8 +87,23 @@ def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list) -
 
 
 # -- confirming experiments: a deviation's claim, re-checked on the failing case -------------------------------
+def _sampler_case(device, check: str, quick: bool):
+    """The batch and noise of a random ``L1-sampler/<order>/<case>`` check, rebuilt as the group builds them."""
+    from specsim.conformance.runner import Context
+    from specsim.conformance.sampler import CASES, random_case
+    from specsim.testing.seeds import case_seed
+    _, order, case = check.split("/")
+    if case not in CASES:
+        raise KeyError(check)
+    seed = case_seed(0, "L1-sampler", order, case)
+    return random_case(case, order, Context(seed=0, quick=quick), seed, device.capabilities.dtypes)
+
+
 def _injected_case(device, check: str, quick: bool):
-    """The batch and noise of an ``L1/injected`` check, rebuilt exactly as the group builds them."""
+    """The batch and noise of an ``L1/injected`` check (or a random ``L1-sampler`` one), rebuilt exactly as
+    the group builds them."""
+    if check.startswith("L1-sampler/"):
+        return _sampler_case(device, check, quick)
     from specsim.conformance.exact import _cases
     from specsim.conformance.runner import Context
     from specsim.testing.batches import random_batch, random_noise
@@ -153,7 +168,8 @@ def confirm_sizes_placeholder_rows(device, check: str, quick: bool) -> str:
 
 
 def confirm_placeholder_rows(device, check: str, quick: bool) -> str:
-    """The placeholder-row-read experiment for an ``L1/injected`` case, an ``L1/sizes`` batch or ``L1/volume``."""
+    """The placeholder-row-read experiment for an ``L1/injected`` case, a random ``L1-sampler`` case, an
+    ``L1/sizes`` batch or ``L1/volume``."""
     if check == "L1/volume":
         return confirm_volume_placeholder_rows(device, quick)
     if check.startswith("L1/sizes/"):
