@@ -216,7 +216,8 @@ def _union(old: dict, new: dict) -> dict:
     """Two runs of one device on one machine, each of some groups (run side by side so that their compiles
     overlap): the groups of both, a group run twice taken from ``new``."""
     redone = set(new["groups"])
-    return {**new, "groups": {**old["groups"], **new["groups"]},
+    sizes = lambda run: {g: run["quick"] for g in run["groups"]} | run.get("quick_groups", {})  # noqa: E731
+    return {**new, "groups": {**old["groups"], **new["groups"]}, "quick_groups": sizes(old) | sizes(new),
             "command": old["command"] + "; " + new["command"],
             "findings": [f for f in old["findings"] if f["group"] not in redone] + new["findings"],
             "waivers_not_observed": sorted(set(old["waivers_not_observed"]) & set(new["waivers_not_observed"]))}
@@ -292,8 +293,9 @@ def render(doc: dict) -> str:
         lines += [f"### `{deviation}` on `{device}` — {first['judgement']}", ""]
         if first["reason"]:
             lines += [first["reason"], "", f"Link: {first['link']}", ""]
-        quick = next(e["quick"] for e in doc["devices"] if e["device"] == device)
-        for f in fs:
+        entry = next(e for e in doc["devices"] if e["device"] == device)
+        for f in fs:   # a united run's groups may differ in size (``_union``'s quick_groups)
+            quick = entry.get("quick_groups", {}).get(f["group"], entry["quick"])
             lines.append(f"* `{f['check']}` ({f['status']}, seed {f['seed']}): {_cell(f['detail'][:240])}")
             lines.append(f"  - reproduce: `{Finding(**f).reproduction(quick)}`")
             if f["confirmed"]:
