@@ -3,12 +3,25 @@
 
 **vLLM's code** (loaded by ``vllm_loader`` from the pinned wheel, never copied here):
 ``RejectionSampler.forward`` end to end — target rows cast to float32, its
-logits-processor step (nothing to do without penalties), its
+``apply_logits_processors`` (SPEC §12 along the drafts: ``_combine_outputs_with_spec_tokens``
+gives draft row j the output plus drafts 0..j−1; ``apply_all_penalties`` — repetition on
+prompt ∪ that history, frequency and presence on the history —, the allowed-ids mask,
+``apply_bad_words_with_drafts``, ``MinTokensLogitsProcessor.apply_with_spec_decode``), its
 ``apply_sampling_constraints`` (temperature expanded per token by its
 ``expand_kernel``, then ``apply_top_k_top_p``: the Triton top-k/top-p kernels
 of ``topk_topp_triton.py``), ``rejection_sample`` (float32 softmax, the greedy,
-recovered-token and acceptance Triton kernels), and for the bonus token its
-``apply_top_k_top_p``, ``random_sample`` and ``sample_with_exponential_noise``.
+recovered-token and acceptance Triton kernels), and for the bonus token
+``Sampler.apply_logits_processors`` (allowed ids, ``apply_bad_words`` and the penalties on the
+output plus every draft, ``MinTokensLogitsProcessor.apply``), ``apply_top_k_top_p``,
+``random_sample`` and ``sample_with_exponential_noise``.
+
+**SPEC §12 served** (``SERVED``): exactly what vLLM applies with speculative decoding —
+``allowed_token_ids``, ``bad_words``, ``min_tokens`` (+ ``stop_token_ids``), repetition,
+frequency and presence penalties. ``min_p`` and ``logit_bias`` are refused by vLLM with a
+speculative config (``SamplingParams._validate_spec_decode``) and a grammar's mask
+(``token_mask``) is applied by vLLM's model runner, not its sampler: undeclared, so
+``UnsupportedCall``. Order profiles: ``canonical`` and ``vllm`` (on these parameters they give
+the same rows; vLLM's draft rows run penalties before the bans, which commute with them).
 
 **What the adapter supplies:**
 
@@ -18,7 +31,11 @@ recovered-token and acceptance Triton kernels), and for the bonus token its
   ``target_logits_indices``, ``bonus_logits_indices``) and ``SamplingMetadata``
   as ``InputBatch`` does: temperature float32 with greedy requests (T < 1e-5,
   SamplingParams' ``_SAMPLING_EPS``) stored as 0; top-k ``V`` when off and top-p
-  1 when off or greedy, each tensor None when no request uses it; no penalties.
+  1 when off or greedy, each tensor None when no request uses it; and §12's
+  fields (``sampler_fields``: penalties float32, prompt ids padded with V, the
+  committed output and ``spec_token_ids`` per request, the allowed-ids mask
+  True where banned, bad words by request, a ``MinTokensLogitsProcessor`` told
+  of each request by a ``BatchUpdate``).
   It reads back ``output_token_ids`` (int32, −1 padded: SPEC §7's layout).
 * *the bonus token, drawn the way vLLM's ``Sampler.sample`` draws it*
   (``_BonusSampler``): float32 logits; argmax for greedy rows (T < 1e-5);
@@ -39,7 +56,8 @@ recovered-token and acceptance Triton kernels), and for the bonus token its
   a hash of (seed, position) — vLLM's per-request generators, which it draws
   from in its own order (bonus, uniforms, recovered).
 * *input rules*: SPEC §6 by specsim's shared preamble (``devices._validate``);
-  vLLM itself asserts only shapes.
+  vLLM itself asserts only shapes. A row every ban leaves empty (§12.4) is
+  ``InvalidInput``, checked on vLLM's processed rows (``refuse_empty_rows``).
 
 Declared honestly: float32 and 16-bit logits (vLLM computes in float32, so
 float64 logits are not served: a float64 declaration would be held to 1e-9);
