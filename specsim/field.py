@@ -90,13 +90,14 @@ def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list) -
 def _sampler_case(device, check: str, quick: bool):
     """The batch and noise of a random ``L1-sampler/<order>/<case>`` check, rebuilt as the group builds them."""
     from specsim.conformance.runner import Context
-    from specsim.conformance.sampler import CASES, random_case
+    from specsim.conformance.sampler import CASES, case_params, random_case
     from specsim.testing.seeds import case_seed
     _, order, case = check.split("/")
     if case not in CASES:
         raise KeyError(check)
     seed = case_seed(0, "L1-sampler", order, case)
-    return random_case(case, order, Context(seed=0, quick=quick), seed, device.capabilities.dtypes)
+    return random_case(case, order, Context(seed=0, quick=quick), seed, device.capabilities.dtypes,
+                       case_params(case, device.capabilities))
 
 
 def _injected_case(device, check: str, quick: bool):
@@ -218,7 +219,7 @@ def _union(old: dict, new: dict) -> dict:
     redone = set(new["groups"])
     sizes = lambda run: {g: run["quick"] for g in run["groups"]} | run.get("quick_groups", {})  # noqa: E731
     return {**new, "groups": {**old["groups"], **new["groups"]}, "quick_groups": sizes(old) | sizes(new),
-            "command": old["command"] + "; " + new["command"],
+            "command": old["command"] + ("" if new["command"] in old["command"].split("; ") else "; " + new["command"]),
             "findings": [f for f in old["findings"] if f["group"] not in redone] + new["findings"],
             "waivers_not_observed": sorted(set(old["waivers_not_observed"]) & set(new["waivers_not_observed"]))}
 

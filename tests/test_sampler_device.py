@@ -56,7 +56,8 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
     assert status["L1-sampler/edge/min-p-after-temperature/canonical"][0] == "pass"
     assert status["L1-sampler/canonical/bad_words"] == ("not_supported", "device does not declare sampler bad_words")
     assert status["L1-sampler/vllm/min_p"] == ("not_supported", "device does not declare sampler order 'vllm'")
-    assert sum(s == "pass" for s, _ in status.values()) == 2
+    assert status["L1-sampler/canonical/declared"][0] == "pass"     # the declared subset together: min_p alone
+    assert sum(s == "pass" for s, _ in status.values()) == 3
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 

@@ -5,7 +5,7 @@ and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
 - **random** ``L1-sampler/<order>/<parameter>`` (and ``/all``, ``/all-point``,
-  ``/all-float32``): random ragged batches (``specsim.testing.batches``) with
+  ``/all-float32``, ``/declared``: every parameter the device declares): random ragged batches (``specsim.testing.batches``) with
   the parameter at realistic strengths, built to act along the drafts, in
   half the requests a repetition loop (``specsim.testing.sampler_params``), compared token for token with the
   reference under injected noise — or, for a device declaring only keyed
@@ -54,12 +54,27 @@ CASES: dict[str, tuple[tuple, dict]] = {
     "all": (SAMPLER_PARAMETERS, {}),
     "all-point": (SAMPLER_PARAMETERS, {"draft_probs": False}),
     "all-float32": (SAMPLER_PARAMETERS, {"dtype": "float32"}),
+    "declared": (None, {}),
 }
-"""Case → (the §12 parameters on, changes to ``SPEC``)."""
+"""Case → (the §12 parameters on, changes to ``SPEC``). ``declared``: every parameter the device declares,
+together — a device serving a subset (vLLM serves six of nine) is otherwise never asked them combined."""
+
+
+def case_params(name: str, caps) -> tuple:
+    """The §12 parameters ``name`` turns on for a device of capabilities ``caps``.
+
+    >>> from devices.protocol import Capabilities
+    >>> case_params("declared", Capabilities(True, "none", 64, sampler=("bad_words", "min_p")))
+    ('bad_words', 'min_p')
+    """
+    params = CASES[name][0]
+    return tuple(caps.sampler) if params is None else params
 
 
 def _lacking(caps, params, order: str) -> str | None:
     """Why the device cannot be asked a case with ``params`` in ``order`` (None if it can)."""
+    if not params:
+        return "device declares no sampler parameter"
     absent = [p for p in params if p not in caps.sampler]
     if absent:
         return f"device does not declare sampler {', '.join(absent)}"
@@ -86,10 +101,10 @@ def case_changes(name: str, dtypes=("float64",)) -> dict:
     return changes
 
 
-def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",)):
+def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",), params=None):
     """The batch and injected noise of one random check (both deterministic in ``seed``; ``dtypes``: the
-    device's, for ``case_changes``)."""
-    params, changes = CASES[name][0], case_changes(name, dtypes)
+    device's, for ``case_changes``; ``params``: the §12 parameters, default ``CASES[name]``'s)."""
+    params, changes = params or CASES[name][0], case_changes(name, dtypes)
     rng = np.random.default_rng(seed)
     batch = repetitive(rng, close_drafts(rng, random_batch(rng, replace(QUICK_SPEC if ctx.quick else SPEC, **changes))))
     batch = replace(batch, sampler=random_sampler(rng, batch, params, order))
@@ -99,7 +114,8 @@ def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",)):
 def _random_checks(device, ctx) -> list[CheckResult]:
     caps, results, kind = device.capabilities, [], _noise_kind(device.capabilities)
     for order in SAMPLER_ORDERS:
-        for case, (params, _) in CASES.items():
+        for case in CASES:
+            params = case_params(case, caps)
             name, seed = f"L1-sampler/{order}/{case}", case_seed(ctx.seed, "L1-sampler", order, case)
             spec = replace(SPEC, **case_changes(case, caps.dtypes))
             why = _lacking(caps, params, order) or missing(caps, spec.needs, dtype=spec.dtype) or \
@@ -107,7 +123,7 @@ def _random_checks(device, ctx) -> list[CheckResult]:
             if why:
                 results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
                 continue
-            batch, noise = random_case(case, order, ctx, seed, caps.dtypes)
+            batch, noise = random_case(case, order, ctx, seed, caps.dtypes, params)
             results.append(judge(name, device, batch, noise if kind == "injected" else None, seed,
                                  note=f" ({', '.join(batch.sampler.given())}; order {order})"))
     return results
