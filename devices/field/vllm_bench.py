@@ -45,12 +45,17 @@ def _load(device: str):
     return load_rejection_sampler(interpret=device == "cpu")
 
 
-def make_step(device: str = "cuda", top_k: int = 0, top_p: float = 1.0):
+def make_step(device: str = "cuda", top_k: int = 0, top_p: float = 1.0, sampler=None):
     """``(call, label)``; raises the loader's error where vLLM's sampler cannot be had. ``device="cpu"``: the
     same call under Triton's interpreter (for a test of the glue, not for timing). ``top_k``, ``top_p``: every
-    request's (0, 1: off), applied by vLLM's own ``apply_sampling_constraints``."""
-    from devices.field.vllm_device import rejection_sampler, sampling_metadata, spec_decode_metadata
+    request's (0, 1: off), applied by vLLM's own ``apply_sampling_constraints``. ``sampler``: ``x →
+    SamplerParams`` (SPEC §12) or None; vLLM gets the parameters it serves with speculative decoding
+    (``vllm_device.served_only``: no token mask, bias or min_p), its metadata built once per input set
+    (``sampler_fields``, as ``InputBatch`` keeps it), its processors run inside the timed call."""
+    from devices.field.vllm_device import (rejection_sampler, sampler_fields, sampling_metadata, served_only,
+                                           spec_decode_metadata)
     from devices.field.vllm_loader import VLLM_VERSION
+    params_of = sampler              # the name is the API's; below, ``sampler`` is vLLM's RejectionSampler
     vllm = _load(device)
     sampler = rejection_sampler(vllm)
     prepared: dict[int, tuple] = {}   # id(x) -> (spec, metadata, x): built once per input set
@@ -59,7 +64,10 @@ def make_step(device: str = "cuda", top_k: int = 0, top_p: float = 1.0):
         temperature = x["temperature"].cpu().numpy()
         batch, vocab = len(temperature), int(x["target_logits"].shape[-1])
         spec = spec_decode_metadata(vllm, x["num_draft_tokens"], x["draft_token_ids"], device)
-        meta = sampling_metadata(vllm, temperature, [top_k] * batch, [top_p] * batch, vocab, {}, device)
+        fields = {} if params_of is None else sampler_fields(
+            vllm, served_only(params_of(x)), x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(),
+            vocab, device)
+        meta = sampling_metadata(vllm, temperature, [top_k] * batch, [top_p] * batch, vocab, {}, device, **fields)
         return spec, meta, x
 
     def call(x):
@@ -68,7 +76,8 @@ def make_step(device: str = "cuda", top_k: int = 0, top_p: float = 1.0):
         spec, meta, _ = prepared[id(x)]
         return sampler(spec, x["draft_probs"], x["target_logits"], meta).sampled_token_ids
 
-    return call, f"vllm {VLLM_VERSION} RejectionSampler (kernels from the pinned wheel)"
+    return call, (f"vllm {VLLM_VERSION} RejectionSampler (kernels from the pinned wheel)"
+                  + ("" if params_of is None else "; §12: penalties, bad words, allowed ids, min_tokens"))
 
 
 def make_rejection_sample_step(device: str = "cuda"):

@@ -249,6 +249,15 @@ SERVED = ("allowed_token_ids", "bad_words", "min_tokens", "repetition_penalty", 
 and a grammar's mask (``token_mask``) is applied by its model runner, outside the sampler."""
 
 
+def served_only(sampler):
+    """``sampler`` (``SamplerParams``) with the parameters vLLM does not serve with spec decode turned off
+    (``token_mask``, ``logit_bias``, ``min_p`` → None): what a vLLM deployment runs for the same request,
+    e.g. for ``specsim bench``'s ``vllm §12`` row. Not for conformance (there an undeclared parameter is
+    ``UnsupportedCall``, never dropped)."""
+    import dataclasses
+    return dataclasses.replace(sampler, **{name: None for name in ("token_mask", "logit_bias", "min_p")})
+
+
 def _ids(lists, i: int) -> list[int]:
     """Request i's ids of a per-request list field (None, or a None entry: empty)."""
     return [] if lists is None or lists[i] is None else [int(t) for t in np.asarray(lists[i]).reshape(-1)]

@@ -71,8 +71,9 @@ def add_arguments(p):
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
     p.add_argument("--sampler", choices=["off", "all"], default="off",
                    help="all: also time SPEC §12 with every parameter on (rows 'triton filters', 'triton §12' (fused), "
-                        "'triton §12 unfused', 'triton §12+filters', 'vllm filters'; draft and point modes; "
-                        "see sampler_params)")
+                        "'triton §12 unfused', 'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM "
+                        "with the parameters it serves with spec decode, no mask, bias or min_p; draft and point "
+                        "modes; see sampler_params)")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -322,6 +323,13 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
         call, label = _vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
         if call is not None:
             variants.append(("vllm filters", lambda i: call(sets[i % len(sets)]), len(sets)))
+        # vLLM with the §12 parameters it serves with spec decode (penalties, bad words, allowed ids,
+        # min_tokens; no mask, bias or min_p: devices.field.vllm_device.served_only): not triton §12's work
+        params = {id(x): sampler_params(x["num_draft_tokens"].shape[0], x["max_k"], x["target_logits"].shape[1],
+                                        x["draft_token_ids"].cpu().numpy(), seed=n) for n, x in enumerate(sets)}
+        served, _ = _vllm_step(sampler=lambda x: params[id(x)])
+        if served is not None:
+            variants.append(("vllm §12 (served)", lambda i: served(sets[i % len(sets)]), len(sets)))
     return variants
 
 

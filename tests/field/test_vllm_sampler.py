@@ -88,3 +88,44 @@ def test_the_adapter_declares_exactly_what_vllm_serves_with_spec_decode():
                                  "frequency_penalty", "presence_penalty"}
     assert not {"min_p", "logit_bias", "token_mask"} & set(caps.sampler)
     assert set(caps.sampler_orders) == {"canonical", "vllm"}
+
+
+BENCH_SAMPLER = """
+import numpy as np, torch
+from devices.field.vllm_bench import make_step
+from devices.field.vllm_device import served_only
+from devices.protocol import VerifyBatch
+from devices.torch_device import make_cpu_device
+from specsim.commands.bench import sampler_params
+B, K, V = 4, 2, 16
+params = {}
+call, label = make_step("cpu", sampler=lambda x: params[id(x)])
+agree = accepted = 0
+for seed in range(3):
+    g = torch.Generator().manual_seed(seed)
+    x = dict(num_draft_tokens=torch.full((B,), K), draft_token_ids=torch.randint(0, V, (B * K,), generator=g),
+             draft_probs=None, target_logits=torch.randn(B * (K + 1), V, generator=g),
+             temperature=torch.zeros(B, dtype=torch.float64), max_k=K, mode="greedy")
+    rows = torch.arange(B * (K + 1)).view(B, K + 1)[:, :K].reshape(-1)
+    x["target_logits"][rows, x["draft_token_ids"]] += 5.0     # the drafts lead their rows
+    params[id(x)] = sampler_params(B, K, V, x["draft_token_ids"].numpy(), seed=seed, prompt=8, output=4)
+    got = call(x).to(torch.int64).numpy()
+    batch = VerifyBatch(np.full(B, K), x["draft_token_ids"].numpy().astype(np.int64), None,
+                        x["target_logits"].numpy().astype(np.float32), np.zeros(B), np.zeros(B, np.int64),
+                        np.ones(B), np.zeros(B, np.uint64), np.zeros(B, np.int64), served_only(params[id(x)]))
+    want = make_cpu_device().verify(batch)
+    agree += int((got == want.output_token_ids).all())
+    accepted += int(want.num_accepted.sum())
+print(label)
+print(agree, accepted)
+"""
+
+
+def test_the_bench_row_with_vllms_served_parameters_runs_them(cache):
+    """``specsim bench``'s ``vllm §12 (served)`` row (``vllm_bench.make_step(sampler=...)``, interpreter): greedy
+    rows with the bench's §12 parameters less the mask, bias and min_p give the torch device's tokens."""
+    out = subprocess.run([sys.executable, "-c", BENCH_SAMPLER], capture_output=True, text=True, timeout=200)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    label, counts = out.stdout.strip().splitlines()[-2:]
+    agree, accepted = map(int, counts.split())
+    assert "penalties, bad words" in label and agree == 3 and accepted > 0, out.stdout
