@@ -46,7 +46,9 @@ Declared honestly:
 * ``dtypes=("float32",)`` — the dtype transformers computes the step in.
 * Not adapted: placeholder draft ids (-1) are passed through as they come;
   transformers has no such notion (SPEC §4 says they are always rejected), so
-  whatever it does with one is its behaviour, recorded by the suite.
+  whatever it does with one is its behaviour, recorded by the suite (judged in
+  ``transformers_waivers.toml``: placeholder-not-an-input, with the edges where transformers itself parts
+  from SPEC; evidence in ``repro/transformers_spec_edges.py``).
 
 >>> import numpy as np
 >>> from devices.protocol import VerifyBatch

@@ -112,3 +112,20 @@ def test_flashinfers_shipped_waivers_carry_a_reason_link_deviation_and_judgement
     for w in waivers:
         assert w.reason and w.issue.startswith("https://github.com/flashinfer-ai/flashinfer/blob/v0.7.2.post1/")
         assert w.judgement in JUDGEMENTS and tuple(w.devices) == ("flashinfer",), w
+
+
+def test_transformers_shipped_waivers_cover_exactly_its_edge_findings():
+    """Each edge finding on transformers 5.23.0 (tests/field/test_hf_transformers.py's SEEDED_EDGE_FINDINGS,
+    checked there against a live run) is a judged deviation; the edges it passes are waived by nothing."""
+    from property_tests.waivers import JUDGEMENTS
+    from specsim.testing.edges import EDGES
+    waivers = field.field_waivers("transformers")
+    findings = {"L1/edge/draft-prob-zero": "draft-prob-zero-accepted", "L1/edge/placeholder-full": "placeholder-not-an-input",
+                "L1/edge/placeholder-point": "placeholder-not-an-input", "L1/edge/top-p-cut-ties": "filter-ties"}
+    for e in EDGES:
+        check = f"L1/edge/{e.name}"
+        matched = [w.deviation for w in waivers if w.matches_check(check)]
+        assert matched == ([findings[check]] if check in findings else []), (check, matched)
+    for w in waivers:
+        assert w.reason and w.issue.startswith("https://github.com/huggingface/transformers/blob/v5.23.0/")
+        assert w.judgement in JUDGEMENTS and tuple(w.devices) == ("transformers",), w

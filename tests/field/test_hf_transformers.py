@@ -86,3 +86,22 @@ def test_docstring_examples_run():
     import doctest
     failures, tried = doctest.testmod(hf_transformers)
     assert failures == 0 and tried > 0
+
+
+def test_the_edge_reproduction_shows_each_waived_deviation(monkeypatch):
+    """devices/field/repro/transformers_spec_edges.py (the evidence of transformers_waivers.toml), at 100 seeds."""
+    import importlib.util
+    import pathlib
+
+    import devices.field.repro as repro
+    path = pathlib.Path(repro.__file__).parent / "transformers_spec_edges.py"
+    spec = importlib.util.spec_from_file_location("transformers_spec_edges", path)
+    edges = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(edges)
+    monkeypatch.setattr(edges, "SAMPLES", 100)
+    assert {k[0] for k in edges.law([1], [[0.5, 0.0, 0.5, 0.0]], [[0] * 4, [0] * 4])} == {1}   # always accepted
+    assert {k[0] for k in edges.law([-1], [[1 / 3] * 3], [[0] * 3, [0] * 3])} == {-1}         # emitted as a token
+    assert "raises" in edges.law([-1, 2], [[float("nan")] * 3, [0.2, 0.3, 0.5]], [[0, 1, 2], [0] * 3, [0] * 3])
+    assert set(edges.law([], [], [[0, 1, 2]])) == {(0,), (1,), (2,)}                          # dropped: SPEC's row
+    cut = edges.law([3], [[0, 0, 0, 1.0]], [list(np.log([0.4, 0.2, 0.2, 0.2])), [0] * 4], top_p=0.5)
+    assert not {(1,), (2,)} & set(cut) and (0,) in cut                                        # part of the tie cut

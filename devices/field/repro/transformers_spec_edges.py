@@ -1,0 +1,96 @@
+"""transformers 5.23.0's ``_speculative_sampling`` on the four SPEC §4 / §2 edges where it parts from SPEC.
+
+The evidence behind ``devices/field/transformers_waivers.toml``: each edge is
+called the way the ``transformers`` device calls it (``candidate_logits =
+log(draft_probs)``, target rows through transformers' own warpers, batch 1),
+``SAMPLES`` times with torch seeds 0, 1, ..., and the emitted sequences are
+counted beside SPEC's exact law of the same request:
+
+* **draft-prob-zero** — a draft whose draft probability is 0: ``p_i / q_i`` is
+  ``inf``, so it is accepted every time; SPEC §4 rejects it. Such a draft
+  cannot be drawn from the q it is reported with, and transformers' assistant
+  draws its drafts from the scores it reports (``specsim proposer
+  transformers-assisted``: ``draft-in-support`` passes at every case);
+* **placeholder-point**, **placeholder-full** — SPEC's placeholder id -1 (a
+  ragged batch's padding) indexes the *last* column, so a placeholder is
+  accepted and emitted as token -1 (one-hot rows), or its NaN row reaches
+  ``torch.multinomial`` and raises. transformers never passes a placeholder:
+  ``_assisted_decoding`` refuses batch > 1 and calls the function with
+  ``candidate_length`` = the real candidates. Called that way (the
+  placeholder dropped), the same requests give SPEC's law;
+* **top-p-cut-ties** — ``TopPLogitsWarper`` sorts, then cuts at the
+  cumulative mass ``<= 1 - top_p``: of tokens tied at the cut it keeps those
+  the sort puts last; SPEC §2 keeps every token tied with the cut. With the
+  warped row as the target, the step itself is exact (the same warpers define
+  transformers' non-speculative law).
+
+Run (``pip install transformers==5.23.0 torch``; CPU, seconds)::
+
+    python transformers_spec_edges.py
+
+transformers 5.23.0 prints, per edge, ``transformers: {...}`` and ``SPEC: {...}``
+(empirical and exact laws of the emitted sequence), and ``placeholder dropped``
+rows that match SPEC.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import torch
+from transformers.generation import logits_process as lp
+from transformers.generation.utils import _speculative_sampling
+
+SAMPLES = 1000
+NAN = float("nan")
+
+
+def step(drafts: list[int], draft_rows: list[list[float]], target_logits: list[list[float]], top_p: float = 1.0,
+         seed: int = 0) -> tuple[int, ...]:
+    """One request through ``_speculative_sampling``, as the ``transformers`` device calls it: drafts ``[K]``,
+    draft rows ``[K, V]`` (probabilities; ``log`` taken), target logits ``[K + 1, V]``; the emitted tokens."""
+    target = torch.tensor(target_logits, dtype=torch.float32)
+    if top_p < 1.0:
+        target = lp.TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1)(None, target)
+    q_logits = torch.log(torch.tensor(draft_rows, dtype=torch.float32).reshape(len(drafts), target.shape[-1]))
+    torch.manual_seed(seed)
+    valid, _ = _speculative_sampling(torch.tensor([drafts], dtype=torch.long), q_logits[None], len(drafts), target[None])
+    return tuple(valid.reshape(-1).tolist())
+
+
+def law(drafts, draft_rows, target_logits, top_p: float = 1.0) -> dict:
+    """The empirical law of the emitted sequence over torch seeds ``0 .. SAMPLES - 1`` (or the error raised)."""
+    try:
+        counts = collections.Counter(step(drafts, draft_rows, target_logits, top_p, s) for s in range(SAMPLES))
+    except RuntimeError as e:
+        return {"raises": f"RuntimeError: {e}"}
+    return {k: round(v / SAMPLES, 3) for k, v in sorted(counts.items())}
+
+
+def show(name: str, got: dict, spec: dict, dropped: dict | None = None) -> None:
+    print(f"{name}\n  transformers: {got}\n  SPEC:         {spec}")
+    if dropped is not None:
+        print(f"  placeholder dropped (how transformers calls it): {dropped}")
+
+
+def main() -> None:
+    show("draft-prob-zero (draft 1 with q(1) = 0; uniform target, V = 4)",
+         law([1], [[0.5, 0.0, 0.5, 0.0]], [[0, 0, 0, 0], [0, 0, 0, 0]]),
+         {(1,): 0.5, (3,): 0.5})   # rejected; residual (t - d)+ = [0, 1/4, 0, 1/4], normalised
+    show("placeholder-point (draft -1, its row uniform; uniform target, V = 3)",
+         law([-1], [[1 / 3] * 3], [[0, 0, 0], [0, 0, 0]]),
+         {(0,): 0.333, (1,): 0.333, (2,): 0.333},   # rejected; residual = the whole target row 0
+         law([], [], [[0, 0, 0]]))
+    z = [math.exp(x) for x in (0, 1, 2)]
+    show("placeholder-full (drafts [-1, 2], the placeholder's row NaN; target row 0 = softmax [0, 1, 2])",
+         law([-1, 2], [[NAN] * 3, [0.2, 0.3, 0.5]], [[0, 1, 2], [0, 0, 0], [0, 0, 0]]),
+         {(i,): round(z[i] / sum(z), 3) for i in range(3)},
+         law([], [], [[0, 1, 2]]))
+    show("top-p-cut-ties (draft 3, target [0.4, 0.2, 0.2, 0.2], top-p 0.5: the cut falls inside the tie)",
+         law([3], [[0, 0, 0, 1.0]], [[math.log(p) for p in (0.4, 0.2, 0.2, 0.2)], [0, 0, 0, 0]], top_p=0.5),
+         {(0,): 0.4, (1,): 0.2, (2,): 0.2, **{(3, j): 0.05 for j in range(4)}})   # SPEC §2 keeps the whole tie
+
+
+if __name__ == "__main__":
+    main()
