@@ -101,15 +101,25 @@ def word_exponential(words, FP64: tl.constexpr):
 
 
 @triton.jit
+def keep_from(z, floor, FP64: tl.constexpr):
+    """``z`` in the compute dtype where ``z ≥ floor``, ``-inf`` below: a row read through its
+    top-k/top-p/min_p cut (``devices.filter_cut.cut_values``; ``floor = -inf`` keeps every entry)."""
+    z = z.to(tl.float64 if FP64 else tl.float32)
+    return tl.where(z >= floor, z, float("-inf"))
+
+
+@triton.jit
 def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
-                 V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
+                 V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
+                 cut_ptr=None, CUT: tl.constexpr = False):
     """Per (request i, its row j, vocab chunk): max of raw z, sum exp((z - max)/T), first argmax.
 
     ``logits_ptr``: ``[rows, V]`` (any float dtype; up-cast on load); ``cu_ptr``
     ``[batch + 1]``; ``temp_ptr`` ``[batch]`` (0 = greedy: the argmax is what is
     read; one loop for every row keeps it at copy bandwidth); outputs ``[rows, NCHUNK]``. One exp per
     element: a lane-wise online softmax. Also zeroes ``counter_ptr`` ``[batch]``,
-    which ``step_kernel`` counts finished chunks in.
+    which ``step_kernel`` counts finished chunks in. ``CUT``: row ``r`` is read through its cut
+    ``cut_ptr[r]`` (``[rows]``, compute dtype; ``keep_from``), top-k/top-p/min_p's kept set.
     """
     i = tl.program_id(0)
     j = tl.program_id(1)
@@ -135,9 +145,13 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
         m = tl.full([BLOCK], float("-inf"), dtype)
         s = tl.zeros([BLOCK], dtype)
         arg = tl.zeros([BLOCK], tl.int32)
+        if CUT:
+            floor = tl.load(cut_ptr + row).to(dtype)
         for tile in range(0, TILES):
             cols = lo + tile * BLOCK + lanes
             z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+            if CUT:
+                z = keep_from(z, floor, FP64)
             up = z > m
             d = tl.exp(-tl.abs(z - m) * inv_t)
             s_new = tl.where(up, s * d + 1.0, s + d)
@@ -351,7 +365,7 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 live_ptr=None, bias_ptr=None, edit_start_ptr=None, edit_tok_ptr=None, edit_z_ptr=None,
                 draft_edit_ptr=None, bias_max_ptr=None, W=1, SAMPLER: tl.constexpr = False,
                 HAS_BIAS: tl.constexpr = False,
-                EBLOCK: tl.constexpr = 64):
+                EBLOCK: tl.constexpr = 64, cut_ptr=None, CUT: tl.constexpr = False):
     """Request ``i``, race chunk ``c``: acceptance walk (SPEC §3, §4) from gathers, then the race.
 
     ``cu_ptr`` ``[batch+1]``; ``draft_ids_ptr`` ``[num_tokens]``; ``draft_probs_ptr``
@@ -369,6 +383,10 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     from ``edit_z_ptr`` ``[E]``: the drafts' through ``draft_edit_ptr`` ``[num_tokens]``, the
     emission row's (``edit_start_ptr`` ``[rows + 1]``, ``edit_tok_ptr`` ``[E]``) raced after
     the chunk's tiles. The statistics then have one more column, the records'.
+
+    ``CUT`` (not with ``SAMPLER``): every target row ``r`` is read through its cut ``cut_ptr[r]``
+    (``[rows]``, compute dtype; ``keep_from``) — the drafts' entries and the race alike, as
+    ``stats_kernel`` read it: top-k/top-p/min_p without a filtered copy of the rows.
     """
     i = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -416,6 +434,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         zx = tl.load(edit_z_ptr + ex, mask=real, other=float("-inf")).to(dtype)
     else:
         zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
+        if CUT:
+            zx = keep_from(zx, tl.load(cut_ptr + rows, mask=is_row, other=float("-inf")).to(dtype), FP64)
     t = tl.exp((zx - row_max) * inv_t) / row_sum
     if HAS_DRAFT:
         d = tl.load(draft_probs_ptr + (start + j).to(tl.int64) * V + xs, mask=real, other=0.0).to(dtype)
@@ -465,6 +485,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 bias_hi = tl.load(bias_max_ptr + i).to(dtype)  # ≥ every entry of the bias row
             else:
                 bias_hi = 0.0
+        if CUT:
+            emit_floor = tl.load(cut_ptr + row0 + num_acc).to(dtype)
         best_w = tl.full([QUADS], -1.0, dtype)
         best_t = tl.full([QUADS], -1.0, dtype)
         best_w_id = tl.zeros([QUADS], tl.int32)
@@ -477,6 +499,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
             z1, d1 = race_load(logits_row, draft_row, off, 1, hi, draft_hi, QUADS, HAS_DRAFT)
             z2, d2 = race_load(logits_row, draft_row, off, 2, hi, draft_hi, QUADS, HAS_DRAFT)
             z3, d3 = race_load(logits_row, draft_row, off, 3, hi, draft_hi, QUADS, HAS_DRAFT)
+            if CUT:
+                z0 = keep_from(z0, emit_floor, FP64)
+                z1 = keep_from(z1, emit_floor, FP64)
+                z2 = keep_from(z2, emit_floor, FP64)
+                z3 = keep_from(z3, emit_floor, FP64)
             if SAMPLER:
                 if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
                     y0, y1, y2, y3 = z0, z1, z2, z3

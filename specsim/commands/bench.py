@@ -70,10 +70,10 @@ def add_arguments(p):
     p.add_argument("--programs", type=int, default=None, help="Triton programs per pass")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
     p.add_argument("--sampler", choices=["off", "all"], default="off",
-                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', 'triton §12' (fused), "
-                        "'triton §12 unfused', 'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM "
-                        "with the parameters it serves with spec decode, no mask, bias or min_p; draft and point "
-                        "modes; see sampler_params)")
+                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', "
+                        "'triton filters torch.topk', 'triton §12' (fused), 'triton §12 unfused', "
+                        "'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM with the parameters it "
+                        "serves with spec decode, no mask, bias or min_p; draft and point modes; see sampler_params)")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -212,7 +212,7 @@ def _graphs(torch, call, sets) -> list:
 
 
 KERNELS = ("stats_kernel", "step_kernel", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "process_kernel",
-           "edit_kernel")
+           "edit_kernel", "group_max_kernel", "compact_kernel")
 
 
 def kernel_times(torch, call, sets, reps: int = 20) -> dict[str, float]:
@@ -270,13 +270,16 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
     keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
     path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
     processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
-    the plain step's two; the filter rows add the float64 filter pre-pass (``filter_logits``) to
-    the unfused path."""
+    the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
+    candidates by ``devices/triton_topk.py``, float64 decisions on them, one host sync) read by
+    the step's kernels; ``torch.topk`` finds the candidates in the row that says so."""
     import numpy as np
 
-    from devices.triton_device import _chunks, filter_logits, verify_tensors
+    from devices.filter_cut import torch_top_values
+    from devices.triton_device import _chunks, filter_cuts, triton_top_values, verify_tensors
     from devices.triton_mode import kernel_module
     ks = kernel_module("devices.triton_sampler", False)
+    triton_values = triton_top_values(kernel_module("devices.triton_topk", False), config)
     prepared = []
     for n, x in enumerate(sets):
         B, K = x["num_draft_tokens"].shape[0], x["max_k"]
@@ -291,9 +294,9 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
     chunk = _chunks(V, rows, config.block, config.programs)[0]
     top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
 
-    def step(x, logits):
+    def step(x, logits, cut=None):
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
-                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config)
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config, cut=cut)
 
     def fused_step(i):
         x = sets[i % len(sets)]
@@ -307,17 +310,21 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
         return x, ks.process_logits(ks, x["target_logits"], x["cu"], x["max_k"], inputs, config.block, chunk,
                                     config.num_warps)
 
-    def filters_only(i):
+    def filters_only(i, top_values=triton_values):
         x = sets[i % len(sets)]
         _, cu, temperature, _ = prepared[i % len(sets)]
-        return step(x, filter_logits(x["target_logits"], cu, temperature, top_k, top_p))
+        return step(x, x["target_logits"], filter_cuts(x["target_logits"], cu, temperature, top_k, top_p,
+                                                       top_values=top_values))
 
     def all_on(i):
         x, logits = processed(i)
         _, cu, temperature, _ = prepared[i % len(sets)]
-        return step(x, filter_logits(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
+        return step(x, logits, filter_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm",
+                                           top_values=triton_values))
 
-    variants = [("triton filters", filters_only, 0), ("triton §12", fused_step, 0),
+    variants = [("triton filters", filters_only, 0),
+                ("triton filters torch.topk", lambda i: filters_only(i, torch_top_values), 0),
+                ("triton §12", fused_step, 0),
                 ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 0)]
     if with_vllm:
         call, label = _vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
@@ -413,7 +420,8 @@ def run(args) -> int:
                         print("    triton kernels, device ms per call: " + ", ".join(
                             f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
                         for label, fn, _ in variants:
-                            if label in ("triton §12", "triton §12 unfused"):
+                            if label in ("triton §12", "triton §12 unfused", "triton filters",
+                                         "triton filters torch.topk", "triton §12+filters"):
                                 index = {id(x): n for n, x in enumerate(sets)}
                                 ph = kernel_times(torch, lambda x, f=fn: f(index[id(x)]), sets)
                                 print(f"    {label} kernels, device ms per call: " + ", ".join(

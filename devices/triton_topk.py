@@ -1,0 +1,136 @@
+"""The ``width`` largest values of chosen rows in two passes over them (Triton), for top-k's cut.
+
+``torch.topk`` on ``[1280, 128256]`` float32 is a radix select: several passes over every row
+(one per 8-bit digit, then a gather). Top-k's cut needs only the *values* of the ``k + 1``
+largest entries (``devices/filter_cut.py``), so here:
+
+1. ``group_max_kernel``, grid ``(rows, chunks)``: each lane's maximum over its chunk's tiles —
+   ``G = chunks · BLOCK`` disjoint groups of ids (lane ``l`` of chunk ``c``: ids
+   ``c·CHUNK + t·BLOCK + l``; strided, so neighbouring ids fall in different groups);
+2. ``torch.topk`` of the ``[rows, G]`` group maxima (small): the floor ``L`` of row ``r`` is the
+   ``(k_r + 1)``-th largest group maximum. The ``k_r + 1`` largest group maxima are ``k_r + 1``
+   entries of the row (one per group) all ``≥ L``, so ``L ≤ z_(k_r + 1)``: every one of the row's
+   ``k_r + 1`` largest entries is ``≥ L``;
+3. ``compact_kernel``, grid ``(rows, chunks)``: every entry ``≥ L`` appended to the row's
+   ``[CAPACITY]`` slots (an atomic count per row; a tile's entries placed by a prefix sum);
+4. ``torch.topk`` of the slots (``-inf`` where unused): the row's ``width`` largest values, exact
+   in positions ``0 .. k_r`` — the multiset of the top ``k_r + 1`` is contained in the slots.
+
+A row with more than ``CAPACITY`` entries ``≥ L`` (many ties at the floor, or fewer than
+``k_r + 1`` finite entries) is flagged: its caller decides it on the whole row. On random logits
+the floor leaves about ``k + 1`` entries above it (``k = 50``: ~50–60 of 128256).
+
+>>> import torch                                                   # doctest: +SKIP
+>>> vals, exact = top_values(kernels, logits, None, torch.tensor([2]), 3, block=256, programs=1)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+CAPACITY = 2048  # slots a row: 40× the ~51 entries above the floor at k = 50 on random logits
+
+
+@triton.jit
+def group_max_kernel(logits_ptr, row_ids_ptr, gmax_ptr, V, CHUNK, G, TILES: tl.constexpr, BLOCK: tl.constexpr,
+                     ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
+    """Program ``(p, chunk)``: lane ``l``'s maximum over the chunk's tiles of row ``row_ids[p]``
+    (``p`` itself with ``ALL_ROWS``) → ``gmax_ptr[p, chunk·BLOCK + l]``.
+
+    ``logits_ptr`` ``[rows, V]`` (any float dtype, up-cast exactly); ``row_ids_ptr`` ``[n]``
+    int64; ``gmax_ptr`` ``[n, G]`` in the compute dtype (``-inf`` for lanes past ``V``)."""
+    p = tl.program_id(0)
+    chunk = tl.program_id(1)
+    dtype = tl.float64 if FP64 else tl.float32
+    if ALL_ROWS:
+        row = p.to(tl.int64)
+    else:
+        row = tl.load(row_ids_ptr + p).to(tl.int64)
+    lo = chunk * CHUNK
+    hi = tl.minimum(lo + CHUNK, V)
+    lanes = tl.arange(0, BLOCK)
+    m = tl.full([BLOCK], float("-inf"), dtype)
+    for tile in range(0, TILES):
+        cols = lo + tile * BLOCK + lanes
+        m = tl.maximum(m, tl.load(logits_ptr + row * V + cols, mask=cols < hi, other=float("-inf")).to(dtype))
+    tl.store(gmax_ptr + p.to(tl.int64) * G + chunk * BLOCK + lanes, m)
+
+
+@triton.jit
+def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, slots_ptr, V, CHUNK, CAP,
+                   TILES: tl.constexpr, BLOCK: tl.constexpr, ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
+    """Program ``(p, chunk)``: every entry of the chunk of row ``row_ids[p]`` that is
+    ``≥ floor_ptr[p]`` into ``slots_ptr[p, count ..]`` (``[n, CAP]``, in the compute dtype),
+    ``count_ptr[p]`` (int32, zeroed by the caller) counting them all — past ``CAP`` nothing is
+    stored, and the count says so. Order within the slots is arbitrary (only values matter)."""
+    p = tl.program_id(0)
+    chunk = tl.program_id(1)
+    dtype = tl.float64 if FP64 else tl.float32
+    if ALL_ROWS:
+        row = p.to(tl.int64)
+    else:
+        row = tl.load(row_ids_ptr + p).to(tl.int64)
+    floor = tl.load(floor_ptr + p).to(dtype)
+    lo = chunk * CHUNK
+    hi = tl.minimum(lo + CHUNK, V)
+    lanes = tl.arange(0, BLOCK)
+    for tile in range(0, TILES):
+        cols = lo + tile * BLOCK + lanes
+        inside = cols < hi
+        z = tl.load(logits_ptr + row * V + cols, mask=inside, other=float("-inf")).to(dtype)
+        keep = inside & (z >= floor)
+        flags = keep.to(tl.int32)
+        n = tl.sum(flags, axis=0)
+        if n > 0:  # most tiles hold none: no atomic, no store
+            first = tl.atomic_add(count_ptr + p, n)
+            at = first + tl.cumsum(flags, axis=0) - 1
+            tl.store(slots_ptr + p.to(tl.int64) * CAP + at, z, mask=keep & (at < CAP))
+
+
+def _groups(vocab_size: int, rows: int, width: int, block: int, programs: int) -> tuple[int, int]:
+    """``(chunk, chunks)`` of the two passes: about ``programs`` programs in all, and at least
+    ``width`` groups (``chunks · block``; one tile a chunk gives ``≥ V ≥ width`` groups)."""
+    tiles = math.ceil(vocab_size / block)
+    want = max(1, min(tiles, math.ceil(programs / max(rows, 1))))
+    chunk = math.ceil(tiles / want) * block
+    chunks = math.ceil(vocab_size / chunk)
+    if chunks * block < width:
+        chunk, chunks = block, tiles
+    return chunk, chunks
+
+
+def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, programs: int = 2112,
+               num_warps: int = 4, capacity: int = CAPACITY):
+    """The ``width`` largest values of rows ``row_ids`` of ``logits``, descending, and whether
+    each row's are exact (see the module docstring).
+
+    ``module``: this module in the caller's Triton mode; ``logits`` ``[rows, V]``;
+    ``row_ids`` ``[n]`` int64 tensor, or None for every row in order; ``ks`` ``[n]`` int64,
+    ``1 ≤ k < V``: row ``p``'s values are exact in positions ``0 .. ks[p]`` (its ``ks[p] + 1``
+    largest); ``width`` ``> max(ks)``. Returns ``(values [n, width]`` in the compute dtype
+    (float64 for float64 logits, else float32), ``exact [n]`` bool): False where more than
+    ``capacity`` entries reach the row's floor (decide that row on the whole row).
+    """
+    import torch
+    rows, V = logits.shape
+    n = rows if row_ids is None else int(row_ids.shape[0])
+    fp64 = logits.dtype == torch.float64
+    compute = torch.float64 if fp64 else torch.float32
+    dev = logits.device
+    chunk, chunks = _groups(V, n, width, block, programs)
+    G = chunks * block
+    ids = logits if row_ids is None else row_ids  # unread with ALL_ROWS
+    gmax = torch.empty(n, G, dtype=compute, device=dev)
+    flags = dict(TILES=chunk // block, BLOCK=block, ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps)
+    module.group_max_kernel[(n, chunks)](logits, ids, gmax, V, chunk, G, **flags)
+    floor = torch.topk(gmax, width, dim=1).values.gather(1, ks.unsqueeze(1)).squeeze(1)  # the (k+1)-th group max
+    count = torch.zeros(n, dtype=torch.int32, device=dev)
+    slots = torch.full((n, capacity), float("-inf"), dtype=compute, device=dev)
+    module.compact_kernel[(n, chunks)](logits, ids, floor, count, slots, V, chunk, capacity, **flags)
+    return torch.topk(slots, width, dim=1).values, count <= capacity
+
+
+__all__ = ["CAPACITY", "group_max_kernel", "compact_kernel", "top_values"]

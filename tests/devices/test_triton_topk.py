@@ -1,0 +1,96 @@
+"""devices/triton_topk.py (the top-k candidates in two passes) and the kernels' per-row cut, under
+Triton's interpreter: the candidates equal ``torch.topk``'s where flagged exact, the cut keeps what
+the whole-row float64 decisions keep, and the step read through the cut gives the tokens of the
+step on a filtered copy."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from tests.devices.interpreter_mode import enter_or_skip  # noqa: E402
+
+enter_or_skip()
+
+from devices import filter_cut  # noqa: E402
+from devices import triton_device as td  # noqa: E402
+from devices.triton_mode import kernel_module  # noqa: E402
+from tests.devices.test_filter_cut import random_rows  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+topk = kernel_module("devices.triton_topk", True)
+SMALL = dict(block=32, programs=8)  # several chunks of several tiles at V = 300
+
+
+def values(logits, row_ids, ks, width, **kw):
+    return topk.top_values(topk, logits, row_ids, torch.as_tensor(ks), width, **{**SMALL, **kw})
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_candidates_are_the_largest_values(dtype):
+    rng = np.random.default_rng(5)
+    for case in range(6):
+        z, _ = random_rows(rng, 12, 300, torch.float64, ties=case % 2 == 1, bans=(0.0, 0.5, 0.9)[case % 3])
+        z = z.to(dtype)
+        ks = rng.integers(1, 60, 12)
+        width = int(ks.max()) + 1
+        row_ids = None if case < 3 else torch.as_tensor(rng.permutation(12)[:7])
+        rows = z if row_ids is None else z[row_ids]
+        ks = ks[:rows.shape[0]]
+        got, exact = values(z, row_ids, ks, width)
+        want = torch.topk(rows.to(got.dtype), width, dim=1).values
+        for p, k in enumerate(ks):
+            if exact[p]:
+                assert torch.equal(got[p, :k + 1], want[p, :k + 1]), (case, p)
+        if case % 3 == 0:  # no bans: at most a few ties reach each floor
+            assert bool(exact.all()), case
+
+
+def test_too_many_entries_at_the_floor_are_flagged():
+    z = torch.zeros(2, 300)
+    z[1] = torch.arange(300.0)
+    got, exact = values(z, None, [5, 5], 6, capacity=64)
+    assert exact.tolist() == [False, True]
+    assert got[1].tolist() == [299.0, 298.0, 297.0, 296.0, 295.0, 294.0]
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+def test_the_cut_from_the_triton_candidates_keeps_what_the_whole_row_keeps(order):
+    rng = np.random.default_rng(6)
+    top_values = td.triton_top_values(topk, td.KernelConfig(block=32, programs=8))
+    for case in range(8):
+        z, rows = random_rows(rng, 16, 300, torch.float32, case % 2 == 1, (0.0, 0.5, 0.97)[case % 3])
+        if case % 4 >= 2:
+            rows = rows._replace(min_p=torch.tensor(rng.choice([0.0, 0.05, 0.3], 16)))
+        want = filter_cut.whole_row_kept(z, rows, order)
+        got = filter_cut.kept_mask(z, rows, order, top_values=top_values)
+        assert torch.equal(got, want), (case, torch.nonzero((got != want).any(1)).squeeze(1).tolist())
+
+
+@pytest.mark.parametrize("draft,keyed", [(True, True), (False, True), (True, False)])
+def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, keyed):
+    rng = np.random.default_rng(7 + 2 * draft + keyed)
+    B, K, V = 6, 3, 300
+    k = rng.integers(0, K + 1, B)
+    cu = np.concatenate([[0], np.cumsum(k)])
+    n = int(cu[-1])
+    logits = torch.tensor(rng.standard_normal((n + B, V)) * 2, dtype=torch.float32)
+    logits[torch.tensor(rng.random((n + B, V)) < 0.2)] = float("-inf")
+    probs = torch.softmax(torch.tensor(rng.standard_normal((n, V))), 1).float() if draft else None
+    ids = torch.tensor(rng.integers(0, V, n))
+    temperature = rng.choice([0.0, 0.7, 1.0], B)
+    top_k = rng.choice([0, 3, 20, V + 1], B)
+    top_p = rng.choice([1.0, 0.9, 0.5], B)
+    config = td.KernelConfig(block=64, num_warps=1, programs=4, race_block=32, race_warps=1)
+    cut = td.filter_cuts(logits, cu, temperature, top_k, top_p,
+                         top_values=td.triton_top_values(topk, td.KernelConfig(block=32, programs=8)))
+    filtered = td.filter_logits(logits, cu, temperature, top_k, top_p)
+    args = (torch.tensor(cu), ids, probs)
+    noise = (dict(seeds=torch.tensor(rng.integers(-2**62, 2**62, B)), positions=torch.tensor(rng.integers(0, 99, B)))
+             if keyed else dict(uniforms=torch.tensor(rng.random(n)),
+                                exponentials=torch.tensor(rng.exponential(size=(B, V)), dtype=torch.float32)))
+    kw = dict(max_k=K, config=config, kernels_module=td.kernels(interpret=True), **noise)
+    temps = torch.tensor(temperature)
+    want = td.verify_tensors(*args, filtered, temps, **kw)
+    got = td.verify_tensors(*args, logits, temps, cut=cut, **kw)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert cut is not None and torch.isfinite(cut).any()

@@ -1,0 +1,102 @@
+"""Where the Triton device's top-k/top-p step goes (issue 18): torch.profiler over the bench's
+'triton filters' row, per variant — the kernels' device time each, what they add up to, and the
+wall time a call (events around it): the gap between the two is host work and syncs.
+
+    python tools/gpu/filter_profile.py [--batch 256 --k 4 --vocab 128256] [--reps 20]
+
+Variants: ``copy`` (a code base whose ``devices.triton_device`` has no ``filter_cuts``: the
+filtered copy of the rows, ``filter_logits``, then the plain step — run this file from such a
+checkout to profile it), ``cut torch.topk`` and ``cut triton`` (``filter_cuts``: the kernels read
+each row through its cut; the candidates by ``torch.topk`` or ``devices/triton_topk.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.getcwd())  # run from the repo root: its devices/ and specsim/
+
+
+def variants(td, kernel_module):
+    """``{label: filtered_step(x, cu, temperature, top_k, top_p)}`` for this checkout's code."""
+    def plain(x, logits, **kw):
+        return td.verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
+                                 max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], **kw)
+
+    if not hasattr(td, "filter_cuts"):
+        return {"copy": lambda x, *a: plain(x, td.filter_logits(x["target_logits"], *a))}
+    from devices.filter_cut import torch_top_values
+    triton_values = td.triton_top_values(kernel_module("devices.triton_topk", False), td.KernelConfig())
+    return {f"cut {name}": (lambda x, *a, tv=tv: plain(x, x["target_logits"],
+                                                      cut=td.filter_cuts(x["target_logits"], *a, top_values=tv)))
+            for name, tv in (("torch.topk", torch_top_values), ("triton", triton_values))}
+
+
+def whole_row_step(torch, td, x, top_k, top_p):
+    """The step on a copy filtered by the whole-row float64 decisions (``filter_cut.whole_row_kept``:
+    a float64 sort of every row, no candidates, no cut): the tokens every variant must give."""
+    from devices.filter_cut import whole_row_kept
+    from devices.torch_sampling import SamplingRows
+    rows = x["target_logits"].shape[0]
+    per_row = lambda a: torch.as_tensor(np.repeat(a, x["max_k"] + 1)[:rows], device="cuda")  # noqa: E731
+    params = SamplingRows(per_row(x["temperature"].cpu().numpy()), per_row(top_k.astype(np.int64)),
+                          per_row(top_p.astype(np.float64)))
+    kept = whole_row_kept(x["target_logits"], params)
+    filtered = x["target_logits"].masked_fill(~kept, float("-inf"))
+    del kept
+    return td.verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], filtered, x["temperature"],
+                             max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--top", type=int, default=12, help="kernels listed per variant")
+    args = p.parse_args(argv)
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from devices import triton_device as td
+    from devices.triton_mode import kernel_module
+    from specsim.commands.bench import FILTERS, _median, _time, make_inputs
+
+    B, K, V = args.batch, args.k, args.vocab
+    sets = [make_inputs(torch, B, K, V, torch.float32, "draft", seed) for seed in range(2)]
+    cu = sets[0]["cu"].cpu().numpy()
+    temperature = sets[0]["temperature"].cpu().numpy()
+    top_k, top_p = np.full(B, FILTERS["top_k"]), np.full(B, FILTERS["top_p"])
+    want = whole_row_step(torch, td, sets[0], top_k, top_p) if hasattr(td, "filter_cuts") else None
+    for label, fn in variants(td, kernel_module).items():
+        call = lambda i, fn=fn: fn(sets[i % len(sets)], cu, temperature, top_k, top_p)  # noqa: E731
+        if want is not None:
+            out, acc = call(0)
+            differ = int(((out != want[0]).any(1) | (acc != want[1])).sum())
+            print(f"{label}: {differ} of {B} requests differ from the step on the whole-row float64 filtered copy")
+        wall = _median(_time(torch, call, args.reps, warmup=3))
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i in range(args.reps):
+                call(i)
+            torch.cuda.synchronize()
+        events = prof.key_averages()
+        kernels = sorted(((e.key, getattr(e, "device_time_total", 0) / args.reps) for e in events
+                          if getattr(e, "device_time_total", 0) > 0 and e.device_type.name == "CUDA"),
+                         key=lambda kv: -kv[1])
+        syncs = {e.key: e.count // args.reps for e in events
+                 if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync")}
+        busy = sum(t for _, t in kernels)
+        print(f"\n== {label}: wall {wall * 1e3:.3f} ms a call (median of {args.reps}), kernels {busy / 1e3:.3f} "
+              f"device ms, so {wall * 1e3 - busy / 1e3:.3f} ms of gaps (host work, syncs); per call {syncs}")
+        for name, t in kernels[:args.top]:
+            print(f"  {t / 1e3:8.3f} ms  {name[:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
