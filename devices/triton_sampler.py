@@ -17,9 +17,9 @@ min_tokens) touch a few tokens per row. So the parameters are split:
   and bias in the profile's order (``canonical``: penalties then bias; ``vllm``: bias then
   penalties) and writes it over the dense pass's value.
 
-The plain step (``devices.triton_device.verify_tensors``) then runs unchanged on the
-processed rows; top-k, top-p and min_p are ``filter_logits``' float64 pre-pass over the
-rows of the requests using them. Without §12 parameters none of this runs.
+The plain step (``devices.triton_device.verify_tensors``) then runs on the processed rows;
+top-k, top-p and min_p are each row's cut (``filter_cuts``: float64 decisions on the top-k
+candidates), which the step's kernels read the rows through. Without §12 parameters none of this runs.
 
 Worked example (V = 4, one request, drafts [2, 2], presence 1): rows 0, 1, 2 see outputs
 [], [2], [2, 2]; ``row_edits`` gives rows 1 and 2 one record each for token 2 (count 1, 2),
