@@ -30,7 +30,7 @@ only where a float64 prefix sum or ratio sits within its last bits of the parame
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -71,6 +71,74 @@ def smallest_kept(values, kept):
     return torch.where(kept, values, torch.full_like(values, float("inf"))).amin(dim=1)
 
 
+class CutPlan(NamedTuple):
+    """Which rows decide how (host), with the device tensors the candidates need.
+
+    ``short`` numpy ``[m]``: rows decided on their top-k candidates; ``whole`` numpy: rows decided
+    on the whole row; ``width``: ``max k + 1`` over ``short``; ``index`` ``[m]`` int64 tensor of
+    ``short`` (None: every row, in order); ``ks`` ``[m]`` int64 tensor, their ``k``.
+    """
+
+    short: np.ndarray
+    whole: np.ndarray
+    width: int
+    index: object
+    ks: object
+
+
+def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPlan:
+    """``CutPlan`` for ``rows`` (``SamplingRows`` ``[n]`` on the device) whose ``top_k`` is
+    ``top_k`` on the host (numpy ``[n]``). One host-to-device copy (``index``) unless every row
+    decides on candidates."""
+    k = np.asarray(top_k, dtype=np.int64)
+    on_candidates = (k > 0) & (k < vocab_size) & (k <= CANDIDATES)
+    short = np.flatnonzero(on_candidates)
+    whole = np.flatnonzero(~on_candidates)
+    if not short.size:
+        return CutPlan(short, whole, 0, None, None)
+    every = short.size == k.size
+    index = None if every else torch.as_tensor(short, device=rows.top_k.device)
+    return CutPlan(short, whole, int(k[short].max()) + 1, index,
+                   rows.top_k if every else rows.top_k[index])
+
+
+def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "canonical",
+                  top_values: TopValues = torch_top_values):
+    """The device half of ``cut_values``: no host sync, no copy from the host (a CUDA graph can
+    hold it). Returns ``(cut [n]`` in the compute dtype, right for ``plan.short``;
+    ``decided [m]`` bool: False where a ``plan.short`` row must be decided on the whole row
+    after all).
+    """
+    cut = torch.empty(logits.shape[0], dtype=compute_dtype(logits), device=logits.device)
+    if not plan.short.size:
+        return cut, torch.ones(0, dtype=torch.bool, device=logits.device)
+    ks, width = plan.ks, plan.width
+    vals, exact = top_values(logits, plan.index, ks, width)  # descending
+    kth = vals.gather(1, (ks - 1).unsqueeze(1)).squeeze(1)
+    decided = exact & (vals.gather(1, ks.unsqueeze(1)).squeeze(1) < kth)  # no tie across the k-th entry
+    cand = vals.masked_fill(torch.arange(width, device=logits.device).unsqueeze(0) >= ks.unsqueeze(1),
+                            float("-inf"))
+    tau = smallest_kept(cand, whole_row_kept(cand, rows if plan.index is None else rows.take(plan.index), order))
+    if plan.index is None:
+        cut.copy_(tau)
+    else:
+        cut[plan.index] = tau.to(cut.dtype)
+    return cut, decided
+
+
+def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut, decided, order: str = "canonical"):
+    """The host half of ``cut_values``: the one sync (``decided``), then the rows the candidates
+    cannot decide, and ``plan.whole``, on their whole rows; writes them into ``cut`` and returns it."""
+    whole = plan.whole
+    if plan.short.size and not bool(decided.all()):
+        whole = np.union1d(whole, plan.short[~decided.cpu().numpy()])
+    if whole.size:
+        index = torch.as_tensor(whole, device=logits.device)
+        z = logits[index]
+        cut[index] = smallest_kept(z.to(cut.dtype), whole_row_kept(z, rows.take(index), order))
+    return cut
+
+
 def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: np.ndarray | None = None,
                top_values: TopValues = torch_top_values):
     """``[n]`` in the compute dtype: each row's cut ``τ`` — the row keeps ``z ≥ τ``, exactly what
@@ -80,33 +148,12 @@ def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: n
     temperature > 0); ``top_k``: ``rows.top_k`` on the host, numpy ``[n]`` (None: copied from
     ``rows``), which says which rows decide on candidates without a device sync;
     ``top_values``: how the candidates are found (``TopValues``). One host sync: whether any
-    candidate row must be decided on the whole row after all.
+    candidate row must be decided on the whole row after all. ``cut_plan``, then
+    ``candidate_cut`` (the device work), then ``finish_cut``.
     """
-    n, vocab_size = logits.shape
-    dev = logits.device
-    k = np.asarray(rows.top_k.cpu() if top_k is None else top_k, dtype=np.int64)
-    cut = torch.empty(n, dtype=compute_dtype(logits), device=dev)
-    on_candidates = (k > 0) & (k < vocab_size) & (k <= CANDIDATES)
-    short = np.flatnonzero(on_candidates)
-    whole = np.flatnonzero(~on_candidates)
-    if short.size:
-        every = short.size == n  # the usual batch: no gathers of rows or parameters
-        index = torch.as_tensor(short, device=dev)
-        ks = torch.as_tensor(k[short], device=dev)
-        width = int(k[short].max()) + 1
-        vals, exact = top_values(logits, None if every else index, ks, width)  # descending
-        kth = vals.gather(1, (ks - 1).unsqueeze(1)).squeeze(1)
-        clean = exact & (vals.gather(1, ks.unsqueeze(1)).squeeze(1) < kth)  # no tie across the k-th entry
-        cand = vals.masked_fill(torch.arange(width, device=dev).unsqueeze(0) >= ks.unsqueeze(1), float("-inf"))
-        tau = smallest_kept(cand, whole_row_kept(cand, rows if every else rows.take(index), order))
-        cut[index] = tau.to(cut.dtype)
-        if not bool(clean.all()):  # the one sync: rows the candidates cannot decide
-            whole = np.union1d(whole, short[~clean.cpu().numpy()])
-    if whole.size:
-        index = torch.as_tensor(whole, device=dev)
-        z = logits[index]
-        cut[index] = smallest_kept(z.to(cut.dtype), whole_row_kept(z, rows.take(index), order))
-    return cut
+    plan = cut_plan(logits.shape[1], rows, rows.top_k.cpu().numpy() if top_k is None else top_k)
+    cut, decided = candidate_cut(logits, rows, plan, order, top_values)
+    return finish_cut(logits, rows, plan, cut, decided, order)
 
 
 def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_values: TopValues = torch_top_values):
@@ -117,4 +164,4 @@ def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_value
 
 
 __all__ = ["CANDIDATES", "TopValues", "torch_top_values", "compute_dtype", "whole_row_kept", "smallest_kept",
-           "cut_values", "kept_mask"]
+           "CutPlan", "cut_plan", "candidate_cut", "finish_cut", "cut_values", "kept_mask"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -219,6 +220,35 @@ def request_rows(cu, req) -> np.ndarray:
     return np.repeat(cu[req] + req, counts) + np.arange(counts.sum()) - np.repeat(first, counts)
 
 
+class FilterRows(NamedTuple):
+    """The target rows that top-k, top-p or min_p filter, and their parameters (``filter_rows``).
+
+    ``rows`` numpy ``[m]`` (ascending); ``params`` ``SamplingRows`` ``[m]`` on the device;
+    ``top_k`` numpy ``[m]``, the same ``k`` on the host (``filter_cut.cut_plan`` reads it)."""
+
+    rows: np.ndarray
+    params: object
+    top_k: np.ndarray
+
+
+def filter_rows(target_logits, cu, temperature, top_k, top_p, min_p=None) -> FilterRows | None:
+    """``FilterRows`` of a step (None: no request filters). Arguments as ``filter_cuts``'. The
+    parameters travel to the device in one copy (each pageable copy is a stream sync in torch)."""
+    import torch
+
+    from devices import torch_sampling as ts
+    uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
+    if not uses.any():
+        return None
+    req = np.flatnonzero(uses)
+    counts = cu[req + 1] - cu[req] + 1
+    columns = [temperature, top_k, top_p] + ([] if min_p is None else [min_p])
+    packed = torch.as_tensor(np.stack([np.repeat(np.asarray(c, np.float64)[req], counts) for c in columns]),
+                             device=target_logits.device)  # top_k as float64: exact below 2^53
+    params = ts.SamplingRows(packed[0], packed[1].to(torch.int64), packed[2], None if min_p is None else packed[3])
+    return FilterRows(request_rows(cu, req), params, np.repeat(np.asarray(top_k, np.int64)[req], counts))
+
+
 def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical",
                 top_values=None):
     """SPEC §2 top-k then top-p (and §12's min_p) as one cut a row: ``[rows]`` in the compute dtype,
@@ -233,31 +263,22 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
     profile (min_p after top-p, or before top-k): a token it zeroes underflows in the kernels'
     float32 too. Rows with top-k decide on their ``k + 1`` largest entries
     (``devices.filter_cut.cut_values``), found by ``top_values`` (``filter_cut.TopValues``;
-    None: ``torch.topk``).
+    None: ``torch.topk``). Step after step: ``devices.filter_graph.FilterCuts``.
     """
     import torch
 
-    from devices import torch_sampling as ts
     from devices.filter_cut import compute_dtype, cut_values, torch_top_values
 
-    uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
-    if not uses.any():
+    f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
+    if f is None:
         return None
-    req = np.flatnonzero(uses)
-    rows = request_rows(cu, req)
-    repeat = lambda a: np.repeat(a[req], (cu[req + 1] - cu[req]) + 1)  # noqa: E731
-    per_row = lambda a: torch.as_tensor(repeat(a), device=target_logits.device)  # noqa: E731
-    params = ts.SamplingRows(per_row(temperature.astype(np.float64)), per_row(top_k.astype(np.int64)),
-                             per_row(top_p.astype(np.float64)))
-    if min_p is not None:
-        params = params._replace(min_p=per_row(min_p.astype(np.float64)))
-    how = dict(order=order, top_k=repeat(top_k.astype(np.int64)), top_values=top_values or torch_top_values)
-    if len(rows) == target_logits.shape[0]:  # every row filtered (the usual batch): no gathers
-        return cut_values(target_logits, params, **how)
+    how = dict(order=order, top_k=f.top_k, top_values=top_values or torch_top_values)
+    if len(f.rows) == target_logits.shape[0]:  # every row filtered (the usual batch): no gathers
+        return cut_values(target_logits, f.params, **how)
     cut = torch.full((target_logits.shape[0],), float("-inf"), dtype=compute_dtype(target_logits),
                      device=target_logits.device)
-    idx = torch.as_tensor(rows, device=target_logits.device)
-    cut[idx] = cut_values(target_logits[idx], params, **how)
+    idx = torch.as_tensor(f.rows, device=target_logits.device)
+    cut[idx] = cut_values(target_logits[idx], f.params, **how)
     return cut
 
 

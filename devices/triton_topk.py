@@ -12,7 +12,7 @@ largest entries (``devices/filter_cut.py``), so here:
    entries of the row (one per group) all ``≥ L``, so ``L ≤ z_(k_r + 1)``: every one of the row's
    ``k_r + 1`` largest entries is ``≥ L``;
 3. ``compact_kernel``, grid ``(rows, chunks)``: every entry ``≥ L`` appended to the row's
-   ``[CAPACITY]`` slots (an atomic count per row; a tile's entries placed by a prefix sum);
+   ``[CAPACITY]`` slots (an atomic count per row, one atomic per kept entry);
 4. ``torch.topk`` of the slots (``-inf`` where unused): the row's ``width`` largest values, exact
    in positions ``0 .. k_r`` — the multiset of the top ``k_r + 1`` is contained in the slots.
 
@@ -82,12 +82,11 @@ def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, slots_ptr, V, 
         inside = cols < hi
         z = tl.load(logits_ptr + row * V + cols, mask=inside, other=float("-inf")).to(dtype)
         keep = inside & (z >= floor)
-        flags = keep.to(tl.int32)
-        n = tl.sum(flags, axis=0)
-        if n > 0:  # most tiles hold none: no atomic, no store
-            first = tl.atomic_add(count_ptr + p, n)
-            at = first + tl.cumsum(flags, axis=0) - 1
-            tl.store(slots_ptr + p.to(tl.int64) * CAP + at, z, mask=keep & (at < CAP))
+        # A slot per kept entry from the row's count, lane by lane: a tile keeps one or two entries
+        # (51 of 128256 a row at k = 50), so a predicated atomic beats a prefix sum over the tile
+        # (H100, 256 × 4 × 128256: this pass 0.383 ms with tl.cumsum, 0.262 with the atomics).
+        at = tl.atomic_add(count_ptr + p + lanes * 0, tl.full([BLOCK], 1, tl.int32), mask=keep)
+        tl.store(slots_ptr + p.to(tl.int64) * CAP + at, z, mask=keep & (at < CAP))
 
 
 def _groups(vocab_size: int, rows: int, width: int, block: int, programs: int) -> tuple[int, int]:

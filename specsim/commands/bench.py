@@ -71,9 +71,10 @@ def add_arguments(p):
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
     p.add_argument("--sampler", choices=["off", "all"], default="off",
                    help="all: also time SPEC §12 with every parameter on (rows 'triton filters', "
-                        "'triton filters torch.topk', 'triton §12' (fused), 'triton §12 unfused', "
-                        "'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM with the parameters it "
-                        "serves with spec decode, no mask, bias or min_p; draft and point modes; see sampler_params)")
+                        "'triton filters eager', 'triton filters torch.topk', 'triton §12' (fused), "
+                        "'triton §12 unfused', 'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM "
+                        "with the parameters it serves with spec decode, no mask, bias or min_p; draft and point "
+                        "modes; see sampler_params)")
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:
@@ -272,14 +273,18 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
     processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
     the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
     candidates by ``devices/triton_topk.py``, float64 decisions on them, one host sync) read by
-    the step's kernels; ``torch.topk`` finds the candidates in the row that says so."""
+    the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
+    the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
+    candidates."""
     import numpy as np
 
     from devices.filter_cut import torch_top_values
+    from devices.filter_graph import FilterCuts
     from devices.triton_device import _chunks, filter_cuts, triton_top_values, verify_tensors
     from devices.triton_mode import kernel_module
     ks = kernel_module("devices.triton_sampler", False)
     triton_values = triton_top_values(kernel_module("devices.triton_topk", False), config)
+    graph_cuts = FilterCuts(triton_values)
     prepared = []
     for n, x in enumerate(sets):
         B, K = x["num_draft_tokens"].shape[0], x["max_k"]
@@ -310,22 +315,24 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
         return x, ks.process_logits(ks, x["target_logits"], x["cu"], x["max_k"], inputs, config.block, chunk,
                                     config.num_warps)
 
-    def filters_only(i, top_values=triton_values):
+    def filters_only(i, cuts=graph_cuts):
         x = sets[i % len(sets)]
         _, cu, temperature, _ = prepared[i % len(sets)]
-        return step(x, x["target_logits"], filter_cuts(x["target_logits"], cu, temperature, top_k, top_p,
-                                                       top_values=top_values))
+        return step(x, x["target_logits"], cuts(x["target_logits"], cu, temperature, top_k, top_p))
+
+    def eager(top_values):
+        return lambda *a, **kw: filter_cuts(*a, **kw, top_values=top_values)
 
     def all_on(i):
         x, logits = processed(i)
         _, cu, temperature, _ = prepared[i % len(sets)]
-        return step(x, logits, filter_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm",
-                                           top_values=triton_values))
+        return step(x, logits, graph_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
 
-    variants = [("triton filters", filters_only, 0),
-                ("triton filters torch.topk", lambda i: filters_only(i, torch_top_values), 0),
+    variants = [("triton filters", filters_only, 2 * len(sets)),
+                ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0),
+                ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0),
                 ("triton §12", fused_step, 0),
-                ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 0)]
+                ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 2 * len(sets))]
     if with_vllm:
         call, label = _vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
         if call is not None:
@@ -421,7 +428,8 @@ def run(args) -> int:
                             f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in ph.items()), flush=True)
                         for label, fn, _ in variants:
                             if label in ("triton §12", "triton §12 unfused", "triton filters",
-                                         "triton filters torch.topk", "triton §12+filters"):
+                                         "triton filters eager", "triton filters torch.topk",
+                                         "triton §12+filters"):
                                 index = {id(x): n for n, x in enumerate(sets)}
                                 ph = kernel_times(torch, lambda x, f=fn: f(index[id(x)]), sets)
                                 print(f"    {label} kernels, device ms per call: " + ", ".join(

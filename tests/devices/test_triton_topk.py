@@ -94,3 +94,18 @@ def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, ke
     got = td.verify_tensors(*args, logits, temps, cut=cut, **kw)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     assert cut is not None and torch.isfinite(cut).any()
+
+
+def test_filter_cuts_off_cuda_is_the_eager_cut():
+    """``devices.filter_graph.FilterCuts`` takes graphs on CUDA only; elsewhere it is ``filter_cuts``."""
+    from devices.filter_graph import FilterCuts
+    rng = np.random.default_rng(8)
+    B, V = 3, 200
+    cu = np.array([0, 1, 3, 4])
+    logits = torch.tensor(rng.standard_normal((int(cu[-1]) + B, V)), dtype=torch.float32)
+    args = (cu, np.ones(B), np.array([5, 0, 9]), np.array([0.9, 0.5, 1.0]))
+    cuts = FilterCuts(td.triton_top_values(topk, td.KernelConfig(block=32, programs=8)))
+    want = td.filter_cuts(logits, *args)
+    for _ in range(3):
+        assert torch.equal(cuts(logits, *args), want)
+    assert cuts(logits, cu, np.ones(B), np.zeros(B, np.int64), np.ones(B)) is None

@@ -30,10 +30,13 @@ def variants(td, kernel_module):
     if not hasattr(td, "filter_cuts"):
         return {"copy": lambda x, *a: plain(x, td.filter_logits(x["target_logits"], *a))}
     from devices.filter_cut import torch_top_values
+    from devices.filter_graph import FilterCuts
     triton_values = td.triton_top_values(kernel_module("devices.triton_topk", False), td.KernelConfig())
-    return {f"cut {name}": (lambda x, *a, tv=tv: plain(x, x["target_logits"],
-                                                      cut=td.filter_cuts(x["target_logits"], *a, top_values=tv)))
+    cuts = {name: (lambda *a, tv=tv: td.filter_cuts(*a, top_values=tv))
             for name, tv in (("torch.topk", torch_top_values), ("triton", triton_values))}
+    cuts["triton graph"] = FilterCuts(triton_values)
+    return {f"cut {name}": (lambda x, *a, f=f: plain(x, x["target_logits"], cut=f(x["target_logits"], *a)))
+            for name, f in cuts.items()}
 
 
 def whole_row_step(torch, td, x, top_k, top_p):
@@ -75,11 +78,11 @@ def main(argv=None) -> int:
     want = whole_row_step(torch, td, sets[0], top_k, top_p) if hasattr(td, "filter_cuts") else None
     for label, fn in variants(td, kernel_module).items():
         call = lambda i, fn=fn: fn(sets[i % len(sets)], cu, temperature, top_k, top_p)  # noqa: E731
-        if want is not None:
-            out, acc = call(0)
-            differ = int(((out != want[0]).any(1) | (acc != want[1])).sum())
-            print(f"{label}: {differ} of {B} requests differ from the step on the whole-row float64 filtered copy")
-        wall = _median(_time(torch, call, args.reps, warmup=3))
+        if want is not None:  # three calls on set 0: a graph's eager call, its capture, a replay
+            differ = [int(((o != want[0]).any(1) | (a != want[1])).sum()) for o, a in (call(0), call(2), call(4))]
+            print(f"{label}: {differ} of {B} requests differ from the step on the whole-row float64 filtered "
+                  f"copy (calls 1, 2, 3)")
+        wall = _median(_time(torch, call, args.reps, warmup=5))  # a graph per set: eager, capture
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for i in range(args.reps):
                 call(i)

@@ -1,0 +1,98 @@
+"""The filters' cut step after step: a CUDA graph of its device work per call signature.
+
+``devices.triton_device.filter_cuts`` is a few dozen small launches (the top-k candidates'
+two Triton passes and two ``torch.topk``s, then the float64 decisions on ``[rows, k + 1]``
+candidates); from Python their launches cost more host time than the GPU needs to run them
+(H100, 256 × 4 × 128256: 1.3 ms of kernels under 2.8 ms of wall, BENCHMARKS.md). An engine
+filters the same buffers with the same parameters step after step, so ``FilterCuts`` keeps a
+CUDA graph of ``filter_cut.candidate_cut`` per signature — the logits' address, shape and dtype,
+the parameters' values, the order — and replays it, as ``devices.triton_step.TritonStep``
+does for the step: the first call with a signature runs eagerly, the second captures and
+replays, later calls replay. ``filter_cut.finish_cut`` (the one host sync, and the rows the
+candidates cannot decide) runs after the replay every call.
+
+Graphs are taken only where every target row filters (the usual batch) and the logits are on
+a CUDA device; otherwise, or where a capture fails, the call is ``filter_cuts``. The returned
+cut belongs to the graph: its next replay overwrites it.
+
+>>> cuts = FilterCuts(top_values)                                            # doctest: +SKIP
+>>> cut = cuts(logits, cu, temperature, top_k, top_p)                        # doctest: +SKIP
+>>> out, num_accepted = verify_tensors(cu_t, ids, probs, logits, temps, max_k=4, cut=cut, ...)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+
+from devices.filter_cut import candidate_cut, cut_plan, finish_cut, torch_top_values
+from devices.triton_device import filter_cuts, filter_rows, filtered_requests
+
+
+class FilterCuts:
+    """``filter_cuts`` with a CUDA graph per call signature (see the module docstring).
+
+    ``top_values``: ``filter_cut.TopValues`` (None: ``torch.topk``); ``capacity``: graphs kept
+    (least recently used dropped)."""
+
+    def __init__(self, top_values=None, *, capacity: int = 16, graphs: bool = True):
+        self.top_values = top_values or torch_top_values
+        self.capacity = capacity
+        self.graphs = graphs
+        self._seen: OrderedDict = OrderedDict()      # signatures run once, not captured yet
+        self._captured: OrderedDict = OrderedDict()  # signature → (graph, params, plan, cut, decided)
+        self._eager: set = set()                     # signatures whose capture failed
+
+    def __call__(self, target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical"):
+        """Same arguments and result as ``filter_cuts`` (``[rows]`` cut or None)."""
+        args = (cu, temperature, top_k, top_p, min_p)
+        uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
+        if not uses.any():
+            return None
+        every = int((cu[1:] - cu[:-1] + 1)[uses].sum()) == target_logits.shape[0]
+        if not (self.graphs and target_logits.is_cuda and every):
+            return filter_cuts(target_logits, *args, order, self.top_values)
+        import torch
+        key = (target_logits.data_ptr(), tuple(target_logits.shape), target_logits.dtype, order) + tuple(
+            None if a is None else np.asarray(a).tobytes() for a in args)
+        hit = self._captured.get(key)
+        if hit is not None:  # the hot path: one lookup, one graph launch, then the sync
+            self._captured.move_to_end(key)
+            graph, params, plan, cut, decided = hit
+            graph.replay()
+            return finish_cut(target_logits, params, plan, cut, decided, order)
+        f = filter_rows(target_logits, *args)
+        plan = cut_plan(target_logits.shape[1], f.params, f.top_k)
+        if key in self._eager or key not in self._seen or torch.cuda.is_current_stream_capturing():
+            self._remember(self._seen, key, True, 4 * self.capacity)
+            cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+            return finish_cut(target_logits, f.params, plan, cut, decided, order)
+        del self._seen[key]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):  # kernels compiled and buffers sized by the eager call before
+                cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+        except Exception as e:  # noqa: BLE001 — a capture torch refuses: stay eager for this signature
+            warnings.warn(f"FilterCuts: capture failed ({type(e).__name__}: {e}); this signature runs eagerly")
+            self._eager.add(key)
+            cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+            return finish_cut(target_logits, f.params, plan, cut, decided, order)
+        self._remember(self._captured, key, (graph, f.params, plan, cut, decided), self.capacity)
+        graph.replay()
+        return finish_cut(target_logits, f.params, plan, cut, decided, order)
+
+    @staticmethod
+    def _remember(table: OrderedDict, key, value, capacity: int) -> None:
+        table[key] = value
+        while len(table) > capacity:
+            table.popitem(last=False)
+
+    def clear(self) -> None:
+        """Drop every graph (and the GPU memory their pools hold)."""
+        self._seen.clear()
+        self._captured.clear()
+
+
+__all__ = ["FilterCuts"]
