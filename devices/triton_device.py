@@ -3,9 +3,10 @@
 It implements SPEC §3–§5 with the keyed Philox streams of §5.2 made in
 registers (``capabilities.rng == "philox"``: same seeds, same tokens as the
 reference and the torch device), or with injected noise (§5.1). Temperature
-is applied inside the kernels; top-k and top-p, when a request uses them, are
-a torch pre-pass over that request's rows only (SPEC §2, float64), which sets
-the filtered logits to -inf in a copy — batches without them pay nothing.
+is applied inside the kernels; top-k and top-p (and §12's min_p), when a
+request uses them, are one cut a row (``filter_cuts``: float64 decisions on the
+top-k candidates, ``devices/filter_cut.py``, ``devices/triton_topk.py``) that the
+kernels read the rows through — no filtered copy; batches without them pay nothing.
 
 Two layers, like the torch device:
 
