@@ -1,0 +1,77 @@
+"""Hashes of the sm_90 PTX of the Triton step's kernels in a checkout, compiled without a GPU.
+
+A change that adds a constexpr-guarded feature to ``devices/triton_kernels.py`` (``SAMPLER``,
+``CUT``) claims the step without it compiles to the same code. This checks the claim on any
+machine with the triton wheel: ``triton.compile`` of ``stats_kernel`` and ``step_kernel`` (the
+bench's anchor launch: draft probabilities, keyed, float32; and the fused §12 launch) for
+``GPUTarget("cuda", 90, 32)``, the PTX less its debug and line-table lines (which move with the
+source), hashed. Run it in two checkouts and compare:
+
+    python tools/triton_ptx.py                 # this checkout
+    python tools/triton_ptx.py /path/to/other  # another (its devices/triton_kernels.py)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+
+DEBUG = re.compile(r"\s*(\.loc|\.file|//|\$L__|\.section|\.b8|\.b32)|.*debug")
+POINTERS = dict(cu_ptr="*i64", draft_ids_ptr="*i64", draft_probs_ptr="*fp32", logits_ptr="*fp32", temp_ptr="*fp64",
+                seeds_ptr="*i64", positions_ptr="*i64", uniforms_ptr="*fp32", exponentials_ptr="*fp32",
+                stat_max_ptr="*fp32", stat_sum_ptr="*fp32", stat_arg_ptr="*i32", counter_ptr="*i32",
+                best_w_ptr="*fp32", best_w_id_ptr="*i32", best_t_ptr="*fp32", best_t_id_ptr="*i32",
+                out_ptr="*i64", num_accepted_ptr="*i64", V="i32", OUT_WIDTH="i32", STAT_NCHUNK="i32", CHUNK="i32",
+                RACE_NCHUNK="i32", NCHUNK="i32")
+SAMPLER_POINTERS = dict(live_ptr="*i32", bias_ptr="*fp32", edit_start_ptr="*i64", edit_tok_ptr="*i32",
+                        edit_z_ptr="*fp32", draft_edit_ptr="*i64", bias_max_ptr="*fp32", W="i32")
+CONSTANTS = dict(TILES=32, BLOCK=2048, FP64=False, HAS_DRAFT=True, KEYED=True, BLOCK_K=8, BLOCK_C=4, BLOCK_R=256,
+                 BOUND=True, EBLOCK=64, SAMPLER=False, HAS_BIAS=False, W=1, CUT=False)
+"""The launches' constexprs (the anchor, 256 × 4 × 128256); an argument not named here is None."""
+
+
+def launches() -> dict:
+    """``{label: (kernel name, pointer types, constexpr values)}`` of the launches compared."""
+    race = dict(CONSTANTS, TILES=1, BLOCK=512)
+    fused = dict(race, SAMPLER=True, HAS_BIAS=True)
+    del fused["W"]
+    return {"stats_kernel": ("stats_kernel", POINTERS, CONSTANTS),
+            "step_kernel": ("step_kernel", POINTERS, race),
+            "step_kernel SAMPLER": ("step_kernel", {**POINTERS, **SAMPLER_POINTERS}, fused)}
+
+
+def ptx_hash(kernel, pointers: dict, constants: dict) -> str:
+    """The first 16 hex digits of the sha256 of ``kernel``'s sm_90 PTX without debug lines."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    signature, constexprs = {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if name in pointers:
+            signature[name] = pointers[name]
+        else:
+            signature[name] = "constexpr"
+            constexprs[(i,)] = constants.get(name)
+    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32))
+    text = "\n".join(line for line in compiled.asm["ptx"].splitlines() if not DEBUG.match(line))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    root = os.path.abspath(argv[0] if argv else os.getcwd())
+    os.environ["TRITON_INTERPRET"] = "0"
+    spec = importlib.util.spec_from_file_location("triton_kernels_ptx", os.path.join(root, "devices/triton_kernels.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for label, (name, pointers, constants) in launches().items():
+        print(f"{label:22s} {ptx_hash(getattr(module, name), pointers, constants)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
