@@ -114,3 +114,18 @@ def test_a_row_a_completed_bad_word_empties_is_invalid_input_on_the_device():
                         np.ones(1), sampler=sampler, seeds=np.zeros(1, np.uint64), positions=np.zeros(1, np.int64))
     with pytest.raises(InvalidInput, match=r"token_mask: row 1 \(request 0, position 1\) allows no token after every ban"):
         make_cpu_device().verify(batch)
+
+
+def test_a_black_box_twin_keeps_to_its_declaration_and_refuses_injected_noise():
+    """``specsim mutants --black-box``: the wrapper declares no injected noise, so given noise it raises
+    ``UnsupportedCall`` — the capabilities group then passes it, instead of "killing" every black-box twin that
+    survived the real checks."""
+    from devices.protocol import UnsupportedCall
+    from specsim.conformance.runner import run_group
+    from specsim.mutants.runner import BlackBox
+    from specsim.testing.sampler_edges import SAMPLER_EDGES
+    batch, noise = SAMPLER_EDGES[0].batch("canonical")
+    with pytest.raises(UnsupportedCall, match="injected noise"):
+        BlackBox(make_cpu_device()).verify(batch, noise)
+    results = {r.name: r.status for r in run_group("capabilities", BlackBox(make_cpu_device()), Context(quick=True))}
+    assert results["capabilities/injected_noise"] == "pass"

@@ -50,7 +50,10 @@ class Verdict:
 
 
 class BlackBox:
-    """Wraps a device, declaring no injected noise and a ``"seeded"`` RNG."""
+    """Wraps a device, declaring no injected noise and a ``"seeded"`` RNG — and keeping to it: given noise,
+    it raises ``UnsupportedCall`` as a device without injected noise must (answering instead, every black-box
+    twin that survived the other groups was "killed" by ``capabilities/injected_noise``, a kill of the
+    wrapper, not of the mutant)."""
 
     def __init__(self, device):
         self.inner = device
@@ -58,9 +61,15 @@ class BlackBox:
         self.capabilities = replace(device.capabilities, injected_noise=False, rng="seeded")
 
     def verify(self, batch, noise=None):
+        if noise is not None:
+            from devices.protocol import UnsupportedCall
+            raise UnsupportedCall("injected noise (black box: the device draws its own)")
         return self.inner.verify(batch, noise)
 
     def verify_tree(self, batch, noise=None):
+        if noise is not None:
+            from devices.protocol import UnsupportedCall
+            raise UnsupportedCall("injected noise (black box: the device draws its own)")
         return self.inner.verify_tree(batch, noise)
 
 

@@ -475,6 +475,14 @@ SAMPLER = [
            ("short = s.output_length[request] + position < s.min_tokens[request]",
             "short = s.output_length[request] < s.min_tokens[request]"),
            killed_by="L1-sampler/edge/min-tokens-crossing"),
+    _torch("sampler-min-tokens-bonus-pre-step", "min_tokens at the bonus row compares the pre-step output "
+           "length (the draft rows count their drafts)",
+           "docs/bugs.md #54 (vLLM 0.33.0: Sampler.apply_logits_processors runs MinTokensLogitsProcessor.apply "
+           "on the bonus row)", TS,
+           ("short = s.output_length[request] + position < s.min_tokens[request]",
+            "bonus = position == (drafts != SAMPLER_BAN_FILL).sum(1)[request]\n"
+            "        short = s.output_length[request] + torch.where(bonus, 0, position) < s.min_tokens[request]"),
+           killed_by="L1-sampler/edge/min-tokens-crossing"),
     _torch("sampler-min-p-before-temperature", "min_p's cut taken on the untempered softmax (the processor order "
            "differs from the one the device declares)",
            "docs/bugs.md #41 (transformers#47932: processors applied in another place than the law assumes)", TS,
