@@ -13,7 +13,10 @@ of ``topk_topp_triton.py``), ``rejection_sample`` (float32 softmax, the greedy,
 recovered-token and acceptance Triton kernels), and for the bonus token
 ``Sampler.apply_logits_processors`` (allowed ids, ``apply_bad_words`` and the penalties on the
 output plus every draft, ``MinTokensLogitsProcessor.apply``), ``apply_top_k_top_p``,
-``random_sample`` and ``sample_with_exponential_noise``.
+``random_sample`` and ``sample_with_exponential_noise``. One substitution, on a CUDA
+host only: vLLM's ``apply_repetition_penalties`` calls its compiled kernel
+(``vllm/_C.abi3.so``, not loaded), which the loader's stand-in routes to vLLM's own
+``apply_repetition_penalties_torch`` (its branch for CPU tensors; ``_vllm_standins``).
 
 **SPEC §12 served** (``SERVED``): exactly what vLLM applies with speculative decoding —
 ``allowed_token_ids``, ``bad_words``, ``min_tokens`` (+ ``stop_token_ids``), repetition,
