@@ -29,9 +29,10 @@ import numpy as np
 
 from devices.filter_cut import candidate_cut, cut_plan, finish_cut, torch_top_values
 from devices.triton_device import filter_cuts, filter_rows, filtered_requests
+from devices.triton_step import GraphCache
 
 
-class FilterCuts:
+class FilterCuts(GraphCache):
     """``filter_cuts`` with a CUDA graph per call signature (see the module docstring).
 
     ``top_values``: ``filter_cut.TopValues`` (None: ``torch.topk``); ``capacity``: graphs kept
@@ -82,17 +83,6 @@ class FilterCuts:
         self._remember(self._captured, key, (graph, f.params, plan, cut, decided), self.capacity)
         graph.replay()
         return finish_cut(target_logits, f.params, plan, cut, decided, order)
-
-    @staticmethod
-    def _remember(table: OrderedDict, key, value, capacity: int) -> None:
-        table[key] = value
-        while len(table) > capacity:
-            table.popitem(last=False)
-
-    def clear(self) -> None:
-        """Drop every graph (and the GPU memory their pools hold)."""
-        self._seen.clear()
-        self._captured.clear()
 
 
 __all__ = ["FilterCuts"]

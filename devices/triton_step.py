@@ -34,7 +34,27 @@ from types import ModuleType
 
 from devices.triton_device import KernelConfig, verify_tensors
 
-class TritonStep:
+class GraphCache:
+    """What a CUDA-graph cache per call signature shares (``TritonStep``, ``devices.filter_graph.FilterCuts``):
+    ``_seen`` (signatures run once, not captured yet) and ``_captured`` (signature → graph and its buffers),
+    each an ``OrderedDict`` trimmed least-recently-used first."""
+
+    _seen: OrderedDict
+    _captured: OrderedDict
+
+    @staticmethod
+    def _remember(table: OrderedDict, key, value, capacity: int) -> None:
+        table[key] = value
+        while len(table) > capacity:
+            table.popitem(last=False)
+
+    def clear(self) -> None:
+        """Drop every graph (and the GPU memory their pools hold)."""
+        self._seen.clear()
+        self._captured.clear()
+
+
+class TritonStep(GraphCache):
     """``verify_tensors`` with a CUDA graph per call signature (see the module docstring)."""
 
     def __init__(self, config: KernelConfig = KernelConfig(), *, capacity: int = 16, graphs: bool = True,
@@ -79,16 +99,5 @@ class TritonStep:
                               positions=positions, uniforms=uniforms, exponentials=exponentials, config=self.config,
                               kernels_module=self.kernels_module)
 
-    @staticmethod
-    def _remember(table: OrderedDict, key, value, capacity: int) -> None:
-        table[key] = value
-        while len(table) > capacity:
-            table.popitem(last=False)
 
-    def clear(self) -> None:
-        """Drop every graph (and the GPU memory their pools hold)."""
-        self._seen.clear()
-        self._captured.clear()
-
-
-__all__ = ["TritonStep"]
+__all__ = ["GraphCache", "TritonStep"]

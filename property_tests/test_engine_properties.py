@@ -150,6 +150,21 @@ def run_engine(target, kind, k, drafter_max, reqs, *, device=None, seed=0, order
     return out, engine
 
 
+def assert_sequence_law(out, engine, law, alpha, what, seed, preempted=False):
+    """The engine's outputs ``out`` (request id → tokens) against the exact whole-sequence ``law``
+    (sequence → probability): every sequence in its support (exact, no α), then the pooled
+    goodness-of-fit test at ``alpha``; the run must have drafted (and been preempted when
+    ``preempted``), or the law says nothing about speculation."""
+    support, result = sequence_law_test(out.values(), law, alpha, what=what, seed=seed)
+    assert support.passed, \
+        f"sequences outside the law's support: {[s for s in out.values() if tuple(s) not in law][:5]}"
+    print(result.report())
+    assert result.passed, result.report()
+    assert engine.metrics.num_drafts > 0
+    if preempted:
+        assert sum(r.num_preemptions for r in engine.requests.values()) > 0
+
+
 # --------------------------------------------------------------------------- greedy
 
 @settings(max_examples=60)
@@ -233,14 +248,7 @@ def test_sequence_law_equals_the_targets_autoregressive_law(case, n):
     options.setdefault("spare_blocks", 1500)
     out, engine = run_engine(target, kind, 3, None, reqs, seed=seed, **options)
     law = target.sequence_law(LAW_PROMPT, LAW_TOKENS, lambda z: target_probs(z, 1.0, top_k))
-    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what=f"sequence law [{case}]", seed=seed)
-    assert support.passed, \
-        f"sequences outside the target's support: {[s for s in out.values() if tuple(s) not in law][:5]}"
-    print(result.report())
-    assert result.passed, result.report()
-    assert engine.metrics.num_drafts > 0
-    if "preempt" in case:
-        assert sum(r.num_preemptions for r in engine.requests.values()) > 0
+    assert_sequence_law(out, engine, law, BUDGET.nominal, f"sequence law [{case}]", seed, "preempt" in case)
     if "partial" in case:
         assert any(k < 3 for k, a, e in engine.metrics.rounds if k), "no round was truncated"
 

@@ -34,9 +34,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from property_tests import test_engine_properties as engine_properties
-from property_tests.test_engine_properties import run_engine
+from property_tests.test_engine_properties import assert_sequence_law, run_engine
 from specsim.engine import SamplingParams, ToyLM
-from specsim.stats import Budget, case_seed, sequence_law_test
+from specsim.stats import Budget, case_seed
 from specsim.testing.reference_device import ReferenceDevice
 
 SUITE_SEED = 0
@@ -171,11 +171,4 @@ def test_sequence_law_with_sampler_parameters_equals_non_speculative_sampling(ca
     out, engine = run_engine(target, kind, 3, None, [(f"s{i}", LAW_PROMPT, params, 16, None) for i in range(LAW_N)],
                              seed=seed, max_num_seqs=256, spare_blocks=1500, sampler_order=order, **options)
     law = target.sequence_law_given(LAW_PROMPT, params, order=order)
-    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what=f"sampler sequence law [{case}]",
-                                        seed=seed)
-    print(result.report())
-    assert support.passed, support.report()
-    assert result.passed, result.report()
-    assert engine.metrics.num_drafts > 0
-    if "preempt" in case:
-        assert sum(r.num_preemptions for r in engine.requests.values()) > 0
+    assert_sequence_law(out, engine, law, BUDGET.nominal, f"sampler sequence law [{case}]", seed, "preempt" in case)

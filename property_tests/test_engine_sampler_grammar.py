@@ -36,10 +36,10 @@ from hypothesis import strategies as st
 pytest.importorskip("llguidance", reason="structured output needs llguidance (pip install 'specsim[grammar]')")
 
 from property_tests import test_engine_properties as engine_properties  # noqa: E402
-from property_tests.test_engine_properties import run_engine  # noqa: E402
+from property_tests.test_engine_properties import assert_sequence_law, run_engine  # noqa: E402
 from specsim.engine import SamplingParams, ToyLM  # noqa: E402
 from specsim.engine.grammar import list_grammar  # noqa: E402
-from specsim.stats import Budget, case_seed, sequence_law_test  # noqa: E402
+from specsim.stats import Budget, case_seed  # noqa: E402
 from specsim.testing.reference_device import ReferenceDevice  # noqa: E402
 
 SUITE_SEED = 0
@@ -153,11 +153,4 @@ def test_law_of_constrained_sequences_equals_non_speculative_constrained_samplin
     out, engine = run_engine(target, kind, 3, None, reqs, seed=seed, max_num_seqs=256, spare_blocks=1500, **options)
     check_in_grammar(out, engine, reqs)
     law = target.sequence_law_given(LAW_PROMPT, params)
-    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what=f"grammar sequence law [{case}]",
-                                        seed=seed)
-    print(result.report())
-    assert support.passed, support.report()
-    assert result.passed, result.report()
-    assert engine.metrics.num_drafts > 0
-    if "preempt" in case:
-        assert sum(r.num_preemptions for r in engine.requests.values()) > 0
+    assert_sequence_law(out, engine, law, BUDGET.nominal, f"grammar sequence law [{case}]", seed, "preempt" in case)

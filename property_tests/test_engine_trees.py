@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from property_tests import test_engine_properties as engine_properties
 from reference.target import target_probs
 from specsim.engine import SamplingParams, ToyLM
-from specsim.stats import Budget, case_seed, sequence_law_test
+from specsim.stats import Budget, case_seed
 from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
@@ -125,9 +125,5 @@ def test_tree_sequence_law_equals_the_targets_autoregressive_law():
                              device=_UNDER_TEST[0].device,   # unjudged here: the law is the check
                              max_num_seqs=256, spare_blocks=1500, preempt_at={2: 3, 4: 5}, budget=503, partial=True)
     law = target.sequence_law(LAW_PROMPT, LAW_TOKENS, lambda z: target_probs(z, 1.0, 0))
-    support, result = sequence_law_test(out.values(), law, BUDGET.nominal, what="tree sequence law", seed=seed)
-    assert support.passed, support.report()
-    print(result.report())
-    assert result.passed, result.report()
-    assert engine.metrics.num_drafts > 0 and sum(r.num_preemptions for r in engine.requests.values()) > 0
+    engine_properties.assert_sequence_law(out, engine, law, BUDGET.nominal, "tree sequence law", seed, preempted=True)
     assert any(0 < k < engine.proposers["tree"].max_nodes for k, _, _ in engine.metrics.rounds), "no tree was cut"
