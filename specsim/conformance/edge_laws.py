@@ -14,7 +14,8 @@ acceptance and residual):
   answer. No α is spent.
 * **the law, statistically**, where it has more than one sequence: a pooled goodness-of-fit test
   (``specsim.stats.gof_test``) at level α_edge = ``EDGE_ALPHA_SHARE`` × the run's family budget,
-  split evenly (Bonferroni) over the edges that test a law. This family is *besides* L3's (a
+  split evenly (Bonferroni) over the edges that test a law — these and L1-sampler's SPEC §12 edges
+  (``exact.edge_alpha``). This family is *besides* L3's (a
   default run's total false-fail budget is 1e-3 + 1e-4); each check states its n, α and the
   smallest total-variation distance it detects with power 0.999.
 

@@ -104,6 +104,23 @@ def edge_form(edge, caps):
     return edge
 
 
+def sampled_edges(caps) -> int:
+    """How many of L1-edges' edges this device is asked as a law with a goodness-of-fit test (no injected
+    noise, the edge within its capabilities, some request with more than one outcome)."""
+    if caps.injected_noise:
+        return 0
+    forms = [edge_form(edge, caps) for edge in EDGES]
+    return sum(1 for f in forms if not missing(caps, f.needs) and edge_laws.statistical(f))
+
+
+def edge_alpha(caps, ctx) -> float:
+    """α of each edge-law test: the edges' family budget (``EDGE_ALPHA_SHARE`` × ``alpha_family``) split
+    evenly (Bonferroni) over every edge law this device is tested on — L1-edges' and L1-sampler's."""
+    from specsim.conformance.sampler import sampled_sampler_edges   # it imports this module
+    count = sampled_edges(caps) + sampled_sampler_edges(caps)
+    return ctx.alpha_family * edge_laws.EDGE_ALPHA_SHARE / max(1, count)
+
+
 def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     """Every SPEC §4 edge, for every profile it can be stated for: with injected noise, its exact
     expected tokens (no waiver; a float32 run of an edge that is a float64-scale near-tie is
@@ -113,8 +130,7 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
     forms = [edge_form(edge, caps) for edge in EDGES]
-    sampled = [f for f in forms if not caps.injected_noise and not missing(caps, f.needs) and edge_laws.statistical(f)]
-    alpha = ctx.alpha_family * edge_laws.EDGE_ALPHA_SHARE / max(1, len(sampled))
+    alpha = edge_alpha(caps, ctx)
     for edge, form in zip(EDGES, forms):
         name = f"L1/edge/{edge.name}"
         if only is not None and name != only:

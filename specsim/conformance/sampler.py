@@ -12,8 +12,10 @@ checks that need it, never a silent pass):
   Philox noise (SPEC §5.2), under its own draws;
 - **edges** ``L1-sampler/edge/<name>/<order>``: the issue's hand-built cases
   (``specsim.testing.sampler_edges``) with their exact answers (without
-  injected noise: their exact support over 400 runs under the device's own
-  randomness, ``edge_laws.request_law`` on §12's rows) — a draft the
+  injected noise: their exact law over 400 runs under the device's own
+  randomness, ``edge_laws.request_law`` on §12's rows — the support exactly,
+  the law by a goodness-of-fit test within the edges' family budget, which
+  L1-edges' laws share: ``exact.edge_alpha``) — a draft the
   mask, allowed ids, a bad word or min_tokens forbid is rejected with
   certainty and never recovered; penalties that zero the draft's target
   probability; a bad word completed by this step's drafts; min_tokens
@@ -25,6 +27,7 @@ Replay a failure: ``specsim conform --device D --groups L1-sampler --seed N``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -33,7 +36,8 @@ from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
 from reference.sampler import sampler_rows
 from specsim.conformance._common import call, missing
 from specsim.conformance.edge_laws import request_law
-from specsim.conformance.exact import judge
+from specsim import stats
+from specsim.conformance.exact import edge_alpha, judge
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
@@ -43,7 +47,9 @@ from specsim.testing.sampler_params import close_drafts, random_sampler, repetit
 from specsim.testing.seeds import case_seed
 
 SUPPORT_SAMPLES = 400
-"""Runs of each edge for a device without injected noise (support only: no false fail is possible)."""
+"""Runs of each edge for a device without injected noise: exact support, and a goodness-of-fit test of the
+edge's law where it has more than one outcome (n = 400 detects a TV of about 0.2 on its 2–4-cell laws at the
+edges' α, stated per check)."""
 
 SPEC = BatchSpec(batch=16, max_k=4, vocab_size=64, masked_fraction=0.0)
 """Random cases: 16 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
@@ -129,20 +135,38 @@ def _random_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
+def _edge_lacking(caps, edge, order: str) -> str | None:
+    """Why the device cannot be asked ``edge`` in ``order`` (None: it can)."""
+    sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
+    return _lacking(caps, sampler_needs, order) or \
+        missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS)))
+
+
+def sampled_sampler_edges(caps) -> int:
+    """How many (edge, order) checks this device is asked as a law with a goodness-of-fit test: no
+    injected noise, within its capabilities, some request with more than one outcome. They share the
+    edges' family budget with L1-edges' (``exact.edge_alpha``)."""
+    if caps.injected_noise:
+        return 0
+    return sum(1 for edge in SAMPLER_EDGES for order in edge.orders
+               if not _edge_lacking(caps, edge, order) and any(len(law) > 1 for law in edge_laws_of(edge, order)))
+
+
 def _edge_checks(device, ctx) -> list[CheckResult]:
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    alpha = None if caps.injected_noise else edge_alpha(caps, ctx)
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             name = f"L1-sampler/edge/{edge.name}/{order}"
-            sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
-            why = _lacking(caps, sampler_needs, order) or \
-                missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS)))
+            why = _edge_lacking(caps, edge, order)
             if why:
                 results.append(CheckResult(name, "L1", "not_supported", why))
                 continue
-            check = _edge if caps.injected_noise else _edge_support
-            results.append(check(device, edge, order, dtype, name, ctx))
+            if caps.injected_noise:
+                results.append(_edge(device, edge, order, dtype, name, ctx))
+            else:
+                results.append(_edge_law(device, edge, order, dtype, name, ctx, alpha))
     return results
 
 
@@ -173,11 +197,12 @@ def edge_laws_of(edge, order: str) -> list[dict]:
                         rows[starts[i]: starts[i + 1]]) for i, r in enumerate(edge.requests)]
 
 
-def _edge_support(device, edge, order: str, dtype: str, name: str, ctx) -> CheckResult:
+def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, alpha: float) -> CheckResult:
     """An edge for a device without injected noise: asked ``n`` times under distinct seeds (its own
-    randomness), every emitted sequence must have positive exact probability — a banned draft is
-    never accepted, a banned token never emitted. Support only (no α spent): a bug that stays
-    inside the support (min_p's cut moved, say) needs injected noise or L3 to be seen."""
+    randomness) and held to its exact law — every emitted sequence with positive exact probability (a
+    banned draft never accepted, a banned token never emitted; no α), then, for each request whose law
+    has more than one outcome, a goodness-of-fit test at ``alpha`` (the edges' family share): mass a bug
+    moves *inside* the support (a bonus row that bans a token it should allow) is seen there."""
     n = SUPPORT_SAMPLES // 4 if ctx.quick else SUPPORT_SAMPLES
     one, _ = edge.batch(order, dtype)
     batch, _ = make_batch(list(edge.requests) * n, dtype=dtype, point=False)
@@ -188,14 +213,30 @@ def _edge_support(device, edge, order: str, dtype: str, name: str, ctx) -> Check
     if problem:
         return problem
     laws, B = edge_laws_of(edge, order), len(edge.requests)
-    for t in range(n):
-        for i, law in enumerate(laws):
-            emitted = tuple(got.emitted(t * B + i))
+    samples = [[tuple(got.emitted(t * B + i)) for t in range(n)] for i in range(B)]
+    for i, law in enumerate(laws):
+        for t, emitted in enumerate(samples[i]):
             if emitted not in law:
                 return CheckResult(name, "L1", "fail", f"{edge.why}: request {i} emitted {list(emitted)}, which the "
                                    f"exact law gives probability 0 (copy {t} of {n}, seed {seed})", seed=seed)
-    return CheckResult(name, "L1", "pass", f"{edge.why} — without injected noise: exact support over {n} runs",
-                       seed=seed, n=n)
+    tested = [(i, law) for i, law in enumerate(laws) if len(law) > 1]
+    worst_tv, p_min = 0.0, 1.0
+    for i, law in tested:
+        seen, keys = Counter(samples[i]), sorted(law)
+        result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
+                                alpha, what=f"{name} request {i}", seed=seed)
+        worst_tv, p_min = max(worst_tv, result.detectable_tv), min(p_min, result.p_value)
+        if not result.passed:
+            shown = ", ".join(f"{list(k)}: {law[k]:.3g} (seen {seen.get(k, 0)})" for k in keys[:6])
+            return CheckResult(name, "L3", "fail", f"{edge.why}: request {i}: {result.report()}; the law: {shown}",
+                               alpha=alpha, n=n, seed=seed, p_value=result.p_value,
+                               detectable_tv=result.detectable_tv)
+    if not tested:
+        return CheckResult(name, "L1", "pass", f"{edge.why} — without injected noise: exact support over {n} runs "
+                           "(each request's law is one sequence: exact)", seed=seed, n=n)
+    return CheckResult(name, "L3", "pass", f"{edge.why} — without injected noise: exact support over {n} runs and a "
+                       f"goodness-of-fit test at α={alpha:.1e} (detectable TV {worst_tv:.3f}, smallest p={p_min:.3g})",
+                       alpha=alpha, n=n, seed=seed, p_value=p_min, detectable_tv=worst_tv)
 
 
 def sampler_group(device, ctx) -> list[CheckResult]:
