@@ -183,18 +183,26 @@ def test_greedy_speculative_output_equals_the_targets_argmax_chain(case, spare_b
 @given(scenarios(), st.data())
 def test_seeded_request_output_is_invariant_to_batch_order_budget_preemption_and_device(case, data):
     target, kind, k, drafter_max, reqs = case
+    assert_seeded_invariance(target, kind, k, drafter_max, reqs, data, seed=7)
+
+
+def assert_seeded_invariance(target, kind, k, drafter_max, reqs, data, *, seed, **options):
+    """Each seeded request's output alone (batch of one, no pressure, the reference device) equals its
+    output in the whole batch under a drawn arrival order, device, ``max_num_seqs``, KV pool, token
+    budget and forced preemptions. ``options``: more ``run_engine`` arguments (e.g. ``sampler_order``)."""
     alone = {}
-    for r in reqs:  # each request on its own: batch of one, no pressure, the reference device
-        out, _ = run_engine(target, kind, k, drafter_max, [r], device=ReferenceDevice(), seed=7)
+    for r in reqs:
+        out, _ = run_engine(target, kind, k, drafter_max, [r], device=ReferenceDevice(), seed=seed, **options)
         alone.update(out)
     order = data.draw(st.permutations(range(len(reqs))))
     longest = longest_recompute(reqs, k)
-    out, engine = run_engine(
-        target, kind, k, drafter_max, reqs, seed=7, order=order,
+    out, _ = run_engine(
+        target, kind, k, drafter_max, reqs, seed=seed, order=order,
         device=devices()[data.draw(st.sampled_from(["torch", "reference", "under test"]))],
         max_num_seqs=data.draw(st.integers(1, 4)), spare_blocks=data.draw(st.integers(0, 4)),
         budget=data.draw(st.integers(longest, longest + 12)),
-        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)))
+        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)),
+        **options)
     assert out == alone
 
 

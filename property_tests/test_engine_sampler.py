@@ -37,7 +37,6 @@ from property_tests import test_engine_properties as engine_properties
 from property_tests.test_engine_properties import assert_sequence_law, run_engine
 from specsim.engine import SamplingParams, ToyLM
 from specsim.stats import Budget, case_seed
-from specsim.testing.reference_device import ReferenceDevice
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=2)
@@ -135,18 +134,7 @@ def test_repetition_penalty_changes_the_greedy_chain_and_the_engine_follows():
 @given(sampler_scenarios(), st.data())
 def test_seeded_output_with_sampler_parameters_is_invariant_to_batch_order_preemption_and_device(case, data):
     target, kind, k, drafter_max, reqs, order = case
-    alone = {}
-    for r in reqs:   # each request on its own: batch of one, no pressure, the reference device
-        out, _ = run_engine(target, kind, k, drafter_max, [r], device=ReferenceDevice(), seed=7, sampler_order=order)
-        alone.update(out)
-    longest = engine_properties.longest_recompute(reqs, k)
-    out, _ = run_engine(
-        target, kind, k, drafter_max, reqs, seed=7, order=data.draw(st.permutations(range(len(reqs)))),
-        device=engine_properties.devices()[data.draw(st.sampled_from(["torch", "reference", "under test"]))],
-        max_num_seqs=data.draw(st.integers(1, 4)), spare_blocks=data.draw(st.integers(0, 4)),
-        budget=data.draw(st.integers(longest, longest + 12)), sampler_order=order,
-        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)))
-    assert out == alone
+    engine_properties.assert_seeded_invariance(target, kind, k, drafter_max, reqs, data, seed=7, sampler_order=order)
 
 
 # --------------------------------------------------------------------------- whole-sequence law

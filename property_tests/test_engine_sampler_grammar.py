@@ -40,7 +40,6 @@ from property_tests.test_engine_properties import assert_sequence_law, run_engin
 from specsim.engine import SamplingParams, ToyLM  # noqa: E402
 from specsim.engine.grammar import list_grammar  # noqa: E402
 from specsim.stats import Budget, case_seed  # noqa: E402
-from specsim.testing.reference_device import ReferenceDevice  # noqa: E402
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=2)
@@ -119,18 +118,7 @@ def test_greedy_output_is_the_targets_constrained_greedy_chain(case, preempt_at)
 @given(grammar_scenarios(), st.data())
 def test_seeded_constrained_output_is_invariant_to_batch_order_and_preemption(case, data):
     target, kind, k, drafter_max, reqs = case
-    alone = {}
-    for r in reqs:
-        out, _ = run_engine(target, kind, k, drafter_max, [r], device=ReferenceDevice(), seed=3)
-        alone.update(out)
-    longest = engine_properties.longest_recompute(reqs, k)
-    out, _ = run_engine(
-        target, kind, k, drafter_max, reqs, seed=3, order=data.draw(st.permutations(range(len(reqs)))),
-        device=engine_properties.devices()[data.draw(st.sampled_from(["torch", "reference", "under test"]))],
-        max_num_seqs=data.draw(st.integers(1, 4)), spare_blocks=data.draw(st.integers(0, 4)),
-        budget=data.draw(st.integers(longest, longest + 12)),
-        preempt_at=data.draw(st.dictionaries(st.integers(1, 10), st.integers(1, 2), min_size=1, max_size=6)))
-    assert out == alone
+    engine_properties.assert_seeded_invariance(target, kind, k, drafter_max, reqs, data, seed=3)
 
 
 # --------------------------------------------------------------------------- law of constrained sequences
