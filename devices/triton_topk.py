@@ -35,6 +35,14 @@ CAPACITY = 2048  # slots a row: 40× the ~51 entries above the floor at k = 50 o
 
 
 @triton.jit
+def _row_of(row_ids_ptr, p, ALL_ROWS: tl.constexpr):
+    """The logits row program ``p`` reads: ``p`` itself with ``ALL_ROWS``, else ``row_ids[p]`` (int64)."""
+    if ALL_ROWS:
+        return p.to(tl.int64)
+    return tl.load(row_ids_ptr + p).to(tl.int64)
+
+
+@triton.jit
 def group_max_kernel(logits_ptr, row_ids_ptr, gmax_ptr, V, CHUNK, G, TILES: tl.constexpr, BLOCK: tl.constexpr,
                      ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
     """Program ``(p, chunk)``: lane ``l``'s maximum over the chunk's tiles of row ``row_ids[p]``
@@ -45,10 +53,7 @@ def group_max_kernel(logits_ptr, row_ids_ptr, gmax_ptr, V, CHUNK, G, TILES: tl.c
     p = tl.program_id(0)
     chunk = tl.program_id(1)
     dtype = tl.float64 if FP64 else tl.float32
-    if ALL_ROWS:
-        row = p.to(tl.int64)
-    else:
-        row = tl.load(row_ids_ptr + p).to(tl.int64)
+    row = _row_of(row_ids_ptr, p, ALL_ROWS)
     lo = chunk * CHUNK
     hi = tl.minimum(lo + CHUNK, V)
     lanes = tl.arange(0, BLOCK)
@@ -69,10 +74,7 @@ def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, slots_ptr, V, 
     p = tl.program_id(0)
     chunk = tl.program_id(1)
     dtype = tl.float64 if FP64 else tl.float32
-    if ALL_ROWS:
-        row = p.to(tl.int64)
-    else:
-        row = tl.load(row_ids_ptr + p).to(tl.int64)
+    row = _row_of(row_ids_ptr, p, ALL_ROWS)
     floor = tl.load(floor_ptr + p).to(dtype)
     lo = chunk * CHUNK
     hi = tl.minimum(lo + CHUNK, V)
