@@ -41,6 +41,8 @@ def apply_top_k(scaled: np.ndarray, top_k) -> tuple[np.ndarray, np.ndarray]:
     V = scaled.shape[-1]
     k = np.broadcast_to(np.asarray(top_k, dtype=np.int64), scaled.shape[:-1])
     active = (k > 0) & (k < V)
+    if not active.any():          # no row filtered: the same result without sorting (V ~ 10⁵ rows)
+        return scaled.copy(), np.full(scaled.shape[:-1], INF)
     kth = _last(-np.sort(-scaled, axis=-1), np.clip(k, 1, V) - 1)
     below = np.where(scaled < kth[..., None], scaled, -INF).max(axis=-1)
     with np.errstate(invalid="ignore"):
@@ -69,6 +71,8 @@ def apply_top_p(probs: np.ndarray, top_p) -> tuple[np.ndarray, np.ndarray]:
     [0.5714, 0.4286, 0.0, 0.0]
     """
     p = np.broadcast_to(np.asarray(top_p, dtype=np.float64), probs.shape[:-1])
+    if not (p < 1.0).any():       # no row filtered: the same result without sorting
+        return probs.copy(), np.full(probs.shape[:-1], INF)
     ordered = -np.sort(-probs, axis=-1)
     cumulative = np.cumsum(ordered, axis=-1)
     # m* - 1 = prefixes short of p; rounding can leave the total a hair under p.

@@ -115,9 +115,11 @@ def sampled_edges(caps) -> int:
 
 def edge_alpha(caps, ctx) -> float:
     """α of each edge-law test: the edges' family budget (``EDGE_ALPHA_SHARE`` × ``alpha_family``) split
-    evenly (Bonferroni) over every edge law this device is tested on — L1-edges' and L1-sampler's."""
+    evenly (Bonferroni) over every edge law this device is tested on — L1-edges', L1-sampler's and the
+    tree patterns' of L1-trees."""
     from specsim.conformance.sampler import sampled_sampler_edges   # it imports this module
-    count = sampled_edges(caps) + sampled_sampler_edges(caps)
+    from specsim.conformance.tree_patterns import sampled_patterns
+    count = sampled_edges(caps) + sampled_sampler_edges(caps) + sampled_patterns(caps)
     return ctx.alpha_family * edge_laws.EDGE_ALPHA_SHARE / max(1, count)
 
 

@@ -1,10 +1,15 @@
 """Tree verification (SPEC §11) checks, on every device that declares ``tree_schemes``.
 
-* ``L1-trees``: random tree batches of every shape (random, chain, full
-  width, binary) and drafting (with and without replacement, top-k, duplicate
-  siblings, placeholders), injected and keyed noise, token for token and node
-  for node against ``reference.tree``; and the hand-built edges of §11 with
-  their exact expected tokens.
+* ``L1-trees``: the constructed sibling patterns of ``tree_patterns``
+  (placeholders before, between and after siblings, duplicates, with and
+  without replacement, point proposals, leaves at every depth, an empty
+  request beside a big one), each with noise placed where a wrong rule shows,
+  or held to its exact law without injected noise; random tree batches of
+  every shape (random, chain, full width, binary) and drafting (with and
+  without replacement, top-k, duplicate siblings, placeholders), injected and
+  keyed noise, token for token and node for node against ``reference.tree``;
+  the hand-built edges of §11 with their exact expected tokens; and the
+  engine-sized trees and ragged batches of ``tree_sizes``.
 * ``L2-trees``: contracts — keyed determinism and batch invariance, the coins
   a step reads (§11.5: changing any other coin changes nothing), a chain tree
   equal to the chain step, and ``UnsupportedCall`` for an undeclared scheme.
@@ -25,6 +30,8 @@ from devices.protocol import Noise, TreeBatch, UnsupportedCall
 from reference.tree import children_of
 from specsim.conformance._common import call
 from specsim.conformance.results import CheckResult
+from specsim.conformance.tree_patterns import pattern_checks
+from specsim.conformance.tree_sizes import size_checks
 from specsim.testing.seeds import case_seed
 from specsim.testing.trees import (TreeSpec, compare_tree, random_tree_batch, random_tree_noise, reference_tree_step,
                                    select_tree_requests)
@@ -162,14 +169,17 @@ def _edges(device, ctx) -> list[CheckResult]:
 
 
 def tree_l1_group(device, ctx) -> list[CheckResult]:
-    """Random trees with injected (and, for Philox devices, keyed) noise; the §11 edges."""
+    """The constructed sibling patterns (``tree_patterns``); random trees with injected (and, for Philox
+    devices, keyed) noise; the §11 edges; trees of engine sizes and ragged batches (``tree_sizes``)."""
     why = tree_device(device)
     if why:
         return [CheckResult("L1/trees", "L1", "not_supported", why)]
-    results = _random_cases(device, ctx, "L1/trees/injected", injected=True) if device.capabilities.injected_noise else []
+    results = pattern_checks(device, ctx)
+    if device.capabilities.injected_noise:
+        results += _random_cases(device, ctx, "L1/trees/injected", injected=True)
     if device.capabilities.rng == "philox":
         results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
-    return results + (_edges(device, ctx) if device.capabilities.injected_noise else [])
+    return results + (_edges(device, ctx) if device.capabilities.injected_noise else []) + size_checks(device, ctx)
 
 
 # --- L2: contracts -------------------------------------------------------------------------

@@ -172,29 +172,68 @@ TREE = [
            "docs/bugs.md C7 (sibling links out of the drafter's order)", TT,
            ("    for n in range(len(parents)):            # node order is sibling order",
             "    for n in reversed(range(len(parents))):"),
-           killed_by="L1/trees/injected/rrs-with-replacement"),
+           killed_by="L1/trees/pattern/rrs/with-replacement"),
     _torch("tree-residual-not-updated", "the next sibling meets the parent's target row, not the residual left "
            "by the rejected one", "docs/bugs.md #46 (EAGLE #20: the rejected sibling's value adjusted instead of "
            "subtracting the draft law)", TT,
            ("    return accepted, torch.where(update, w / torch.where(total > 0, total, torch.ones_like(total)), residual)",
             "    return accepted, residual"),
-           killed_by="L1/trees/injected/rrs-with-replacement"),
+           killed_by="L1/trees/pattern/rrs/with-replacement"),
     _torch("tree-chain-row", "a node's siblings verified against the row before the first sibling (the chain's "
            "row arithmetic), not their parent's row", "docs/bugs.md #47 (TRT-LLM PR #13081, vLLM PR #17560: "
            "tree nodes given a chain's context)", TT,
            ("        target = probs[slot] if probs is not None else weights",
             "        target = probs[torch.where(sibling >= 0, links.node_row[sibling.clamp(min=0)] - 1, slot)] "
             "if probs is not None else weights"),
-           killed_by="L1/trees/injected/rrs-with-replacement"),
+           killed_by="L1/trees/pattern/rrs/leaves-every-depth"),
     _torch("tree-sampled-as-greedy", "sampled tree requests verified greedily (argmax), temperature ignored",
            "docs/bugs.md #48 (SGLang #31214 / #37134: EAGLE tree verify silently greedy on HIP)", TT,
            ("    greedy = temperature == 0\n    row_request", "    greedy = temperature >= 0\n    row_request"),
-           killed_by="L1/trees/injected/rrs-with-replacement"),
+           killed_by="L1/trees/pattern/rrs/with-replacement"),
     _torch("tree-thresholds-relaxed", "SGLang's tree sampling run at threshold_acc 0.5 whatever the batch asks "
            "(a relaxed acceptance presented as lossless)", "docs/bugs.md #49 (SGLang PR #7702 relaxed acceptance; "
            "verl-SpeCo PR #19: lossy acceptance configs entering silently)", "devices.torch_device",
            ("threshold_acc=float(batch.threshold_acc))", "threshold_acc=min(float(batch.threshold_acc), 0.5))"),
-           killed_by="L1/trees/injected/sglang"),
+           killed_by="L1/trees/pattern/sglang/distinct"),
+    # Sibling patterns: each shows only for one layout of siblings (a placeholder, a duplicate, per-sibling
+    # rows, a leaf at the deepest level), killed at every suite seed by its constructed pattern.
+    _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
+           "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
+           "SGLang's running sum)", TT,
+           ("    t_x = torch.where(real, _at(target, x), torch.zeros_like(running))",
+            "    t_x = _at(target, x)  # x is already clamped to a valid id"),
+           killed_by="L1/trees/pattern/sglang/placeholder-first"),
+    _torch("tree-rrs-placeholder-resets", "rrs restarts the residual from the parent's row after a placeholder "
+           "sibling (the placeholder taken as the end of a sibling group)", "docs/bugs.md C9 (padded sibling "
+           "lists read as group boundaries)", TT,
+           ("                                            coins, trying & ~greedy)\n",
+            "                                            coins, trying & ~greedy)\n"
+            "                residual = torch.where((trying & ~real).unsqueeze(1), target, residual)\n"),
+           killed_by="L1/trees/pattern/rrs/placeholder-between"),
+    _torch("tree-siblings-with-replacement", "every sibling verified against its first sibling's row (the parent's "
+           "drafter row), though drafting without replacement gave each its own", "docs/bugs.md C10, #46 (the "
+           "without-replacement rows EAGLE #20's fix masks)", TT,
+           ("None if draft_probs is None else draft_probs[node]",
+            "None if draft_probs is None else draft_probs[links.first_child[slot].clamp(min=0)]"),
+           killed_by="L1/trees/pattern/rrs/without-replacement"),
+    _torch("tree-duplicate-skipped", "a sibling repeating an earlier sibling's token is skipped as a placeholder "
+           "(siblings assumed distinct, as a merged trie's are)", "docs/bugs.md C11 (duplicate siblings merged away)",
+           TT,
+           ("        residual, kept = target, torch.ones_like(target, dtype=torch.bool)\n",
+            "        residual, kept = target, torch.ones_like(target, dtype=torch.bool)\n"
+            "        seen = torch.zeros_like(kept)\n"),
+           ("            x = x.clamp(min=0)\n",
+            "            x = x.clamp(min=0)\n"
+            "            tried = _at(seen, x)  # an earlier sibling's token: taken as already verified\n"
+            "            seen = seen | ((torch.arange(seen.shape[1], device=x.device) == x.unsqueeze(1))\n"
+            "                           & (trying & real).unsqueeze(1))\n"
+            "            real = real & ~tried\n"),
+           killed_by="L1/trees/pattern/rrs/duplicates"),
+    _torch("tree-deepest-leaf", "the walk runs one level per draft depth (a chain's K positions), so a leaf "
+           "accepted at the batch's deepest level never reaches its own row: its bonus comes from empty weights",
+           "docs/bugs.md C12 (the level loop one short)", TT,
+           ("    for depth in range(D + 1):", "    for depth in range(D):"),
+           killed_by="L1/trees/pattern/rrs/with-replacement"),
 ]
 """Tree verification bugs (SPEC §11), as edits of the torch device's tree walk."""
 
