@@ -72,7 +72,7 @@ DELTA = (1e-4, 1e-3)
 """The relative distance of a probe's coin from its threshold (and of the race's runner-up), drawn per probe."""
 TINY_E = 1e-12
 """``E(v)`` of the tokens outside a probe's residual: any mass a wrong residual puts there wins the race."""
-SAMPLES, QUICK_SAMPLES = 2000, 400
+SAMPLES, QUICK_SAMPLES = 4000, 400
 """Repetitions of a pattern under the device's own randomness (its law test)."""
 
 
@@ -401,9 +401,10 @@ def _exact(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
         return problem
     problems = compare_tree(got, reference_tree_step(batch, injected),
                             repro=f" [specsim conform --groups L1-trees --seed {ctx.seed}]")
+    design = ("one probe per argmax choice at every reachable node" if pattern.scheme == "greedy" else
+              "every threshold straddled by a relative δ ≤ 1e-3, every residual raced token by token")
     detail = (f"{pattern.why}: {len(problems)} of {batch.batch_size} probes differ: " + "; ".join(problems[:3])
-              if problems else f"{pattern.why} — {batch.batch_size} probes agree (every threshold straddled by a "
-              "relative δ ≤ 1e-3, every residual raced token by token)")
+              if problems else f"{pattern.why} — {batch.batch_size} probes agree ({design})")
     return CheckResult(name, "L1", "fail" if problems else "pass", detail, seed=seed)
 
 
@@ -465,14 +466,22 @@ def _law_check(device, pattern: Pattern, ctx, dtype: str, alpha: float) -> Check
                        detectable_tv=worst_tv if spent else None, seed=seed)
 
 
-def pattern_checks(device, ctx) -> list[CheckResult]:
+def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """Every pattern the device's schemes allow: exact probes with injected noise (and always for greedy),
-    else the pattern's law under the device's own randomness."""
+    else the pattern's law under the device's own randomness. ``only``: that one check's name.
+
+    >>> from devices.registry import load
+    >>> from specsim.conformance.runner import Context
+    >>> [r.status for r in pattern_checks(load("torch"), Context(quick=True), only="L1/trees/pattern/rrs/duplicates")]
+    ['pass']
+    """
     from specsim.conformance.exact import edge_alpha
     caps, results = device.capabilities, []
     dtype = _dtype(caps)
     alpha = None if caps.injected_noise else edge_alpha(caps, ctx)
     for pattern in PATTERNS:
+        if only is not None and pattern.check != only:
+            continue
         why = _lacking(caps, pattern)
         if why:
             results.append(CheckResult(pattern.check, "L1", "not_supported", why))
@@ -486,5 +495,33 @@ def pattern_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
+def design(caps, ctx) -> list[tuple[str, int, str]]:
+    """Per pattern: (check, probes sent with injected noise, what a device without injected noise is held
+    to — its law tests' design detectable TV at the edges' α, or "exact" for greedy)."""
+    from specsim.conformance.exact import edge_alpha
+    alpha, n = edge_alpha(caps, ctx), QUICK_SAMPLES if ctx.quick else SAMPLES
+    out = []
+    for pattern in PATTERNS:
+        seed = case_seed(ctx.seed, pattern.check)
+        count = probe_batch(pattern, seed, "float64")[0].batch_size
+        if pattern.scheme == "greedy":
+            out.append((pattern.check, count, "exact"))
+            continue
+        tvs = [stats.min_detectable_tv(stats.design_cells(np.array(list(law.values())), n), n, alpha)
+               for law in laws(pattern, seed, "float64")]
+        out.append((pattern.check, count, f"TV {max(tvs):.3f} (n={n}, α={alpha:.2e})"))
+    return out
+
+
 __all__ = ["PATTERNS", "Pattern", "PatternTree", "tree", "probes", "greedy_probes", "probe_batch", "laws",
-           "sampled_patterns", "pattern_checks"]
+           "sampled_patterns", "pattern_checks", "design"]
+
+
+if __name__ == "__main__":      # python -m specsim.conformance.tree_patterns [--quick]: the patterns' design
+    import sys
+
+    from devices.torch_device import CAPABILITIES
+    from specsim.conformance.runner import Context
+    black_box = replace(CAPABILITIES, injected_noise=False, rng="seeded")
+    for check, count, held in design(black_box, Context(quick="--quick" in sys.argv)):
+        print(f"{check:<44} {count:>4} probes   without injected noise: {held}")

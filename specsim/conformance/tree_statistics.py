@@ -18,7 +18,12 @@ randomness (``noise=None``). Per case:
 (``statistical.l3_shares``: 10 of 100 at the default, so every check runs at
 ``α/100``, nominal α/1000, ``stats.Budget``); together they false-fail at most
 ``alpha_family``. Trials per case come from the planner: worst-case TV
-``TARGET_TV`` on the path law detected with power 1 − β.
+``TARGET_TV`` (0.03; a case may set its own ``target_tv``) on the path law
+detected with power 1 − β, the pooled cells counted at the planned trials
+(``design_trials``) — below the TV ≈ 0.047 of siblings verified with their
+parent's row though drafted without replacement (docs/bugs.md C10).
+``python -m specsim.conformance.tree_statistics [seed ...]`` prints each
+case's trials and detectable TVs.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devices.protocol import TreeBatch
+from devices.protocol import PLACEHOLDER_TOKEN_ID, TreeBatch
 from reference.target import target_probs
 from reference.tree import accepted_length_law, tree_law
 from specsim import stats
@@ -37,7 +42,7 @@ from specsim.conformance.trees import tree_device
 from specsim.testing.batches import _softmax_rows
 from specsim.testing.seeds import case_seed
 
-TARGET_TV = 0.05
+TARGET_TV = 0.03
 QUICK_TRIALS = 2000
 CHUNK = 8192
 
@@ -54,6 +59,8 @@ class TreeCase:
     top_p: float = 1.0
     threshold_single: float = 1.0
     threshold_acc: float = 1.0
+    draft_top_k: int = 0            # the drafter's row cut to its top k tokens (0: whole row)
+    target_tv: float = TARGET_TV    # the worst-case TV on the path law the trials are sized to detect
 
     @property
     def needs(self) -> str:
@@ -67,7 +74,15 @@ CASES = [
     TreeCase("sglang", (-1, -1, 0), 5, scheme="sglang", drafting="top"),
     TreeCase("sglang-relaxed", (-1, -1, 0), 5, scheme="sglang", drafting="top", threshold_single=0.5,
              threshold_acc=0.8),
+    TreeCase("rrs-without-replacement-wide", (-1, -1, -1, 0, 0, 1), 5, drafting="without_replacement"),
+    TreeCase("rrs-placeholders", (-1, -1, -1, 0), 4, drafting="without_replacement", draft_top_k=2),
+    TreeCase("sglang-duplicates", (-1, -1, -1, 0), 4, scheme="sglang", drafting="with_replacement"),
+    TreeCase("rrs-leaves-every-depth", (-1, -1, 0, 0, 2, 2, 4), 4, drafting="without_replacement"),
+    TreeCase("rrs-eight-nodes", (-1, -1, -1, 0, 0, 1, 3, 3), 4),
 ]
+"""Shapes of up to 8 nodes and depth 4: siblings drawn with and without replacement, top-k with top-p,
+sglang (lossless, relaxed, and with duplicate siblings drawn with replacement), placeholders (a drafter
+cut to its top 2 tokens gives its third sibling none to draw), leaves at depths 1 to 4."""
 
 
 class PrefixRows:
@@ -91,22 +106,28 @@ class PrefixRows:
         if prefix not in self.drafter:
             rng = np.random.default_rng(case_seed(self.seed, f"draft{prefix}"))
             noisy = self.target_logits(prefix) / self.case.temperature + rng.normal(0.0, 0.8, self.case.V)
-            self.drafter[prefix] = _softmax_rows(noisy[None, :])[0]
+            row = _softmax_rows(noisy[None, :])[0]
+            if self.case.draft_top_k:
+                row[np.argsort(-row, kind="stable")[self.case.draft_top_k:]] = 0.0
+                row = row / row.sum()
+            self.drafter[prefix] = row
         return self.drafter[prefix]
 
 
 def _draw(rng, rows: np.ndarray, drafting: str, taken: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One sibling per trial from ``rows [n, V]`` given earlier siblings ``taken [n, V]`` bool:
-    (tokens ``[n]``, the rows they were drawn from ``[n, V]``)."""
+    (tokens ``[n]``, the rows they were drawn from ``[n, V]``). Without replacement, a trial whose row
+    has no token left drafts a placeholder (its row all zeros), as ``sibling_draws`` says."""
     if drafting == "top":     # the best token not yet taken (ties: lowest id): tree_law's sibling_draws
         score = np.where(taken, -1.0, rows)
         return np.argmax(score, axis=1), rows
     if drafting == "without_replacement":
         rows = np.where(taken, 0.0, rows)
-        rows = rows / rows.sum(axis=1, keepdims=True)
+        total = rows.sum(axis=1, keepdims=True)
+        rows = np.where(total > 0, rows / np.where(total > 0, total, 1.0), 0.0)
     cdf = np.cumsum(rows, axis=1)
     tokens = np.minimum((cdf < rng.random(len(rows))[:, None] * cdf[:, -1:]).sum(axis=1), rows.shape[1] - 1)
-    return tokens, rows
+    return np.where(cdf[:, -1] > 0, tokens, PLACEHOLDER_TOKEN_ID), rows
 
 
 def trial_batch(case: TreeCase, rows: PrefixRows, n: int, rng: np.random.Generator) -> TreeBatch:
@@ -119,8 +140,9 @@ def trial_batch(case: TreeCase, rows: PrefixRows, n: int, rng: np.random.Generat
         table = {q: rows.draft(q) for q in set(parent)}
         base = np.stack([table[q] for q in parent])
         taken = np.zeros((n, V), bool)
-        for j in np.flatnonzero(parents[:k] == p):            # earlier siblings
-            taken[np.arange(n), tokens[:, j]] = True
+        for j in np.flatnonzero(parents[:k] == p):            # earlier siblings (placeholders take nothing)
+            real = tokens[:, j] != PLACEHOLDER_TOKEN_ID
+            taken[np.flatnonzero(real), tokens[real, j]] = True
         tokens[:, k], drafts[:, k] = _draw(rng, base, case.drafting, taken)
         prefixes.append([q + (int(x),) for q, x in zip(parent, tokens[:, k])])
     logits = np.stack([np.stack([rows.target_logits(q) for q in slot]) for slot in prefixes], axis=1)
@@ -148,10 +170,26 @@ def plan(ctx) -> tuple[stats.Budget, dict]:
     budget = stats.Budget(ctx.alpha_family * l3_shares()[1], 2 * len(CASES))
     trials = {}
     for case in CASES:
+        if ctx.quick:
+            trials[case.id] = QUICK_TRIALS
+            continue
         law, _ = laws(case, PrefixRows(case, case_seed(ctx.seed, f"L3/trees/{case.id}")))
-        cells = stats.design_cells(np.array(list(law.values())), 10_000)
-        trials[case.id] = QUICK_TRIALS if ctx.quick else int(np.ceil(stats.min_samples(cells, TARGET_TV, budget.nominal)))
+        trials[case.id] = design_trials(np.array(list(law.values())), case.target_tv, budget.nominal)
     return budget, trials
+
+
+def design_trials(probs: np.ndarray, tv: float, alpha: float) -> int:
+    """Trials for a goodness-of-fit test of the law ``probs`` ``[cells]`` at level ``alpha`` to detect any
+    TV ≥ ``tv`` with power 1 − β, its pooled cells counted at that very number of trials (more trials keep
+    more cells apart, which costs power: a few rounds settle it).
+
+    >>> design_trials(np.full(4, 0.25), 0.05, 1e-6) > design_trials(np.full(4, 0.25), 0.1, 1e-6)
+    True
+    """
+    n = 10_000.0
+    for _ in range(4):
+        n = stats.min_samples(max(2, stats.design_cells(probs, n)), tv, alpha)
+    return int(np.ceil(n))
 
 
 def _run_case(device, case: TreeCase, n: int, budget: stats.Budget, ctx) -> list[CheckResult]:
@@ -203,5 +241,28 @@ def tree_statistical_group(device, ctx) -> list[CheckResult]:
     return results
 
 
-__all__ = ["TARGET_TV", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "plan",
+def design(ctx) -> list[tuple[str, int, float, float]]:
+    """Per case at this suite seed: (id, trials, design detectable TV of the path law, of the accepted length)."""
+    budget, trials = plan(ctx)
+    out = []
+    for case in CASES:
+        path_law, length_law = laws(case, PrefixRows(case, case_seed(ctx.seed, f"L3/trees/{case.id}")))
+        n = trials[case.id]
+        out.append((case.id, n) + tuple(stats.min_detectable_tv(stats.design_cells(np.asarray(list(probs)), n), n,
+                                                                budget.nominal)
+                                        for probs in (path_law.values(), length_law)))
+    return out
+
+
+__all__ = ["TARGET_TV", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "plan", "design_trials", "design",
            "tree_statistical_group"]
+
+
+if __name__ == "__main__":      # python -m specsim.conformance.tree_statistics [seed ...]: each case's design
+    import sys
+
+    from specsim.conformance.runner import Context
+    for seed in [int(a) for a in sys.argv[1:]] or [0]:
+        for case_id, n, path_tv, length_tv in design(Context(seed=seed)):
+            print(f"seed {seed:2d}  {case_id:<30} {n:>7} trials  detectable TV: path {path_tv:.4f}, "
+                  f"accepted {length_tv:.4f}")
