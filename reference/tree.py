@@ -249,23 +249,17 @@ def _walk(scheme, parents, ids, draft, rows, u, E, threshold_single, threshold_a
 
 
 def _rrs_walk(target: np.ndarray, tokens: list, draft_rows: np.ndarray | None, coins: np.ndarray):
-    """§11.3 under the coins, in float64 arrays (``_rrs``'s rule; the noisy step's speed at V ~ 10⁵):
-    (the accepted sibling's index or None, the residual ``[V]`` when none is). ``target [V]``,
-    ``draft_rows [m, V]`` or None (point proposals), ``coins [m]``."""
+    """``_rrs`` under the coins, in float64 arrays (the noisy step's speed at V ~ 10⁵): (the accepted
+    sibling's index or None, the residual ``[V]`` when none is). ``draft_rows [m, V]`` or None (point)."""
     r = np.asarray(target, dtype=np.float64)
     for k, x in enumerate(tokens):
         if x == PLACEHOLDER_TOKEN_ID:            # never drawn: rejected, residual untouched
             continue
-        d = np.zeros_like(r) if draft_rows is None else np.asarray(draft_rows[k], dtype=np.float64)
-        if draft_rows is None:
-            d[x] = 1.0
-        accept = min(1.0, r[x] / d[x]) if r[x] > 0 and d[x] > 0 else 0.0
-        if coins[k] < accept:
+        d = np.eye(1, len(r), x)[0] if draft_rows is None else np.asarray(draft_rows[k], dtype=np.float64)
+        if r[x] > 0 and d[x] > 0 and coins[k] < min(1.0, r[x] / d[x]):
             return k, None
         w = np.maximum(r - d, 0.0)
-        total = w.sum()
-        if total > 0:
-            r = w / total
+        r = w / w.sum() if w.sum() > 0 else r
     return None, r
 
 
@@ -339,46 +333,10 @@ def tree_law(parents: Sequence[int], target_row_of: Callable[[tuple], Sequence],
     return dict(law)
 
 
-def step_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequence, draft_rows: Sequence | None = None,
-             scheme: str = "rrs", threshold_single=1, threshold_acc=1) -> dict[tuple, object]:
-    """Exact law of the emitted tuple of one tree step *given its drafts* (§11.2–§11.4).
-
-    ``parents``, ``tokens`` ``[N]``; ``target_rows`` ``[N + 1][V]``: each slot's target_probs (the
-    root's first; for ``"greedy"`` any row whose argmax is the one followed); ``draft_rows`` ``[N][V]``
-    or None (point proposals). Works in the rows' own number type (``Fraction`` or float).
-
-    >>> from fractions import Fraction as F
-    >>> t, d = [F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(1, 2), F(1, 4)]
-    >>> law = step_law([-1, -1], [1, 0], [t, t, t], [d, d])
-    >>> sorted((k, str(p)) for k, p in law.items())
-    [((0, 0), '1/4'), ((0, 1), '1/8'), ((0, 2), '1/8'), ((1, 0), '1/4'), ((1, 1), '1/8'), ((1, 2), '1/8')]
-    """
-    kids = children_of(parents)
-    law: dict[tuple, object] = defaultdict(int)
-
-    def walk(slot: int, prefix: tuple, mass) -> None:
-        siblings = kids[slot]
-        target = list(target_rows[slot])
-        if scheme == "greedy":
-            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
-        rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
-        p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
-                                           threshold_acc)
-        for k, pk in enumerate(p_accept):
-            if pk:
-                walk(siblings[k] + 1, prefix + (tokens[siblings[k]],), mass * pk)
-        for y, r in enumerate(residual):
-            if r and p_none:
-                law[prefix + (y,)] += mass * p_none * r
-
-    walk(0, (), 1)
-    return dict(law)
-
-
 def accepted_length_law(law: dict[tuple, object], parents: Sequence[int]) -> list:
     """``P(num_accepted = m)``, m = 0..depth, read off a tree law."""
     return num_accepted_from_law(law, max(depths(parents), default=0))
 
 
 __all__ = ["SCHEMES", "DRAFTINGS", "children_of", "depths", "level", "choose", "TreeStepResult", "check_tree",
-           "verify_tree", "sibling_draws", "tree_law", "step_law", "accepted_length_law", "lossless_error"]
+           "verify_tree", "sibling_draws", "tree_law", "accepted_length_law", "lossless_error"]

@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     seeds = _seeds(args.seeds)
     mutants = [m for m in TREE if args.only is None or m.id in args.only.split(",")]
     width = max(len(m.id) for m in mutants)
-    print(f"{'mutant':<{width}}  named check{' ' * 30}  " + " ".join(f"{s:>2}" for s in seeds) + "  first failing pattern")
+    print(f"{'mutant':<{width}}  {'named check':<41}  " + " ".join(f"{s:>2}" for s in seeds)
+          + "  first failing pattern")
     survived = False
     for m in mutants:
         cells, firsts = mutant_row(m, seeds, args.quick)

@@ -33,7 +33,7 @@ argmax at every reachable node (each sibling's token, token 0, and a token
 outside the siblings).
 
 A device that takes no injected noise is held to each pattern's exact law
-instead (``reference.tree.step_law``): the pattern repeated ``n`` times under
+instead (``step_law``): the pattern repeated ``n`` times under
 distinct seeds, exact support, and a goodness-of-fit test at the α of the
 edges' family (``exact.edge_alpha``, which counts these tests:
 ``sampled_patterns``); each check states its detectable TV.
@@ -41,15 +41,17 @@ edges' family (``exact.edge_alpha``, which counts these tests:
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import Noise, TreeBatch
 from reference.target import target_probs
-from reference.tree import children_of, depths, level, step_law
+from reference.laws import _argmax
+from reference.tree import children_of, depths, level
 from specsim import stats
 from specsim.conformance._common import call
 from specsim.conformance.results import CheckResult
@@ -167,8 +169,8 @@ def _patterns() -> tuple:
     for scheme in ("rrs", "sglang", "greedy"):
         drafting = "with" if scheme == "rrs" else "point"
         if scheme == "rrs":
-            out += [Pattern(name, scheme, (tree(*plain, d),), WHY[name])
-                    for name, d in (("with-replacement", "with"), ("without-replacement", "without"), ("point", "point"))]
+            draftings = (("with-replacement", "with"), ("without-replacement", "without"), ("point", "point"))
+            out += [Pattern(name, scheme, (tree(*plain, d),), WHY[name]) for name, d in draftings]
         else:
             out.append(Pattern("distinct", scheme, (tree(*plain, drafting),), WHY["distinct"]))
         out += [Pattern(name, scheme, (tree(parents, tokens, drafting),), WHY[name])
@@ -410,8 +412,37 @@ def _exact(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
 
 # --- without injected noise: the pattern's exact law ----------------------------------------------
 
+def step_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequence, draft_rows: Sequence | None = None,
+             scheme: str = "rrs", threshold_single=1, threshold_acc=1) -> dict[tuple, object]:
+    """Exact law of the emitted tuple of one tree step *given its drafts* ``tokens [N]`` (SPEC §11.2–§11.4:
+    ``reference.tree.level`` at every slot the walk can reach): ``target_rows [N + 1][V]`` each slot's
+    target_probs (root first), ``draft_rows [N][V]`` or None (point proposals).
+
+    >>> from fractions import Fraction as F
+    >>> t, d = [F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(1, 2), F(1, 4)]
+    >>> sorted((k, str(p)) for k, p in step_law([-1, -1], [1, 0], [t, t, t], [d, d]).items())[:3]
+    [((0, 0), '1/4'), ((0, 1), '1/8'), ((0, 2), '1/8')]
+    """
+    kids, law = children_of(parents), defaultdict(int)
+
+    def walk(slot: int, prefix: tuple, mass) -> None:
+        siblings, target = kids[slot], list(target_rows[slot])
+        if scheme == "greedy":
+            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
+        rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
+        p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
+                                           threshold_acc)
+        for k in (k for k, pk in enumerate(p_accept) if pk):
+            walk(siblings[k] + 1, prefix + (tokens[siblings[k]],), mass * p_accept[k])
+        for y in (y for y, r in enumerate(residual) if r and p_none):
+            law[prefix + (y,)] += mass * p_none * residual[y]
+
+    walk(0, (), 1)
+    return dict(law)
+
+
 def laws(pattern: Pattern, seed: int, dtype: str) -> list[dict]:
-    """Each request's exact law of its emitted tuple, from its rows as sent (``reference.tree.step_law``)."""
+    """Each request's exact law of its emitted tuple, from its rows as sent (``step_law``)."""
     return [step_law(list(t.parents), list(t.tokens), t.target, t.draft, pattern.scheme)
             for t in (_as_sent(t, dtype) for t in _seeded_trees(pattern, seed))]
 
@@ -513,7 +544,7 @@ def design(caps, ctx) -> list[tuple[str, int, str]]:
     return out
 
 
-__all__ = ["PATTERNS", "Pattern", "PatternTree", "tree", "probes", "greedy_probes", "probe_batch", "laws",
+__all__ = ["PATTERNS", "Pattern", "PatternTree", "tree", "probes", "greedy_probes", "probe_batch", "step_law", "laws",
            "sampled_patterns", "pattern_checks", "design"]
 
 

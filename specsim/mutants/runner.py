@@ -59,6 +59,8 @@ class BlackBox:
         self.inner = device
         self.name = f"{device.name} (black box)"
         self.capabilities = replace(device.capabilities, injected_noise=False, rng="seeded")
+        if not callable(getattr(device, "verify_tree", None)):   # a wrapper of chains only: no trees to ask
+            self.capabilities = replace(self.capabilities, tree_schemes=())
 
     def verify(self, batch, noise=None):
         if noise is not None:

@@ -97,19 +97,21 @@ def eagle2_tree(rng, V: int, depth: int = 6, top_k: int = 8, beam: int = 4, bran
     """EAGLE-2's dynamic tree: the root's ``top_k`` best tokens, then each level's ``beam`` best nodes
     (cumulative drafter probability) expanded by their ``branch`` best tokens."""
     parents, tokens, score, rows = [], [], [], [_drafter_row(rng, V, scale)]
-    level = []
-    for x in _top(rows[0], top_k):
-        parents.append(-1), tokens.append(int(x)), score.append(float(np.log(rows[0][x])))
-        level.append(len(parents) - 1)
+
+    def add(parent: int, x: int) -> int:
+        parents.append(parent)
+        tokens.append(int(x))
+        score.append((score[parent] if parent >= 0 else 0.0) + float(np.log(rows[parent + 1][x])))
+        return len(parents) - 1
+
+    level = [add(-1, x) for x in _top(rows[0], top_k)]
     for _ in range(depth - 1):
         best = sorted(level, key=lambda n: (-score[n], n))[:beam]
         level = []
         for node in sorted(best):
             while len(rows) <= node + 1:
                 rows.append(_drafter_row(rng, V, scale))
-            for x in _top(rows[node + 1], branch):
-                parents.append(node), tokens.append(int(x)), score.append(score[node] + float(np.log(rows[node + 1][x])))
-                level.append(len(parents) - 1)
+            level += [add(node, x) for x in _top(rows[node + 1], branch)]
     while len(rows) < len(parents) + 1:
         rows.append(_drafter_row(rng, V, scale))
     p = np.array(parents, np.int64)
@@ -153,7 +155,8 @@ def specinfer_tree(rng, V: int, min_nodes: int = 64, depth: int = 6, scale: floa
         for _ in range(depth):
             x = int(np.argmax(np.log(rows[slot]) - np.log(rng.exponential(size=V))))   # a draw from the row
             if (slot, x) not in child:
-                parents.append(slot - 1), tokens.append(x)
+                parents.append(slot - 1)
+                tokens.append(x)
                 child[(slot, x)] = len(parents)
                 rows.append(_drafter_row(rng, V, scale, peaks=3))
             slot = child[(slot, x)]
