@@ -244,6 +244,8 @@ def _stops(t: PatternTree, scheme: str, rng):
         tokens = [t.tokens[n] for n in siblings]
         rows = None if t.draft is None else [list(t.draft[n]) for n in siblings]
         p_accept, p_none, residual = level(scheme, target, tokens, rows)
+        if scheme == "rrs":
+            _refuse_near_ties(target, tokens, rows, slot)
         _refuse_near_zero(residual, slot)
         if scheme == "rrs":
             yield from _rrs_level(visit, siblings, tokens, p_accept, p_none, residual, coins, rng)
@@ -258,6 +260,21 @@ def _refuse_near_zero(residual, slot: int) -> None:
     if small:
         raise ValueError(f"pattern rows: the residual at slot {slot} has a positive entry {small[0]:.3g} < 1e-6; "
                          "a device's rounding could make it 0 (choose rows without near-coincidences)")
+
+
+def _refuse_near_ties(target, tokens, rows, slot: int) -> None:
+    """Each rrs sibling's ``r − d`` must be exactly 0 only where both are 0, and otherwise at least 10⁻⁶
+    away from 0: a device's rounding of a near-tie would flip ``max(r − d, 0)`` between 0 and positive."""
+    for k, x in enumerate(tokens):
+        if x == PH:
+            continue
+        r = level("rrs", target, tokens[:k], None if rows is None else rows[:k])[2]
+        d = [float(v == x) for v in range(len(r))] if rows is None else rows[k]
+        close = [v for v in range(len(r)) if abs(r[v] - d[v]) < 1e-6 and (r[v] > 0 or d[v] > 0)]
+        if close:
+            raise ValueError(f"pattern rows: at slot {slot}, sibling {k}'s residual and draft row nearly tie at "
+                             f"token {close[0]} ({r[close[0]]:.6g} vs {d[close[0]]:.6g}); a device's rounding could "
+                             "flip max(r - d, 0) there (choose rows without near-coincidences)")
 
 
 def _rrs_level(visit, siblings, tokens, p_accept, p_none, residual, coins, rng):

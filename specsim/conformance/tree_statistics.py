@@ -20,8 +20,9 @@ randomness (``noise=None``). Per case:
 ``alpha_family``. Trials per case come from the planner: worst-case TV
 ``TARGET_TV`` (0.03; a case may set its own ``target_tv``) on the path law
 detected with power 1 − β, the pooled cells counted at the planned trials
-(``design_trials``) — below the TV ≈ 0.047 of siblings verified with their
-parent's row though drafted without replacement (docs/bugs.md C10).
+(``design_trials``): a path law off by TV 0.047, as siblings verified with
+their parent's row though drafted without replacement can be (docs/bugs.md
+C10), is detected with power 0.999.
 ``python -m specsim.conformance.tree_statistics [seed ...]`` prints each
 case's trials and detectable TVs.
 """

@@ -72,7 +72,20 @@ def test_pattern_rows_with_a_near_coincidence_are_refused():
     q = tp.Q_ROOT
     near = (q[0] + 1e-9, q[1] + 0.2, q[2] - 0.2, q[3], q[4] - 1e-9)   # t(0), t(4) a hair off the drafter's
     t = tp.tree((-1,), (1,), "with", rows={0: (near, q)})
+    with pytest.raises(ValueError, match="pattern rows: at slot 0, sibling 0's residual and draft row nearly tie"):
+        tp.probes(tp._as_sent(t, "float64"), "rrs", np.random.default_rng(0))
+    tiny = (0.5, 0.3, 0.2 - 1e-9, 1e-9, 0.0)                       # sglang leaves t(3) = 1e-9 in the residual
+    t = tp.tree((-1,), (1,), "point", rows={0: (tiny, tp.Q_ROOT)})
     with pytest.raises(ValueError, match="pattern rows: the residual at slot 0 has a positive entry"):
+        tp.probes(tp._as_sent(t, "float64"), "sglang", np.random.default_rng(0))
+
+
+def test_pattern_rows_where_target_meets_draft_are_refused():
+    """t(v) = d(v) > 0: a device's softmax one ulp off would leave max(t − d, 0) positive where the reference's
+    is 0 (and the probe's race gives such a token the tiny E)."""
+    tied = (0.10, 0.35, 0.25, 0.05, 0.25)                          # tokens 0, 1, 3 equal Q_ROOT's
+    t = tp.tree((-1,), (2,), "with", rows={0: (tied, tp.Q_ROOT)})
+    with pytest.raises(ValueError, match="nearly tie at token 0"):
         tp.probes(tp._as_sent(t, "float64"), "rrs", np.random.default_rng(0))
 
 
