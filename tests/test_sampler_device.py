@@ -102,11 +102,13 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_edges_family_b
     share the edges' budget with L1-edges' laws."""
     from specsim.conformance.exact import edge_alpha, sampled_edges
     from specsim.conformance.sampler import sampled_sampler_edges
+    from specsim.conformance.tree_patterns import sampled_patterns
     from specsim.mutants.runner import BlackBox
     from specsim.mutants.zoo import MUTANTS
     ctx = Context(quick=True)
     device = BlackBox(make_cpu_device())
-    n_laws = sampled_edges(device.capabilities) + sampled_sampler_edges(device.capabilities)
+    n_laws = (sampled_edges(device.capabilities) + sampled_sampler_edges(device.capabilities)
+              + sampled_patterns(device.capabilities))
     assert sampled_sampler_edges(device.capabilities) > 0
     assert edge_alpha(device.capabilities, ctx) == pytest.approx(ctx.alpha_family / 10 / n_laws)
     tested = [r for r in sampler_group(device, ctx) if "/edge/" in r.name and r.alpha is not None]
