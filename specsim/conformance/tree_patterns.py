@@ -66,9 +66,10 @@ Q_NODE = (0.25, 0.20, 0.10, 0.15, 0.30)
 T_PATH = (0.05, 0.15, 0.60, 0.10, 0.10)
 Q_PATH = (0.10, 0.10, 0.70, 0.05, 0.05)
 """Target and drafter rows (V = 5): the root's, an inner node's, and a path node's (its first child,
-token 2, accepted with 6/7). No entry of a target row equals the drafter's, and every residual a
-pattern reaches keeps its positive entries above 10⁻⁶ (``probe_design`` refuses a pattern that does
-not), so a device's rounding cannot turn an exact zero of the reference into a positive weight."""
+token 2, accepted with 6/7). No entry of a target row equals the drafter's, no rrs sibling's residual
+comes within 10⁻⁶ of its draft row but where both are 0, and every residual a pattern reaches keeps its
+positive entries above 10⁻⁶ (``probes`` refuses a pattern that does not): a device's rounding cannot turn
+an exact zero of the reference into a positive weight."""
 
 DELTA = (1e-4, 1e-3)
 """The relative distance of a probe's coin from its threshold (and of the race's runner-up), drawn per probe."""
