@@ -9,7 +9,7 @@ computed gap above ``TIE = 1e-45`` is therefore decided right; a smaller one
 is a tie in exact arithmetic — ties arise only between quantities computed
 from equal inputs (equal logits, ``u`` equal to a dyadic ratio), where the
 computed gap is exactly 0 — and the SPEC's tie rule decides it. A margin of 0
-means such a tie: it is never waived.
+means such a tie: no near-tie allowance covers it.
 
 Worked example — the coin of §3 at its boundary. Target logits ``[0, 0]``
 give ``t(x) = 1/2`` exactly; with ``d(x) = 1/2`` and ``u = 1 − 2⁻⁵³`` the
@@ -154,7 +154,7 @@ def _moves(cut: Cut) -> list[tuple[str, frozenset]]:
 
 def near_tie_rows(logits, temperature, top_k, top_p, tolerance: float) -> list[Row]:
     """The exact row, then the rows a device within ``tolerance`` may have used instead: each
-    near-tie cut (``0 < margin < tolerance``) moved by one class (costs one waiver each)."""
+    near-tie cut (``0 < margin < tolerance``) moved by one class (one near-tie allowance each)."""
     base = row(logits, temperature, top_k, top_p)
     rows = [base]
     for name, cut in (("top_k", base.top_k), ("top_p", base.top_p)):

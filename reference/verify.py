@@ -68,13 +68,20 @@ class Decisions:
 @dataclass(frozen=True)
 class StepResult:
     """``output_token_ids`` ``[batch, max_k + 1]``, ``num_accepted`` ``[batch]``, the path
-    ``decisions``, and the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``)."""
+    ``decisions``, the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``), and
+    what a judge needs to re-walk a request as the step did (SPEC §9, §12.5): ``processed_logits``
+    ``[num_tokens + batch, V]`` float64, the logits every row read (after §12's bans, penalties and
+    bias; the given logits when no §12 parameter acts), and ``exactly_decided`` ``[batch]`` bool,
+    the requests whose rows are §2's filters on those logits, re-decided by ``reference.exact``
+    near a tie (False: min_p or the ``vllm`` order, whose rows §12.5 decides in float64)."""
 
     output_token_ids: np.ndarray
     num_accepted: np.ndarray
     decisions: Decisions
     uniforms: np.ndarray
     exponentials: np.ndarray
+    processed_logits: np.ndarray
+    exactly_decided: np.ndarray
 
     @property
     def margins(self) -> np.ndarray:
@@ -134,7 +141,7 @@ def race(weights: np.ndarray, exponentials: np.ndarray) -> tuple[np.ndarray, np.
 
 def greedy_margin(logits: np.ndarray) -> np.ndarray:
     """``[...]``: the argmax's gap to the runner-up, relative to ``max(|top|, 1)`` (informative:
-    an argmax of given values involves no rounding, so greedy decisions are never waived)."""
+    an argmax of given values involves no rounding, so no near-tie allowance covers a greedy decision)."""
     ordered = -np.sort(-np.asarray(logits, dtype=np.float64), axis=-1)
     if ordered.shape[-1] < 2:
         return np.full(ordered.shape[:-1], INF)
@@ -235,7 +242,8 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
             ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
             u[d], E[i])
         decisions = _replace(decisions, i, exact_decisions)
-    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E)
+    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits,
+                      np.full(batch, plain))
 
 
 def _part(request, position, kind: str, margin) -> tuple:
