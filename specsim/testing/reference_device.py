@@ -4,7 +4,7 @@ They live in ``specsim.testing``, not ``devices/``: a device may not import
 the reference. ``ReferenceDevice`` *is* the reference, so checking it against
 the reference proves only that the harness runs. ``JudgedDevice`` runs a
 device and the reference on every call, compares them with SPEC §9's
-waivers (``specsim.testing.compare``) and returns the reference's output, so
+near-tie allowances (``specsim.testing.compare``) and returns the reference's output, so
 a multi-step run (the engine) is judged step by step and stays on the
 reference's path whatever near-tie the device flipped.
 """
