@@ -71,7 +71,8 @@ def build(inputs: Inputs, *, with_plots: bool = True) -> dict:
         if len(inputs.conformance) > 1:
             items.append(tables.matrix_table(inputs.conformance))
         for _, doc in inputs.conformance:
-            items += [tables.problem_table(doc), tables.layer_table(doc), tables.statistical_table(doc)]
+            items += [tables.problem_table(doc), tables.waived_table(doc), tables.stale_waivers_table(doc),
+                      tables.layer_table(doc), tables.statistical_table(doc)]
         for _, doc in inputs.conformance:
             t = tables.all_checks_table(doc)
             if t:
