@@ -31,9 +31,11 @@ exit status:
   2    bad usage: unknown group, --resume without --out, --resume of a different run (another
        device, seed, --alpha, --quick, group list or waiver file), or an invalid --waivers file
   3    the device could not be loaded (see `specsim devices`)
-  130  stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM (a CI time limit, `timeout`, a
-       cancelled job). The running group's processes are stopped, conformance.json records the
-       run as incomplete and the group as interrupted; continue with the same command plus --resume
+  130  stopped by SIGINT (Ctrl-C)
+  143  stopped by SIGTERM (a CI time limit, `timeout`, a cancelled job)
+       Either way the running group's processes (its whole process group) are ended,
+       conformance.json records the run as incomplete (run.complete false) and the group in
+       run.interrupted; continue with the same command plus --resume
 
 waivers (--waivers FILE, the format of `pytest --specsim-waivers`; TOML or JSON):
   [[waiver]]
@@ -80,14 +82,14 @@ def add_arguments(p):
 
 def _status_cell(r) -> str:
     """``waived (fail)`` for a waived check: waived, and what it found."""
-    return f"waived ({r.status})" if getattr(r, "waiver", None) else r.status
+    return f"waived ({r.status})" if r.waiver else r.status
 
 
 def _table(results) -> str:
     rows = [("check", "layer", "status", "detail")]
     for r in results:
         detail = (r.detail.splitlines() or [""])[0][:70]
-        if getattr(r, "waiver", None):
+        if r.waiver:
             detail = f"{r.waiver['reason'][:50]} [{r.waiver['link']}] | {detail}"
         rows.append((r.name, r.layer, _status_cell(r), detail))
     w = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -114,7 +116,9 @@ def _warn_if_incomplete(out_dir: str) -> None:
     except (OSError, ValueError, AttributeError):
         return
     if run.get("complete") is False:
-        print(f"specsim conform: {out_dir} holds an interrupted run (pending: "
+        stopped = run.get("interrupted") or {}
+        how = f"stopped by {stopped.get('signal')} in {stopped.get('group')}; " if stopped else ""
+        print(f"specsim conform: {out_dir} holds an interrupted run ({how}pending: "
               f"{', '.join(run.get('pending_groups') or [])}); starting over. Use --resume to continue it instead.",
               file=sys.stderr)
 
@@ -148,8 +152,9 @@ def _stopped(e: KeyboardInterrupt, args) -> int:
     from specsim.conformance.isolation import Interrupted
     signum = e.signum if isinstance(e, Interrupted) else 2
     name = e.name if isinstance(e, Interrupted) else "SIGINT"
+    ended = "" if args.in_process else "; the running group's processes were ended"
     where = f"; continue with: specsim {' '.join(sys.argv[1:])} --resume" if args.out and not args.in_process else ""
-    print(f"\nspecsim conform: stopped by {name}; the running group's processes were ended{where}", file=sys.stderr)
+    print(f"\nspecsim conform: stopped by {name}{ended}{where}", file=sys.stderr)
     return 128 + signum
 
 
@@ -192,7 +197,8 @@ def _run(args) -> int:
         record = None
         if waivers is not None:
             from specsim.conformance.vendor_waivers import apply
-            results, record = apply(results, waivers, device_spec=args.device, device_name=device.name)
+            results, record = apply(results, waivers, device_spec=args.device,
+                                    device_name=getattr(device, "name", None))
         doc = document(args.device, device, ctx, results, names)
         if record is not None:
             doc["waivers"] = record

@@ -70,9 +70,12 @@ to every group."""
 
 def default_timeout(group: str) -> float:
     return GROUP_TIMEOUT_OVERRIDES_S.get(group, DEFAULT_GROUP_TIMEOUT_S)
+
+
 _KILL_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 _DUMP_GRACE_S = 1.0  # after SIGUSR1 (traceback dump), before SIGTERM
-_INTERRUPT_GRACE_S = 2.0  # after SIGTERM of a stopped run's child: CI kills the whole job ~10 s after its SIGTERM
+_INTERRUPT_GRACE_S = 2.0  # a stopped run's child, SIGTERM to SIGKILL: whoever sent our SIGTERM follows it with
+# a SIGKILL within seconds (`docker stop`: 10 s), and the run must have ended its workers and written its state first
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
 _STDERR_TAIL_CHARS = 4000
 _POLL_S = 0.2
@@ -497,34 +500,36 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     if progress is not None and finished:
         progress.skip(len(finished))
     save(complete=False)
+    running, group_started = None, 0.0
     try:
         for group, target in groups.items():
             if group in by_group:
                 continue
             if progress is not None:
                 progress.start(group)
-            group_started = time.monotonic()
-            try:
-                outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
-                                                  timeout_s=timeout_s or default_timeout(group),
-                                                  on_tick=progress.tick if progress is not None else None)
-            except KeyboardInterrupt as e:  # its processes are stopped; record where the run stopped
-                interrupted.update(group=group, signal=e.name if isinstance(e, Interrupted) else "SIGINT",
-                                   at=_now(), elapsed_s=round(time.monotonic() - group_started, 3))
-                outcomes[group] = {"group": group, "outcome": "interrupted", "elapsed_s": interrupted["elapsed_s"],
-                                   "signal": interrupted["signal"]}
-                save(complete=False)
-                raise
-            by_group[group] = outcome.results
-            outcomes[group] = outcome.to_json()
+            running, group_started = group, time.monotonic()
+            outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
+                                              timeout_s=timeout_s or default_timeout(group),
+                                              on_tick=progress.tick if progress is not None else None)
             if out_dir:
                 _write_json_atomic(group_path(out_dir, group), {
                     "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
                     "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results]})
+            by_group[group] = outcome.results
+            outcomes[group] = outcome.to_json()
+            running = None
             if progress is not None:
                 worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
                 progress.done(worst)
             save(complete=False)
+    except KeyboardInterrupt as e:  # the group's processes are stopped (run_group_in_subprocess); say where
+        interrupted.update(group=running, signal=e.name if isinstance(e, Interrupted) else "SIGINT", at=_now())
+        if running is not None:
+            interrupted["elapsed_s"] = round(time.monotonic() - group_started, 3)
+            outcomes[running] = {"group": running, "outcome": "interrupted", "elapsed_s": interrupted["elapsed_s"],
+                                 "signal": interrupted["signal"]}
+        save(complete=False)
+        raise
     finally:
         if progress is not None:
             progress.close()

@@ -102,6 +102,9 @@ def test_sigterm_ends_the_groups_processes_and_resume_finishes(tmp_path, request
     assert run["complete"] is False and run["pending_groups"] == ["F3-hang", "F5-ok"]
     assert run["interrupted"]["group"] == "F3-hang" and run["interrupted"]["signal"] == "SIGTERM"
     assert run["group_outcomes"]["F3-hang"]["outcome"] == "interrupted"
+    from reports import render_directory
+    notes = render_directory([str(out)], str(tmp_path / "report"), with_plots=False)["notes"]
+    assert any("INCOMPLETE (stopped by SIGTERM in F3-hang; pending groups: F3-hang, F5-ok)" in n for n in notes), notes
 
     env["FAKEDEV_NO_HANG"] = "1"  # the driver fixed, the same run continued
     done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=60)
