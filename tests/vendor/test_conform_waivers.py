@@ -5,7 +5,6 @@ usage error; ``--resume`` refuses another file."""
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
@@ -210,6 +209,6 @@ def test_a_waiver_on_a_passing_result_is_refused():
 def test_help_documents_waivers_and_the_stop_statuses(capsys):
     with pytest.raises(SystemExit):
         cli.main(["conform", "--help"])
-    text = textwrap.dedent(capsys.readouterr().out)
+    text = capsys.readouterr().out
     for said in ("--waivers FILE", "PASS-WITH-WAIVERS", "143", "SIGTERM", "stale", "link"):
         assert said in text, said
