@@ -19,12 +19,15 @@ does not hide a whole group. Two optional keys describe a deviation for the fiel
 (``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
 ``JUDGEMENTS``).
 
+The same file serves ``specsim conform --waivers FILE``, which applies its ``conformance:``
+entries (``specsim.conformance.vendor_waivers``).
+
 ``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
 matched against the test's id from ``property_tests/`` on (so it does not
 depend on where the package is installed), its full node id, and its name;
 a pattern without wildcards also matches every parametrization and every test
 in a file it names (``property_tests/test_bad_input.py``). ``reason``, ``issue``
-(an ``http(s)://`` URL) and ``check`` are required; an unknown key is an error
+(an ``http(s)://`` URL; also spelt ``link`` or ``url``) and ``check`` are required; an unknown key is an error
 (a typo must not silently disable a waiver). An entry that matches no collected
 test is reported at the end of the run.
 
@@ -48,7 +51,7 @@ JUDGEMENTS = ("loss of losslessness", "semantics difference at an edge of SPEC",
               "adapter limitation")
 """What a known deviation is: a real loss of the output law; a choice SPEC makes one way and the
 engine another, at an edge; a break of the randomness contract (SPEC §5); or the adapter's own limit."""
-ALIASES = {"id": "check", "pattern": "check", "url": "issue"}
+ALIASES = {"id": "check", "pattern": "check", "url": "issue", "link": "issue"}
 MARKS = ("xfail", "skip")
 
 
@@ -132,6 +135,13 @@ def parse_entry(raw, where: str) -> Waiver:
     """One entry → :class:`Waiver`, or :class:`WaiverError` naming ``where``, the field and the rule."""
     if not isinstance(raw, dict):
         raise WaiverError(f"{where}: must be a table/object, got {type(raw).__name__}")
+    spellings: dict[str, list[str]] = {}
+    for k in raw:
+        spellings.setdefault(ALIASES.get(k, k), []).append(k)
+    twice = {k: v for k, v in spellings.items() if len(v) > 1}
+    if twice:
+        raise WaiverError(f"{where}: one field given under two names: "
+                          + "; ".join(f"{' and '.join(map(repr, v))} both mean '{k}'" for k, v in twice.items()))
     entry = {ALIASES.get(k, k): v for k, v in raw.items()}
     unknown = set(entry) - KEYS
     if unknown:
@@ -139,7 +149,8 @@ def parse_entry(raw, where: str) -> Waiver:
     for key in ("check", "reason", "issue"):
         value = entry.get(key)
         if not isinstance(value, str) or not value.strip():
-            raise WaiverError(f"{where}: '{key}' is required and must be a non-empty string "
+            spelt = " (also spelt 'link' or 'url')" if key == "issue" else ""
+            raise WaiverError(f"{where}: '{key}' is required{spelt} and must be a non-empty string "
                               f"(got {value!r}); every waiver names its check, why, and the issue tracking it")
     issue = entry["issue"].strip()
     if not issue.startswith(("https://", "http://")) or len(issue) < 12 or " " in issue:
@@ -163,13 +174,16 @@ def parse_entry(raw, where: str) -> Waiver:
                   devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement)
 
 
-def load(path: str) -> list[Waiver]:
-    """Read and validate a waivers file (``.toml`` or ``.json``, by extension; else tried as TOML then JSON)."""
+def load(path: str, option: str = "--specsim-waivers") -> list[Waiver]:
+    """Read and validate a waivers file (``.toml`` or ``.json``, by extension; else tried as TOML then JSON).
+
+    ``option``: how the file was given (``--specsim-waivers``, ``specsim conform --waivers``), for messages.
+    """
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise WaiverError(f"--specsim-waivers {path}: cannot read ({e.strerror or e})") from None
+        raise WaiverError(f"{option} {path}: cannot read ({e.strerror or e})") from None
     ext = os.path.splitext(path)[1].lower()
     doc, errors = None, []
     for kind in (["json"] if ext == ".json" else ["toml"] if ext == ".toml" else ["toml", "json"]):
@@ -183,14 +197,14 @@ def load(path: str) -> list[Waiver]:
                     try:
                         import tomli as tomllib  # type: ignore[no-redef]
                     except ModuleNotFoundError:
-                        raise WaiverError(f"--specsim-waivers {path}: reading TOML needs Python >= 3.11 or "
+                        raise WaiverError(f"{option} {path}: reading TOML needs Python >= 3.11 or "
                                           "`pip install tomli`; or write the waivers as JSON") from None
                 doc = tomllib.loads(data.decode("utf-8"))
             break
         except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
             errors.append(f"not valid {kind.upper()}: {e}")
     if doc is None:
-        raise WaiverError(f"--specsim-waivers {path}: " + "; ".join(errors))
+        raise WaiverError(f"{option} {path}: " + "; ".join(errors))
     waivers = [parse_entry(raw, f"{path}, entry {i + 1}") for i, raw in enumerate(_entries(doc, path))]
     seen: dict[tuple, str] = {}
     for w in waivers:

@@ -8,8 +8,9 @@ scheme, a sampler parameter, a logits dtype) is one more row.
 
 The verdict (``verdict(doc_inputs)``), written into ``conformance.json`` and the reports::
 
-    {"status": "pass" | "fail" | "partial",
+    {"status": "pass" | "pass-with-waivers" | "fail" | "partial",
      "reasons": [...],                       # why not "pass", one line each
+     "waived": [...],                        # names of the failing checks a vendor waiver covers
      "core_profile": {"met": bool, "missing": [...]},
      "optional_profiles": {"point-proposals": true, ...},
      "spec_version": "1.0"}
@@ -18,6 +19,12 @@ The verdict (``verdict(doc_inputs)``), written into ``conformance.json`` and the
 came back ``not_supported``, and the checks that carry the core's evidence ran
 (``CORE_EVIDENCE``). ``partial``: like pass, but the run left out every group carrying a
 piece of the core's evidence (``--groups``): no claim about the core, exit status 0. ``fail``: anything else.
+
+A failing check that a vendor's waiver covers (``specsim conform --waivers``, its ``waiver`` set)
+is not counted among the failures, but never silently: ``pass-with-waivers`` (exit status 0) when
+every other condition of ``pass`` holds, each waived check named; ``fail`` when a waived check
+carries the core's evidence (:func:`carries_core_evidence`), since a waiver documents a deviation
+and cannot make a device conform to the core.
 """
 
 from __future__ import annotations
@@ -117,6 +124,29 @@ def optional_profiles(caps: Capabilities | None) -> dict[str, bool]:
     return {p.name: caps is not None and not p.lacking(caps) for p in PROFILES}
 
 
+def carries_core_evidence(check: dict) -> bool:
+    """Whether a check is one the core needs passed: a core row of the capabilities group, or the output law
+    on the random batches of ``CORE_EVIDENCE`` (L1 injected or keyed, L3), not the optional tree schemes.
+
+    >>> carries_core_evidence({"name": "L1/injected/full-mixed/V8/float32"}), carries_core_evidence({"name": "L1/edge/x"})
+    (True, False)
+    """
+    name = check["name"]
+    if name.startswith("capabilities/"):
+        return bool((check.get("extra") or {}).get("core"))
+    laws = next(ev for ev in CORE_EVIDENCE if ev.name == "law").prefixes
+    return name.startswith(laws) and not name.startswith("L3/trees")
+
+
+def _waived_reason(waived: list[dict], core: list[dict]) -> str:
+    first = (core or waived)[0]
+    w = first["waiver"]
+    what = (f"{len(core)} of them carr{'ies' if len(core) == 1 else 'y'} the core's evidence, so a waiver cannot "
+            "make the device conform (SPEC §10)" if core else "none carries the core's evidence")
+    return (f"{len(waived)} failing check(s) waived by the vendor's waiver file; {what}; "
+            f"first: {first['name']} ({first['status']}, waived: {w['reason']} [{w['link']}])")
+
+
 def _core_unsupported(checks: list[dict]) -> list[str]:
     return [c["name"] for c in checks if c["status"] == "not_supported" and (c.get("extra") or {}).get("core")]
 
@@ -132,14 +162,18 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     reasons = []
     if missing:
         reasons.append(f"core profile not met: the device does not declare {'; '.join(missing)} (SPEC §10)")
-    bad = [c["name"] for c in checks if c["status"] in ("fail", "error")]
+    bad = [c["name"] for c in checks if c["status"] in ("fail", "error") and not c.get("waiver")]
     if bad:
         reasons.append(f"{len(bad)} check(s) failed or errored, first: {bad[0]}")
     unsupported = _core_unsupported(checks)
     if unsupported:
         reasons.append(f"{len(unsupported)} check(s) the core profile needs came back not_supported, "
                        f"first: {unsupported[0]}")
-    status = "fail" if reasons else "pass"
+    waived = [c for c in checks if c["status"] in ("fail", "error") and c.get("waiver")]
+    core_waived = [c for c in waived if carries_core_evidence(c)]
+    status = "fail" if reasons or core_waived else "pass-with-waivers" if waived else "pass"
+    if waived:
+        reasons.append(_waived_reason(waived, core_waived))
     for ev in CORE_EVIDENCE if caps is not None else ():
         if any(c["status"] == "pass" and c["name"].startswith(ev.prefixes) for c in checks):
             continue
@@ -149,8 +183,8 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
             reasons.append(f"no check of {', '.join(ran)} passed: the core's {ev.name} evidence is missing "
                            f"(a device must be checked, not only declared; SPEC §10)")
         else:
-            status = "partial" if status == "pass" else status
+            status = "partial" if status in ("pass", "pass-with-waivers") else status
             reasons.append(f"the core's {ev.name} evidence was not run (groups: {', '.join(ev.groups(caps))})")
-    return {"status": status, "reasons": reasons,
+    return {"status": status, "reasons": reasons, "waived": [c["name"] for c in waived],
             "core_profile": {"met": not missing, "missing": missing},
             "optional_profiles": optional_profiles(caps), "spec_version": SPEC_VERSION}
