@@ -86,6 +86,7 @@ def provenance(doc: dict) -> dict[str, str]:
                          else "no statistical checks"),
         "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
         "verdict": verdict_text(doc),
+        "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
         "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
     }
     if run:
@@ -134,20 +135,36 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
         s = doc.get("summary") or {}
         verdict = verdict_status(doc)
         rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
-        classes.append(["", "pass" if verdict == "PASS" else "fail"] + ["", "", "", "", ""])
+        shade = {"PASS": "pass", "QUICK": "not_supported"}.get(verdict, "fail")  # QUICK: grey, neither way
+        classes.append(["", shade] + ["", "", "", "", ""])
     return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
                  note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
                       "failed or errored; PARTIAL: a subset of groups, nothing failed, no claim on the core; "
+                      "QUICK: a --quick run (harness sizes), nothing failed, never a verdict; "
                       "not_supported outside the core marks a capability the device does not declare.",
                  classes=classes)
 
 
+def quick_run(doc: dict) -> bool:
+    """Whether the run was at ``--quick`` sizes (the document's flag, its verdict's, or its run plan's)."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    plan = (doc.get("run") or {}).get("plan") or {}
+    return bool(doc.get("quick") or v.get("quick") or plan.get("quick"))
+
+
 def verdict_status(doc: dict) -> str:
-    """PASS, PARTIAL or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``."""
+    """PASS, PARTIAL, QUICK or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``.
+    A ``--quick`` run is never PASS or PARTIAL (QUICK), whatever an older document recorded.
+
+    >>> verdict_status({"verdict": {"status": "pass"}, "run": {"plan": {"quick": True}}})
+    'QUICK'
+    """
     v = doc.get("verdict")
     if isinstance(v, dict) and v.get("status"):
-        return str(v["status"]).upper()
-    return "PASS" if doc.get("passed") else "FAIL"
+        status = str(v["status"]).upper()
+    else:
+        status = "PASS" if doc.get("passed") else "FAIL"
+    return "QUICK" if status in ("PASS", "PARTIAL") and quick_run(doc) else status
 
 
 def verdict_text(doc: dict) -> str:
