@@ -121,6 +121,18 @@ judged by L3. Evidence absent though one of its groups ran is a ``fail``; absent
 ``partial``."""
 
 
+def core_evidence_groups(caps: Capabilities | None) -> list[str]:
+    """The groups that carry the core's evidence for a device declaring ``caps`` (none if it declares
+    nothing: it fails on the core profile alone).
+
+    >>> core_evidence_groups(Capabilities(injected_noise=False, rng="seeded", max_vocab_size=8))
+    ['capabilities', 'L3-statistical']
+    """
+    if caps is None:
+        return []
+    return list(dict.fromkeys(g for ev in CORE_EVIDENCE for g in ev.groups(caps)))
+
+
 def core_lacking(caps: Capabilities | None) -> list[str]:
     """What ``caps`` lacks of the core profile (all of it for a device that declares nothing)."""
     if caps is None:
