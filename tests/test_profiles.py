@@ -205,3 +205,12 @@ def test_cli_says_a_quick_run_is_no_verdict(tmp_path):
     assert doc["quick"] is True and doc["verdict"]["status"] == "quick" and doc["verdict"]["quick"] is True
     md = (tmp_path / "report.md").read_text()
     assert "QUICK" in md and "PASS (SPEC" not in md
+
+
+def test_the_readme_example_gates_on_the_verdict_of_a_device_declaring_the_core():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Checking a device from Python\n\n```python\n(.*?)```", readme, re.S).group(1)
+    assert "verdict_of(" in block and 'verdict["status"] == "pass"' in block and "passed(" not in block
+    namespace: dict = {}
+    exec(block.split("device = MyDevice()")[0], namespace)  # the imports and the class, not the run
+    assert profiles.core_lacking(namespace["MyDevice"].capabilities) == []
