@@ -72,8 +72,13 @@ class InvalidInput(ValueError):
 class UnsupportedCall(Exception):
     """The device cannot serve this call (a declared limit, a dtype, a mode).
 
-    The conformance harness records the check as ``not_supported``, never
-    ``fail``. Raise it only for something the capabilities declare absent.
+    Raise it only for something the capabilities declare absent: a call past
+    ``max_k`` or ``max_vocab_size``, an undeclared dtype, mode, tree scheme or
+    sampler parameter (``devices._validate.check_call`` raises exactly these).
+    The conformance harness records a refused call outside the declaration as
+    ``not_supported``, and a refused call inside it — any batch size (never a
+    declared limit), a V up to ``max_vocab_size``, a declared mode — as
+    ``fail`` (SPEC §10).
     """
 
     def __init__(self, requirement: str, got: object = None):

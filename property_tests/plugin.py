@@ -15,6 +15,10 @@ Options (also ``pytest --help``, group "specsim"):
   statistical test of a buggy device can pass by chance) or ``skip``; entries
   that match no collected test are listed in the terminal summary.
 
+The shipped ``property_tests/test_conformance_groups.py`` gates on SPEC §10's verdict
+(``test_conformance_verdict``, through ``specsim.conformance.runner.verdict_of``), not only on
+no check failing: a device that declares nothing fails no check, and fails there.
+
 The header shows the device, where the choice came from, every ``SPECSIM_*``
 variable (a typo in one is then visible), and devices that failed to load
 (``devices.registry.load_failures()``; it loads every known device, so it runs

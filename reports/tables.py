@@ -87,6 +87,7 @@ def provenance(doc: dict) -> dict[str, str]:
         "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
         "verdict": verdict_text(doc),
         **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
+        "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
         "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
     }
     if run:
@@ -148,7 +149,7 @@ def waivers_line(record: dict) -> str:
             f"{len(record.get('not_applicable') or [])} not for this run")
 
 
-VERDICT_CLASSES = {"PASS": "pass", "PASS-WITH-WAIVERS": "waived"}
+VERDICT_CLASSES = {"PASS": "pass", "PASS-WITH-WAIVERS": "waived", "QUICK": "not_supported"}  # QUICK: grey, neither way
 
 
 def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
@@ -159,22 +160,38 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
         s = doc.get("summary") or {}
         verdict = verdict_status(doc)
         rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
-        classes.append(["", VERDICT_CLASSES.get(verdict, "fail")] + ["", "", "", "", ""])
+        shade = VERDICT_CLASSES.get(verdict, "fail")
+        classes.append(["", shade] + ["", "", "", "", ""])
     return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
                  note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
                       "failed or errored; PASS-WITH-WAIVERS: the same but for failing checks the vendor's waiver "
                       "file covers, none of them carrying the core's evidence (they count in fail/error); "
                       "PARTIAL: a subset of groups, nothing unwaived failed, no claim on the core; "
+                      "QUICK: a --quick run (harness sizes), nothing unwaived failed, never a verdict; "
                       "not_supported outside the core marks a capability the device does not declare.",
                  classes=classes)
 
 
+def quick_run(doc: dict) -> bool:
+    """Whether the run was at ``--quick`` sizes (the document's flag, its verdict's, or its run plan's)."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    plan = (doc.get("run") or {}).get("plan") or {}
+    return bool(doc.get("quick") or v.get("quick") or plan.get("quick"))
+
+
 def verdict_status(doc: dict) -> str:
-    """PASS, PARTIAL or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``."""
+    """PASS, PARTIAL, QUICK or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``.
+    A ``--quick`` run is never PASS or PARTIAL (QUICK), whatever an older document recorded.
+
+    >>> verdict_status({"verdict": {"status": "pass"}, "run": {"plan": {"quick": True}}})
+    'QUICK'
+    """
     v = doc.get("verdict")
     if isinstance(v, dict) and v.get("status"):
-        return str(v["status"]).upper()
-    return "PASS" if doc.get("passed") else "FAIL"
+        status = str(v["status"]).upper()
+    else:
+        status = "PASS" if doc.get("passed") else "FAIL"
+    return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
 
 
 def verdict_text(doc: dict) -> str:

@@ -16,18 +16,21 @@ import os
 import sys
 
 HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS, "
-        "PASS-WITH-WAIVERS or PARTIAL")
+        "PASS-WITH-WAIVERS, PARTIAL or QUICK")
 
 EPILOG = """\
 exit status:
   0    verdict PASS: the core profile (SPEC §10) is declared and checked, and every check passed
        (or is not_supported by a declared absence outside the core); PASS-WITH-WAIVERS: the same,
        but for failing checks that --waivers covers, none of them carrying the core's evidence;
-       or PARTIAL: a --groups subset without the core's evidence, in which nothing unwaived failed
-  1    verdict FAIL: a check failed or errored (a crash, hang or exception in a group counts as
-       error), the core profile is not declared, a check the core needs was not_supported, or a
-       waived check carries the core's evidence (capabilities of the core, L1-injected, L1-keyed,
-       L3-statistical): a waiver cannot make a device conform to the core
+       PARTIAL: a --groups subset without the core's evidence, in which nothing unwaived failed;
+       or QUICK: a --quick run in which nothing unwaived failed (--quick sizes test the harness:
+       never a verdict, never PASS)
+  1    verdict FAIL, --quick or not: a check failed or errored (a crash, hang or exception in a
+       group counts as error; so does a refusal, UnsupportedCall, of a call inside the device's
+       declaration), the core profile is not declared, a check the core needs was not_supported,
+       or a waived check carries the core's evidence (capabilities of the core, L1-injected,
+       L1-keyed, L3-statistical's chain cases): a waiver cannot make a device conform to the core
   2    bad usage: unknown group, --resume without --out, --resume of a different run (another
        device, seed, --alpha, --quick, group list or waiver file), or an invalid --waivers file
   3    the device could not be loaded (see `specsim devices`)
@@ -65,7 +68,9 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="suite seed; case seeds derive from it (default 0)")
     p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
     p.add_argument("--groups", default=None, help="comma-separated group names (default: all)")
-    p.add_argument("--quick", action="store_true", help="small sizes; for testing the harness, not for a verdict")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes, for testing the harness: never a verdict (status QUICK, exit 0, if "
+                        "nothing failed; FAIL, exit 1, otherwise)")
     p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
                    help="time limit of each group's subprocess; past it the group is recorded as error "
                         "(default: 600, and 3600 for L3-statistical)")
@@ -97,8 +102,11 @@ def _table(results) -> str:
 
 
 def verdict_line(verdict: dict) -> str:
-    """``verdict: PASS (SPEC 1.0)``, or the status and each reason on a line of its own (SPEC §10)."""
+    """``verdict: PASS against SPEC 1.0``, or the status and each reason on a line of its own (SPEC §10);
+    a ``--quick`` run's says it is no verdict."""
     head = f"verdict: {verdict['status'].upper()} against SPEC {verdict['spec_version']}"
+    if verdict["status"] == "quick":
+        head += " (a --quick run: not a verdict)"
     return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]])
 
 

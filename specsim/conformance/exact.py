@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsim.conformance._common import call, missing
+from specsim.conformance._common import ask, call, missing
 from specsim.conformance import edge_laws
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
@@ -73,7 +73,7 @@ def judge(name: str, device, batch, noise, seed: int | None, note: str = "") -> 
     """One L1 check: ``device`` on ``batch`` with ``noise`` (None: its keyed draws) against the
     reference, token for token, SPEC §9's near-tie allowances applied; a crash or refusal is its own
     result, and so is a reference that disagrees with its own exact ladder (``error``)."""
-    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     cmp = compare(batch, got, reference_step(batch, noise), repro=f" [case {name}, seed {seed}]")
@@ -145,7 +145,7 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
             results.append(_edge_law(device, ctx, form, name, dtype, alpha))
             continue
         batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-        got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
         if problem:
             results.append(problem)
             continue
@@ -170,7 +170,7 @@ def _edge_law(device, ctx, edge, name: str, dtype: str, alpha: float) -> CheckRe
     n = edge_laws.QUICK_SAMPLES if ctx.quick else edge_laws.SAMPLES
     seed = case_seed(ctx.seed, "edge-law", edge.name)
     batch = edge_laws.repeated(edge, n, dtype, seed)
-    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
     if problem:
         return problem
     broken = output_problems(batch, got)

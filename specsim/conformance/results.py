@@ -59,5 +59,7 @@ class CheckResult:
 
 
 def passed(results: list[CheckResult]) -> bool:
-    """The gate: no check failed or errored (``not_supported`` is not a failure)."""
+    """No check failed or errored (``not_supported`` is not a failure). Not the verdict: a device
+    that declares nothing, or whose evidence never ran, meets it. The gate is SPEC §10's verdict,
+    ``specsim.conformance.runner.verdict_of``."""
     return not any(r.status in ("fail", "error") for r in results)

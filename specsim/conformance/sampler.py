@@ -34,7 +34,7 @@ import numpy as np
 
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
 from reference.sampler import sampler_rows
-from specsim.conformance._common import call, missing
+from specsim.conformance._common import ask, call, missing
 from specsim.conformance.edge_laws import request_law
 from specsim import stats
 from specsim.conformance.exact import edge_alpha, judge
@@ -172,7 +172,7 @@ def _edge_checks(device, ctx) -> list[CheckResult]:
 
 def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
     batch, noise = edge.batch(order, dtype)
-    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     cmp = compare(batch, got, reference_step(batch, noise))
@@ -210,7 +210,7 @@ def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, alpha: float
     seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
     batch = replace(batch, sampler=one.sampler.tiled(n),
                     seeds=np.random.default_rng(seed).integers(0, 2**63, batch.batch_size, dtype=np.uint64))
-    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
     if problem:
         return problem
     laws, B = edge_laws_of(edge, order), len(edge.requests)

@@ -32,6 +32,7 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID, UnsupportedCall, VerifyBatch
 from reference.laws import num_accepted_law
 from specsim import stats
+from specsim.conformance._common import Refusal, ask, refused
 from specsim.conformance.cases import CASES, Built, Case, build, capability_needs
 from specsim.conformance.results import CheckResult
 
@@ -375,32 +376,6 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int) -> None:
             t.accepted[i] = t.accepted.get(i, 0) + np.bincount(m, minlength=r.k + 1)[: r.k + 1]
 
 
-def _verify_in_parts(device, batch: VerifyBatch, built: Built, n: int, per_call: int):
-    """Verify ``batch`` (``n`` trials) ``per_call`` trials at a time, shrinking further on ``UnsupportedCall``."""
-    from devices.protocol import VerifyOutput
-    B, K = len(built.num_draft_tokens), int(built.num_draft_tokens.sum())
-    rows = built.target_logits.shape[0]
-    ids, acc = [], []
-    for start in range(0, n, per_call):
-        stop = min(start + per_call, n)
-        part = VerifyBatch(
-            batch.num_draft_tokens[start * B: stop * B], batch.draft_token_ids[start * K: stop * K],
-            None if batch.draft_probs is None else batch.draft_probs[start * K: stop * K],
-            batch.target_logits[start * rows: stop * rows], batch.temperature[start * B: stop * B],
-            batch.top_k[start * B: stop * B], batch.top_p[start * B: stop * B],
-            batch.seeds[start * B: stop * B], batch.positions[start * B: stop * B],
-            sampler=None if built.sampler is None else built.sampler.tiled(stop - start))
-        try:
-            out = device.verify(part)
-        except UnsupportedCall:
-            if per_call == 1:
-                raise
-            out = _verify_in_parts(device, part, built, stop - start, max(1, per_call // 4))
-        ids.append(np.asarray(out.output_token_ids))
-        acc.append(np.asarray(out.num_accepted))
-    return VerifyOutput(np.concatenate(ids), np.concatenate(acc))
-
-
 def template_batch(built: Built, dtype) -> VerifyBatch:
     """One trial's batch (draft ids: each row's most likely token), the template ``verify_repeated`` tiles."""
     cache = built.__dict__.setdefault("_template", {})
@@ -425,7 +400,11 @@ def _verify_repeated(device, built: Built, drafts: list, rng: np.random.Generato
     ids = np.concatenate(drafts, axis=1).reshape(-1) if drafts else np.zeros(0, np.int64)
     seeds = rng.integers(0, 2**64, size=n * B, dtype=np.uint64)       # drawn as _trial_batch draws them
     positions = rng.integers(0, 2**31, size=n * B, dtype=np.int64)
-    return device.verify_repeated(template_batch(built, dtype), n, ids, seeds, positions)
+    template = template_batch(built, dtype)
+    try:
+        return device.verify_repeated(template, n, ids, seeds, positions)
+    except UnsupportedCall as e:  # judged on the template: V, K, dtype and modes are the call's, B is never declared
+        raise Refusal(e, template, None, what=f"verify_repeated of this template tiled {n} times") from e
 
 
 REPEATED_CALL_FACTOR = 16
@@ -441,6 +420,12 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
     so the shard's counts depend on nothing else (not on which worker runs it).
     ``repeated``: call the device's optional ``verify_repeated`` (the sign-off
     profile at a real vocabulary, where each trial's rows are megabytes).
+
+    A refusal (``UnsupportedCall``) is raised as ``_common.Refusal`` carrying the call; the call is
+    never retried smaller. The case was asked only because the declaration covers its V, K, dtype
+    and modes, and batch size is never a declared limit, so a refusal here contradicts the
+    declaration: ``statistical_group`` records it as a ``fail`` (``_common.refused``). A device with
+    a batch limit of its own splits the call itself.
     """
     repeated = repeated and hasattr(device, "verify_repeated") and plan.built.sampler is None  # §12 rows: verify
     built = plan.built
@@ -462,13 +447,7 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
             done += n
             continue
         batch = _trial_batch(built, drafts, rng, n, dtype)
-        try:
-            out = device.verify(batch)
-        except UnsupportedCall:
-            if n == 1:
-                raise  # not even one trial fits: the case is not supported
-            chunk = max(1, n // 4)  # a declared size limit: same trials, smaller calls
-            out = _verify_in_parts(device, batch, built, n, chunk)
+        out = ask(device, batch)
         _tally_chunk(t, built, drafts, out, n)
         done += n
     t.n = done
@@ -579,8 +558,12 @@ def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=No
         start = time.perf_counter()
         try:
             tally = run_trials(device, cp, ctx.seed)
-        except UnsupportedCall as e:  # outside what the device declares: not a failure
-            results += [CheckResult(n, "L3", "not_supported", f"device: {e}") for n in cp.checks]
+        except Refusal as r:  # inside the declaration a fail, outside it not_supported (``_common.refused``)
+            refusals = [refused(n, "L3", r, device.capabilities, seed=stats.case_seed(ctx.seed, cp.case.id))
+                        for n in cp.checks or [f"L3/{cp.case.id}"]]
+            results += refusals
+            if stop_at_first_fail and any(x.status == "fail" for x in refusals):
+                break
             continue
         found = case_verdicts(cp, tally, plan, ctx.seed, time.perf_counter() - start)
         results += found

@@ -31,7 +31,7 @@ from devices.protocol import TreeBatch
 from reference.target import target_probs
 from reference.tree import accepted_length_law, tree_law
 from specsim import stats
-from specsim.conformance._common import call
+from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
 from specsim.conformance.trees import tree_device
 from specsim.testing.batches import _softmax_rows
@@ -163,7 +163,7 @@ def _run_case(device, case: TreeCase, n: int, budget: stats.Budget, ctx) -> list
     paths, accepted = [], []
     for start in range(0, n, CHUNK):
         batch = trial_batch(case, rows, min(CHUNK, n - start), rng)
-        out, problem = call(name, "L3", lambda: device.verify_tree(batch, None))
+        out, problem = call(name, "L3", lambda: ask(device, batch, None), device.capabilities)
         if problem:
             return [problem]
         paths += [tuple(out.emitted(i)) for i in range(batch.batch_size)]

@@ -23,7 +23,7 @@ import numpy as np
 
 from devices.protocol import Noise, TreeBatch, UnsupportedCall
 from reference.tree import children_of
-from specsim.conformance._common import call
+from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
 from specsim.testing.seeds import case_seed
 from specsim.testing.trees import (TreeSpec, compare_tree, random_tree_batch, random_tree_noise, reference_tree_step,
@@ -62,7 +62,7 @@ def _missing(device, spec: TreeSpec, V: int, dtype: str) -> str | None:
 
 
 def _check(name: str, layer: str, device, batch: TreeBatch, noise: Noise | None, seed: int | None) -> CheckResult:
-    got, problem = call(name, layer, lambda: device.verify_tree(batch, noise))
+    got, problem = call(name, layer, lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
@@ -150,7 +150,7 @@ def _edges(device, ctx) -> list[CheckResult]:
             results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
             continue
         batch, noise = edge_batch(edge)
-        got, problem = call(name, "L1", lambda: device.verify_tree(batch, noise))
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
         if problem:
             results.append(problem)
             continue
@@ -220,13 +220,13 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
             want = reference_tree_step(batch, noise)
             fresh = rng.random(len(noise.uniforms))
             unread = Noise(np.where(coins_read(batch, want), noise.uniforms, fresh), noise.exponentials)
-            got, problem = call(base, "L2", lambda: device.verify_tree(batch, unread))
+            got, problem = call(base, "L2", lambda: ask(device, batch, unread), caps)
             problems = problem and [problem.detail] or compare_tree(got, want)
             results.append(_contract(f"{base}/coins-read", not problems, "; ".join(problems[:2]) or
                                      "only the coins SPEC §11.5 names are read", seed))
         if caps.rng == "philox":
-            once, p1 = call(base, "L2", lambda: device.verify_tree(batch, None))
-            again, p2 = call(base, "L2", lambda: device.verify_tree(batch, None))
+            once, p1 = call(base, "L2", lambda: ask(device, batch, None), caps)
+            again, p2 = call(base, "L2", lambda: ask(device, batch, None), caps)
             if p1 or p2:
                 results.append(p1 or p2)
                 continue
@@ -234,7 +234,7 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
                                      "the same seeds and positions replay the same step", seed))
             order = rng.permutation(batch.batch_size)[: max(1, batch.batch_size // 2)]
             sub, _ = select_tree_requests(batch, order)
-            alone, p3 = call(base, "L2", lambda: device.verify_tree(sub, None))
+            alone, p3 = call(base, "L2", lambda: ask(device, sub, None), caps)
             if p3:
                 results.append(p3)
                 continue
@@ -281,8 +281,8 @@ def _chain_equals_tree(device, ctx) -> CheckResult:
     parents = np.concatenate([np.arange(k) - 1 for k in chain.num_draft_tokens]).astype(np.int64)
     tree = TreeBatch(chain.num_draft_tokens, parents, chain.draft_token_ids, chain.draft_probs, chain.target_logits,
                      chain.temperature, chain.top_k, chain.top_p, chain.seeds, chain.positions)
-    a, p1 = call(name, "L2", lambda: device.verify(chain, noise))
-    b, p2 = call(name, "L2", lambda: device.verify_tree(tree, noise))
+    a, p1 = call(name, "L2", lambda: ask(device, chain, noise), device.capabilities)
+    b, p2 = call(name, "L2", lambda: ask(device, tree, noise), device.capabilities)
     if p1 or p2:
         return p1 or p2
     ok = np.array_equal(np.asarray(a.output_token_ids), np.asarray(b.output_token_ids))

@@ -163,3 +163,18 @@ def test_shipped_suite_fails_by_name_with_a_broken_device(tmp_path):
     assert r.returncode == 1
     assert "FAILED property_tests/test_device_exact.py::test_device_matches_reference_given_injected_noise[float64]" \
         in r.stdout
+
+
+def test_shipped_conformance_suite_gates_on_the_verdict(tmp_path):
+    """A device that declares nothing fails no check it is asked, yet fails the shipped suite's verdict test
+    (SPEC §10), naming the core it lacks (about 4 s)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]), SPECSIM_DEVICE_SURVEY="0")
+    env.pop("SPECSIM_DEVICE", None)
+    plugin = [] if plugin_installed() else ["-p", "property_tests.plugin"]
+    r = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
+                        "property_tests/test_conformance_groups.py", "-k", "verdict",
+                        "--specsim-device=tests.fixtures.hollow_devices:make_hollow"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "FAILED property_tests/test_conformance_groups.py::test_conformance_verdict" in r.stdout
+    assert "verdict FAIL: core profile not met" in r.stdout
