@@ -45,8 +45,9 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L3/", "L3-statistical"),
     ("capabilities/", "capabilities"),
 )
-"""Check-name prefix → the conformance group that emits it, most specific first
-(``tests/stats/test_seedtable.py`` holds every group's checks to this map)."""
+"""Check-name prefix → the conformance group that emits it, most specific first; a group's one
+``not_supported`` result may be the prefix without its slash (``L1/injected``).
+``tests/stats/test_seedtable.py`` holds every group's checks to this map."""
 
 BLACK_BOX_STAND_INS: dict[str, tuple[str, ...]] = {
     "L1-injected": ("L2-rng", "L3-statistical"),
@@ -70,7 +71,8 @@ HUNTS = ("named", "all")
 
 def group_of(check_name: str) -> str | None:
     """The group whose checks are called ``check_name`` (``CHECK_PREFIXES``); None if no group's."""
-    return next((g for prefix, g in CHECK_PREFIXES if check_name.startswith(prefix)), None)
+    return next((g for prefix, g in CHECK_PREFIXES
+                 if check_name.startswith(prefix) or check_name == prefix.rstrip("/")), None)
 
 
 def short_name(check_name: str) -> str:
