@@ -137,9 +137,9 @@ def summary(done: dict, seeds, modes, alpha_family: float, level: float = FALSE_
                                     "detail": c.detail,
                                     "repro": f"specsim conform --groups {shard.group} --seed {shard.seed}"})
             if c.alpha is not None:
-                case = cases.setdefault((c.name, shard.mode), {"check": c.name, "mode": shard.mode, "group": shard.group,
-                                                               "alpha": [], "n": [], "detectable_tv": [], "p": [],
-                                                               "fails": 0})
+                case = cases.setdefault((c.name, shard.mode),
+                                        {"check": c.name, "mode": shard.mode, "group": shard.group, "alpha": [],
+                                         "n": [], "detectable_tv": [], "p": [], "fails": 0})
                 case["alpha"].append(c.alpha)
                 case["n"].append(c.n)
                 case["detectable_tv"].append(c.detectable_tv)
@@ -200,7 +200,7 @@ def markdown(s: dict, groups, device: str) -> str:
         return "—" if x is None else format(x, spec)
     lines = [f"Calibration of {device}, groups {', '.join(groups)}, suite seeds {s['first_seed']}–{s['last_seed']} "
              f"({s['seeds']}), modes {', '.join(s['modes'])}, α_family {s['alpha_family']:g}.", "",
-             "| check | mode | α | n | detectable TV | seeds failing | smallest p |", "|---|---|---|---|---|---|---|"]
+             "| check | mode | α | n (least) | detectable TV | seeds failing | smallest p |", "|---|---|---|---|---|---|---|"]
     for c in sorted(s["statistical_cases"], key=lambda c: (c["group"], c["check"], c["mode"])):
         lo, hi = c["detectable_tv_min"], c["detectable_tv_max"]
         tv = ("not stated" if lo is None else fmt(lo) if f"{lo:.3g}" == f"{hi:.3g}" else f"{fmt(lo)}–{fmt(hi)}")

@@ -74,7 +74,8 @@ def _group_usage(args) -> str | None:
     from specsim.campaign.groups import MODES
     from specsim.conformance.runner import GROUPS
     if args.groups is None:
-        extra = [f for f, v in (("--modes", args.modes), ("--false-fail-level", args.false_fail_level)) if v is not None]
+        extra = [f for f, v in (("--modes", args.modes), ("--false-fail-level", args.false_fail_level))
+                 if v is not None]
         return f"{', '.join(extra)} go with --groups" if extra else None
     unknown = set(args.groups.split(",")) - set(GROUPS)
     if unknown:
@@ -112,12 +113,13 @@ def run_groups(args) -> int:
               file=sys.stderr)
     if args.out:
         from reference import SPEC_VERSION
+        command = ["specsim", *getattr(args, "argv", sys.argv[1:])]
         path = os.path.join(args.out, "calibration.json")
         write_json_atomic(path, {"spec_version": SPEC_VERSION, "device": args.device, "groups": groups,
                                  "first_seed": args.first_seed, "quick": args.quick, "alpha_family": args.alpha,
-                                 "command": ["specsim", *sys.argv[1:]], "summary": s})
+                                 "command": command, "summary": s})
         with open(os.path.join(args.out, "calibration.md"), "w") as f:
-            f.write(f"`{' '.join(['specsim', *sys.argv[1:]])}`\n\n{text}\n")
+            f.write(f"`{' '.join(command)}`\n\n{text}\n")
         print(f"wrote {path}, {os.path.join(args.out, 'calibration.md')}")
     return 1 if s["exact_false_fails"] or s["exceeds_bound"] else 0
 

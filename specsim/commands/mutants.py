@@ -117,7 +117,8 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
         results[j] = r
         st.progress(j, r)
     from reference import SPEC_VERSION
-    doc = {"spec_version": SPEC_VERSION, "command": ["specsim", *sys.argv[1:]], "base": args.base,
+    command = ["specsim", *getattr(args, "argv", sys.argv[1:])]
+    doc = {"spec_version": SPEC_VERSION, "command": command, "base": args.base,
            "alpha_family": args.alpha, "quick": args.quick, "black_box": args.black_box,
            "hunt": args.hunt or "named", "kinds": args.kinds.split(",") if args.kinds else None,
            **st.table(jobs, results, seeds), "run": {**executor.describe(), "jobs": len(jobs),

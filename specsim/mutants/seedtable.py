@@ -252,8 +252,9 @@ def markdown(doc: dict) -> str:
 def verdict_line(doc: dict) -> str:
     """One sentence: judgements killed, survivors, false fails, crashes."""
     cells = [c for r in doc["rows"] for c in r["cells"]]
-    said = (f"{len(cells) - len(doc['survivors']) - sum(1 for c in cells if c.get('crashed'))}/{len(cells)} "
-            f"(mutant, seed) judgements killed over {len(doc['seeds'])} suite seed" + ("s" if len(doc['seeds']) != 1 else ""))
+    killed = len(cells) - len(doc["survivors"]) - sum(1 for c in cells if c.get("crashed"))
+    n = len(doc["seeds"])
+    said = f"{killed}/{len(cells)} (mutant, seed) judgements killed over {n} suite seed{'s' if n != 1 else ''}"
     correct = [c for r in doc["correct"] for c in r["cells"]]
     said += f"; correct devices pass {len(correct) - len(doc['false_fails'])}/{len(correct)}"
     if doc["survivors"]:
