@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -120,16 +121,27 @@ def repeated(edge: Edge, n: int, dtype: str, seed: int) -> VerifyBatch:
     return dataclasses.replace(batch, seeds=seeds)
 
 
-def judge(edge: Edge, emitted: list[list[int]], n: int, alpha: float, seed: int) -> tuple[str, str, float | None]:
-    """(status, detail, α spent or None) of ``emitted`` (``len(edge.requests) * n`` sequences, request-major)."""
+class EdgeJudgement(NamedTuple):
+    """An edge's law held against its samples: ``alpha`` is the α spent (None: exact, no test ran);
+    with a test, ``p_value`` is the smallest over the requests tested and ``detectable_tv`` the largest."""
+
+    status: str
+    detail: str
+    alpha: float | None
+    p_value: float | None = None
+    detectable_tv: float | None = None
+
+
+def judge(edge: Edge, emitted: list[list[int]], n: int, alpha: float, seed: int) -> EdgeJudgement:
+    """The judgement of ``emitted`` (``len(edge.requests) * n`` sequences, request-major)."""
     details, worst_tv, stat_alpha, p_min = [], 0.0, None, 1.0
     for i, r in enumerate(edge.requests):
         law = request_law(r, edge.point)
         seen = Counter(tuple(s) for s in emitted[i * n:(i + 1) * n])
         outside = {k: c for k, c in seen.items() if k not in law}
         if outside:
-            return "fail", (f"request {i}: emitted {sorted(outside)[:3]} ({sum(outside.values())} of {n} samples), "
-                            f"which the exact law gives probability 0; the law: {_show(law)}"), None
+            return EdgeJudgement("fail", f"request {i}: emitted {sorted(outside)[:3]} ({sum(outside.values())} of "
+                                 f"{n} samples), which the exact law gives probability 0; the law: {_show(law)}", None)
         if len(law) > 1:
             keys = sorted(law)
             result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
@@ -137,12 +149,14 @@ def judge(edge: Edge, emitted: list[list[int]], n: int, alpha: float, seed: int)
             p_min, stat_alpha = min(p_min, result.p_value), alpha
             worst_tv = max(worst_tv, result.detectable_tv)
             if not result.passed:
-                return "fail", f"request {i}: {result.report()}; the law: {_show(law)}", alpha
+                return EdgeJudgement("fail", f"request {i}: {result.report()}; the law: {_show(law)}", alpha,
+                                     result.p_value, result.detectable_tv)
     kind = (f"law checked: exact support and a goodness-of-fit test at α={alpha:.1e}, n={n}, detectable TV "
             f"{worst_tv:.3f}, smallest p={p_min:.3g}" if stat_alpha else f"exact: every one of {n} samples in the "
             "law's one sequence" if all(len(request_law(r, edge.point)) == 1 for r in edge.requests)
             else f"exact support over {n} samples")
-    return "pass", f"{edge.why} — without injected noise, {kind}", stat_alpha
+    return EdgeJudgement("pass", f"{edge.why} — without injected noise, {kind}", stat_alpha,
+                         *((p_min, worst_tv) if stat_alpha else (None, None)))
 
 
 def _show(law: dict) -> str:

@@ -177,10 +177,11 @@ def _edge_law(device, ctx, edge, name: str, dtype: str, alpha: float) -> CheckRe
     if broken:
         return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
     emitted = [got.emitted(i) for i in range(batch.batch_size)]
-    status, detail, spent = edge_laws.judge(edge, emitted, n, alpha, seed)
-    layer = "L3" if spent is not None else "L1"
-    return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
-                       alpha=spent, n=n, seed=seed)
+    judged = edge_laws.judge(edge, emitted, n, alpha, seed)
+    layer = "L3" if judged.alpha is not None else "L1"
+    return CheckResult(name, layer, judged.status,
+                       f"{judged.detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
+                       alpha=judged.alpha, n=n, seed=seed, p_value=judged.p_value, detectable_tv=judged.detectable_tv)
 
 
 def one_check(device, ctx, name: str) -> CheckResult:
