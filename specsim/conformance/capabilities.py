@@ -3,10 +3,10 @@
 Like PyTorch's OpInfo dtype checks: for each row (a capability, a minimal valid call that
 needs it), a device that **declares** it must answer the call with a well-formed output
 (SPEC §7), and a device that does **not** must raise ``UnsupportedCall`` — not answer
-silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``, and for trees ``max_k``
-as the depth and ``max_tree_nodes``) is checked at the limit (works) and one past it (raises). One check per row, named ``capabilities/<row>``;
-rows of the core profile carry ``extra["core"]`` so the verdict knows a core mode that was
-not served (``profiles.verdict``).
+silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``; for trees ``max_k``
+as the depth and ``max_tree_nodes``) is checked at the limit (works) and one past it
+(raises). One check per row, named ``capabilities/<row>``; rows of the core profile carry
+``extra["core"]`` so the verdict knows a core mode that was not served (``profiles.verdict``).
 
 Add a row for a capability you introduce: ``Row(name, core, declared, edit)``, where
 ``edit(call, caps)`` turns the base call (one request, K = 2, V = 8, served by what the
@@ -117,7 +117,8 @@ def tree_limit_call(caps: Capabilities, nodes: int, depth: int) -> Call:
     """One request's tree of ``nodes`` nodes and depth ``min(nodes, depth)`` (``layered_parents``:
     chains under a root of ``≈ nodes / depth`` children), served by ``limit_scheme``.
 
-    >>> c = tree_limit_call(Capabilities(injected_noise=True, rng="none", max_vocab_size=8, tree_schemes=("rrs",)), 5, 2)
+    >>> caps = Capabilities(injected_noise=True, rng="none", max_vocab_size=8, tree_schemes=("rrs",))
+    >>> c = tree_limit_call(caps, 5, 2)
     >>> c.batch.parents.tolist(), int(c.batch.depths().max()), c.batch.draft_probs.shape
     ([-1, -1, -1, 2, 1], 2, (5, 8))
     """
@@ -130,9 +131,10 @@ def tree_limit_call(caps: Capabilities, nodes: int, depth: int) -> Call:
         rows = rng.random((nodes, V)) + 0.1
         probs = (rows / rows.sum(1, keepdims=True)).astype(dtype if dtype in ("float32", "float64") else "float32")
     greedy = scheme == "greedy"
-    tree = TreeBatch(np.array([nodes], np.int64), layered_parents(nodes, depth), rng.integers(0, V, nodes).astype(np.int64),
-                     probs, _logits(nodes + 1, V, dtype, rng), np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64),
-                     np.ones(1), np.array([7], np.uint64), np.array([3], np.int64), scheme="rrs" if greedy else scheme)
+    tree = TreeBatch(np.array([nodes], np.int64), layered_parents(nodes, depth),
+                     rng.integers(0, V, nodes).astype(np.int64), probs, _logits(nodes + 1, V, dtype, rng),
+                     np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1), np.array([7], np.uint64),
+                     np.array([3], np.int64), scheme="rrs" if greedy else scheme)
     noise = Noise(rng.random(nodes), rng.exponential(size=(1, V))) if caps.injected_noise else None
     needs = {f"dtype:{dtype}", "injected_noise" if caps.injected_noise else "rng"}
     return Call(tree, noise, frozenset(needs | ({"draft_probs"} if scheme == "rrs" else set())))

@@ -3,11 +3,16 @@
 * ``L1-trees``: random tree batches of every shape (random, chain, full
   width, binary) and drafting (with and without replacement, top-k, duplicate
   siblings, placeholders), injected and keyed noise, token for token and node
-  for node against ``reference.tree``; and the hand-built edges of §11 with
-  their exact expected tokens.
-* ``L2-trees``: contracts — keyed determinism and batch invariance, the coins
-  a step reads (§11.5: changing any other coin changes nothing), a chain tree
-  equal to the chain step, and ``UnsupportedCall`` for an undeclared scheme.
+  for node against ``reference.tree``; trees at the declared limits (§11.1:
+  depth ``max_k``, EAGLE-2's 64 nodes, ``max_tree_nodes``) with the coins
+  steered down the deepest path through late siblings, where a refusal
+  fails; and the hand-built edges of §11 with their exact expected tokens.
+* ``L2-trees``: contracts — the coins a step reads (§11.5: changing any other
+  coin changes nothing), a chain tree equal to the chain step,
+  ``UnsupportedCall`` for an undeclared scheme; for a device drawing its own
+  randomness, determinism and batch invariance (Philox: against the
+  reference; ``"seeded"``: against its own answers, with seed and position
+  sensitivity).
 
 A device without ``verify_tree`` (or declaring no tree scheme) gets one
 ``not_supported`` result per group. Tree decisions are compared exactly
@@ -127,8 +132,8 @@ EDGES = [
              "the level's coin is the first child's (0.3 < A = 0.5), even when that child is a placeholder"),
     TreeEdge("placeholder-subtree", "rrs", [-1, 0], [-1, 1], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], [0.0, 0.0], [1], [],
              "a node under a placeholder is never reached; the root's residual emits 1"),
-    TreeEdge("sglang-u0-zero-probability", "sglang", [-1, -1], [0, 1], [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
-             [0.0, 0.7], [1, 2], [1],
+    TreeEdge("sglang-u0-zero-probability", "sglang", [-1, -1], [0, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [0.0, 0.7], [1, 2], [1],
              "coin u = 0: the first sibling (0, t = 0) is rejected, 0 < A = 0 being false (§11.4's strict form; "
              "SGLang's u <= A/a accepts it); the second (t = 0.5) is accepted and its leaf row emits 2"),
     TreeEdge("sglang-threshold-single-zero", "sglang", [-1, -1], [0, 1],
@@ -188,25 +193,33 @@ LARGEST_DEPTH = 8
 LIMIT_V = 64
 
 
-def limit_shapes(caps) -> dict[str, np.ndarray]:
+def limit_shapes(caps, quick: bool = False) -> dict[str, np.ndarray]:
     """Name → request-local ``parents`` of the trees at the declared limits: the deepest (depth
     ``min(max_k, max_tree_nodes)``, two chains under the root), EAGLE-2's size (64 nodes at depth 6:
-    11 root children, the deep subtree under the tenth) and the largest (``max_tree_nodes`` at depth 8)."""
+    11 root children, the deep subtree under the tenth) and, but for ``quick`` runs, the largest
+    (``max_tree_nodes`` at depth 8; the capabilities group calls it in every run)."""
     depth = min(caps.max_k, caps.max_tree_nodes, DEEPEST)
     shapes = {f"depth-{depth}": layered_parents(min(2 * depth, caps.max_tree_nodes), depth)}
     wide = min(WIDE_NODES, caps.max_tree_nodes)
     shapes[f"nodes-{wide}"] = layered_parents(wide, min(WIDE_DEPTH, caps.max_k))
     most = min(caps.max_tree_nodes, LARGEST)
-    if most > wide:
+    if most > wide and not quick:
         shapes[f"nodes-{most}"] = layered_parents(most, min(LARGEST_DEPTH, caps.max_k))
     return shapes
 
 
 def _limit_variants(caps) -> list[tuple[str, str, str]]:
-    """(name, scheme, drafting) of each declared scheme; greedy alone if it is the only one."""
-    variants = [(n, s, d) for n, s, d in (("rrs", "rrs", "with_replacement"), ("rrs-point", "rrs", "top"),
-                                          ("sglang", "sglang", "top")) if s in caps.tree_schemes]
+    """(name, scheme, drafting) of each declared scheme (rrs with rows if ``draft_probs`` is declared,
+    with point proposals if ``point_proposals`` is); greedy alone if nothing else is declared."""
+    variants = [(n, s, d) for n, s, d, mode in (("rrs", "rrs", "with_replacement", caps.draft_probs),
+                                                ("rrs-point", "rrs", "top", caps.point_proposals),
+                                                ("sglang", "sglang", "top", True)) if s in caps.tree_schemes and mode]
     return variants or ([("greedy", "rrs", "top")] if "greedy" in caps.tree_schemes else [])
+
+
+def _limit_dtype(caps) -> str | None:
+    """float64 where declared, else float32 (the steering computes in float64); None: neither."""
+    return next((d for d in ("float64", "float32") if d in caps.dtypes), None)
 
 
 def limit_batch(rng: np.random.Generator, parents: np.ndarray, variant: tuple[str, str, str], caps,
@@ -216,9 +229,9 @@ def limit_batch(rng: np.random.Generator, parents: np.ndarray, variant: tuple[st
     noise. Without injected noise only the greedy steering remains (the drafts are the argmax).
     Every logit finite, no top-k/top-p: a steered path is never cut by a forbidden token."""
     name, scheme, drafting = variant
-    widest = max(np.bincount(parents + 1).max(initial=0), LIMIT_V) if len(parents) else LIMIT_V
-    V = int(min(caps.max_vocab_size, widest))
-    spec = TreeSpec(vocab_size=V, dtype="float64" if "float64" in caps.dtypes else caps.dtypes[0], scheme=scheme,
+    widest = int(np.bincount(parents + 1).max()) if len(parents) else 0     # top drafting: distinct siblings
+    V = min(caps.max_vocab_size, max(widest, LIMIT_V))
+    spec = TreeSpec(vocab_size=V, dtype=_limit_dtype(caps), scheme=scheme,
                     drafting=drafting, greedy_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0,
                     placeholder_fraction=0.0, masked_fraction=0.0)
     batch = tree_batch_of(rng, [parents] * 4, spec)
@@ -258,9 +271,12 @@ def _limit_cases(device, ctx) -> list[CheckResult]:
     if mode is None:
         return [CheckResult("L1/trees/limits", "L1", "not_supported", "no injected noise, no Philox replay and no "
                             "greedy trees: nothing at the limits can be compared exactly (L3-trees holds the law)")]
+    if _limit_dtype(caps) is None:
+        return [CheckResult("L1/trees/limits", "L1", "not_supported", f"declared dtypes {list(caps.dtypes)} hold "
+                            "neither float64 nor float32, the dtypes the limit cases are stated in")]
     results = []
     for variant in [("greedy", "rrs", "top")] if mode == "greedy" else _limit_variants(caps):
-        for shape, parents in limit_shapes(caps).items():
+        for shape, parents in limit_shapes(caps, ctx.quick).items():
             name = f"L1/trees/limits/{mode}/{variant[0]}/{shape}"
             seed = case_seed(ctx.seed, name)
             batch, noise = limit_batch(np.random.default_rng(seed), parents, variant, caps, mode == "injected")
@@ -403,23 +419,25 @@ def _seeded_contracts(device, base: str, batch: TreeBatch, spec: TreeSpec, seed:
     if p2:
         return [p2]
     results, own = [], _paths(first)
+    repro = _repro(base, seed, suite_seed)
     differ = [i for i, (a, b) in enumerate(zip(own, _paths(second))) if a != b]
-    results.append(_contract(f"{base}/determinism", not differ, f"the same call gave different answers for requests "
-                             f"{differ[:5]} (coins not a function of seed and position?){_repro(base, seed, suite_seed)}" if differ
-                             else "the same seeds and positions, the same step, even after re-seeding the global RNGs",
-                             seed))
+    results.append(_contract(f"{base}/determinism", not differ,
+                             f"the same call gave different answers for requests {differ[:5]} (coins not a function "
+                             f"of seed and position?){repro}" if differ else
+                             "the same seeds and positions, the same step, even after re-seeding the global RNGs", seed))
     order = np.arange(batch.batch_size)[::-1]
     singles = list(range(0, batch.batch_size, 3))
-    reversed_out, p3 = call(base, "L2", lambda: device.verify_tree(select_tree_requests(batch, order)[0], None))
-    alone = [call(base, "L2", lambda i=i: device.verify_tree(select_tree_requests(batch, [i])[0], None)) for i in singles]
+    sub = lambda rows: select_tree_requests(batch, rows)[0]  # noqa: E731
+    reversed_out, p3 = call(base, "L2", lambda: device.verify_tree(sub(order), None))
+    alone = [call(base, "L2", lambda i=i: device.verify_tree(sub([i]), None)) for i in singles]
     problem = p3 or next((p for _, p in alone if p), None)
     if problem:
         return results + [problem]
-    moved = [i for i, path in zip(order, _paths(reversed_out)) if path != own[i]]
-    moved += [i for i, (out, _) in zip(singles, alone) if _paths(out)[0] != own[i]]
+    moved = sorted({int(i) for i, path in zip(order, _paths(reversed_out)) if path != own[i]} |
+                   {i for i, (out, _) in zip(singles, alone) if _paths(out)[0] != own[i]})
     results.append(_contract(f"{base}/batch-invariance", not moved,
-                             f"requests {sorted(set(int(i) for i in moved))[:5]} changed when the batch was reversed or "
-                             f"they ran alone (coins keyed by batch row?){_repro(base, seed, suite_seed)}" if moved else
+                             f"requests {moved[:5]} changed when the batch was reversed or they ran alone (coins "
+                             f"keyed by batch row?){repro}" if moved else
                              "each request's answer is the same reversed and alone", seed))
     return results + _sensitivity(device, base, spec, seed, suite_seed)
 
