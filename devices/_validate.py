@@ -155,12 +155,22 @@ def as_chain_batch(batch: TreeBatch) -> VerifyBatch:
                        batch.temperature, batch.top_k, batch.top_p, batch.seeds, batch.positions)
 
 
+def _tree_names(message: str) -> str:
+    """A §6 message about the chain view of a tree batch, in the tree's names (SPEC §11.6: ``num_nodes``
+    for ``num_draft_tokens``), so the error names the argument the caller passed."""
+    return message.replace("num_draft_tokens", "num_nodes").replace("num_tokens", "num_nodes_total")
+
+
 def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabilities) -> np.ndarray:
     """The preamble of every device's ``verify_tree`` (SPEC §11.6): §6's rules with nodes for
-    drafts, the tree's own (``InvalidInput``), then the declared schemes, depth, V and dtype
-    (``UnsupportedCall``). Returns each node's depth ``[num_nodes_total]``."""
+    drafts, the tree's own (``InvalidInput``), then the declared schemes, depth (``max_k``), nodes
+    per request (``max_tree_nodes``), V and dtype (``UnsupportedCall``). Returns each node's depth
+    ``[num_nodes_total]``."""
     chain = as_chain_batch(batch)
-    validate(chain, noise)
+    try:
+        validate(chain, noise)
+    except InvalidInput as e:
+        raise InvalidInput(_tree_names(str(e))) from None
     if noise is None and (batch.seeds is None or batch.positions is None):
         missing = "seeds" if batch.seeds is None else "positions"
         raise InvalidInput(f"{missing}: required when no noise is given (SPEC §5.2, §11.5)")
@@ -187,6 +197,9 @@ def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabil
     depths = batch.depths()
     check_capabilities(dataclasses.replace(chain, num_draft_tokens=np.array([int(depths.max(initial=0))])),
                        capabilities)
+    largest = int(np.max(batch.num_nodes, initial=0))
+    if largest > capabilities.max_tree_nodes:
+        raise UnsupportedCall(f"max_tree_nodes <= {capabilities.max_tree_nodes} nodes per request", largest)
     return depths
 
 

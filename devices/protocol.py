@@ -56,6 +56,10 @@ TREE_SCHEMES = ("greedy", "rrs", "sglang")
 requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
 sampling with thresholds (§11.4)."""
 
+DEFAULT_MAX_TREE_NODES = 64
+"""``Capabilities.max_tree_nodes`` when a device does not say: EAGLE-2's published configuration drafts
+60 nodes per request (depth 6, 10 children per expanded node), rounded up to a power of two."""
+
 SAMPLER_PARAMETERS = ("token_mask", "allowed_token_ids", "bad_words", "min_tokens", "logit_bias",
                       "repetition_penalty", "frequency_penalty", "presence_penalty", "min_p")
 """The optional sampler parameters of SPEC §12; a device declares those it serves in
@@ -110,7 +114,10 @@ class Capabilities:
     - ``tree_schemes``: the tree verification of SPEC §11 the device serves
       through ``verify_tree``, of ``"greedy"`` (T = 0 requests), ``"rrs"`` and
       ``"sglang"``; empty (the default): no ``verify_tree``. A tree batch
-      needing an undeclared one raises ``UnsupportedCall``.
+      needing an undeclared one raises ``UnsupportedCall``. For trees ``max_k``
+      bounds the depth (the longest path, so the output row ``max_k + 1``), and
+      ``max_tree_nodes`` the nodes of one request (SPEC §11.1): a deeper or
+      larger tree raises ``UnsupportedCall``, one at the limits must be served.
     - ``sampler``: the SPEC §12 parameters served (of ``SAMPLER_PARAMETERS``) and
       ``sampler_orders`` the order profiles (of ``SAMPLER_ORDERS``); empty (the default): a
       batch with ``sampler`` parameters raises ``UnsupportedCall``.
@@ -127,6 +134,7 @@ class Capabilities:
     top_p: bool = True
     dtypes: tuple[str, ...] = ("float32", "float64")
     tree_schemes: tuple[str, ...] = ()
+    max_tree_nodes: int = DEFAULT_MAX_TREE_NODES
     sampler: tuple[str, ...] = ()
     sampler_orders: tuple[str, ...] = ()
 
@@ -142,6 +150,9 @@ class Capabilities:
         for s in self.tree_schemes:
             if s not in TREE_SCHEMES:
                 raise InvalidInput(f"capabilities.tree_schemes: each must be one of {TREE_SCHEMES}, got {s!r}")
+        if isinstance(self.max_tree_nodes, bool) or not isinstance(self.max_tree_nodes, (int, np.integer)) \
+                or self.max_tree_nodes < 1:
+            raise InvalidInput(f"capabilities.max_tree_nodes: must be an integer >= 1, got {self.max_tree_nodes!r}")
         for name, values, known in (("sampler", self.sampler, SAMPLER_PARAMETERS),
                                     ("sampler_orders", self.sampler_orders, SAMPLER_ORDERS)):
             for s in values:
@@ -149,6 +160,7 @@ class Capabilities:
                     raise InvalidInput(f"capabilities.{name}: each must be one of {known}, got {s!r}")
 
     def to_json(self) -> dict:
+        """Every declared field by name (``max_tree_nodes`` included, read with ``tree_schemes``)."""
         return dataclasses.asdict(self)
 
 
@@ -418,6 +430,6 @@ class Device(Protocol):
 
 
 __all__ = [
-    "PLACEHOLDER_TOKEN_ID", "InvalidInput", "UnsupportedCall", "Capabilities",
+    "PLACEHOLDER_TOKEN_ID", "DEFAULT_MAX_TREE_NODES", "InvalidInput", "UnsupportedCall", "Capabilities",
     "VerifyBatch", "Noise", "VerifyOutput", "Device", "TREE_SCHEMES", "TreeBatch", "TreeOutput",
 ]

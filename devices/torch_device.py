@@ -75,8 +75,9 @@ from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, SAMPLER_PARA
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                             dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"),
-                            sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS)
-"""Limits are declared, not inherent: memory grows as ``num_tokens × V``."""
+                            max_tree_nodes=1024, sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS)
+"""Limits are declared, not inherent: memory grows as ``num_tokens × V``, a tree step's passes as
+depth × the most siblings of one node (``devices.torch_tree``)."""
 
 
 class Modes(NamedTuple):

@@ -47,6 +47,7 @@ from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, 
                               TreeOutput, VerifyBatch, VerifyOutput)
 
 MAX_K = 64
+MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
 
 
@@ -321,7 +322,8 @@ class TritonDevice:
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float16", "bfloat16", "float32", "float64"),
                                 sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS,
-                                tree_schemes=("greedy", "rrs", "sglang"))   # SPEC §11: devices/triton_tree.py
+                                tree_schemes=("greedy", "rrs", "sglang"),   # SPEC §11: devices/triton_tree.py
+                                max_tree_nodes=MAX_TREE_NODES)
     # (compiled: held to the reference on an H100 by ``specsim.tree_bench --check``, docs/trees.md)
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,

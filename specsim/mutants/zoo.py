@@ -195,6 +195,12 @@ TREE = [
            "verl-SpeCo PR #19: lossy acceptance configs entering silently)", "devices.torch_device",
            ("threshold_acc=float(batch.threshold_acc))", "threshold_acc=min(float(batch.threshold_acc), 0.5))"),
            killed_by="L1/trees/injected/sglang"),
+    _torch("tree-sglang-inclusive", "SGLang's tree coin compared as written there, u·a <= A or t(x) >= "
+           "threshold_single: u = 0 accepts a zero-probability sibling", "docs/bugs.md #11 (SGLang #35771: "
+           "the inclusive coin <= prob_acc / threshold_acc)", TT,
+           ("    accepted = trying & real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))",
+            "    accepted = trying & real & ((t_x >= threshold_single) | (coin * threshold_acc <= running))"),
+           killed_by="L1/trees/edge/sglang-u0-zero-probability"),
 ]
 """Tree verification bugs (SPEC §11), as edits of the torch device's tree walk."""
 

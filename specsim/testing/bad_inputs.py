@@ -1,7 +1,8 @@
-"""One bad call per rule of SPEC §6, each naming the argument the error must name.
+"""One bad call per rule of SPEC §6 (and of §11.6 for trees), each naming the argument the error
+must name.
 
->>> len(BAD_INPUTS) >= 20
-True
+>>> len(BAD_INPUTS) >= 20, len(TREE_BAD_INPUTS) == len(BAD_INPUTS) + 12
+(True, True)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from devices.protocol import Noise, VerifyBatch
+from devices.protocol import Noise, TreeBatch, VerifyBatch
 
 
 def good_batch() -> tuple[VerifyBatch, Noise]:
@@ -108,3 +109,57 @@ BAD_INPUTS: list[BadInput] = [
 NO_NOISE_WITHOUT_SEEDS = BadInput("no noise and no seeds", "seeds",
                                   lambda: (replace(good_batch()[0], seeds=None), None))
 """Only for devices that draw their own randomness."""
+
+
+# --- SPEC §11.6: the tree step's input rules ----------------------------------------------------
+
+def good_tree_batch() -> tuple[TreeBatch, Noise]:
+    """A small valid tree batch (request 0: a → c and b under the root; request 1: no node; V = 4,
+    draft rows, scheme rrs) and valid noise (a coin per node)."""
+    rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1]])
+    batch = TreeBatch(num_nodes=np.array([3, 0]), parents=np.array([-1, -1, 0]), draft_token_ids=np.array([3, 1, 2]),
+                      draft_probs=rows, target_logits=np.zeros((5, 4)), temperature=np.array([1.0, 0.7]),
+                      top_k=np.array([0, 2]), top_p=np.array([1.0, 0.9]), seeds=np.array([1, 2], np.uint64),
+                      positions=np.array([5, 9]))
+    return batch, Noise(np.array([0.3, 0.6, 0.9]), np.ones((2, 4)))
+
+
+def _tree_of(bad: BadInput) -> BadInput:
+    """The chain rule ``bad`` (SPEC §6) stated on a tree batch: ``num_nodes`` for ``num_draft_tokens``,
+    the chain's drafts as the nodes of a chain (``parents`` valid for the good batch's 2 drafts)."""
+    def make():
+        chain, noise = bad.make()
+        tree = TreeBatch(chain.num_draft_tokens, np.array([-1, 0]), chain.draft_token_ids, chain.draft_probs,
+                         chain.target_logits, chain.temperature, chain.top_k, chain.top_p, chain.seeds, chain.positions)
+        return tree, noise
+    argument = "num_nodes" if bad.argument == "num_draft_tokens" else bad.argument
+    return BadInput(f"tree {bad.rule}".replace("sum(K)", "sum(num_nodes)"), argument, make)
+
+
+def _t(**changes) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_tree_batch()
+        return replace(batch, **changes), noise
+    return make
+
+
+TREE_BAD_INPUTS: list[BadInput] = [_tree_of(bad) for bad in BAD_INPUTS] + [
+    BadInput("tree parents float", "parents", _t(parents=np.array([-1.0, -1.0, 0.0]))),
+    BadInput("tree parents 2-D", "parents", _t(parents=np.array([[-1, -1, 0]]))),
+    BadInput("tree parents length differs from sum(num_nodes)", "parents", _t(parents=np.array([-1, -1]))),
+    BadInput("tree parent below -1", "parents", _t(parents=np.array([-1, -2, 0]))),
+    BadInput("tree parent is the node itself", "parents", _t(parents=np.array([-1, 1, 0]))),
+    BadInput("tree parent is a later node", "parents", _t(parents=np.array([-1, 2, 0]))),
+    BadInput("tree scheme unknown", "scheme", _t(scheme="eagle")),
+    BadInput("tree sglang with draft probs", "draft_probs", _t(scheme="sglang")),
+    BadInput("tree threshold_single negative", "threshold_single", _t(threshold_single=-0.1)),
+    BadInput("tree threshold_single above one", "threshold_single", _t(threshold_single=1.5)),
+    BadInput("tree threshold_acc above one", "threshold_acc", _t(threshold_acc=1.01)),
+    BadInput("tree threshold_acc NaN", "threshold_acc", _t(threshold_acc=float("nan"))),
+]
+"""Every rule of SPEC §11.6: §6's with ``num_nodes`` for ``num_draft_tokens``, then the tree's own;
+each must be refused by ``verify_tree`` with a ``ValueError`` naming the argument."""
+
+TREE_NO_NOISE_WITHOUT_SEEDS = BadInput("tree no noise and no seeds", "seeds",
+                                       lambda: (replace(good_tree_batch()[0], seeds=None), None))
+"""Only for tree devices that draw their own randomness."""
