@@ -97,7 +97,7 @@ def refused(name: str, layer: str, refusal: Refusal, caps: Capabilities | None, 
 
 
 _HINTS = {"V": r"vocab|\bV\b", "K": r"max_k|num_draft|depth|\bK\b", "dtype": r"dtype|float|bf16|fp16",
-          "tree": r"tree|scheme", "modes": r"greedy|draft_probs|point|top_k|top_p|noise|rng|sampler",
+          "nodes": r"node", "tree": r"tree|scheme", "modes": r"greedy|draft_probs|point|top_k|top_p|noise|rng|sampler",
           "batch": r"batch|request"}
 
 
@@ -120,6 +120,8 @@ def declaration_against(caps: Capabilities, batch, noise, said: str = "") -> str
              "K": f"max_k={caps.max_k}, {'tree depth' if tree else 'K'}={depth}",
              "dtype": f"dtypes={'/'.join(caps.dtypes)}, dtype={batch.target_logits.dtype.name}"}
     if tree:
+        parts["nodes"] = (f"max_tree_nodes={caps.max_tree_nodes}, "
+                          f"nodes={int(np.asarray(batch.num_nodes).max(initial=0))} in the largest request")
         parts["tree"] = (f"tree_schemes={'/'.join(caps.tree_schemes)}, "
                          f"needs {'/'.join(sorted(batch.schemes_needed()))}")
     parts["modes"] = "declared modes used: " + ", ".join(_modes_used(chain, noise, caps))

@@ -245,21 +245,6 @@ def limit_batch(rng: np.random.Generator, parents: np.ndarray, variant: tuple[st
     return batch, noise
 
 
-def _served(name: str, device, batch: TreeBatch, noise: Noise | None, seed: int, what: str):
-    """``(output, None)``, or ``(None, result)``: a refusal of a tree inside the declaration fails here
-    (SPEC §11.1: it must be served, not declined), any other exception is an error."""
-    caps = device.capabilities
-    try:
-        return device.verify_tree(batch, noise), None
-    except UnsupportedCall as e:
-        return None, CheckResult(name, "L1", "fail", f"refused {what} inside the declaration (max_k {caps.max_k}, "
-                                 f"max_tree_nodes {caps.max_tree_nodes}, tree_schemes {list(caps.tree_schemes)}): "
-                                 f"UnsupportedCall: {e} (SPEC §11.1: a tree within the declared limits is served)",
-                                 seed=seed)
-    except Exception as e:  # noqa: BLE001 — reported, not raised: the group goes on
-        return None, CheckResult(name, "L1", "error", f"device raised {type(e).__name__}: {e}", seed=seed)
-
-
 def _limit_cases(device, ctx) -> list[CheckResult]:
     """Trees at the declared depth and size against the reference, token for token and node for node:
     a device truncating deep trees, dropping late siblings or refusing wide ones fails. One noise
@@ -282,7 +267,8 @@ def _limit_cases(device, ctx) -> list[CheckResult]:
             batch, noise = limit_batch(np.random.default_rng(seed), parents, variant, caps, mode == "injected")
             noise = noise if mode == "injected" else None
             what = f"a tree of {len(parents)} nodes at depth {int(batch.depths().max(initial=0))}"
-            got, problem = _served(name, device, batch, noise, seed, what)
+            # a refusal of a tree inside the declared limits fails (SPEC §11.1: it must be served)
+            got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
             if problem:
                 results.append(problem)
                 continue
@@ -411,11 +397,12 @@ def _seeded_contracts(device, base: str, batch: TreeBatch, spec: TreeSpec, seed:
     """SPEC §5.2's promise for ``rng="seeded"`` (its tokens a function of each request's seed and
     position) on trees, judged against the device's own answers: determinism, batch invariance (the
     batch reversed, every third request alone), and sensitivity to the seed and to the position."""
-    first, p1 = call(base, "L2", lambda: device.verify_tree(batch, None))
+    caps = device.capabilities
+    first, p1 = call(base, "L2", lambda: ask(device, batch, None), caps)
     if p1:
         return [p1]
     _reseed_global_rngs()
-    second, p2 = call(base, "L2", lambda: device.verify_tree(batch, None))
+    second, p2 = call(base, "L2", lambda: ask(device, batch, None), caps)
     if p2:
         return [p2]
     results, own = [], _paths(first)
@@ -428,8 +415,8 @@ def _seeded_contracts(device, base: str, batch: TreeBatch, spec: TreeSpec, seed:
     order = np.arange(batch.batch_size)[::-1]
     singles = list(range(0, batch.batch_size, 3))
     sub = lambda rows: select_tree_requests(batch, rows)[0]  # noqa: E731
-    reversed_out, p3 = call(base, "L2", lambda: device.verify_tree(sub(order), None))
-    alone = [call(base, "L2", lambda i=i: device.verify_tree(sub([i]), None)) for i in singles]
+    reversed_out, p3 = call(base, "L2", lambda: ask(device, sub(order), None), caps)
+    alone = [call(base, "L2", lambda i=i: ask(device, sub([i]), None), caps) for i in singles]
     problem = p3 or next((p for _, p in alone if p), None)
     if problem:
         return results + [problem]
@@ -446,19 +433,20 @@ def _sensitivity(device, base: str, spec: TreeSpec, seed: int, suite_seed: int) 
     """Every seed (then every position) moved by one must change some request's answer. The batch's
     target rows are uniform on V = 64 and its schemes lossless, so each request's first token is
     uniform: a conforming device keeps all 8 answers with probability at most 64⁻⁸ ≈ 3.6·10⁻¹⁵."""
+    caps = device.capabilities
     rng = np.random.default_rng(case_seed(seed, "sensitivity"))
     uniform = replace(spec, vocab_size=SENSITIVITY_V, logit_scale=0.0, masked_fraction=0.0, top_k_fraction=0.0,
                       top_p_fraction=0.0, placeholder_fraction=0.0, duplicate_fraction=0.0, threshold_single=1.0,
                       threshold_acc=1.0, greedy_fraction=0.0)
     batch = tree_batch_of(rng, [tree_shape(rng, int(n), "random") for n in
                                 rng.integers(0, uniform.max_nodes + 1, size=8)], uniform)
-    once, problem = call(base, "L2", lambda: device.verify_tree(batch, None))
+    once, problem = call(base, "L2", lambda: ask(device, batch, None), caps)
     if problem:
         return [problem]
     results = []
     for what, field in (("seed", "seeds"), ("position", "positions")):
         moved = replace(batch, **{field: getattr(batch, field) + (np.uint64(1) if field == "seeds" else 1)})
-        other, problem = call(base, "L2", lambda: device.verify_tree(moved, None))
+        other, problem = call(base, "L2", lambda: ask(device, moved, None), caps)
         if problem:
             results.append(problem)
             continue

@@ -141,7 +141,7 @@ def test_a_device_truncating_deep_trees_fails_the_depth_cases():
 def test_a_device_refusing_trees_wider_than_8_nodes_fails_though_it_raised_unsupported_call():
     results = {r.name: r for r in tree_l1_group(vendor.NarrowTreeDevice(), QUICK)}
     wide = results["L1/trees/limits/injected/rrs/nodes-64"]
-    assert wide.status == "fail" and "inside the declaration" in wide.detail and "max_tree_nodes 1024" in wide.detail
+    assert wide.status == "fail" and "inside its declaration" in wide.detail and "max_tree_nodes=1024" in wide.detail
 
 
 def test_a_seeded_device_gets_the_limits_on_greedy_requests():
