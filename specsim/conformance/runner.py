@@ -131,12 +131,16 @@ def environment(device=None) -> dict:
 
 
 def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
-             groups: list[str] | None = None) -> dict:
+             groups: list[str] | None = None, plan=None) -> dict:
     """The ``conformance.json`` document (schema ``SCHEMA_VERSION``).
 
     ``groups``: the groups that ran (default: every group the results name). ``verdict`` is
     ``profiles.verdict``'s (SPEC §10); ``passed`` (the exit status) is its status ``pass`` or
     ``partial`` (a ``--groups`` subset that left out the core's evidence: no claim, no failure).
+    ``statistical_plan`` is the run's plan (``stat_plan.run_plan``): every statistical test of every
+    group for the device's capabilities, its α share and level, n and detectable TV, each marked
+    ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
+    ``StatPlan`` to list instead (a campaign profile that is a family of its own).
     """
     from specsim.conformance.profiles import verdict
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
@@ -155,8 +159,17 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "summary": counts,
         "passed": judged["status"] in ("pass", "partial"),
         "verdict": judged,
+        "statistical_plan": plan.to_json(ran) if plan is not None else _statistical_plan(caps, ctx, ran),
         "checks": checks,
     }
+
+
+def _statistical_plan(caps, ctx: Context, groups: list[str]) -> dict | None:
+    """The run's statistical plan for ``conformance.json``; None without capabilities to plan for."""
+    if caps is None:
+        return None
+    from specsim.conformance.stat_plan import run_plan
+    return run_plan(caps, ctx).to_json(groups)
 
 
 def write_json_atomic(path: str, doc: dict) -> None:
