@@ -14,7 +14,7 @@ def add_arguments(p):
     p.add_argument("--out", default=None, help="directory for mutants.json")
     p.add_argument("--base", default="torch", help="the correct device the mutants wrap (default: torch)")
     p.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
-    p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
+    p.add_argument("--alpha", type=float, default=1e-3, help="false-fail budget of all the run's statistical tests together")
     p.add_argument("--quick", action="store_true", help="small L3 sizes (tests of the harness, not a verdict)")
     p.add_argument("--black-box", action="store_true",
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")

@@ -42,6 +42,7 @@ runner writes it into ``conformance.json`` (``StatPlan.to_json``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -386,15 +387,21 @@ def sampler_edge_tests(caps) -> list[tuple[str, str, dict]]:
     return out
 
 
-def _law_test(name: str, group: str, check: str, share: float, probs, n: int) -> PlannedTest:
+def _undetectable(cells: int, n: int) -> str:
+    """Why a goodness-of-fit test on ``cells`` pooled cells and ``n`` samples detects no TV with power 1 − β."""
+    if cells < 2:
+        return (f"the law pools to {cells} cell(s) at n = {n} (expected count >= {stats.MIN_EXPECTED:g} per cell): "
+                "nothing a goodness-of-fit test can detect at this n")
+    return f"no TV is detected with power {1 - BETA:g} at n = {n} ({cells} pooled cells)"
+
+
+def _law_test(name: str, group: str, check: str, share: float, probs, n: int, trials: int | None = None) -> PlannedTest:
     """A goodness-of-fit test of ``probs`` on ``n`` samples: its detectable TV at the share's level."""
     cells = stats.design_cells(np.asarray(probs, dtype=np.float64), n)
     tv = stats.min_detectable_tv(cells, n, share / SAFETY, BETA)
     if math.isfinite(tv):
-        return PlannedTest(name, group, check, share, n, tv)
-    return PlannedTest(name, group, check, share, n, None,
-                       f"the law pools to {cells} cell(s) at n = {n} (expected count >= {stats.MIN_EXPECTED:g} "
-                       "per cell): nothing a goodness-of-fit test can detect at this n")
+        return PlannedTest(name, group, check, share, n, tv, None, trials)
+    return PlannedTest(name, group, check, share, n, None, _undetectable(cells, n), trials)
 
 
 def l3_tests(plan: Plan) -> list[PlannedTest]:
@@ -416,12 +423,16 @@ def l3_tests(plan: Plan) -> list[PlannedTest]:
                 elif tv == 0.0:
                     out.append(PlannedTest(name, L3, name, shares[name], n, 0.0, "one-token row: any other token "
                                            "is a support failure (exact)", cp.trials))
+                elif not math.isfinite(tv):
+                    row = b.target[b.target_row(i, j)]
+                    out.append(PlannedTest(name, L3, name, shares[name], n, None,
+                                           _undetectable(stats.design_cells(row, n), n), cp.trials))
                 else:
                     out.append(PlannedTest(name, L3, name, shares[name], n, tv, None, cp.trials))
             if r.k:
                 name = f"L3/{cp.case.id}/r{i}/accepted"
                 law = np.array(num_accepted_law(b.acceptance[i]), dtype=np.float64)
-                out.append(_law_test(name, L3, name, shares[name], law, cp.trials))
+                out.append(_law_test(name, L3, name, shares[name], law, cp.trials, cp.trials))
     return out
 
 
@@ -501,3 +512,58 @@ def run_plan(caps, ctx) -> StatPlan:
 __all__ = ["SAFETY", "GROUPS", "RULE", "split", "TARGET_TV", "CasePlan", "Plan", "reach", "tested_positions",
            "check_names", "case_missing", "make_plan", "PlannedTest", "StatPlan", "l3_tests", "edge_tests",
            "sampler_edge_tests", "tree_cases_asked", "tree_trials", "family_plan", "run_plan"]
+
+
+# --------------------------------------------------------------------------- command line
+
+def summary(plan: StatPlan) -> str:
+    """Per group: tests, α share and level, n and detectable TV (ranges), and the sum of the shares."""
+    lines = [f"alpha_family {plan.alpha_family:g}: {len(plan.tests)} tests, shares sum to {plan.alpha_sum!r}"]
+    for group in GROUPS:
+        tests = plan.of_group(group)
+        if not tests:
+            lines.append(f"  {group}: no statistical test")
+            continue
+        ns = [t.n for t in tests if t.n is not None]
+        tvs = [t.detectable_tv for t in tests if t.detectable_tv]
+        lines.append(f"  {group}: {len(tests)} tests, share {max(t.alpha_share for t in tests):.3g}, "
+                     f"α {max(t.alpha for t in tests):.3g}, n {min(ns)}–{max(ns)}"
+                     + (f", detectable TV {min(tvs):.3f}–{max(tvs):.3f}" if tvs else ""))
+    return "\n".join(lines)
+
+
+def table(plan: StatPlan) -> str:
+    """One line per test: name, group, α (level), n, detectable TV or the note saying why none."""
+    rows = [f"{'test':60} {'group':15} {'alpha':>9} {'n':>7}  detectable TV"]
+    for t in plan.tests:
+        tv = f"{t.detectable_tv:.4f}" if t.detectable_tv is not None else "-"
+        rows.append(f"{t.name:60} {t.group:15} {t.alpha:9.3g} {t.n if t.n is not None else '-':>7}  {tv}"
+                    + (f"  ({t.note})" if t.note else ""))
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    """``python -m specsim.conformance.stat_plan --device torch [--black-box] [--quick]``: the run's plan."""
+    import argparse
+    from types import SimpleNamespace
+
+    from devices.registry import load
+    p = argparse.ArgumentParser(prog="python -m specsim.conformance.stat_plan", description=main.__doc__)
+    p.add_argument("--device", default="torch")
+    p.add_argument("--black-box", action="store_true",
+                   help="the device's capabilities without injected noise, rng 'seeded' (specsim mutants --black-box)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=float, default=1e-3)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--summary", action="store_true", help="per group only")
+    args = p.parse_args(argv)
+    caps = load(args.device).capabilities
+    if args.black_box:
+        caps = dataclasses.replace(caps, injected_noise=False, rng="seeded")
+    plan = run_plan(caps, SimpleNamespace(seed=args.seed, alpha_family=args.alpha, quick=args.quick))
+    print(summary(plan) if args.summary else table(plan) + "\n\n" + summary(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
