@@ -69,7 +69,7 @@ GROUPS = (L3, TREES, EDGES_GROUP, SAMPLER)
 
 RULE = ("Bonferroni: alpha_family split evenly over every statistical test of every group for this device "
         "(whatever --groups selects), the first test taking the rounding remainder; each test is run at "
-        "alpha = alpha_share / 10")
+        f"alpha = alpha_share / {SAFETY:g}")
 
 
 # --------------------------------------------------------------------------- shares
@@ -152,6 +152,9 @@ def reach(built: Built, i: int, j: int) -> float:
 def tested_positions(r) -> range:
     """Positions a request can reach: after a placeholder nothing is verified (SPEC §4)."""
     return range(1) if r.placeholder else range(r.k + 1)
+
+
+tested_positions.__test__ = False  # a helper, not a test: pytest --doctest-modules collects test* names
 
 
 def check_names(case: Case) -> list[str]:
@@ -247,7 +250,7 @@ def make_plan(alpha, quick: bool, cases=CASES) -> Plan:
 
     >>> plan = make_plan(1e-3, quick=True, cases=CASES[:2])
     >>> plan.checks, math.fsum(plan.shares.values()) == 1e-3, plan.cases[0].trials
-    (12, True, 1500)
+    (15, True, 1500)
     """
     if isinstance(alpha, StatPlan):
         return _design(alpha.shares(L3), quick, cases, alpha.alpha_family, len(alpha.tests))
@@ -395,8 +398,9 @@ def _undetectable(cells: int, n: int) -> str:
     return f"no TV is detected with power {1 - BETA:g} at n = {n} ({cells} pooled cells)"
 
 
-def _law_test(name: str, group: str, check: str, share: float, probs, n: int, trials: int | None = None) -> PlannedTest:
-    """A goodness-of-fit test of ``probs`` on ``n`` samples: its detectable TV at the share's level."""
+def _law_test(name: str, group: str, check: str, share: float, probs, n: int,
+              trials: int | None = None) -> PlannedTest:
+    """A goodness-of-fit test of ``probs`` ``[cells]`` on ``n`` samples: its detectable TV at the share's level."""
     cells = stats.design_cells(np.asarray(probs, dtype=np.float64), n)
     tv = stats.min_detectable_tv(cells, n, share / SAFETY, BETA)
     if math.isfinite(tv):
@@ -436,7 +440,7 @@ def l3_tests(plan: Plan) -> list[PlannedTest]:
     return out
 
 
-def tree_trials(case, law: dict, alpha: float, quick: bool) -> int:
+def tree_trials(law: dict, alpha: float, quick: bool) -> int:
     """Trials of a tree case: worst-case TV ``tree_cases.TARGET_TV`` on its path law ``law`` detected with
     power 1 − β at level ``alpha`` (cells pooled as at 10 000 samples)."""
     if quick:
@@ -453,7 +457,7 @@ def _tree_tests(shares: dict, seed: int, quick: bool) -> list[PlannedTest]:
             continue
         rows = tree_cases.PrefixRows(case, case_seed(seed, tree_cases.case_name(case)))
         law, length_law = tree_cases.laws(case, rows)
-        n = tree_trials(case, law, shares[path] / SAFETY, quick)
+        n = tree_trials(law, shares[path] / SAFETY, quick)
         out.append(_law_test(path, TREES, path, shares[path], list(law.values()), n))
         out.append(_law_test(accepted, TREES, accepted, shares[accepted], length_law, n))
     return out
