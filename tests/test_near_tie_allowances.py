@@ -17,7 +17,7 @@ import pytest
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch, VerifyOutput
 from devices.torch_device import make_cpu_device
-from specsim.conformance import exact as exact_group
+from specsim.conformance import l1_judge
 from specsim.conformance.exact import injected_noise_group, judge
 from specsim.conformance.runner import Context
 from specsim.conformance.sampler import sampler_group
@@ -119,7 +119,7 @@ def test_a_reference_disagreeing_with_its_own_ladder_is_an_error():
 
 def test_the_check_of_a_disagreeing_reference_is_an_error(monkeypatch):
     batch, noise = _biased(0.35, [0.0, 0.0, -5.0])
-    monkeypatch.setattr(exact_group, "reference_step", lambda b, n: _disagreeing_reference(b, n)[1])
+    monkeypatch.setattr(l1_judge, "reference_step", lambda b, n: _disagreeing_reference(b, n)[1])
     check = judge("L1-sampler/example", make_cpu_device(), batch, noise, seed=7)
     assert check.status == "error" and "disagrees with its own ladder" in check.detail, check.detail
 

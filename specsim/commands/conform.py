@@ -66,7 +66,9 @@ def add_arguments(p):
     p.add_argument("--device", default="torch", help="registered name or 'module:attr' (default: torch)")
     p.add_argument("--out", default=None, help="directory for conformance.json and the reports")
     p.add_argument("--seed", type=int, default=0, help="suite seed; case seeds derive from it (default 0)")
-    p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
+    p.add_argument("--alpha", type=float, default=1e-3,
+                   help="false-fail budget of all the run's statistical tests together (split over them: "
+                        "conformance.json's statistical_plan)")
     p.add_argument("--groups", default=None, help="comma-separated group names (default: all)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes, for testing the harness: never a verdict (status QUICK, exit 0, if "

@@ -28,7 +28,7 @@ def add_arguments(p):
     p.add_argument("--hunt", default=None, choices=("named", "all"),
                    help="with --seeds: 'named' (default) judges a mutant by the group of its killed_by check (in "
                         "black box, that group's stand-ins), 'all' by every group")
-    p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
+    p.add_argument("--alpha", type=float, default=1e-3, help="false-fail budget of all the run's statistical tests together")
     p.add_argument("--quick", action="store_true", help="small L3 sizes (tests of the harness, not a verdict)")
     p.add_argument("--black-box", action="store_true",
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")

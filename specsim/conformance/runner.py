@@ -157,7 +157,7 @@ def environment(device=None) -> dict:
 
 
 def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
-             groups: list[str] | None = None) -> dict:
+             groups: list[str] | None = None, plan=None) -> dict:
     """The ``conformance.json`` document (schema ``SCHEMA_VERSION``).
 
     ``groups``: the groups that ran (default: every group). ``verdict`` is ``verdict_of``'s
@@ -165,11 +165,16 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
     status ``pass``, ``pass-with-waivers`` (every failure waived, none of the core's
     evidence), ``partial`` (a ``--groups`` subset that left out the core's evidence: no
     claim, no failure) or ``quick`` (a ``--quick`` run in which nothing failed: no verdict).
+    ``statistical_plan`` is the run's plan (``stat_plan.run_plan``): every statistical test of every
+    group for the device's capabilities, its α share and level, n and detectable TV, each marked
+    ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
+    ``StatPlan`` to list instead (a campaign profile that is a family of its own).
     """
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
     checks = [r.to_json() for r in results]
     caps = getattr(device, "capabilities", None)
     judged = verdict_of(device, checks, ctx, groups)
+    ran = list(groups) if groups is not None else list(GROUPS)
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": judged["spec_version"],
@@ -182,8 +187,17 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "summary": counts,
         "passed": judged["status"] in ("pass", "pass-with-waivers", "partial", "quick"),
         "verdict": judged,
+        "statistical_plan": plan.to_json(ran) if plan is not None else _statistical_plan(caps, ctx, ran),
         "checks": checks,
     }
+
+
+def _statistical_plan(caps, ctx: Context, groups: list[str]) -> dict | None:
+    """The run's statistical plan for ``conformance.json``; None without capabilities to plan for."""
+    if caps is None:
+        return None
+    from specsim.conformance.stat_plan import run_plan
+    return run_plan(caps, ctx).to_json(groups)
 
 
 def write_json_atomic(path: str, doc: dict) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 
 from devices.protocol import Noise, VerifyBatch
 from specsim.conformance._common import Malformed, Refusal, call, formed, malformed_result, missing, refused
-from specsim.conformance.exact import judge
+from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.testing.seeds import case_seed
