@@ -54,7 +54,7 @@ RngKind = Literal["philox", "seeded", "none"]
 TREE_SCHEMES = ("greedy", "rrs", "sglang")
 """Tree verification a device may declare (SPEC §11): greedy (§11.2, the batch's T = 0
 requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
-sampling with thresholds (§11.4)."""
+sampling with thresholds as SPEC §11.4 defines it (the algorithm; no device runs SGLang's kernel)."""
 
 SAMPLER_PARAMETERS = ("token_mask", "allowed_token_ids", "bad_words", "min_tokens", "logit_bias",
                       "repetition_penalty", "frequency_penalty", "presence_penalty", "min_p")
