@@ -143,10 +143,8 @@ class Deviation:
     upstream_status: str = ""
     reason: str = ""
     link: str = ""
-
-    @property
-    def slug(self) -> str:
-        return f"{self.engine}-{self.deviation}"
+    entry: Entry | None = None
+    slug: str = ""    # the report's file name without .md: <engine>-<deviation>, made unique
 
 
 def engine_release(entry: dict, package: str | None = None) -> tuple[str, str]:
@@ -173,20 +171,23 @@ def _confirmed(finding: dict) -> bool:
     return not finding.get("confirmed") or finding["confirmed"].startswith("confirmed")
 
 
-def confirmed_deviations(doc: dict, waivers_of=None) -> list[Deviation]:
-    """Every confirmed deviation of a (merged) ``field.json``, one per engine and deviation id, with the gravest
-    judgement of its findings and the ``upstream_status`` its waiver entries record (``waivers_of(device)``:
-    the device's waivers; default ``specsim.field.field_waivers``)."""
+def confirmed_deviations(doc: dict, waivers_of=None, entries: list[Entry] | None = None) -> list[Deviation]:
+    """Every confirmed deviation of a (merged) ``field.json``, one per engine release, deviation id and report
+    entry (devices of one engine with different runners, as entries tell them apart, are reported apart), with
+    the gravest judgement of its findings and the ``upstream_status`` its waiver entries record
+    (``waivers_of(device)``: the device's waivers; default ``specsim.field.field_waivers``)."""
     if waivers_of is None:
         from specsim.field import field_waivers as waivers_of
-    out: dict[tuple[str, str], Deviation] = {}
+    entries = [] if entries is None else entries
+    out: dict[tuple, Deviation] = {}
     for e in doc["devices"]:
         if not e.get("available"):
             continue
         engine, release = engine_release(e)
         for f in (f for f in e["findings"] if _confirmed(f)):
-            d = out.setdefault((engine, f["deviation"]), Deviation(engine, release, f["deviation"], f["judgement"],
-                                                                   [], []))
+            entry = entry_for(f["deviation"], e["device"], entries)
+            key = (engine, release, f["deviation"], entry.devices if entry else e["device"])
+            d = out.setdefault(key, Deviation(engine, release, f["deviation"], f["judgement"], [], [], entry=entry))
             d.devices += [] if e["device"] in d.devices else [e["device"]]
             d.findings.append({**f, "where": e.get("where", "")})
             d.judgement = gravest([d.judgement, f["judgement"]])
@@ -196,12 +197,21 @@ def confirmed_deviations(doc: dict, waivers_of=None) -> list[Deviation]:
         d.upstream_status = " | ".join(sorted(statuses))
         first = next(f for f in d.findings if f["judgement"] == d.judgement)   # the reason of its gravest kind
         d.reason, d.link = first.get("reason", ""), first.get("link", "")
-    return sorted(out.values(), key=lambda d: d.slug)
+    return _named(sorted(out.values(), key=lambda d: (d.engine, d.deviation, d.release, d.devices)))
 
 
-def entry_for(deviation: Deviation, entries: list[Entry]) -> Entry | None:
-    return next((x for x in entries if x.deviation == deviation.deviation and set(x.devices) & set(deviation.devices)),
-                None)
+def _named(deviations: list[Deviation]) -> list[Deviation]:
+    """Give each its file name ``<engine>-<deviation>``; where two share one (two releases or runners), each
+    gets its release and first device too."""
+    plain = [f"{d.engine}-{d.deviation}" for d in deviations]
+    for d, name in zip(deviations, plain):
+        d.slug = name if plain.count(name) == 1 else f"{name}-{d.release}-{d.devices[0]}"
+    return deviations
+
+
+def entry_for(deviation: str, device: str, entries: list[Entry]) -> Entry | None:
+    """The report entry of ``deviation`` as ``device`` shows it."""
+    return next((x for x in entries if x.deviation == deviation and device in x.devices), None)
 
 
 # -- the engine's source, quoted from the package loaded now -------------------------------------------------------
@@ -278,20 +288,23 @@ except SystemExit:
     raise
 except BaseException:
     traceback.print_exc()
-    sys.exit(3)
+    sys.exit(3)   # ISOLATION_FAILED
 """
 ISOLATION_FAILED = 3
 """Exit status of a standalone run that raised (an import refused, a version assertion): not the repro's 1."""
 
 
 def checkout_roots() -> set[str]:
-    """Directories that hold this project's packages (the checkout, an editable install's source)."""
+    """Directories that hold this project's packages (the checkout, an editable install's source), except
+    site-packages itself (a plain install puts them there beside the engines; the refusal covers that)."""
+    import site
+    sites = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
     roots = set()
     for name in OUR_PACKAGES:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             roots |= {os.path.realpath(os.path.dirname(p)) for p in spec.submodule_search_locations}
-    return roots
+    return roots - sites
 
 
 def isolated_path() -> list[str]:
@@ -439,14 +452,15 @@ def write_reports(doc: dict, out_dir: str | os.PathLike, run_repros: bool = True
     ``README.md``; return the report file names. ``entries``, ``waivers_of`` and ``repros`` (the folder of the
     reproductions) default to the shipped ones."""
     entries = load_entries() if entries is None else entries
-    deviations = confirmed_deviations(doc, waivers_of)
+    deviations = confirmed_deviations(doc, waivers_of, entries)
     folder = pathlib.Path(out_dir) / "upstream"
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.md"):   # an earlier run's report of a deviation no longer found must not linger
+        stale.unlink()
     written = []
     for d in (d for d in deviations if is_reported(d.judgement)):
-        entry = entry_for(d, entries)
-        run = run_repro(entry, repros=repros) if (entry and run_repros) else None
-        (folder / f"{d.slug}.md").write_text(render_report(d, entry, run, repros), encoding="utf-8")
+        run = run_repro(d.entry, repros=repros) if (d.entry and run_repros) else None
+        (folder / f"{d.slug}.md").write_text(render_report(d, d.entry, run, repros), encoding="utf-8")
         written.append(f"{d.slug}.md")
     (folder / "README.md").write_text(render_index(deviations, written), encoding="utf-8")
     return written

@@ -201,3 +201,25 @@ def test_the_field_command_writes_the_reports_from_a_merged_run(tmp_path):
     assert "**Known upstream?** closed pull request: vLLM PR #40877" in text    # from the shipped waiver entry
     assert "RNG-contract break" in text and "vllm_global_rng_consumed_with_every_request_seeded.py" in text
     assert pathlib.Path(tmp_path / "out" / "upstream" / "README.md").is_file()
+
+
+def test_two_runners_of_one_engine_are_reported_apart(acme):
+    """Two devices of one engine release whose report entries differ (another runner): two reports, each with
+    its runner, named apart; the same device set under one entry stays one report."""
+    import dataclasses
+    doc = json.loads(json.dumps(acme["doc"]))
+    second = {**doc["devices"][0], "device": "acme-v2",
+              "findings": [dict(f, device="acme-v2") for f in doc["devices"][0]["findings"]]}
+    doc["devices"].append(second)
+    entries = acme["entries"] + [dataclasses.replace(acme["entries"][0], devices=("acme-v2",), runner="runner two")]
+    out = acme["tmp"] / "out"
+    written = reports.write_reports(doc, out, run_repros=False, entries=entries,
+                                    waivers_of=lambda device: acme["waivers_of"]("acme"), repros=acme["repros"])
+    assert written == ["acme-zero-coin-1.2-acme.md", "acme-zero-coin-1.2-acme-v2.md"]
+    assert "the only runner" in (out / "upstream" / written[0]).read_text()
+    assert "runner two" in (out / "upstream" / written[1]).read_text()
+    merged = dataclasses.replace(acme["entries"][0], devices=("acme", "acme-v2"))
+    assert reports.write_reports(doc, out, run_repros=False, entries=[merged],
+                                 waivers_of=lambda device: acme["waivers_of"]("acme"),
+                                 repros=acme["repros"]) == ["acme-zero-coin.md"]
+    assert sorted(p.name for p in (out / "upstream").iterdir()) == ["README.md", "acme-zero-coin.md"]   # none stale
