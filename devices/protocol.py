@@ -54,7 +54,7 @@ RngKind = Literal["philox", "seeded", "none"]
 TREE_SCHEMES = ("greedy", "rrs", "sglang")
 """Tree verification a device may declare (SPEC §11): greedy (§11.2, the batch's T = 0
 requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
-sampling with thresholds (§11.4)."""
+sampling with thresholds as SPEC §11.4 defines it (the algorithm; no device runs SGLang's kernel)."""
 
 DEFAULT_MAX_TREE_NODES = 64
 """``Capabilities.max_tree_nodes`` when a device does not say: EAGLE-2's published configuration drafts

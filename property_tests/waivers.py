@@ -17,7 +17,9 @@ e.g. ``conformance:L1/edge/u0-masked-point``) rather than tests: the conformance
 tests then leave exactly those checks out of their verdict, so one understood deviation
 does not hide a whole group. Two optional keys describe a deviation for the field table
 (``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
-``JUDGEMENTS``).
+``JUDGEMENTS``); a third, ``upstream_status``, records what the engine's project already knows of it
+(``UPSTREAM_STATUS``: documented, an issue or pull request, or none found — a person's finding, with its link),
+which the field's upstream reports quote as their "Known upstream?" line.
 
 The same file serves ``specsim conform --waivers FILE``, which applies its ``conformance:``
 entries (``specsim.conformance.vendor_waivers``).
@@ -45,12 +47,19 @@ import json
 import os
 from dataclasses import dataclass, field
 
-KEYS = {"check", "reason", "issue", "devices", "mark", "deviation", "judgement"}
+KEYS = {"check", "reason", "issue", "devices", "mark", "deviation", "judgement",
+        "upstream_status"}
 CONFORMANCE = "conformance:"
 JUDGEMENTS = ("loss of losslessness", "semantics difference at an edge of SPEC", "RNG-contract break",
-              "adapter limitation")
+              "contract difference", "adapter limitation")
 """What a known deviation is: a real loss of the output law; a choice SPEC makes one way and the
-engine another, at an edge; a break of the randomness contract (SPEC §5); or the adapter's own limit."""
+engine another, at an edge; a break of the randomness contract (SPEC §5) that the engine does not
+document as its own; a randomness contract the engine documents and SPEC states otherwise (a stream
+keyed by batch row where SPEC §5.2 keys it by request: a contract, not a correctness bug); or the
+adapter's own limit."""
+UPSTREAM_STATUS = ("documented", "open issue", "open pull request", "closed pull request", "fixed upstream",
+                   "none found")
+"""How ``upstream_status`` begins (then ``: `` and the finding); every kind but "none found" carries its link."""
 ALIASES = {"id": "check", "pattern": "check", "url": "issue", "link": "issue"}
 MARKS = ("xfail", "skip")
 
@@ -69,6 +78,7 @@ class Waiver:
     source: str = ""  # "file.toml, entry 3" for messages
     deviation: str = ""
     judgement: str = ""
+    upstream_status: str = ""
     _wild: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self):
@@ -170,8 +180,32 @@ def parse_entry(raw, where: str) -> Waiver:
     deviation = entry.get("deviation", "")
     if not isinstance(deviation, str):
         raise WaiverError(f"{where}: 'deviation' must be a string id, got {deviation!r}")
+    upstream_status = _upstream_status(entry.get("upstream_status", ""), where)
     return Waiver(check=entry["check"].strip(), reason=entry["reason"].strip(), issue=issue,
-                  devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement)
+                  devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement,
+                  upstream_status=upstream_status)
+
+
+def _upstream_status(value, where: str) -> str:
+    """``upstream_status`` checked: one of ``UPSTREAM_STATUS``, then ``: `` and the finding, with a link
+    unless nothing was found.
+
+    >>> _upstream_status("open issue: https://github.com/o/r/issues/1", "f, entry 1")
+    'open issue: https://github.com/o/r/issues/1'
+    """
+    if not isinstance(value, str):
+        raise WaiverError(f"{where}: 'upstream_status' must be a string, got {value!r}")
+    value = value.strip()
+    if not value:
+        return ""
+    kind = next((k for k in UPSTREAM_STATUS if value.startswith(k + ":") or value == k), None)
+    if kind is None:
+        raise WaiverError(f"{where}: 'upstream_status' must begin with one of {UPSTREAM_STATUS} and ': ', "
+                          f"got {value!r}")
+    if kind != "none found" and "https://" not in value and "http://" not in value:
+        raise WaiverError(f"{where}: 'upstream_status' {kind!r} must carry the link to what was found, "
+                          f"got {value!r}")
+    return value
 
 
 def load(path: str, option: str = "--specsim-waivers") -> list[Waiver]:

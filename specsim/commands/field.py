@@ -15,7 +15,9 @@ then, with the GPU box's run copied back, the merged table::
 
     specsim field --out docs-run --merge gpu/field.json cpu/field.json --render-only
 
-writes ``DIR/field.json`` and ``DIR/field.md``.
+writes ``DIR/field.json`` and ``DIR/field.md``, and ``DIR/upstream/``: one report per confirmed
+deviation judged a loss of losslessness or an RNG-contract break, written for the engine's tracker
+(``specsim.field_reports``; its reproduction is run unless ``--no-repro-run``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def add_arguments(p):
                    help="sort the merged runs' failing checks again by this checkout's waiver files")
     p.add_argument("--extra", nargs=2, action="append", default=[], metavar=("TITLE", "MARKDOWN_FILE"),
                    help="append a section (title, markdown file) to the table")
+    p.add_argument("--no-repro-run", action="store_true",
+                   help="write the upstream reports (DIR/upstream/) without running their reproductions")
 
 
 def _machine() -> str:
@@ -86,6 +90,15 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
                               findings, waivers)
 
 
+def _write_upstream_reports(doc: dict, out_dir: str, run_repros: bool) -> None:
+    import os
+
+    from specsim import field_reports
+    written = field_reports.write_reports(doc, out_dir, run_repros=run_repros)
+    folder = os.path.join(out_dir, "upstream")
+    print(f"wrote {folder}: {len(written)} upstream report(s)" + (f" ({', '.join(written)})" if written else ""))
+
+
 def run(args) -> int:
     import json
     import os
@@ -128,6 +141,7 @@ def run(args) -> int:
     write_json_atomic(os.path.join(args.out, "field.json"), doc)
     with open(os.path.join(args.out, "field.md"), "w") as f:
         f.write(field.render(doc))
+    _write_upstream_reports(doc, args.out, run_repros=not getattr(args, "no_repro_run", False))
     new = [f for e in doc["devices"] for f in e["findings"] if f["deviation"] == "NEW"]
     print(f"wrote {os.path.join(args.out, 'field.md')}: {len(doc['devices'])} implementation(s), "
           f"{sum(len(e['findings']) for e in doc['devices'])} failing check(s), {len(new)} new")
