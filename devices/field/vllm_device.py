@@ -360,7 +360,7 @@ class VllmDevice:
     capabilities = Capabilities(injected_noise=True, rng="seeded", max_vocab_size=2**31 - 1, max_k=MAX_SPEC_LEN,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float32", "float16", "bfloat16"), sampler=SERVED,
-                                sampler_orders=("canonical", "vllm"))
+                                sampler_orders=("canonical", "vllm"), withdrawn_drafts=True)
 
     def __init__(self, device: str):
         from devices.field.vllm_loader import VLLM_VERSION
