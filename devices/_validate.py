@@ -67,9 +67,10 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
     where = _Rows(num_draft_tokens)
     vocab_size = _check_target_logits(batch.target_logits, num_tokens, batch_size, float_dtypes, where)
     _check_draft_token_ids(batch.draft_token_ids, num_tokens, vocab_size, where)
+    withdrawn = _check_withdrawn(batch.withdrawn, batch.draft_token_ids, batch.draft_probs, num_tokens, where)
     if batch.draft_probs is not None:
         _check_draft_probs(batch.draft_probs, batch.draft_token_ids, batch.target_logits,
-                           num_tokens, vocab_size, where)
+                           num_tokens, vocab_size, where, withdrawn)
     _check_sampling_params(batch, batch_size)
     if batch.sampler is not None:
         _check_sampler(batch.sampler, batch_size, num_tokens, vocab_size)
@@ -101,8 +102,9 @@ def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilit
 
     The modes are those ``specsim capabilities``' table checks both ways: greedy (some
     ``temperature == 0``), draft probabilities or point proposals, top-k (a sampled request
-    with ``0 < top_k < V``), top-p (a sampled request with ``top_p < 1``), injected noise, and
-    drawing its own randomness (``noise`` None).
+    with ``0 < top_k < V``), top-p (a sampled request with ``top_p < 1``), injected noise,
+    withdrawn drafts (some ``withdrawn`` entry True), and drawing its own randomness
+    (``noise`` None).
     """
     temperature = np.asarray(batch.temperature)
     sampled = temperature > 0
@@ -113,6 +115,7 @@ def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilit
         "top_k": bool((sampled & (np.asarray(batch.top_k) > 0) & (np.asarray(batch.top_k) < batch.vocab_size)).any()),
         "top_p": bool((sampled & (np.asarray(batch.top_p) < 1)).any()),
         "injected_noise": noise is not None,
+        "withdrawn_drafts": batch.has_withdrawn(),
     }
     for mode, needed in needs.items():
         if needed and not getattr(capabilities, mode):
@@ -133,6 +136,7 @@ def check_repeated(batch: VerifyBatch, template: VerifyBatch) -> None:
     num_tokens, batch_size = int(batch.num_draft_tokens.sum()), batch.batch_size
     where = _Rows(batch.num_draft_tokens)
     _check_draft_token_ids(batch.draft_token_ids, num_tokens, template.vocab_size, where)
+    _check_withdrawn(batch.withdrawn, batch.draft_token_ids, template.draft_probs, num_tokens, where)
     if batch.seeds is None or batch.positions is None:
         raise InvalidInput("seeds: required (with positions): verify_repeated draws keyed noise")
     _check_seeds(batch.seeds, batch_size)
@@ -303,8 +307,33 @@ def _check_draft_token_ids(draft_token_ids, num_tokens: int, vocab_size: int, wh
                            f"outside [0, V={vocab_size}) and not the placeholder {PLACEHOLDER_TOKEN_ID}")
 
 
+def _check_withdrawn(withdrawn, draft_token_ids: np.ndarray, draft_probs, num_tokens: int,
+                     where: _Rows) -> np.ndarray:
+    """SPEC §6's rules for ``withdrawn`` (SPEC §4's withdrawn drafts): None or bool ``[num_tokens]``;
+    a withdrawn draft's id is the placeholder, and its draft row is read, so ``draft_probs`` must be
+    given. Returns the mask ``[num_tokens]`` (all False for None)."""
+    if withdrawn is None:
+        return np.zeros(num_tokens, dtype=bool)
+    value = _array("withdrawn", withdrawn, 1)
+    if value.dtype != np.bool_:
+        raise InvalidInput(f"withdrawn: must be a bool array (True: drawn, then withdrawn), got dtype {value.dtype}")
+    _length("withdrawn", value, num_tokens, "num_tokens = sum(num_draft_tokens)")
+    named = value & (draft_token_ids != PLACEHOLDER_TOKEN_ID)
+    if named.any():
+        row = _first(named)
+        raise InvalidInput(f"withdrawn: entry {row} ({where.draft(row)}) is True but its draft id is "
+                           f"{int(draft_token_ids[row])}; a withdrawn draft's id is the placeholder "
+                           f"{PLACEHOLDER_TOKEN_ID} (SPEC §4)")
+    if value.any() and draft_probs is None:
+        row = _first(value)
+        raise InvalidInput(f"withdrawn: entry {row} ({where.draft(row)}) is a withdrawn draft, whose residual "
+                           "is read from the draft row it was drawn from, but draft_probs is None: a point "
+                           "proposal cannot be withdrawn (keep its id; SPEC §4)")
+    return value
+
+
 def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: np.ndarray,
-                       num_tokens: int, vocab_size: int, where: _Rows) -> None:
+                       num_tokens: int, vocab_size: int, where: _Rows, withdrawn: np.ndarray) -> None:
     value = _array("draft_probs", draft_probs, 2)
     want = draft_dtype(target_logits.dtype.name)
     if value.dtype.name != want:
@@ -312,7 +341,7 @@ def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: 
                            f"(SPEC §6), got {value.dtype}")
     if value.shape != (num_tokens, vocab_size):
         raise InvalidInput(f"draft_probs: shape must be [num_tokens, V] = {(num_tokens, vocab_size)}, got {value.shape}")
-    read = draft_token_ids != PLACEHOLDER_TOKEN_ID  # a placeholder's row is never read
+    read = (draft_token_ids != PLACEHOLDER_TOKEN_ID) | withdrawn  # a padding placeholder's row is never read
     rows = value[read]
     index = np.flatnonzero(read)
     not_finite = ~np.isfinite(rows).all(axis=1)

@@ -47,7 +47,11 @@ import numpy as np
 
 PLACEHOLDER_TOKEN_ID = -1
 """A draft id that must not be verified (always rejected), and the padding
-value of ``VerifyOutput.output_token_ids``."""
+value of ``VerifyOutput.output_token_ids``. As a draft it is **padding** (no
+draft: its row is never read, the residual is the target row) unless
+``VerifyBatch.withdrawn`` marks it a **withdrawn draft** (drawn from its draft
+row, then withdrawn: the residual is ``max(target − draft, 0)`` from that row);
+SPEC §4."""
 
 RngKind = Literal["philox", "seeded", "none"]
 
@@ -121,6 +125,9 @@ class Capabilities:
     - ``sampler``: the SPEC §12 parameters served (of ``SAMPLER_PARAMETERS``) and
       ``sampler_orders`` the order profiles (of ``SAMPLER_ORDERS``); empty (the default): a
       batch with ``sampler`` parameters raises ``UnsupportedCall``.
+    - ``withdrawn_drafts``: the device serves ``VerifyBatch.withdrawn`` (SPEC §4's withdrawn
+      drafts: rejected, residual from the draft row). False (the default): a batch with a
+      withdrawn draft raises ``UnsupportedCall``, never served as padding.
     """
 
     injected_noise: bool
@@ -137,6 +144,7 @@ class Capabilities:
     max_tree_nodes: int = DEFAULT_MAX_TREE_NODES
     sampler: tuple[str, ...] = ()
     sampler_orders: tuple[str, ...] = ()
+    withdrawn_drafts: bool = False
 
     def __post_init__(self):
         if self.rng not in ("philox", "seeded", "none"):
@@ -173,7 +181,8 @@ class VerifyBatch:
       each in ``[0, V)`` or ``PLACEHOLDER_TOKEN_ID``.
     - ``draft_probs``: ``[num_tokens, V]`` float, the rows the drafts were
       sampled from; or None for point proposals (n-gram, greedy drafting).
-      A placeholder's row may be all zeros.
+      A padding placeholder's row is never read (all zeros by convention); a
+      withdrawn draft's row is the row it was drawn from, and is read.
     - ``target_logits``: ``[num_tokens + batch, V]`` float, raw target logits
       (before temperature, top-k, top-p); finite or -inf, never NaN or +inf.
     - ``temperature``: ``[batch]`` float64 >= 0; 0 means greedy.
@@ -183,6 +192,13 @@ class VerifyBatch:
       (SPEC §5.2); needed only when the device draws its own randomness.
     - ``positions``: ``[batch]`` int64 >= 0, the number of tokens in each
       request's sequence before this step's drafts — the round's key.
+    - ``sampler``: SPEC §12's parameters (``SamplerParams``) or None.
+    - ``withdrawn``: ``[num_tokens]`` bool or None (SPEC §4): True where the draft was drawn
+      from its ``draft_probs`` row and withdrawn before verification (a grammar-invalid draft
+      under structured output); its id is ``PLACEHOLDER_TOKEN_ID``. It is rejected with
+      certainty and the residual is ``max(target − draft, 0)`` from its row, where a padding
+      placeholder's is the target row itself. Needs ``draft_probs`` and
+      ``Capabilities.withdrawn_drafts``. None (or all False): no draft is withdrawn.
     """
 
     num_draft_tokens: np.ndarray
@@ -195,6 +211,7 @@ class VerifyBatch:
     seeds: np.ndarray | None = None
     positions: np.ndarray | None = None
     sampler: "SamplerParams | None" = None
+    withdrawn: np.ndarray | None = None
 
     @property
     def batch_size(self) -> int:
@@ -207,6 +224,10 @@ class VerifyBatch:
     @property
     def max_k(self) -> int:
         return int(np.max(self.num_draft_tokens, initial=0))
+
+    def has_withdrawn(self) -> bool:
+        """Whether some draft is withdrawn (``withdrawn`` given with a True entry)."""
+        return self.withdrawn is not None and bool(np.any(self.withdrawn))
 
     def request_offsets(self) -> np.ndarray:
         """``[batch + 1]`` exclusive cumsum of ``num_draft_tokens``.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from devices.protocol import UnsupportedCall
+from specsim.conformance._common import missing
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
 from specsim.testing.compare import reference_step
 
@@ -28,6 +30,11 @@ def test_device_refuses_bad_input_by_name(device_under_test, bad):
         noise = None
     if noise is None and caps.rng == "none":
         pytest.skip("device draws no randomness of its own")
+    if missing(caps, bad.needs):   # a mode the device cannot serve at all may be refused as such (SPEC §6, §10)
+        with pytest.raises((ValueError, UnsupportedCall)) as refused:
+            device_under_test.verify(batch, noise)
+        assert isinstance(refused.value, UnsupportedCall) or bad.argument in str(refused.value), refused.value
+        return
     with pytest.raises(ValueError, match=bad.argument):
         device_under_test.verify(batch, noise)
 

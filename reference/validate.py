@@ -58,8 +58,8 @@ def _real_array(name: str, a, shape: tuple) -> np.ndarray:
 
 
 def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
-               temperature, top_k, top_p, seeds=None, positions=None) -> None:
-    """Raise ``InvalidInput`` for the first rule of SPEC §6 the step breaks."""
+               temperature, top_k, top_p, seeds=None, positions=None, withdrawn=None) -> None:
+    """Raise ``InvalidInput`` for the first rule of SPEC §6 the step breaks (``withdrawn``: SPEC §4's mask or None)."""
     k = np.asarray(num_draft_tokens)
     _require(k.ndim == 1, f"num_draft_tokens: must be 1-D [batch], got shape {k.shape}")
     _require(k.size >= 1, "num_draft_tokens: the batch is empty; a step needs at least one request")
@@ -80,12 +80,20 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
     bad = np.flatnonzero(((ids < 0) | (ids >= V)) & (ids != PLACEHOLDER_TOKEN_ID))
     _require(bad.size == 0, f"draft_token_ids: id {ids[bad[:1]].tolist()[0] if bad.size else ''} at index "
                             f"{bad[:1].tolist()[0] if bad.size else ''} is outside [0, {V}) and is not the placeholder -1")
+    gone = np.zeros(num_tokens, bool) if withdrawn is None else np.asarray(withdrawn)
+    _require(gone.dtype == np.bool_ and gone.shape == (num_tokens,),
+             f"withdrawn: must be a bool array of shape {(num_tokens,)}, got {gone.dtype} {gone.shape}")
+    named = np.flatnonzero(gone & (ids != PLACEHOLDER_TOKEN_ID))[:1].tolist()
+    _require(not named, f"withdrawn: draft {named} is withdrawn but its id is {ids[named].tolist()}, not the placeholder -1")
+    _require(draft_probs is not None or not gone.any(), "withdrawn: a withdrawn draft's residual reads its draft row, "
+                                                        "but draft_probs is None (a point proposal cannot be withdrawn)")
     if draft_probs is not None:
         probs = _float_array("draft_probs", draft_probs, (num_tokens, V))
         want = draft_dtype(given.dtype.name)
         _require(probs.dtype.name == want, f"draft_probs: dtype must be {want} with {given.dtype} target_logits, "
                                            f"got {probs.dtype}")
-        _check_draft_rows(probs[ids != PLACEHOLDER_TOKEN_ID], np.flatnonzero(ids != PLACEHOLDER_TOKEN_ID), k)
+        read = (ids != PLACEHOLDER_TOKEN_ID) | gone  # a padding placeholder's row is never read; a withdrawn one's is
+        _check_draft_rows(probs[read], np.flatnonzero(read), k)
     t = _real_array("temperature", temperature, (batch,))
     _require(bool(np.isfinite(t).all() and (t >= 0).all()), f"temperature: must be finite and >= 0, got {t.tolist()}")
     tk = _int_array("top_k", top_k, (batch,))

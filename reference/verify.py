@@ -111,11 +111,12 @@ def accept(draft_id, target: np.ndarray, draft: np.ndarray | None, u) -> tuple[n
     return drawable & (u < ratio), np.where(drawable, margin, INF)
 
 
-def residual(draft_id, target: np.ndarray, draft: np.ndarray | None) -> np.ndarray:
+def residual(draft_id, target: np.ndarray, draft: np.ndarray | None, withdrawn=False) -> np.ndarray:
     """SPEC §3: the unnormalised law ``[..., V]`` of the token emitted after rejecting ``draft_id``;
-    an empty residual (rounding only, §4) falls back to ``target``."""
+    an empty residual (rounding only, §4) falls back to ``target``. §4: after padding, ``target``; after
+    a ``withdrawn`` draft (``[...]`` bool, its id the placeholder), ``max(target − draft, 0)`` from its row."""
     x = np.asarray(draft_id)[..., None]
-    real = x != PLACEHOLDER_TOKEN_ID
+    real = (x != PLACEHOLDER_TOKEN_ID) | np.asarray(withdrawn, dtype=bool)[..., None]
     if draft is None:
         w = np.where(real & (np.arange(target.shape[-1]) == x), 0.0, target)
     else:
@@ -165,8 +166,9 @@ def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, pos
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
-           *, uniforms=None, exponentials=None, seeds=None, positions=None, sampler=None) -> StepResult:
-    """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``).
+           *, uniforms=None, exponentials=None, seeds=None, positions=None, sampler=None, withdrawn=None) -> StepResult:
+    """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``);
+    ``withdrawn``: ``[num_tokens]`` bool, SPEC §4's withdrawn drafts, or None (every placeholder is padding).
 
     ``sampler``: SPEC §12's parameters by name (``reference.sampler.sampler_rows``' keywords) or
     None; each row then reads its logits after bans, penalties and bias along the drafts before it.
@@ -176,13 +178,14 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     for ``seeds``/``positions``.
     """
     check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
-               temperature, top_k, top_p, seeds, positions)
+               temperature, top_k, top_p, seeds, positions, withdrawn)
     k = np.asarray(num_draft_tokens, dtype=np.int64)
     logits = np.asarray(target_logits, dtype=np.float64)
     batch, V = len(k), logits.shape[1]
     u, E = step_noise_of(k, V, uniforms, exponentials, seeds, positions)
     T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
     ids = np.asarray(draft_token_ids, dtype=np.int64)
+    gone = np.zeros(len(ids) + 1, bool) if withdrawn is None else np.append(np.asarray(withdrawn, bool), False)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
     sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
@@ -215,7 +218,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     emit_draft = np.where(rejected, cu[:-1] + num_accepted, 0)
     emit_id = np.where(rejected, ids[emit_draft] if len(ids) else PLACEHOLDER_TOKEN_ID, PLACEHOLDER_TOKEN_ID)
     emit_draft_rows = None if draft is None or not len(ids) else draft[emit_draft]
-    weights = residual(emit_id, probs[emit_row], emit_draft_rows)
+    weights = residual(emit_id, probs[emit_row], emit_draft_rows, rejected & gone[emit_draft])
     raced, race_margin = race(weights, E)
     token = np.where(greedy, argmax[emit_row], raced)
 
@@ -240,7 +243,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
         d = draft_rows(cu, i)
         emitted[i], num_accepted[i], exact_decisions = exact.verify_request(
             ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
-            u[d], E[i])
+            u[d], E[i], gone[d])
         decisions = _replace(decisions, i, exact_decisions)
     return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits,
                       np.full(batch, plain))

@@ -26,6 +26,8 @@ import os
 
 import numpy as np
 
+from devices.protocol import PLACEHOLDER_TOKEN_ID
+
 WAIVER_GLOB = "*_waivers.toml"
 """Waiver files shipped beside the adapters in ``devices/field/``."""
 
@@ -117,33 +119,50 @@ def _injected_case(device, check: str, quick: bool):
 
 
 def confirm_placeholder_row_read(device, check: str, quick: bool) -> str:
-    """Re-run the case with every placeholder's draft row zeroed (SPEC's convention): if the deviation is the
-    placeholder row being read, the device then agrees with the reference token for token."""
-    from devices.protocol import PLACEHOLDER_TOKEN_ID
+    """The case's padding placeholders, both ways (SPEC §4): re-run with every placeholder's draft row zeroed
+    (padding's convention), the device agrees with the reference token for token; and the reference reading
+    every placeholder as a withdrawn draft (its row read) agrees with the device as given. Both hold iff the
+    device applies the withdrawn-draft rule to every -1 and the case differs only there."""
     from specsim.testing.compare import compare, reference_step
     batch, noise = _injected_case(device, check, quick)
     rows = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
-    want = reference_step(batch, noise)   # SPEC reads no placeholder row: the same for the zeroed batch
-    before = compare(batch, device.verify(batch, noise), want)
+    want = reference_step(batch, noise)   # SPEC reads no padding row: the same for the zeroed batch
+    got = device.verify(batch, noise)
+    before = compare(batch, got, want)
     after = compare(batch, PlaceholderRowsZeroed(device).verify(batch, noise), want)
-    if not before.ok and after.ok:
-        return f"confirmed: with the {int(rows.sum())} placeholder row(s) zeroed the device agrees token for token"
-    return f"NOT confirmed: before zeroing ok={before.ok}, after ok={after.ok}: {after.summary()[:200]}"
+    withdrawn = as_withdrawn(batch)
+    read = compare(withdrawn, got, reference_step(withdrawn, noise)) if withdrawn is not None else None
+    if not before.ok and after.ok and read is not None and read.ok:
+        return (f"confirmed: with the {int(rows.sum())} placeholder row(s) zeroed the device agrees token for "
+                "token, and the reference reading them as withdrawn drafts (SPEC §4) agrees with it as given")
+    return (f"NOT confirmed: before zeroing ok={before.ok}, after ok={after.ok}, read as withdrawn ok="
+            f"{None if read is None else read.ok}: {(after if not after.ok else read or after).summary()[:200]}")
+
+
+def as_withdrawn(batch):
+    """``batch`` with every placeholder marked a withdrawn draft (SPEC §4: its draft row read), or None when the
+    batch has no draft rows (point proposals cannot be withdrawn)."""
+    if batch.draft_probs is None:
+        return None
+    return dataclasses.replace(batch, withdrawn=np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID)
 
 
 class PlaceholderRowsZeroed:
-    """``device`` called with every placeholder's draft row zeroed (SPEC §4 reads no such row, so the reference's
-    answer is unchanged): what a device that reads the row computes when the row is SPEC's convention."""
+    """``device`` called with every padding placeholder's draft row zeroed (SPEC §4 reads no such row, so the
+    reference's answer is unchanged): what a device that reads the row computes when the row is padding's
+    convention. A withdrawn draft's row is left as it is."""
 
     def __init__(self, device):
         self.device, self.capabilities = device, device.capabilities
         self.name = f"{getattr(device, 'name', 'device')} (placeholder rows zeroed)"
 
     def verify(self, batch, noise=None):
-        from devices.protocol import PLACEHOLDER_TOKEN_ID
         if batch.draft_probs is not None:
             draft_probs = np.array(batch.draft_probs, copy=True)
-            draft_probs[np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID] = 0
+            padding = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
+            if batch.withdrawn is not None:
+                padding &= ~np.asarray(batch.withdrawn, bool)   # a withdrawn draft's row is its own, and is read
+            draft_probs[padding] = 0
             batch = dataclasses.replace(batch, draft_probs=draft_probs)
         return self.device.verify(batch, noise)
 

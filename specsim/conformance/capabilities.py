@@ -177,6 +177,16 @@ def sampler_call(caps: Capabilities, name: str) -> Call:
     return Call(replace(base.batch, sampler=SamplerParams(**values)), base.noise, base.needs)
 
 
+def withdrawn_call(caps: Capabilities) -> Call:
+    """A chain step with draft probabilities whose first draft is withdrawn (SPEC §4: id -1, its row read)."""
+    base = chain_call(caps, draft_probs=True)
+    ids = base.batch.draft_token_ids.copy()
+    ids[0] = PLACEHOLDER_TOKEN_ID
+    withdrawn = np.zeros(len(ids), bool)
+    withdrawn[0] = True
+    return Call(replace(base.batch, draft_token_ids=ids, withdrawn=withdrawn), base.noise, base.needs)
+
+
 @dataclass(frozen=True)
 class Row:
     """A capability, whether the core needs it, whether ``caps`` declare it, and its call."""
@@ -203,6 +213,7 @@ ROWS: list[Row] = [
     Row("top_p", True, _flag("top_p"), lambda c: chain_call(c, top_p=0.5)),
     Row("injected_noise", False, _flag("injected_noise"), lambda c: chain_call(c, injected=True)),
     Row("own-randomness", False, lambda c: c.rng != "none", lambda c: chain_call(c, injected=False)),
+    Row("withdrawn_drafts", False, _flag("withdrawn_drafts"), withdrawn_call),
     *[Row(f"dtype-{d}", d == "float32", lambda c, d=d: d in c.dtypes, lambda c, d=d: chain_call(c, dtype=d))
       for d in ("float32", "float64", "float16", "bfloat16")],
     Row("max_k", True, lambda c: True, lambda c: chain_call(c, k=c.max_k)),

@@ -9,8 +9,8 @@ acceptance and residual):
 
 * **support, exactly**: every emitted sequence must have positive probability. For most edges
   this is the edge itself — "a token of target probability 0 is never emitted", "a draft with
-  draft probability 0 is never accepted", "a placeholder is never accepted", "the bonus comes
-  from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
+  draft probability 0 is never accepted", "a placeholder is never accepted", "a withdrawn draft's
+  residual comes from its draft row", "the bonus comes from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
   answer. No α is spent.
 * **the law, statistically**, where it has more than one sequence: a pooled goodness-of-fit test
   (``specsim.stats.gof_test``) per request whose law has more than one sequence, each one test
@@ -98,6 +98,8 @@ def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
 
     >>> request_law(Request([0], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0]]), point=False)
     {(1,): 0.5, (0, 0): 0.25, (0, 1): 0.25}
+    >>> request_law(Request([-1], [[0.0, 0.0, -np.inf], [0.0, 0.0, 0.0]], [[0.5, 0.0, 0.5]], withdrawn=[True]), False)
+    {(1,): 1.0}
     """
     rows = np.asarray(r.logits, dtype=np.float64)  # [K + 1, V]
     if r.temperature == 0:
@@ -110,7 +112,7 @@ def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     mass = 1.0
     for j, x in enumerate(r.draft_ids):
         draft = None if point else np.asarray(r.draft_rows[j], dtype=np.float64)  # [V]
-        w = residual(x, target[j], draft)
+        w = residual(x, target[j], draft, withdrawn=bool(r.withdrawn and r.withdrawn[j]))
         w = w / w.sum()
         accept = _acceptance(x, target[j], draft)
         for y in np.flatnonzero(w > 0):

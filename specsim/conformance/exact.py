@@ -33,8 +33,12 @@ CASES: dict[str, BatchSpec] = {
     "full-far-drafts": BatchSpec(closeness=4.0, greedy_fraction=0),
     "full-peaked": BatchSpec(logit_scale=8.0),
     "full-long": BatchSpec(max_k=8, batch=6),
+    # Withdrawn drafts alone: the other cases hold padding placeholders, so each rule of SPEC §4 has
+    # cases of its own, and a device reading every -1 one way fails the other's.
+    "full-withdrawn": BatchSpec(withdrawn_fraction=0.25, placeholder_fraction=0.0),
 }
-"""Case name → what its batches hold. Each runs at every vocabulary size and dtype."""
+"""Case name → what its batches hold (``placeholder_fraction``: padding placeholders, SPEC §4). Each
+runs at every vocabulary size and dtype."""
 
 VOCAB_SIZES = (8, 257, 1025)
 QUICK_VOCAB_SIZES = (8, 65)

@@ -88,6 +88,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"]),
     Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"]),
     Profile("point-proposals", "§3 point proposals", _flags("point_proposals")),
+    Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts")),
     Profile("float64", "§6 float64 logits", _dtype("float64")),
     Profile("float16", "§6 16-bit logits", _dtype("float16")),
     Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16")),

@@ -7,7 +7,7 @@ groups:
 
 * ``L1-sizes`` (injected noise, token for token against the reference, SPEC §5.1):
   - ``L1/sizes/batch-B<B>``: one ragged, mixed-mode batch (greedy, top-k,
-    top-p, placeholders, K_i from 0 to 4) of each size in ``BATCH_SIZES``
+    top-p, padding placeholders (SPEC §4), K_i from 0 to 4) of each size in ``BATCH_SIZES``
     (each side of every power of two from 32 to 512, and 1024), V = 32;
   - ``L1/sizes/vocab-V<V>``: three requests at each of ``VOCAB_SIZES`` (the
     vocabularies engines ship; tile widths 128 … 16384 ± 1; primes), float32,

@@ -4,7 +4,7 @@ The L1 cases hold a few hundred requests: too few to see a device that
 computes in lower precision than it declares (bf16 or fp16 intermediates
 behind a float32 declaration), whose rounding flips one decision in a few
 hundred or thousand. Here ``VOLUME_REQUESTS`` random requests (ragged K ≤ 4,
-``V = 64``, greedy, top-k, top-p and placeholders mixed as declared, in the
+``V = 64``, greedy, top-k, top-p and padding placeholders (SPEC §4) mixed as declared, in the
 device's float32 if it declares it) run in chunks of ``CHUNK``; every
 differing request is explained or not by near-tie allowances (SPEC §9),
 and the check counts

@@ -30,6 +30,8 @@ class BadInput:
     rule: str
     argument: str                       # the name the error message must contain
     make: Callable[[], tuple]           # -> (batch, noise)
+    needs: frozenset = frozenset()      # capabilities of the call's mode: a device lacking one may refuse it
+                                        # with UnsupportedCall instead (it cannot serve the mode at all)
 
 
 def _b(**changes) -> Callable[[], tuple]:
@@ -163,3 +165,39 @@ each must be refused by ``verify_tree`` with a ``ValueError`` naming the argumen
 TREE_NO_NOISE_WITHOUT_SEEDS = BadInput("tree no noise and no seeds", "seeds",
                                        lambda: (replace(good_tree_batch()[0], seeds=None), None))
 """Only for tree devices that draw their own randomness."""
+
+
+# --- SPEC §4's withdrawn drafts (VerifyBatch.withdrawn) -------------------------------------------
+
+def _withdrawn(mask, ids=(-1, 1), **changes) -> Callable[[], tuple]:
+    """The good batch with draft ids ``ids`` and ``withdrawn=mask`` (plus ``changes``)."""
+    def make():
+        batch, noise = good_batch()
+        return replace(batch, draft_token_ids=np.array(ids), withdrawn=mask, **changes), noise
+    return make
+
+
+def _withdrawn_row(fill) -> Callable[[], tuple]:
+    """Draft 0 withdrawn, its draft row changed by ``fill`` (a withdrawn draft's row is read)."""
+    def make():
+        batch, noise = _withdrawn(np.array([True, False]))()
+        probs = batch.draft_probs.copy()
+        fill(probs)
+        return replace(batch, draft_probs=probs), noise
+    return make
+
+
+WITHDRAWN = frozenset({"withdrawn_drafts"})
+
+BAD_INPUTS += [
+    BadInput("withdrawn not bool", "withdrawn", _withdrawn(np.array([1, 0])), WITHDRAWN),
+    BadInput("withdrawn wrong length", "withdrawn", _withdrawn(np.array([True])), WITHDRAWN),
+    BadInput("withdrawn draft with a token id", "withdrawn", _withdrawn(np.array([True, False]), ids=(3, 1)), WITHDRAWN),
+    BadInput("withdrawn point proposal", "withdrawn", _withdrawn(np.array([True, False]), draft_probs=None),
+             WITHDRAWN | {"point_proposals"}),
+    BadInput("withdrawn draft row unnormalised", "draft_probs", _withdrawn_row(_set((0, slice(None)), [0.2, 0.2, 0.2, 0.3])),
+             WITHDRAWN),
+    BadInput("withdrawn draft row NaN", "draft_probs", _withdrawn_row(_set((0, 1), np.nan)), WITHDRAWN),
+]
+"""SPEC §6 on ``withdrawn``: a bool mask of ``num_tokens`` marking placeholder ids only, with the rows it
+makes read (``draft_probs`` given, each a probability row)."""

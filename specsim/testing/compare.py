@@ -71,6 +71,8 @@ def reference_step(batch: VerifyBatch, noise: Noise | None) -> StepResult:
     kwargs = {} if noise is None else {"uniforms": noise.uniforms, "exponentials": noise.exponentials}
     if batch.sampler is not None:
         kwargs["sampler"] = batch.sampler.as_kwargs()
+    if batch.withdrawn is not None:
+        kwargs["withdrawn"] = batch.withdrawn
     return verify(batch.num_draft_tokens, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
                   batch.temperature, batch.top_k, batch.top_p, seeds=batch.seeds, positions=batch.positions, **kwargs)
 
@@ -169,14 +171,15 @@ def output_problems(batch: VerifyBatch, got: VerifyOutput, limit: int = 3) -> li
 
 
 def request_inputs(batch: VerifyBatch, want: StepResult, i: int) -> Request:
-    """Request ``i`` as the reference step read it, for ``waivers.explain``: its drafts, its rows of
-    ``want.processed_logits`` (after SPEC §12's bans, penalties and bias: the logits its §2 filters
-    saw), its parameters and the noise the step used."""
+    """Request ``i`` as the reference step read it, for ``waivers.explain``: its drafts (and which are
+    withdrawn), its rows of ``want.processed_logits`` (after SPEC §12's bans, penalties and bias: the
+    logits its §2 filters saw), its parameters and the noise the step used."""
     cu = batch.request_offsets()
     d = slice(int(cu[i]), int(cu[i + 1]))
     return Request(np.asarray(batch.draft_token_ids)[d], None if batch.draft_probs is None else batch.draft_probs[d],
                    want.processed_logits[cu[i] + i: cu[i + 1] + i + 1], float(batch.temperature[i]),
-                   int(batch.top_k[i]), float(batch.top_p[i]), want.uniforms[d], want.exponentials[i])
+                   int(batch.top_k[i]), float(batch.top_p[i]), want.uniforms[d], want.exponentials[i],
+                   None if batch.withdrawn is None else np.asarray(batch.withdrawn, bool)[d])
 
 
 FLOAT64_ROWS = ("SPEC §12.5: the step uses min_p or the vllm order, whose rows the reference decides in float64 "

@@ -20,7 +20,8 @@ from specsim.testing.trees import compare_tree, reference_tree_step
 class ReferenceDevice:
     name = "reference"
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=1 << 20, max_k=64,
-                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, tree_schemes=TREE_SCHEMES)
+                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, tree_schemes=TREE_SCHEMES,
+                                withdrawn_drafts=True)
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         result = reference_step(batch, noise)

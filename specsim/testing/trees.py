@@ -36,7 +36,7 @@ class TreeSpec:
     greedy_fraction: float = 0.25
     top_k_fraction: float = 0.2
     top_p_fraction: float = 0.2
-    placeholder_fraction: float = 0.05
+    placeholder_fraction: float = 0.05   # placeholder siblings (SPEC §11.3: skipped, no row read)
     duplicate_fraction: float = 0.0      # point siblings replaced by an earlier sibling's token
     threshold_single: float = 1.0
     threshold_acc: float = 1.0

@@ -48,7 +48,8 @@ from reference import exact
 class Request:
     """One sampled request's inputs: ``draft_ids [K]``, ``draft_rows [K, V]`` or None (point),
     ``logits [K+1, V]`` (the rows the step read: after SPEC §12's bans, penalties and bias), its
-    parameters, ``uniforms [K]`` and ``exponentials [V]``."""
+    parameters, ``uniforms [K]``, ``exponentials [V]`` and ``withdrawn [K]`` bool or None (SPEC §4's
+    withdrawn drafts, whose residual reads their draft row)."""
 
     draft_ids: np.ndarray
     draft_rows: np.ndarray | None
@@ -58,6 +59,7 @@ class Request:
     top_p: float
     uniforms: np.ndarray
     exponentials: np.ndarray
+    withdrawn: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,9 @@ def _contradicted(request: Request, j: int, probs, token: int) -> list[Flip]:
         if accepted:
             flips.append(Flip("coin", j, margin))
         x = int(request.draft_ids[j])
-        weights = exact.residual(x, probs, None if request.draft_rows is None or x < 0 else request.draft_rows[j])
+        withdrawn = request.withdrawn is not None and bool(request.withdrawn[j])
+        reads_row = request.draft_rows is not None and (x >= 0 or withdrawn)
+        weights = exact.residual(x, probs, request.draft_rows[j] if reads_row else None, withdrawn)
     if not 0 <= token < len(weights):
         return flips + [Flip("race", j, exact.INF)]
     winner, gaps = exact.race(weights, request.exponentials)
