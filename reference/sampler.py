@@ -37,18 +37,29 @@ ORDERS = ("canonical", "vllm")
 """The named order profiles of SPEC §12."""
 
 
+def _entry(lists, i: int):
+    """Request ``i``'s entry of a per-request list, ``()`` where the list or the entry is None (SPEC §12.1: a
+    None entry is that request's default — no prompt, no output, no bad words, no stop ids)."""
+    return () if lists is None or lists[i] is None else lists[i]
+
+
 def row_histories(num_draft_tokens, draft_token_ids, output_token_ids=None):
-    """Each target row's (request, position, output so far): ``[num_tokens + batch]`` triples.
+    """Each target row's (request, position, output so far, read): ``[num_tokens + batch]`` quadruples.
+
+    A placeholder is no token: it is absent from the output so far (SPEC §12.2). ``read`` is False for
+    the rows after a request's first placeholder, which no step reads (§4: it rejects).
 
     >>> [h[2] for h in row_histories([2], np.array([7, 8]), [[5]])]
     [[5], [5, 7], [5, 7, 8]]
+    >>> [(h[2], h[3]) for h in row_histories([2], np.array([-1, 8]))]
+    [([], True), ([], True), ([8], False)]
     """
     counts, ids, rows, start = np.asarray(num_draft_tokens, dtype=np.int64), list(draft_token_ids), [], 0
     for i, k in enumerate(counts):
-        before = [] if output_token_ids is None else [int(t) for t in output_token_ids[i]]
+        before = [int(t) for t in _entry(output_token_ids, i)]
         drafts = [int(t) for t in ids[start: start + k]]
-        rows += [(i, j, before + [t for t in drafts[:j] if t >= 0]) for j in range(k + 1)]  # rows past a
-        # placeholder are never read (it rejects): they see the drafts before it
+        first = drafts.index(-1) if -1 in drafts else k
+        rows += [(i, j, before + [t for t in drafts[:j] if t >= 0], j <= first) for j in range(k + 1)]
         start += k
     return rows
 
@@ -61,12 +72,12 @@ def banned(V: int, request: int, output: list, position_mask=None, allowed_token
         keep = np.zeros(V, dtype=bool)
         keep[np.asarray(allowed_token_ids[request], dtype=np.int64)] = True
         ban |= ~keep
-    for word in ([] if bad_words is None else bad_words[request]):
+    for word in _entry(bad_words, request):
         word = [int(t) for t in word]
         if len(output) >= len(word) - 1 and output[len(output) - len(word) + 1:] == word[:-1] or len(word) == 1:
             ban[word[-1]] = True
-    if min_tokens is not None and len(output) < int(min_tokens[request]) and stop_token_ids is not None:
-        ban[np.asarray(stop_token_ids[request], dtype=np.int64)] = True
+    if min_tokens is not None and len(output) < int(min_tokens[request]):
+        ban[np.asarray(_entry(stop_token_ids, request), dtype=np.int64)] = True
     return ban
 
 
@@ -78,8 +89,7 @@ def penalise(z: np.ndarray, request: int, output: list, prompt_token_ids=None, r
     if repetition_penalty is not None:
         r = float(repetition_penalty[request])
         seen = counts > 0
-        if prompt_token_ids is not None:
-            seen[np.asarray(prompt_token_ids[request], dtype=np.int64)] = True
+        seen[np.asarray(_entry(prompt_token_ids, request), dtype=np.int64)] = True
         z = np.where(seen, np.where(z > 0, z / r, z * r), z)
     if frequency_penalty is not None:
         z = z - float(frequency_penalty[request]) * counts
@@ -93,15 +103,16 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
                    min_tokens=None, stop_token_ids=None, logit_bias=None, repetition_penalty=None,
                    frequency_penalty=None, presence_penalty=None, **_) -> np.ndarray:
     """``[num_tokens + batch, V]`` float64: every row's logits after bans, penalties and bias
-    (the order of penalties and bias is the profile's). A row left with no token raises."""
+    (the order of penalties and bias is the profile's). A row the step can read left with no token
+    raises (SPEC §12.4); a row after a placeholder is never read and may be all ``-inf``."""
     if order not in ORDERS:
         raise InvalidInput(f"order: must be one of {ORDERS}, got {order!r}")
     logits = np.asarray(target_logits, dtype=np.float64)
     out = np.empty_like(logits)
-    for r, (i, j, output) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
+    for r, (i, j, output, read) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
         ban = banned(logits.shape[1], i, output, None if token_mask is None else token_mask[r],
                      allowed_token_ids, bad_words, min_tokens, stop_token_ids)
-        if ban.all():
+        if ban.all() and read:   # a row no step reads (after a placeholder) is never an error
             raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
         bias = 0.0 if logit_bias is None else np.asarray(logit_bias[i], dtype=np.float64)
         z = logits[r] + bias if order == "vllm" else logits[r]

@@ -35,7 +35,7 @@ from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
 from reference.sampler import filtered_rows, process_logits
 from reference.target import _last, target_rows
-from reference.validate import InvalidInput, check_noise, check_step
+from reference.validate import InvalidInput, check_noise, check_sampler, check_step
 
 INF = float("inf")
 KINDS = ("coin", "top_k", "top_p", "race", "greedy")
@@ -179,7 +179,9 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
     sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
-    sampler = sampler if set(sampler) - {"order"} else {}  # an order alone changes nothing
+    if sampler:
+        check_sampler(sampler, batch, len(ids), V)
+    sampler = sampler if set(sampler) - {"order"} else {}  # no parameter set: the plain step, whatever the order
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
         logits = process_logits(logits, k, ids, **sampler)
     plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"

@@ -171,7 +171,10 @@ def _edge_checks(device, ctx) -> list[CheckResult]:
 
 
 def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
-    batch, noise = edge.batch(order, dtype)
+    """An edge under injected noise: its exact tokens. Coins with an interval (``SamplerEdge.coins``) are
+    drawn inside it from the run's seed, so each seed asks another point where the rule and the bug differ."""
+    seed = case_seed(0 if ctx is None else ctx.seed, "L1-sampler", edge.name, order)
+    batch, noise = edge.batch(order, dtype, seed=seed)
     got, problem = call(name, "L1", lambda: device.verify(batch, noise))
     if problem:
         return problem
@@ -179,10 +182,12 @@ def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckRes
     out = np.asarray(got.output_token_ids)
     emitted = [out[i, : int(got.num_accepted[i]) + 1].tolist() for i in range(batch.batch_size)] \
         if out.shape == (batch.batch_size, batch.max_k + 1) else None
-    ok = emitted == edge.expected and cmp.ok
-    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted}" + \
+    expected = edge.expected_in(order)
+    ok = emitted == expected and cmp.ok
+    coins = "" if edge.coins is None else f" (coins {np.round(noise.uniforms, 4).tolist()}, seed {seed})"
+    detail = edge.why if ok else f"{edge.why}: expected {expected}, got {emitted}{coins}" + \
         ("" if cmp.ok else f"; {cmp.summary()}")
-    return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0})
+    return CheckResult(name, "L1", "pass" if ok else "fail", detail, seed=seed, extra={**cmp.extra(), "waived": 0})
 
 
 def edge_laws_of(edge, order: str) -> list[dict]:
@@ -242,4 +247,7 @@ def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, alpha: float
 def sampler_group(device, ctx) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
-    return _edge_checks(device, ctx) + _random_checks(device, ctx)
+    from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+    precision = sampler_precision_check(device, seed=ctx.seed,
+                                        requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
+    return _edge_checks(device, ctx) + _random_checks(device, ctx) + [precision]

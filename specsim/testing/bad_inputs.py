@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from devices.protocol import Noise, VerifyBatch
+from devices.protocol import Noise, SamplerParams, VerifyBatch
 
 
 def good_batch() -> tuple[VerifyBatch, Noise]:
@@ -104,6 +104,59 @@ BAD_INPUTS: list[BadInput] = [
     BadInput("exponentials infinite", "exponentials", _n(exponentials=np.full((2, 4), np.inf))),
 ]
 """Each rule of SPEC §6 with the argument its error must name."""
+
+# --- SPEC §12.4: the sampler parameters' rules (good_batch: K = [2, 0], drafts [3, 1], V = 4, 4 target rows) ---
+
+def _s(**fields) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        return replace(batch, sampler=SamplerParams(**fields)), noise
+    return make
+
+
+def _ids(*lists) -> tuple:
+    return tuple(None if ids is None else np.array(ids, dtype=np.int64) for ids in lists)
+
+
+SAMPLER_BAD_INPUTS: list[BadInput] = [
+    BadInput("sampler order not a profile", "order", _s(order="hf", min_p=np.array([0.1, 0.1]))),
+    BadInput("prompt ids not one entry per request", "prompt_token_ids", _s(prompt_token_ids=_ids([1]))),
+    BadInput("output ids holding V", "output_token_ids", _s(output_token_ids=_ids([1], [4]))),
+    BadInput("allowed ids holding -1", "allowed_token_ids", _s(allowed_token_ids=_ids([-1, 2], None))),
+    BadInput("allowed ids empty", "allowed_token_ids", _s(allowed_token_ids=_ids([], None))),
+    BadInput("stop ids not integer", "stop_token_ids",
+             _s(stop_token_ids=(np.array([1.0]), np.array([2.0])), min_tokens=np.array([1, 1]))),
+    BadInput("bad word holding V", "bad_words", _s(bad_words=((np.array([0, 4]),), ()))),
+    BadInput("bad word empty", "bad_words", _s(bad_words=((np.zeros(0, np.int64),), ()))),
+    BadInput("min_tokens negative", "min_tokens", _s(min_tokens=np.array([-1, 0]), stop_token_ids=_ids([0], [0]))),
+    BadInput("min_tokens not integer", "min_tokens", _s(min_tokens=np.array([1.5, 0.0]), stop_token_ids=_ids([0], [0]))),
+    BadInput("token mask not bool", "token_mask", _s(token_mask=np.ones((4, 4)))),
+    BadInput("token mask wrong shape", "token_mask", _s(token_mask=np.ones((3, 4), bool))),
+    BadInput("token mask row allowing nothing", "token_mask",
+             _s(token_mask=np.array([[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], bool))),
+    BadInput("mask and allowed ids leaving a row empty", "token_mask",
+             _s(token_mask=np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 1]], bool),
+                allowed_token_ids=_ids(None, [2]))),
+    BadInput("bad word completed by the drafts emptying a row", "token_mask",
+             _s(allowed_token_ids=_ids([1], None), bad_words=((np.array([3, 1]),), ()))),
+    BadInput("min_tokens emptying a row", "token_mask",
+             _s(allowed_token_ids=_ids([0, 2], None), stop_token_ids=_ids([0, 2], None), min_tokens=np.array([3, 0]))),
+    BadInput("logit bias wrong shape", "logit_bias", _s(logit_bias=np.zeros((2, 3)))),
+    BadInput("logit bias NaN", "logit_bias", _s(logit_bias=np.array([[0, np.nan, 0, 0], [0, 0, 0, 0]]))),
+    BadInput("logit bias infinite", "logit_bias", _s(logit_bias=np.array([[0, 0, 0, 0], [-np.inf, 0, 0, 0]]))),
+    BadInput("repetition penalty zero", "repetition_penalty", _s(repetition_penalty=np.array([1.2, 0.0]))),
+    BadInput("repetition penalty negative", "repetition_penalty", _s(repetition_penalty=np.array([-1.0, 1.0]))),
+    BadInput("repetition penalty infinite", "repetition_penalty", _s(repetition_penalty=np.array([np.inf, 1.0]))),
+    BadInput("repetition penalty wrong length", "repetition_penalty", _s(repetition_penalty=np.array([1.1]))),
+    BadInput("frequency penalty NaN", "frequency_penalty", _s(frequency_penalty=np.array([np.nan, 0.0]))),
+    BadInput("presence penalty infinite", "presence_penalty", _s(presence_penalty=np.array([0.0, np.inf]))),
+    BadInput("min_p above one", "min_p", _s(min_p=np.array([0.1, 1.5]))),
+    BadInput("min_p negative", "min_p", _s(min_p=np.array([-0.1, 0.0]))),
+    BadInput("min_p NaN", "min_p", _s(min_p=np.array([np.nan, 0.0]))),
+]
+"""Each rule of SPEC §12.4 with the argument its error must name (rows: SPEC §12.4's empty-row error)."""
+
+BAD_INPUTS += SAMPLER_BAD_INPUTS
 
 NO_NOISE_WITHOUT_SEEDS = BadInput("no noise and no seeds", "seeds",
                                   lambda: (replace(good_batch()[0], seeds=None), None))
