@@ -52,7 +52,7 @@ def row_histories(num_draft_tokens, draft_token_ids, output_token_ids=None):
     >>> [h[2] for h in row_histories([2], np.array([7, 8]), [[5]])]
     [[5], [5, 7], [5, 7, 8]]
     >>> [(h[2], h[3]) for h in row_histories([2], np.array([-1, 8]))]
-    [([], True), ([], True), ([8], False)]
+    [([], True), ([], False), ([8], False)]
     """
     counts, ids, rows, start = np.asarray(num_draft_tokens, dtype=np.int64), list(draft_token_ids), [], 0
     for i, k in enumerate(counts):
@@ -132,15 +132,50 @@ def apply_min_p(probs: np.ndarray, min_p) -> np.ndarray:
     return kept / kept.sum(axis=-1, keepdims=True)
 
 
+def min_p_cut(scaled: np.ndarray, min_p, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SPEC §12's min_p among ``candidates`` ``[n, V]`` bool, on temperature-scaled logits ``scaled`` ``[n, V]``
+    (``min_p`` ``[n]``, 0: off): token v is kept iff ``p_v ≥ min_p · max p``, i.e. ``exp(s_v − s_max) ≥ min_p``
+    — the renormalisations before it change no ratio. Returns (kept ``[n, V]``, margin ``[n]``): the margin
+    is ``min |exp(s_v − s_max) / min_p − 1|`` over the candidates (0: a tie at the threshold, kept; inf: off).
+
+    >>> kept, margin = min_p_cut(np.log([[0.5, 0.25, 0.25, 0.1]]), [0.5], np.ones((1, 4), bool))
+    >>> kept.tolist(), margin.round(3).tolist()       # 0.25 ties the threshold 0.5 · 0.5: kept, margin 0
+    ([[True, True, True, False]], [0.0])
+    """
+    m = np.asarray(min_p, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        top = np.where(candidates, scaled, -np.inf).max(axis=-1, keepdims=True)
+        ratio = np.exp(np.where(candidates, scaled - top, -np.inf))
+    on = m > 0
+    kept = candidates & ((ratio >= m[:, None]) | ~on[:, None])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.where(candidates, np.abs(ratio / np.where(on, m, 1.0)[:, None] - 1), np.inf).min(axis=-1)
+    return kept, np.where(on, gap, np.inf)
+
+
+def filtered_cuts(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> tuple[np.ndarray, dict]:
+    """Rows ``[n, V]`` of processed logits through temperature and the profile's filters (``T``, ``top_k``,
+    ``top_p``, ``min_p``: ``[n]``, T > 0): (``target_probs [n, V]``, margins ``{"top_k", "top_p", "min_p"}``
+    ``[n]`` each, SPEC §9's cut margins — in the ``vllm`` order top-k's and top-p's on the row min_p cut)."""
+    m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)
+    scaled = apply_temperature(z, T)
+    margin_m = np.full(len(z), np.inf)
+    if order == "vllm":
+        kept, margin_m = min_p_cut(scaled, m, np.isfinite(scaled))
+        scaled = np.where(kept, scaled, -np.inf)
+    masked, margin_k = apply_top_k(scaled, top_k)
+    probs, margin_p = apply_top_p(softmax(masked), top_p)
+    if order == "canonical":
+        kept, margin_m = min_p_cut(scaled, m, probs > 0)
+        cut = np.where(kept, probs, 0.0)
+        probs = np.where((m > 0)[:, None], cut / cut.sum(axis=-1, keepdims=True), probs)
+    return probs, {"top_k": margin_k, "top_p": margin_p, "min_p": margin_m}
+
+
 def filtered_rows(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> np.ndarray:
     """Rows ``[n, V]`` of processed logits through temperature and the profile's filters
     (``T``, ``top_k``, ``top_p``, ``min_p``: ``[n]``, T > 0): their ``target_probs``."""
-    m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)
-    scaled = apply_temperature(z, T)
-    if order == "vllm":
-        scaled = np.where(apply_min_p(softmax(scaled), m) > 0, scaled, -np.inf)
-    probs = apply_top_p(softmax(apply_top_k(scaled, top_k)[0]), top_p)[0]
-    return apply_min_p(probs, m) if order == "canonical" else probs
+    return filtered_cuts(z, T, top_k, top_p, min_p, order)[0]
 
 
 def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, top_k, top_p, *,

@@ -33,14 +33,16 @@ from reference import exact
 from reference.layout import PLACEHOLDER_TOKEN_ID, draft_rows, offsets, pad_outputs
 from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
-from reference.sampler import filtered_rows, process_logits
+from reference.sampler import filtered_cuts, process_logits
 from reference.target import _last, target_rows
 from reference.validate import InvalidInput, check_noise, check_sampler, check_step
 
 INF = float("inf")
-KINDS = ("coin", "top_k", "top_p", "race", "greedy")
-"""Decisions on a request's path (SPEC §9): a coin at each verified position, the two filter
-cuts of each target row it reads, the race of its emission, or a greedy argmax per row."""
+KINDS = ("coin", "top_k", "top_p", "race", "greedy", "min_p", "greedy_computed")
+"""Decisions on a request's path (SPEC §9, §12.5): a coin at each verified position, the filter
+cuts of each target row it reads (top-k, top-p, and §12's min_p), the race of its emission, or a
+greedy argmax per row — ``greedy`` of given values (never a near-tie), ``greedy_computed`` of a §12
+row whose values a penalty or bias computed (rounding may flip a near-tie there)."""
 
 RECHECK = 1e-8
 """A decision whose float64 margin is below this is re-decided exactly (``reference.exact``).
@@ -143,6 +145,16 @@ def greedy_margin(logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
+def sampler_changed(raw: np.ndarray, processed: np.ndarray) -> np.ndarray:
+    """``[rows]`` bool: the rows whose §12 processing computed a value (a penalty or a bias changed a logit it
+    kept); bans only write ``-inf``. A greedy argmax of such a row compares computed values (SPEC §9, §12.5).
+
+    >>> sampler_changed(np.zeros((2, 3)), np.array([[0.0, -np.inf, 0.0], [0.5, 0.0, 0.0]])).tolist()
+    [False, True]
+    """
+    return ((processed != raw) & np.isfinite(processed)).any(axis=-1)
+
+
 def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, positions):
     """A step's noise (SPEC §5.1) as float64 ``(uniforms [Σ counts], exponentials [batch, V])``: the
     injected arrays checked, or — both None — drawn from the keyed streams of §5.2 for ``seeds``/``positions``.
@@ -182,8 +194,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     if sampler:
         check_sampler(sampler, batch, len(ids), V)
     sampler = sampler if set(sampler) - {"order"} else {}  # no parameter set: the plain step, whatever the order
+    raw = logits
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
         logits = process_logits(logits, k, ids, **sampler)
+        logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)  # a row after a
+        # placeholder that every ban empties is never read (§12.4): any finite stand-in
     plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
@@ -193,11 +208,15 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft_row_target = np.arange(len(ids)) + request           # cu[i] + i + j
 
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
-    probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
-    if not plain:  # §12's min_p and the vllm order: float64 rows (their cuts are not re-decided exactly)
+    if plain:
+        probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
+                                  top_p[row_request])
+        cuts["min_p"] = np.full(len(logits), INF)
+    else:  # §12's min_p and the vllm order: float64 rows and cuts (§12.5: not re-decided exactly)
         min_p = None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request]
-        probs = filtered_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
-                              top_p[row_request], min_p, sampler.get("order", "canonical"))
+        probs, cuts = filtered_cuts(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
+                                    top_p[row_request], min_p, sampler.get("order", "canonical"))
+    computed = (sampler_changed(raw, logits) if sampler else np.zeros(len(logits), bool))
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
     accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
@@ -221,15 +240,18 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     coin = on_draft & ~greedy[request]
     parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
              _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
-    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1)):
+    min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
+    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
         parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts[kind][chosen]))
-    chosen = on_row & greedy[row_request]
-    parts.append(_part(row_request[chosen], row_position[chosen], "greedy", greedy_margin(logits[chosen])))
+    for kind, rows in (("greedy", ~computed), ("greedy_computed", computed)):
+        chosen = on_row & greedy[row_request] & rows
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, greedy_margin(logits[chosen])))
     decisions = _decisions(parts)
 
     emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
-    close = np.unique(decisions.request[(decisions.margin < RECHECK) & (decisions.kind != KINDS.index("greedy"))])
+    argmax_kinds = [KINDS.index("greedy"), KINDS.index("greedy_computed")]
+    close = np.unique(decisions.request[(decisions.margin < RECHECK) & ~np.isin(decisions.kind, argmax_kinds)])
     close = close if plain else close[:0]
     for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
         d = draft_rows(cu, i)
