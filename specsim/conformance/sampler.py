@@ -1,6 +1,6 @@
-"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position (issue 18).
+"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position.
 
-Two kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
+Three kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
 and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
@@ -20,7 +20,14 @@ checks that need it, never a silent pass):
   certainty and never recovered; penalties that zero the draft's target
   probability; a bad word completed by this step's drafts; min_tokens
   crossing inside the step; the bonus row seeing every draft; min_p after
-  temperature.
+  temperature; the rows where the order profiles differ (each profile's own
+  answer); bonus rows below min_tokens with several stop ids; min_p's ties;
+  the bias before temperature; repetition on negative logits; the frequency
+  penalty counting repeats; allowed ids at the bonus row. An edge's coins are
+  drawn from the run's seed inside the interval where its answer holds;
+- **precision** ``L1-sampler/precision`` (``volume.sampler_precision_check``): 4096 requests
+  (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
+  3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
 
 Replay a failure: ``specsim conform --device D --groups L1-sampler --seed N``.
 """

@@ -176,7 +176,8 @@ def _verdict(name: str, tally: Tally, dtype: str, seed: int, note: str) -> Check
 
 SAMPLER_REQUESTS, SAMPLER_QUICK_REQUESTS = 4096, 1024
 """Requests of ``sampler_precision_check`` (full, ``--quick``), in chunks of ``SAMPLER_CHUNK``."""
-SAMPLER_CHUNK = 1024
+SAMPLER_CHUNK, SAMPLER_PROBE = 1024, 256
+"""Chunk size; the first chunk's (it measures the device's rate before the budget rule decides the volume)."""
 SAMPLER_SPEC = BatchSpec(batch=SAMPLER_CHUNK, max_k=4, vocab_size=64, masked_fraction=0.0, greedy_fraction=0.1,
                          logit_scale=3.0, draw="inverse-cdf")
 NEAR = (3.0, 30.0)
@@ -230,7 +231,7 @@ def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUES
     tally, rng, chunk, note = Tally(), np.random.default_rng(check_seed), 0, ""
     target = requests
     while tally.requests < target:
-        size = min(SAMPLER_CHUNK, target - tally.requests)
+        size = min(SAMPLER_PROBE if chunk == 0 else SAMPLER_CHUNK, target - tally.requests)
         spec = _spec(caps, dtype, size, schemes[chunk % len(schemes)])
         spec = replace(spec, greedy_fraction=min(spec.greedy_fraction, SAMPLER_SPEC.greedy_fraction),
                        masked_fraction=0.0, logit_scale=SAMPLER_SPEC.logit_scale)

@@ -11,7 +11,7 @@ inside it from the run's seed (``SamplerEdge.batch(..., seed=)``): every seed as
 point of the interval, and every point of it separates the rule from the bug the edge is built
 against. Without injected noise an edge is its exact law (``specsim.conformance.sampler``); each
 edge below is built so that the bug it names emits, with probability ≥ 1/3 per run, a sequence
-the exact law gives probability 0 (or, for the min_p tie, moves half the mass).
+the exact law gives probability 0 (for the torch device's mutants of ``specsim.mutants.zoo.SAMPLER``).
 """
 
 from __future__ import annotations
