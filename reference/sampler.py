@@ -37,22 +37,15 @@ ORDERS = ("canonical", "vllm")
 """The named order profiles of SPEC §12."""
 
 
-def _entry(lists, i: int):
-    """Request ``i``'s entry of a per-request list, ``()`` where the list or the entry is None (SPEC §12.1: a
-    None entry is that request's default — no prompt, no output, no bad words, no stop ids)."""
+def _entry(lists, i: int):  # request i's entry; () for a None list or entry (SPEC §12.1: its default)
     return () if lists is None or lists[i] is None else lists[i]
 
 
 def row_histories(num_draft_tokens, draft_token_ids, output_token_ids=None):
-    """Each target row's (request, position, output so far, read): ``[num_tokens + batch]`` quadruples.
-
-    A placeholder is no token: it is absent from the output so far (SPEC §12.2). ``read`` is False for
-    the rows after a request's first placeholder, which no step reads (§4: it rejects).
+    """Each target row's (request, position, output so far, read), placeholders absent (SPEC §12.2): ``[rows]``.
 
     >>> [h[2] for h in row_histories([2], np.array([7, 8]), [[5]])]
     [[5], [5, 7], [5, 7, 8]]
-    >>> [(h[2], h[3]) for h in row_histories([2], np.array([-1, 8]))]
-    [([], True), ([], False), ([8], False)]
     """
     counts, ids, rows, start = np.asarray(num_draft_tokens, dtype=np.int64), list(draft_token_ids), [], 0
     for i, k in enumerate(counts):
@@ -103,8 +96,7 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
                    min_tokens=None, stop_token_ids=None, logit_bias=None, repetition_penalty=None,
                    frequency_penalty=None, presence_penalty=None, **_) -> np.ndarray:
     """``[num_tokens + batch, V]`` float64: every row's logits after bans, penalties and bias
-    (the order of penalties and bias is the profile's). A row the step can read left with no token
-    raises (SPEC §12.4); a row after a placeholder is never read and may be all ``-inf``."""
+    (the order of penalties and bias is the profile's). A row a step reads left with no token raises."""
     if order not in ORDERS:
         raise InvalidInput(f"order: must be one of {ORDERS}, got {order!r}")
     logits = np.asarray(target_logits, dtype=np.float64)
@@ -112,7 +104,7 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
     for r, (i, j, output, read) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
         ban = banned(logits.shape[1], i, output, None if token_mask is None else token_mask[r],
                      allowed_token_ids, bad_words, min_tokens, stop_token_ids)
-        if ban.all() and read:   # a row no step reads (after a placeholder) is never an error
+        if ban.all() and read:
             raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
         bias = 0.0 if logit_bias is None else np.asarray(logit_bias[i], dtype=np.float64)
         z = logits[r] + bias if order == "vllm" else logits[r]
@@ -121,45 +113,20 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
     return out
 
 
-def apply_min_p(probs: np.ndarray, min_p) -> np.ndarray:
-    """Keep tokens with probability ≥ ``min_p · max``, renormalise (``min_p`` ``[...]``; 0: off).
-
-    >>> apply_min_p(np.array([0.5, 0.3, 0.2]), 0.5).round(4).tolist()
-    [0.625, 0.375, 0.0]
-    """
-    m = np.asarray(min_p, dtype=np.float64)[..., None]
-    kept = np.where(probs >= m * probs.max(axis=-1, keepdims=True), probs, 0.0)
-    return kept / kept.sum(axis=-1, keepdims=True)
-
-
 def min_p_cut(scaled: np.ndarray, min_p, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """SPEC §12's min_p among ``candidates`` ``[n, V]`` bool, on temperature-scaled logits ``scaled`` ``[n, V]``
-    (``min_p`` ``[n]``, 0: off): token v is kept iff ``p_v ≥ min_p · max p``, i.e. ``exp(s_v − s_max) ≥ min_p``
-    — the renormalisations before it change no ratio. Returns (kept ``[n, V]``, margin ``[n]``): the margin
-    is ``min |exp(s_v − s_max) / min_p − 1|`` over the candidates (0: a tie at the threshold, kept; inf: off).
-
-    >>> kept, margin = min_p_cut(np.log([[0.5, 0.25, 0.25, 0.1]]), [0.5], np.ones((1, 4), bool))
-    >>> kept.tolist(), margin.round(3).tolist()       # 0.25 ties the threshold 0.5 · 0.5: kept, margin 0
-    ([[True, True, True, False]], [0.0])
-    """
-    m = np.asarray(min_p, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        top = np.where(candidates, scaled, -np.inf).max(axis=-1, keepdims=True)
-        ratio = np.exp(np.where(candidates, scaled - top, -np.inf))
-    on = m > 0
-    kept = candidates & ((ratio >= m[:, None]) | ~on[:, None])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = np.where(candidates, np.abs(ratio / np.where(on, m, 1.0)[:, None] - 1), np.inf).min(axis=-1)
-    return kept, np.where(on, gap, np.inf)
+    """SPEC §12's min_p among ``candidates [n, V]`` of scaled logits ``[n, V]`` (``min_p [n]``, 0: off): keeps
+    ``exp(s_v − s_max) ≥ min_p`` (ties kept); (kept ``[n, V]``, margin ``[n]``: ``min |exp(s_v − s_max)/min_p − 1|``)."""
+    m = np.asarray(min_p, dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.exp(np.where(candidates, scaled - np.where(candidates, scaled, -np.inf).max(-1, keepdims=True), -np.inf))
+        gap = np.where(candidates, np.abs(ratio / np.where(m > 0, m, 1.0) - 1), np.inf).min(axis=-1)
+    return candidates & ((ratio >= m) | (m == 0)), np.where(m[:, 0] > 0, gap, np.inf)
 
 
 def filtered_cuts(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> tuple[np.ndarray, dict]:
-    """Rows ``[n, V]`` of processed logits through temperature and the profile's filters (``T``, ``top_k``,
-    ``top_p``, ``min_p``: ``[n]``, T > 0): (``target_probs [n, V]``, margins ``{"top_k", "top_p", "min_p"}``
-    ``[n]`` each, SPEC §9's cut margins — in the ``vllm`` order top-k's and top-p's on the row min_p cut)."""
+    """Processed logits ``[n, V]`` through T and the profile's filters (parameters ``[n]``): (probs, §9's cut margins)."""
     m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)
     scaled = apply_temperature(z, T)
-    margin_m = np.full(len(z), np.inf)
     if order == "vllm":
         kept, margin_m = min_p_cut(scaled, m, np.isfinite(scaled))
         scaled = np.where(kept, scaled, -np.inf)
@@ -167,15 +134,8 @@ def filtered_cuts(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical")
     probs, margin_p = apply_top_p(softmax(masked), top_p)
     if order == "canonical":
         kept, margin_m = min_p_cut(scaled, m, probs > 0)
-        cut = np.where(kept, probs, 0.0)
-        probs = np.where((m > 0)[:, None], cut / cut.sum(axis=-1, keepdims=True), probs)
+        probs = np.where(kept, probs, 0.0) / np.where(kept, probs, 0.0).sum(axis=-1, keepdims=True)
     return probs, {"top_k": margin_k, "top_p": margin_p, "min_p": margin_m}
-
-
-def filtered_rows(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> np.ndarray:
-    """Rows ``[n, V]`` of processed logits through temperature and the profile's filters
-    (``T``, ``top_k``, ``top_p``, ``min_p``: ``[n]``, T > 0): their ``target_probs``."""
-    return filtered_cuts(z, T, top_k, top_p, min_p, order)[0]
 
 
 def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, top_k, top_p, *,
@@ -188,8 +148,8 @@ def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, 
     z = process_logits(target_logits, num_draft_tokens, draft_token_ids, order=order, **params)
     request = np.repeat(np.arange(len(num_draft_tokens)), np.asarray(num_draft_tokens) + 1)
     T = np.asarray(temperature, dtype=np.float64)[request]
-    probs = filtered_rows(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
-                          None if min_p is None else np.asarray(min_p)[request], order)
+    probs = filtered_cuts(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
+                          None if min_p is None else np.asarray(min_p)[request], order)[0]
     return np.where((T > 0)[:, None], probs, np.eye(z.shape[1])[np.argmax(z, axis=1)])
 
 

@@ -113,68 +113,26 @@ def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: n
                             f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
 
 
-SAMPLER_ORDERS = ("canonical", "vllm")
-"""SPEC §12's order profiles (``reference.sampler.ORDERS`` names the same)."""
-
-_ID_LISTS = ("prompt_token_ids", "output_token_ids", "allowed_token_ids", "stop_token_ids")
-_PER_REQUEST_RULES = {
-    "repetition_penalty": (lambda v: np.isfinite(v) & (v > 0), "finite and > 0 (it divides; 1 means off)"),
-    "frequency_penalty": (np.isfinite, "finite (0 means off)"),
-    "presence_penalty": (np.isfinite, "finite (0 means off)"),
-    "min_p": (lambda v: (v >= 0) & (v <= 1), "in [0, 1] (0 means off)"),
-}
-
-
 def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:
-    """SPEC §12.4 for the sampler parameters by name (``reference.verify``'s ``sampler``; None entries: off).
-    Id lists hold one entry per request, each None (that request's default) or a 1-D integer array of ids
-    in ``[0, V)``; ``bad_words`` holds per request None or a sequence of non-empty such arrays. The rows
-    every ban empties are found where the rows are computed (``reference.sampler.process_logits``).
-
-    >>> check_sampler({"min_p": np.array([1.5])}, 1, 0, 4)
-    Traceback (most recent call last):
-    ...
-    reference.validate.InvalidInput: min_p: entry 0 is 1.5, must be in [0, 1] (0 means off)
-    """
-    order = sampler.get("order", "canonical")
-    _require(order in SAMPLER_ORDERS, f"order: must be one of {SAMPLER_ORDERS}, got {order!r}")
-    for name in _ID_LISTS + ("bad_words",):
-        lists = sampler.get(name)
-        if lists is None:
-            continue
-        _require(len(lists) == batch, f"{name}: must hold one entry per request ({batch}), got {len(lists)}")
-        for i, entry in enumerate(lists):
-            words = [] if entry is None else list(entry) if name == "bad_words" else [entry]
-            for w, ids in enumerate(words):
-                where = f"request {i}, word {w}" if name == "bad_words" else f"request {i}"
-                ids = np.asarray(ids)
-                _require(ids.ndim == 1 and (ids.size == 0 or ids.dtype.kind in "iu"),
-                         f"{name}: {where} must be a 1-D integer array")
-                _require(ids.size > 0 or name != "bad_words", f"{name}: {where} is empty (a bad word has a token)")
-                _require(ids.size > 0 or name != "allowed_token_ids",
-                         f"{name}: {where} allows no token (an empty list)")
-                outside = ids[(ids < 0) | (ids >= V)]
-                _require(outside.size == 0, f"{name}: {where} holds {outside[:1].tolist()[0] if outside.size else ''}, "
-                                            f"outside [0, V={V})")
-    if sampler.get("min_tokens") is not None:
-        m = _int_array("min_tokens", sampler["min_tokens"], (batch,))
-        _require(bool((m >= 0).all()), f"min_tokens: must be >= 0, got {m.tolist()}")
-    if sampler.get("token_mask") is not None:
-        mask = np.asarray(sampler["token_mask"])
-        _require(mask.dtype == np.bool_ and mask.shape == (num_tokens + batch, V),
-                 f"token_mask: must be bool of shape (num_tokens + batch, V) = {(num_tokens + batch, V)}, "
-                 f"got {mask.dtype} {mask.shape}")
-        empty = np.flatnonzero(~mask.any(axis=1))
-        _require(empty.size == 0, f"token_mask: row {empty[:1].tolist()} allows no token")
-    if sampler.get("logit_bias") is not None:
-        bias = _real_array("logit_bias", sampler["logit_bias"], (batch, V))
-        _require(bool(np.isfinite(bias).all()), "logit_bias: must be finite (no NaN or infinity)")
-    for name, (ok, rule) in _PER_REQUEST_RULES.items():
-        if sampler.get(name) is not None:
-            value = _real_array(name, sampler[name], (batch,))
-            bad = np.flatnonzero(~ok(value))
-            _require(bad.size == 0, f"{name}: entry {bad[:1].tolist()[0] if bad.size else ''} is "
-                                    f"{value[bad[0]] if bad.size else ''}, must be {rule}")
+    """SPEC §12.4 for the sampler parameters given by name (an id list's None entry: its request's default)."""
+    _require(sampler.get("order", "canonical") in ("canonical", "vllm"), f"order: must be 'canonical' or 'vllm', got {sampler.get('order')!r}")
+    for name in ("prompt_token_ids", "output_token_ids", "allowed_token_ids", "stop_token_ids", "bad_words"):
+        lists, nonempty = sampler.get(name, ()), name in ("bad_words", "allowed_token_ids")
+        _require(name not in sampler or len(lists) == batch, f"{name}: must hold one entry per request ({batch})")
+        words = [(i, np.asarray(w)) for i, e in enumerate(lists) if e is not None for w in (e if name == "bad_words" else [e])]
+        for i, ids in words:
+            _require(ids.ndim == 1 and (ids.dtype.kind in "iu" or ids.size == 0) and ids.size >= nonempty and not (
+                (ids < 0) | (ids >= V)).any(), f"{name}: request {i}: must be 1-D ids in [0, V={V}), got {ids.tolist()}")
+    real = lambda v: v.dtype.kind in "iuf" and np.isfinite(v).all()  # noqa: E731
+    rules = {"min_tokens": ((batch,), lambda v: v.dtype.kind in "iu" and (v >= 0).all(), "integers >= 0"),
+             "token_mask": ((num_tokens + batch, V), lambda v: v.dtype == bool and v.any(1).all(), "bool, no row False"),
+             "logit_bias": ((batch, V), real, "finite"), "frequency_penalty": ((batch,), real, "finite"),
+             "presence_penalty": ((batch,), real, "finite"), "repetition_penalty": ((batch,), lambda v: real(v) and (
+                 v > 0).all(), "finite and > 0"),
+             "min_p": ((batch,), lambda v: real(v) and ((v >= 0) & (v <= 1)).all(), "in [0, 1]")}
+    for name, (shape, ok, rule) in ((n, r) for n, r in rules.items() if n in sampler):
+        value = np.asarray(sampler[name])
+        _require(value.shape == shape and bool(ok(value)), f"{name}: must be {rule} of shape {shape}, got {value}")
 
 
 def check_noise(uniforms, exponentials, num_tokens: int, batch: int, V: int) -> None:

@@ -39,10 +39,9 @@ from reference.validate import InvalidInput, check_noise, check_sampler, check_s
 
 INF = float("inf")
 KINDS = ("coin", "top_k", "top_p", "race", "greedy", "min_p", "greedy_computed")
-"""Decisions on a request's path (SPEC §9, §12.5): a coin at each verified position, the filter
-cuts of each target row it reads (top-k, top-p, and §12's min_p), the race of its emission, or a
-greedy argmax per row — ``greedy`` of given values (never a near-tie), ``greedy_computed`` of a §12
-row whose values a penalty or bias computed (rounding may flip a near-tie there)."""
+"""Decisions on a request's path (SPEC §9, §12.5): each verified position's coin, each read row's filter cuts,
+the emission's race, each greedy row's argmax (``greedy_computed``: of values a §12 penalty or bias computed)."""
+ARGMAXES = [KINDS.index("greedy"), KINDS.index("greedy_computed")]   # decided on float64 values, never re-decided
 
 RECHECK = 1e-8
 """A decision whose float64 margin is below this is re-decided exactly (``reference.exact``).
@@ -145,16 +144,6 @@ def greedy_margin(logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
-def sampler_changed(raw: np.ndarray, processed: np.ndarray) -> np.ndarray:
-    """``[rows]`` bool: the rows whose §12 processing computed a value (a penalty or a bias changed a logit it
-    kept); bans only write ``-inf``. A greedy argmax of such a row compares computed values (SPEC §9, §12.5).
-
-    >>> sampler_changed(np.zeros((2, 3)), np.array([[0.0, -np.inf, 0.0], [0.5, 0.0, 0.0]])).tolist()
-    [False, True]
-    """
-    return ((processed != raw) & np.isfinite(processed)).any(axis=-1)
-
-
 def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, positions):
     """A step's noise (SPEC §5.1) as float64 ``(uniforms [Σ counts], exponentials [batch, V])``: the
     injected arrays checked, or — both None — drawn from the keyed streams of §5.2 for ``seeds``/``positions``.
@@ -191,14 +180,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
     sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
-    if sampler:
-        check_sampler(sampler, batch, len(ids), V)
-    sampler = sampler if set(sampler) - {"order"} else {}  # no parameter set: the plain step, whatever the order
-    raw = logits
+    check_sampler(sampler, batch, len(ids), V)
+    sampler, raw = (sampler if set(sampler) - {"order"} else {}), logits  # an order alone: the plain step
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
-        logits = process_logits(logits, k, ids, **sampler)
-        logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)  # a row after a
-        # placeholder that every ban empties is never read (§12.4): any finite stand-in
+        logits = process_logits(logits, k, ids, **sampler)   # a row no step reads may be emptied: stand-in 0
+        logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)
     plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
@@ -208,15 +194,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft_row_target = np.arange(len(ids)) + request           # cu[i] + i + j
 
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
-    if plain:
-        probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
-                                  top_p[row_request])
-        cuts["min_p"] = np.full(len(logits), INF)
-    else:  # §12's min_p and the vllm order: float64 rows and cuts (§12.5: not re-decided exactly)
-        min_p = None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request]
-        probs, cuts = filtered_cuts(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
-                                    top_p[row_request], min_p, sampler.get("order", "canonical"))
-    computed = (sampler_changed(raw, logits) if sampler else np.zeros(len(logits), bool))
+    filters = (logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
+    probs, cuts = target_rows(*filters) if plain else filtered_cuts(  # min_p, vllm: §12.5, in float64
+        *filters, None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request],
+        sampler.get("order", "canonical"))
+    computed = ((logits != raw) & np.isfinite(logits)).any(axis=1)   # a value computed: §9's greedy_computed
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
     accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
@@ -243,15 +225,14 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
     for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
-        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts[kind][chosen]))
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts.get(kind, row_position)[chosen]))
     for kind, rows in (("greedy", ~computed), ("greedy_computed", computed)):
         chosen = on_row & greedy[row_request] & rows
         parts.append(_part(row_request[chosen], row_position[chosen], kind, greedy_margin(logits[chosen])))
     decisions = _decisions(parts)
 
     emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
-    argmax_kinds = [KINDS.index("greedy"), KINDS.index("greedy_computed")]
-    close = np.unique(decisions.request[(decisions.margin < RECHECK) & ~np.isin(decisions.kind, argmax_kinds)])
+    close = np.unique(decisions.request[(decisions.margin < RECHECK) & ~np.isin(decisions.kind, ARGMAXES)])
     close = close if plain else close[:0]
     for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
         d = draft_rows(cu, i)

@@ -173,7 +173,7 @@ def test_an_order_alone_is_the_plain_step_and_need_not_be_declared():
     with pytest.raises(UnsupportedCall, match="sampler order vllm"):
         device.verify(replace(plain, sampler=SamplerParams(order="vllm", min_p=np.array([0.1]))))
     for d in (device, ReferenceDevice()):
-        with pytest.raises(ValueError, match="order: must be one of"):
+        with pytest.raises(ValueError, match="order: must be"):
             d.verify(replace(plain, sampler=SamplerParams(order="hf")))
 
 
