@@ -30,13 +30,19 @@ from specsim.testing.sampler_edges import SAMPLER_EDGES
 EDGE_PREFIX, PRECISION = "L1-sampler/edge/", "L1-sampler/precision"
 
 
-def named_check(device, killed_by: str, ctx: Context, black_box: bool) -> str:
+FIGURES: dict = {}
+"""``(seed, label) → the precision check's extra`` (decisions, beyond, tv_bound, device seconds) of each run."""
+
+
+def named_check(device, killed_by: str, ctx: Context, black_box: bool, label: str = "") -> str:
     """``"K"`` (the named check fails or errors), ``"S"`` (it passes) or ``"-"`` (no black-box form)."""
     if killed_by.startswith(PRECISION):
         if black_box:
             return "-"
         size = SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS
-        return "K" if sampler_precision_check(device, seed=ctx.seed, requests=size).status != "pass" else "S"
+        result = sampler_precision_check(device, seed=ctx.seed, requests=size)
+        FIGURES[(ctx.seed, label)] = result.extra
+        return "K" if result.status != "pass" else "S"
     edge_name, _, only_order = killed_by.removeprefix(EDGE_PREFIX).partition("/")
     edge = next(e for e in SAMPLER_EDGES if e.name == edge_name)
     dtype = "float64" if "float64" in device.capabilities.dtypes else device.capabilities.dtypes[0]
@@ -73,10 +79,12 @@ def main(argv=None) -> int:
         row = {"seed": seed}
         if not args.no_correct:
             for label, device in (("torch", make_cpu_device()), ("torch (black box)", BlackBox(make_cpu_device()))):
-                bad = [r.name for r in sampler_group(device, ctx) if r.status in ("fail", "error")]
+                results = sampler_group(device, ctx)
+                bad = [r.name for r in results if r.status in ("fail", "error")]
                 row[label] = "pass" if not bad else "FAIL " + ", ".join(bad)
+                FIGURES[(seed, label)] = next((r.extra for r in results if r.name == PRECISION), None)
         for m in mutants:
-            row[m.id] = named_check(built[m.id], m.killed_by, ctx, False) + \
+            row[m.id] = named_check(built[m.id], m.killed_by, ctx, False, m.id) + \
                 named_check(BlackBox(built[m.id]), m.killed_by, ctx, True)
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -87,13 +95,20 @@ def main(argv=None) -> int:
     print("|---" * (len(columns) + 1) + "|")
     for row in rows:
         print(f"| {row['seed']} | " + " | ".join(str(row[c]) for c in columns) + " |")
+    for label in sorted({label for _, label in FIGURES}):
+        runs = [FIGURES[key] for key in sorted(FIGURES) if key[1] == label and FIGURES[key]]
+        if runs:
+            print(f"{PRECISION} on {label}: beyond the tolerance per run {[r['beyond'] for r in runs]}, decisions "
+                  f"{sum(r['decisions'] for r in runs)}, largest TV bound {max(r['tv_bound'] for r in runs):.2g}, "
+                  f"device seconds per run {min(r['device_seconds'] for r in runs)}–{max(r['device_seconds'] for r in runs)}")
     survivors = [(row["seed"], m.id) for row in rows for m in mutants if "S" in row[m.id]]
     correct_fails = [(row["seed"], c) for row in rows for c in ("torch", "torch (black box)")
                      if c in row and row[c] != "pass"]
     print(f"\nsurvivals: {survivors or 'none'}; correct-device failures: {correct_fails or 'none'}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "precision": {f"{seed}/{label}": extra for (seed, label), extra in FIGURES.items()}},
+                      f, indent=1)
     return 1 if survivors or correct_fails else 0
 
 
