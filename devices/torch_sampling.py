@@ -551,8 +551,8 @@ def process_logits(logits: torch.Tensor, s: SamplerTensors, draft_token_ids: tor
     else:
         z = biased(penalised(logits, s, counts, request), s, request)
     z = z.masked_fill(ban, -torch.inf)
-    empty = ban.all(dim=1) & rows_read(drafts, num_draft_tokens, request, position)
-    if bool(empty.any()):
+    empty = ban.all(dim=1)
+    if bool(empty.any()) and bool((empty := empty & rows_read(drafts, num_draft_tokens, request, position)).any()):
         r = int(empty.nonzero()[0, 0])
         raise InvalidInput(f"token_mask: row {r} (request {int(request[r])}, position {int(position[r])}) "
                            f"allows no token after every ban")
@@ -569,6 +569,8 @@ def rows_read(drafts: torch.Tensor, num_draft_tokens: torch.Tensor, request: tor
     >>> rows_read(torch.tensor([[-1, 3], [2, 0]]), k, request, position).tolist()
     [True, False, False, True, True]
     """
+    if drafts.shape[1] == 0:   # no request has a draft: every row is a bonus row, read
+        return torch.ones_like(position, dtype=torch.bool)
     columns = torch.arange(drafts.shape[1], device=drafts.device).unsqueeze(0)
     placeholder = (drafts == PLACEHOLDER_TOKEN_ID) & (columns < num_draft_tokens.unsqueeze(1))
     first = torch.where(placeholder.any(dim=1), placeholder.to(torch.int64).argmax(dim=1), num_draft_tokens)

@@ -195,3 +195,10 @@ def test_capabilities_without_the_order_report_the_order_edges_not_supported():
     status = {r.name: r.status for r in _edge_checks(device, Context(quick=True))}
     assert status["L1-sampler/edge/order-penalty-meets-bias/canonical"] == "pass"
     assert status["L1-sampler/edge/order-penalty-meets-bias/vllm"] == "not_supported"
+
+
+def test_a_batch_without_drafts_with_bans_is_served():
+    """Every K = 0: the rows-read test has no draft column (a batch the engine sends at its first step)."""
+    batch = _one(SamplerParams(allowed_token_ids=(np.array([2]), None), min_p=np.array([0.05, 0.05])), [], k=[0, 0])
+    got = make_cpu_device().verify(batch)
+    assert got.output_token_ids[0].tolist() == [2] and ReferenceDevice().verify(batch).output_token_ids[0].tolist() == [2]
