@@ -1,7 +1,9 @@
 """SPEC §6: the device refuses every bad input with an error naming the argument.
 
 A device that accepts bad input silently (clamps, drops, renormalises) or
-refuses it without saying which argument is wrong fails the check.
+refuses it without saying which argument is wrong fails the check. A SPEC §12.4
+rule on a sampler parameter the device does not declare is ``not_supported`` unless
+the device refuses it as the rule asks (a pass).
 """
 
 from __future__ import annotations
@@ -24,12 +26,27 @@ def _probe(device, bad) -> CheckResult:
     except UnsupportedCall as e:
         return CheckResult(name, "input", "not_supported", f"UnsupportedCall: {e}")
     except ValueError as e:
-        ok = bad.argument in str(e)
-        return CheckResult(name, "input", "pass" if ok else "fail",
-                           f"refused: {e}" if ok else f"refused, but the message does not name '{bad.argument}': {e}")
+        if bad.argument in str(e):
+            return CheckResult(name, "input", "pass", f"refused: {e}")
+        return _undeclared(device, batch, name) or CheckResult(
+            name, "input", "fail", f"refused, but the message does not name '{bad.argument}': {e}")
     except Exception as e:
-        return CheckResult(name, "input", "fail", f"expected a ValueError naming '{bad.argument}', got {type(e).__name__}: {e}")
-    return CheckResult(name, "input", "fail", f"accepted silently; SPEC §6 requires an error naming '{bad.argument}'")
+        return _undeclared(device, batch, name) or CheckResult(
+            name, "input", "fail", f"expected a ValueError naming '{bad.argument}', got {type(e).__name__}: {e}")
+    return _undeclared(device, batch, name) or CheckResult(
+        name, "input", "fail", f"accepted silently; SPEC §6 requires an error naming '{bad.argument}'")
+
+
+def _undeclared(device, batch, name: str) -> CheckResult | None:
+    """``not_supported`` for a SPEC §12.4 rule on parameters the device does not declare, which it did not
+    refuse as the rule asks: its answer to an undeclared parameter is the capabilities group's business
+    (§12.3), not a failed input rule. None where the device declares every parameter the call sets."""
+    given = () if batch.sampler is None else batch.sampler.given()
+    absent = [p for p in given if p not in device.capabilities.sampler]
+    if not absent:
+        return None
+    return CheckResult(name, "input", "not_supported", f"device does not declare sampler {', '.join(absent)} "
+                       "(and did not refuse the call naming the argument)")
 
 
 def input_rules_group(device, ctx) -> list[CheckResult]:

@@ -120,8 +120,10 @@ def _ids(*lists) -> tuple:
 
 SAMPLER_BAD_INPUTS: list[BadInput] = [
     BadInput("sampler order not a profile", "order", _s(order="hf", min_p=np.array([0.1, 0.1]))),
-    BadInput("prompt ids not one entry per request", "prompt_token_ids", _s(prompt_token_ids=_ids([1]))),
-    BadInput("output ids holding V", "output_token_ids", _s(output_token_ids=_ids([1], [4]))),
+    BadInput("prompt ids not one entry per request", "prompt_token_ids",
+             _s(prompt_token_ids=_ids([1]), repetition_penalty=np.array([1.2, 1.2]))),
+    BadInput("output ids holding V", "output_token_ids",
+             _s(output_token_ids=_ids([1], [4]), presence_penalty=np.array([0.5, 0.5]))),
     BadInput("allowed ids holding -1", "allowed_token_ids", _s(allowed_token_ids=_ids([-1, 2], None))),
     BadInput("allowed ids empty", "allowed_token_ids", _s(allowed_token_ids=_ids([], None))),
     BadInput("stop ids not integer", "stop_token_ids",
