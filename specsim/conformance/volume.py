@@ -178,10 +178,10 @@ SAMPLER_REQUESTS, SAMPLER_QUICK_REQUESTS = 4096, 1024
 """Requests of ``sampler_precision_check`` (full, ``--quick``), in chunks of ``SAMPLER_CHUNK``."""
 SAMPLER_CHUNK, SAMPLER_PROBE = 1024, 256
 """Chunk size; the first chunk's (it measures the device's rate before the budget rule decides the volume)."""
-SAMPLER_BUDGET_S = 10.0
-"""Device seconds the default run may spend; a slower device runs as many requests as fit (at least the probe's
-256), and the detail says so. The 16-bit penalty mutants contradict 45–79 (fp16) and 130–170 (bf16) decisions
-per 4096 requests; the torch device, 12–15 s for 4096 on a loaded 2-core box, keeps ≥ 2700 there."""
+SAMPLER_BUDGET_S = DEVICE_BUDGET_S
+"""Device seconds the default run may spend (L1-volume's); a slower device runs as many requests as fit (at least
+the probe's 256), and the detail says so. The torch device needs 0.1–1.4 s for 4096 on an idle CPU core, 12–15 s on
+a loaded 2-core box; the 16-bit penalty mutants contradict 45–79 (fp16) and 130–170 (bf16) decisions per 4096."""
 SAMPLER_SPEC = BatchSpec(batch=SAMPLER_CHUNK, max_k=4, vocab_size=64, masked_fraction=0.0, greedy_fraction=0.1,
                          logit_scale=3.0, draw="inverse-cdf")
 NEAR = (3.0, 30.0)
