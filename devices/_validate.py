@@ -74,7 +74,7 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
     _check_sampling_params(batch, batch_size)
     if batch.sampler is not None:
         _check_sampler(batch.sampler, batch_size, num_tokens, vocab_size)
-        _check_static_bans(batch.sampler, num_draft_tokens, vocab_size, where)
+        _check_static_bans(batch.sampler, num_draft_tokens, np.asarray(batch.draft_token_ids), vocab_size, where)
     if batch.seeds is not None:
         _check_seeds(batch.seeds, batch_size)
     if batch.positions is not None:
@@ -433,9 +433,11 @@ def _check_sampler(sampler, batch_size: int, num_tokens: int, vocab_size: int) -
             raise InvalidInput(f"{name}: entry {i} is {value[i]}, must be {rule}")
 
 
-def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, where: "_Rows") -> None:
-    """SPEC §12.4: a row whose draft-independent bans (mask ∧ allowed ids ∧ single-token bad
-    words) leave no token. Bans that depend on the drafts are found where the row is computed."""
+def _check_static_bans(sampler, num_draft_tokens: np.ndarray, draft_token_ids: np.ndarray, vocab_size: int,
+                       where: "_Rows") -> None:
+    """SPEC §12.4: a row the step can read (up to its request's first placeholder) whose draft-independent
+    bans (mask ∧ allowed ids ∧ single-token bad words) leave no token. Bans that depend on the drafts are
+    found where the row is computed."""
     if sampler.allowed_token_ids is None and sampler.bad_words is None:
         return  # the mask alone is checked row by row in _check_sampler
     allowed = np.ones((len(num_draft_tokens), vocab_size), dtype=bool)
@@ -445,17 +447,30 @@ def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, w
         request, ids = _flat([sampler.allowed_token_ids[i] for i in listed], listed)
         allowed[request, ids] = True
     if sampler.bad_words is not None:
-        singles = [[w for w in words if len(w) == 1] for words in sampler.bad_words]
+        singles = [[w for w in (words or ()) if len(w) == 1] for words in sampler.bad_words]
         request, ids = _flat([np.concatenate(ws) if ws else np.zeros(0, np.int64) for ws in singles],
                              range(len(singles)))
         allowed[request, ids] = False
     rows = allowed[np.repeat(np.arange(len(num_draft_tokens)), num_draft_tokens + 1)]
     if sampler.token_mask is not None:
         rows &= np.asarray(sampler.token_mask)
-    if not rows.any(axis=1).all():
-        r = _first(~rows.any(axis=1))
+    empty = ~rows.any(axis=1) & _rows_read(num_draft_tokens, draft_token_ids)
+    if empty.any():
+        r = _first(empty)
         raise InvalidInput(f"token_mask: row {r} ({where.target(r)}) allows no token after the mask, "
                            f"allowed_token_ids and single-token bad_words")
+
+
+def _rows_read(num_draft_tokens: np.ndarray, draft_token_ids: np.ndarray) -> np.ndarray:
+    """``[num_tokens + batch]`` bool: each request's target rows up to its first placeholder (the rows a step reads)."""
+    k = np.asarray(num_draft_tokens, np.int64)
+    cu = np.concatenate([[0], np.cumsum(k)])
+    at = np.flatnonzero(np.asarray(draft_token_ids) == PLACEHOLDER_TOKEN_ID)
+    owner = np.searchsorted(cu, at, side="right") - 1
+    first = k.copy()
+    np.minimum.at(first, owner, at - cu[owner])
+    request = np.repeat(np.arange(len(k)), k + 1)
+    return np.arange(int(k.sum()) + len(k)) - (cu[:-1] + np.arange(len(k)))[request] <= first[request]
 
 
 def _flat(lists, requests) -> tuple[np.ndarray, np.ndarray]:
@@ -474,7 +489,7 @@ def _check_id_lists(name: str, lists, batch_size: int, vocab_size: int, nested: 
         raise InvalidInput(f"{name}: must hold one entry per request ({batch_size}), got {len(lists)}")
     flat, places = [], []
     for i, entry in enumerate(lists):
-        for w, ids in enumerate(entry if nested else [entry]):
+        for w, ids in enumerate(([] if entry is None else entry) if nested else [entry]):   # None: the default
             if ids is None:
                 continue
             ids = np.asarray(ids)

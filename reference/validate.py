@@ -121,6 +121,28 @@ def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: n
                             f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
 
 
+def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:
+    """SPEC §12.4 for the sampler parameters given by name (an id list's None entry: its request's default)."""
+    _require(sampler.get("order", "canonical") in ("canonical", "vllm"), f"order: must be 'canonical' or 'vllm', got {sampler.get('order')!r}")
+    for name in ("prompt_token_ids", "output_token_ids", "allowed_token_ids", "stop_token_ids", "bad_words"):
+        lists, nonempty = sampler.get(name, ()), name in ("bad_words", "allowed_token_ids")
+        _require(name not in sampler or len(lists) == batch, f"{name}: must hold one entry per request ({batch})")
+        words = [(i, np.asarray(w)) for i, e in enumerate(lists) if e is not None for w in (e if name == "bad_words" else [e])]
+        for i, ids in words:
+            _require(ids.ndim == 1 and (ids.dtype.kind in "iu" or ids.size == 0) and ids.size >= nonempty and not (
+                (ids < 0) | (ids >= V)).any(), f"{name}: request {i}: must be 1-D ids in [0, V={V}), got {ids.tolist()}")
+    real = lambda v: v.dtype.kind in "iuf" and np.isfinite(v).all()  # noqa: E731
+    rules = {"min_tokens": ((batch,), lambda v: v.dtype.kind in "iu" and (v >= 0).all(), "integers >= 0"),
+             "token_mask": ((num_tokens + batch, V), lambda v: v.dtype == bool and v.any(1).all(), "bool, no row False"),
+             "logit_bias": ((batch, V), real, "finite"), "frequency_penalty": ((batch,), real, "finite"),
+             "presence_penalty": ((batch,), real, "finite"), "repetition_penalty": ((batch,), lambda v: real(v) and (
+                 v > 0).all(), "finite and > 0"),
+             "min_p": ((batch,), lambda v: real(v) and ((v >= 0) & (v <= 1)).all(), "in [0, 1]")}
+    for name, (shape, ok, rule) in ((n, r) for n, r in rules.items() if n in sampler):
+        value = np.asarray(sampler[name])
+        _require(value.shape == shape and bool(ok(value)), f"{name}: must be {rule} of shape {shape}, got {value}")
+
+
 def check_noise(uniforms, exponentials, num_tokens: int, batch: int, V: int) -> None:
     """SPEC §5.1 shapes and ranges of injected noise."""
     u = _float_array("uniforms", uniforms, (num_tokens,))

@@ -33,14 +33,15 @@ from reference import exact
 from reference.layout import PLACEHOLDER_TOKEN_ID, draft_rows, offsets, pad_outputs
 from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
-from reference.sampler import filtered_rows, process_logits
+from reference.sampler import filtered_cuts, process_logits
 from reference.target import _last, target_rows
-from reference.validate import InvalidInput, check_noise, check_step
+from reference.validate import InvalidInput, check_noise, check_sampler, check_step
 
 INF = float("inf")
-KINDS = ("coin", "top_k", "top_p", "race", "greedy")
-"""Decisions on a request's path (SPEC §9): a coin at each verified position, the two filter
-cuts of each target row it reads, the race of its emission, or a greedy argmax per row."""
+KINDS = ("coin", "top_k", "top_p", "race", "greedy", "min_p", "greedy_computed")
+"""Decisions on a request's path (SPEC §9, §12.5): each verified position's coin, each read row's filter cuts,
+the emission's race, each greedy row's argmax (``greedy_computed``: of values a §12 penalty or bias computed)."""
+ARGMAXES = [KINDS.index("greedy"), KINDS.index("greedy_computed")]   # decided on float64 values, never re-decided
 
 RECHECK = 1e-8
 """A decision whose float64 margin is below this is re-decided exactly (``reference.exact``).
@@ -189,9 +190,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
     sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
-    sampler = sampler if set(sampler) - {"order"} else {}  # an order alone changes nothing
+    check_sampler(sampler, batch, len(ids), V)
+    sampler, raw = (sampler if set(sampler) - {"order"} else {}), logits  # an order alone: the plain step
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
-        logits = process_logits(logits, k, ids, **sampler)
+        logits = process_logits(logits, k, ids, **sampler)   # a row no step reads may be emptied: stand-in 0
+        logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)
     plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
@@ -201,11 +204,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft_row_target = np.arange(len(ids)) + request           # cu[i] + i + j
 
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
-    probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
-    if not plain:  # §12's min_p and the vllm order: float64 rows (their cuts are not re-decided exactly)
-        min_p = None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request]
-        probs = filtered_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
-                              top_p[row_request], min_p, sampler.get("order", "canonical"))
+    filters = (logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
+    probs, cuts = target_rows(*filters) if plain else filtered_cuts(  # min_p, vllm: §12.5, in float64
+        *filters, None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request],
+        sampler.get("order", "canonical"))
+    computed = ((logits != raw) & np.isfinite(logits)).any(axis=1)   # a value computed: §9's greedy_computed
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
     accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
@@ -229,15 +232,17 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     coin = on_draft & ~greedy[request]
     parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
              _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
-    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1)):
+    min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
+    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
-        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts[kind][chosen]))
-    chosen = on_row & greedy[row_request]
-    parts.append(_part(row_request[chosen], row_position[chosen], "greedy", greedy_margin(logits[chosen])))
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts.get(kind, row_position)[chosen]))
+    for kind, rows in (("greedy", ~computed), ("greedy_computed", computed)):
+        chosen = on_row & greedy[row_request] & rows
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, greedy_margin(logits[chosen])))
     decisions = _decisions(parts)
 
     emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
-    close = np.unique(decisions.request[(decisions.margin < RECHECK) & (decisions.kind != KINDS.index("greedy"))])
+    close = np.unique(decisions.request[(decisions.margin < RECHECK) & ~np.isin(decisions.kind, ARGMAXES)])
     close = close if plain else close[:0]
     for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
         d = draft_rows(cu, i)

@@ -153,7 +153,8 @@ def test_every_allowance_counts_toward_the_cap(count):
 
 
 def _random_sampler_checks(device, quick: bool):
-    return [r for r in sampler_group(device, Context(quick=quick)) if "/edge/" not in r.name]
+    return [r for r in sampler_group(device, Context(quick=quick))
+            if "/edge/" not in r.name and r.name != "L1-sampler/precision"]
 
 
 def _assert_stripped_fails(quick: bool, failing_at_least: int):

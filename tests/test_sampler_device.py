@@ -45,8 +45,9 @@ def _rows_read(batch) -> np.ndarray:
 
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
+    from specsim.testing.sampler_edges import SAMPLER_EDGES
     results = sampler_group(device, Context())
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + 7)
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1   # + L1-sampler/precision
     assert [r for r in results if r.status != "pass"] == []
 
 
@@ -58,7 +59,10 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
     assert status["L1-sampler/canonical/bad_words"] == ("not_supported", "device does not declare sampler bad_words")
     assert status["L1-sampler/vllm/min_p"] == ("not_supported", "device does not declare sampler order 'vllm'")
     assert status["L1-sampler/canonical/declared"][0] == "pass"     # the declared subset together: min_p alone
-    assert sum(s == "pass" for s, _ in status.values()) == 3
+    assert sorted(name for name, (s, _) in status.items() if s == "pass") == [
+        "L1-sampler/canonical/declared", "L1-sampler/canonical/min_p", "L1-sampler/edge/min-p-after-temperature/canonical",
+        "L1-sampler/edge/min-p-threshold-ties/canonical", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
+        "L1-sampler/precision"]
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 

@@ -94,7 +94,7 @@ def as_draft_probs(edge: Edge) -> Edge:
 def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     """The exact law of request ``r``'s emitted tokens given its drafts (SPEC §2, §3, §4).
     ``target``: its rows' ``target_probs`` ``[K + 1, V]`` (default: §2 of ``r.logits``; SPEC §12's
-    rows for a sampler edge).
+    rows for a sampler edge, where a greedy row is the one-hot of the processed argmax).
 
     >>> request_law(Request([0], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0]]), point=False)
     {(1,): 0.5, (0, 0): 0.25, (0, 1): 0.25}
@@ -102,8 +102,8 @@ def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     {(1,): 1.0}
     """
     rows = np.asarray(r.logits, dtype=np.float64)  # [K + 1, V]
-    if r.temperature == 0:
-        greedy = [int(np.argmax(row)) for row in rows]
+    if r.temperature == 0:   # given §12's rows, each is the one-hot of its processed argmax
+        greedy = [int(np.argmax(row)) for row in (rows if target is None else np.asarray(target))]
         j = next((j for j, x in enumerate(r.draft_ids) if x != greedy[j]), len(r.draft_ids))
         return {tuple(r.draft_ids[:j]) + (greedy[j],): 1.0}
     if target is None:

@@ -5,7 +5,9 @@ refuses it without saying which argument is wrong fails the check. A device
 declaring ``tree_schemes`` is also sent every bad tree batch through
 ``verify_tree`` (``input/tree-…``): the chain's rules with ``num_nodes`` for
 ``num_draft_tokens``, then the tree's own (parents, scheme, ``"sglang"`` with
-``draft_probs``, thresholds).
+``draft_probs``, thresholds). A SPEC §12.4
+rule on a sampler parameter the device does not declare is ``not_supported`` unless
+the device refuses it as the rule asks (a pass).
 """
 
 from __future__ import annotations
@@ -28,13 +30,29 @@ def _probe(device, bad, entry: str = "verify") -> CheckResult:
     except UnsupportedCall as e:
         return CheckResult(name, "input", "not_supported", f"UnsupportedCall: {e}")
     except ValueError as e:
-        ok = bad.argument in str(e)
-        return CheckResult(name, "input", "pass" if ok else "fail",
-                           f"refused: {e}" if ok else f"refused, but the message does not name '{bad.argument}': {e}")
+        if bad.argument in str(e):
+            return CheckResult(name, "input", "pass", f"refused: {e}")
+        return _undeclared(device, batch, name) or CheckResult(
+            name, "input", "fail", f"refused, but the message does not name '{bad.argument}': {e}")
     except Exception as e:
-        return CheckResult(name, "input", "fail", f"expected a ValueError naming '{bad.argument}', got {type(e).__name__}: {e}")
+        return _undeclared(device, batch, name) or CheckResult(
+            name, "input", "fail", f"expected a ValueError naming '{bad.argument}', got {type(e).__name__}: {e}")
     section = "§11.6" if entry == "verify_tree" else "§6"
-    return CheckResult(name, "input", "fail", f"accepted silently; SPEC {section} requires an error naming '{bad.argument}'")
+    return _undeclared(device, batch, name) or CheckResult(
+        name, "input", "fail", f"accepted silently; SPEC {section} requires an error naming '{bad.argument}'")
+
+
+def _undeclared(device, batch, name: str) -> CheckResult | None:
+    """``not_supported`` for a SPEC §12.4 rule on parameters the device does not declare, which it did not
+    refuse as the rule asks: its answer to an undeclared parameter is the capabilities group's business
+    (§12.3), not a failed input rule. None where the device declares every parameter the call sets."""
+    sampler = getattr(batch, "sampler", None)
+    given = () if sampler is None else sampler.given()
+    absent = [p for p in given if p not in device.capabilities.sampler]
+    if not absent:
+        return None
+    return CheckResult(name, "input", "not_supported", f"device does not declare sampler {', '.join(absent)} "
+                       "(and did not refuse the call naming the argument)")
 
 
 def input_rules_group(device, ctx) -> list[CheckResult]:

@@ -1,6 +1,6 @@
-"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position (issue 18).
+"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position.
 
-Two kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
+Three kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
 and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
@@ -20,7 +20,14 @@ checks that need it, never a silent pass):
   certainty and never recovered; penalties that zero the draft's target
   probability; a bad word completed by this step's drafts; min_tokens
   crossing inside the step; the bonus row seeing every draft; min_p after
-  temperature.
+  temperature; the rows where the order profiles differ (each profile's own
+  answer); bonus rows below min_tokens with several stop ids; min_p's ties;
+  the bias before temperature; repetition on negative logits; the frequency
+  penalty counting repeats; allowed ids at the bonus row. An edge's coins are
+  drawn from the run's seed inside the interval where its answer holds;
+- **precision** ``L1-sampler/precision`` (``volume.sampler_precision_check``): 4096 requests
+  (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
+  3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
 
 Replay a failure: ``specsim conform --device D --groups L1-sampler --seed N``.
 """
@@ -137,7 +144,10 @@ def _edge_checks(device, ctx) -> list[CheckResult]:
 
 
 def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
-    batch, noise = edge.batch(order, dtype)
+    """An edge under injected noise: its exact tokens. Coins with an interval (``SamplerEdge.coins``) are
+    drawn inside it from the run's seed, so each seed asks another point where the rule and the bug differ."""
+    seed = case_seed(0 if ctx is None else ctx.seed, "L1-sampler", edge.name, order)
+    batch, noise = edge.batch(order, dtype, seed=seed)
     got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
@@ -145,11 +155,13 @@ def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckRes
     out = np.asarray(got.output_token_ids)
     emitted = [out[i, : int(got.num_accepted[i]) + 1].tolist() for i in range(batch.batch_size)] \
         if out.shape == (batch.batch_size, batch.max_k + 1) else None
-    ok = emitted == edge.expected and cmp.ok
-    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted}" + \
+    expected = edge.expected_in(order)
+    ok = emitted == expected and cmp.ok
+    coins = "" if edge.coins is None else f" (coins {np.round(noise.uniforms, 4).tolist()}, seed {seed})"
+    detail = edge.why if ok else f"{edge.why}: expected {expected}, got {emitted}{coins}" + \
         ("" if cmp.ok else f"; {cmp.summary()}")
-    status = "pass" if ok else "error" if cmp.status == "error" and emitted == edge.expected else "fail"
-    return CheckResult(name, "L1", status, detail, extra={**cmp.extra(), "near_tie_allowances": 0})
+    status = "pass" if ok else "error" if cmp.status == "error" and emitted == expected else "fail"
+    return CheckResult(name, "L1", status, detail, seed=seed, extra={**cmp.extra(), "near_tie_allowances": 0})
 
 
 def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, plan: StatPlan) -> CheckResult:
@@ -204,4 +216,7 @@ def _finite(x: float) -> float | None:
 def sampler_group(device, ctx) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
-    return _edge_checks(device, ctx) + _random_checks(device, ctx)
+    from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+    precision = sampler_precision_check(device, seed=ctx.seed,
+                                        requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
+    return _edge_checks(device, ctx) + _random_checks(device, ctx) + [precision]

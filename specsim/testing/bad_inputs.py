@@ -1,7 +1,8 @@
-"""One bad call per rule of SPEC §6 (and of §11.6 for trees), each naming the argument the error
-must name.
+"""One bad call per rule of SPEC §6 (with §12.4's sampler rules and §4's withdrawn drafts, and
+§11.6 for trees), each naming the argument the error must name.
 
->>> len(BAD_INPUTS) >= 20, len(TREE_BAD_INPUTS) == len(BAD_INPUTS) + 12
+>>> chain = [b for b in BAD_INPUTS if b not in SAMPLER_BAD_INPUTS and b not in WITHDRAWN_BAD_INPUTS]
+>>> len(chain) >= 20, len(TREE_BAD_INPUTS) == len(chain) + 12
 (True, True)
 """
 
@@ -12,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from devices.protocol import Noise, TreeBatch, VerifyBatch
+from devices.protocol import Noise, SamplerParams, TreeBatch, VerifyBatch
 
 
 def good_batch() -> tuple[VerifyBatch, Noise]:
@@ -108,6 +109,61 @@ BAD_INPUTS: list[BadInput] = [
 ]
 """Each rule of SPEC §6 with the argument its error must name."""
 
+# --- SPEC §12.4: the sampler parameters' rules (good_batch: K = [2, 0], drafts [3, 1], V = 4, 4 target rows) ---
+
+def _s(**fields) -> Callable[[], tuple]:
+    def make():
+        batch, noise = good_batch()
+        return replace(batch, sampler=SamplerParams(**fields)), noise
+    return make
+
+
+def _ids(*lists) -> tuple:
+    return tuple(None if ids is None else np.array(ids, dtype=np.int64) for ids in lists)
+
+
+SAMPLER_BAD_INPUTS: list[BadInput] = [
+    BadInput("sampler order not a profile", "order", _s(order="hf", min_p=np.array([0.1, 0.1]))),
+    BadInput("prompt ids not one entry per request", "prompt_token_ids",
+             _s(prompt_token_ids=_ids([1]), repetition_penalty=np.array([1.2, 1.2]))),
+    BadInput("output ids holding V", "output_token_ids",
+             _s(output_token_ids=_ids([1], [4]), presence_penalty=np.array([0.5, 0.5]))),
+    BadInput("allowed ids holding -1", "allowed_token_ids", _s(allowed_token_ids=_ids([-1, 2], None))),
+    BadInput("allowed ids empty", "allowed_token_ids", _s(allowed_token_ids=_ids([], None))),
+    BadInput("stop ids not integer", "stop_token_ids",
+             _s(stop_token_ids=(np.array([1.0]), np.array([2.0])), min_tokens=np.array([1, 1]))),
+    BadInput("bad word holding V", "bad_words", _s(bad_words=((np.array([0, 4]),), ()))),
+    BadInput("bad word empty", "bad_words", _s(bad_words=((np.zeros(0, np.int64),), ()))),
+    BadInput("min_tokens negative", "min_tokens", _s(min_tokens=np.array([-1, 0]), stop_token_ids=_ids([0], [0]))),
+    BadInput("min_tokens not integer", "min_tokens", _s(min_tokens=np.array([1.5, 0.0]), stop_token_ids=_ids([0], [0]))),
+    BadInput("token mask not bool", "token_mask", _s(token_mask=np.ones((4, 4)))),
+    BadInput("token mask wrong shape", "token_mask", _s(token_mask=np.ones((3, 4), bool))),
+    BadInput("token mask row allowing nothing", "token_mask",
+             _s(token_mask=np.array([[1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]], bool))),
+    BadInput("mask and allowed ids leaving a row empty", "token_mask",
+             _s(token_mask=np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 1]], bool),
+                allowed_token_ids=_ids(None, [2]))),
+    BadInput("bad word completed by the drafts emptying a row", "token_mask",
+             _s(allowed_token_ids=_ids([1], None), bad_words=((np.array([3, 1]),), ()))),
+    BadInput("min_tokens emptying a row", "token_mask",
+             _s(allowed_token_ids=_ids([0, 2], None), stop_token_ids=_ids([0, 2], None), min_tokens=np.array([3, 0]))),
+    BadInput("logit bias wrong shape", "logit_bias", _s(logit_bias=np.zeros((2, 3)))),
+    BadInput("logit bias NaN", "logit_bias", _s(logit_bias=np.array([[0, np.nan, 0, 0], [0, 0, 0, 0]]))),
+    BadInput("logit bias infinite", "logit_bias", _s(logit_bias=np.array([[0, 0, 0, 0], [-np.inf, 0, 0, 0]]))),
+    BadInput("repetition penalty zero", "repetition_penalty", _s(repetition_penalty=np.array([1.2, 0.0]))),
+    BadInput("repetition penalty negative", "repetition_penalty", _s(repetition_penalty=np.array([-1.0, 1.0]))),
+    BadInput("repetition penalty infinite", "repetition_penalty", _s(repetition_penalty=np.array([np.inf, 1.0]))),
+    BadInput("repetition penalty wrong length", "repetition_penalty", _s(repetition_penalty=np.array([1.1]))),
+    BadInput("frequency penalty NaN", "frequency_penalty", _s(frequency_penalty=np.array([np.nan, 0.0]))),
+    BadInput("presence penalty infinite", "presence_penalty", _s(presence_penalty=np.array([0.0, np.inf]))),
+    BadInput("min_p above one", "min_p", _s(min_p=np.array([0.1, 1.5]))),
+    BadInput("min_p negative", "min_p", _s(min_p=np.array([-0.1, 0.0]))),
+    BadInput("min_p NaN", "min_p", _s(min_p=np.array([np.nan, 0.0]))),
+]
+"""Each rule of SPEC §12.4 with the argument its error must name (rows: SPEC §12.4's empty-row error)."""
+
+BAD_INPUTS += SAMPLER_BAD_INPUTS
+
 NO_NOISE_WITHOUT_SEEDS = BadInput("no noise and no seeds", "seeds",
                                   lambda: (replace(good_batch()[0], seeds=None), None))
 """Only for devices that draw their own randomness."""
@@ -145,7 +201,7 @@ def _t(**changes) -> Callable[[], tuple]:
     return make
 
 
-TREE_BAD_INPUTS: list[BadInput] = [_tree_of(bad) for bad in BAD_INPUTS] + [
+TREE_BAD_INPUTS: list[BadInput] = [_tree_of(bad) for bad in BAD_INPUTS if bad not in SAMPLER_BAD_INPUTS] + [
     BadInput("tree parents float", "parents", _t(parents=np.array([-1.0, -1.0, 0.0]))),
     BadInput("tree parents 2-D", "parents", _t(parents=np.array([[-1, -1, 0]]))),
     BadInput("tree parents length differs from sum(num_nodes)", "parents", _t(parents=np.array([-1, -1]))),
@@ -159,7 +215,8 @@ TREE_BAD_INPUTS: list[BadInput] = [_tree_of(bad) for bad in BAD_INPUTS] + [
     BadInput("tree threshold_acc above one", "threshold_acc", _t(threshold_acc=1.01)),
     BadInput("tree threshold_acc NaN", "threshold_acc", _t(threshold_acc=float("nan"))),
 ]
-"""Every rule of SPEC §11.6: §6's with ``num_nodes`` for ``num_draft_tokens``, then the tree's own;
+"""Every rule of SPEC §11.6: §6's with ``num_nodes`` for ``num_draft_tokens`` (a tree batch takes no
+§12 parameters, so §12.4's rules are not restated), then the tree's own;
 each must be refused by ``verify_tree`` with a ``ValueError`` naming the argument."""
 
 TREE_NO_NOISE_WITHOUT_SEEDS = BadInput("tree no noise and no seeds", "seeds",
@@ -189,7 +246,7 @@ def _withdrawn_row(fill) -> Callable[[], tuple]:
 
 WITHDRAWN = frozenset({"withdrawn_drafts"})
 
-BAD_INPUTS += [
+WITHDRAWN_BAD_INPUTS: list[BadInput] = [
     BadInput("withdrawn not bool", "withdrawn", _withdrawn(np.array([1, 0])), WITHDRAWN),
     BadInput("withdrawn wrong length", "withdrawn", _withdrawn(np.array([True])), WITHDRAWN),
     BadInput("withdrawn draft with a token id", "withdrawn", _withdrawn(np.array([True, False]), ids=(3, 1)), WITHDRAWN),
@@ -201,3 +258,5 @@ BAD_INPUTS += [
 ]
 """SPEC §6 on ``withdrawn``: a bool mask of ``num_tokens`` marking placeholder ids only, with the rows it
 makes read (``draft_probs`` given, each a probability row)."""
+
+BAD_INPUTS += WITHDRAWN_BAD_INPUTS
