@@ -149,19 +149,25 @@ def _warper_missing(logits_process, name: str, args: tuple, kwargs: dict) -> str
     return None
 
 
-def check_release(transformers_module) -> tuple:
-    """The installed release's ``_speculative_sampling``, or ``DeviceLoadError`` naming what the release lacks.
+def check_release(version: str, generation_utils, logits_process, where: str = "?"):
+    """The release's ``_speculative_sampling``, or ``DeviceLoadError`` naming what release ``version`` lacks.
 
-    Checked without running anything: the function is there and takes the adapter's four arguments (any
-    other parameter has a default), and the warpers take the arguments :func:`warpers` gives them.
+    ``generation_utils`` / ``logits_process``: its ``transformers.generation.utils`` and
+    ``transformers.generation.logits_process`` modules; ``where``: its path, for the message. Checked without
+    running anything: the function is there and takes the adapter's four arguments (any other parameter has a
+    default), and the warpers take the arguments :func:`warpers` gives them.
+
+    >>> import types
+    >>> def _speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+    ...                           is_done_candidate): ...
+    >>> check_release("5.17.0", types.SimpleNamespace(_speculative_sampling=_speculative_sampling),
+    ...               types.SimpleNamespace())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    devices.registry.DeviceLoadError: the transformers device cannot run transformers 5.17.0 (?): ...also requires is_done_candidate...
     """
     from devices.registry import DeviceLoadError
-    version = getattr(transformers_module, "__version__", "?")
     problems = []
-    try:
-        from transformers.generation import utils as generation_utils
-    except Exception as e:   # a release whose generation module does not import here is no release to check
-        raise DeviceLoadError(f"transformers {version}: importing transformers.generation.utils failed: {e!r}") from e
     sampling = getattr(generation_utils, "_speculative_sampling", None)
     if sampling is None:
         problems.append("transformers.generation.utils._speculative_sampling is missing")
@@ -169,7 +175,6 @@ def check_release(transformers_module) -> tuple:
         why = _parameters_missing(sampling, SPECULATIVE_SAMPLING_ARGUMENTS)
         if why:
             problems.append(f"transformers.generation.utils._speculative_sampling: {why}")
-    from transformers.generation import logits_process
     for name, args, kwargs in (("LogitsProcessorList", (), {}), ("TemperatureLogitsWarper", (0.5,), {}),
                                ("TopKLogitsWarper", (), {"top_k": 2, "min_tokens_to_keep": 1}),
                                ("TopPLogitsWarper", (), {"top_p": 0.5, "min_tokens_to_keep": 1})):
@@ -177,10 +182,22 @@ def check_release(transformers_module) -> tuple:
         if why:
             problems.append(why)
     if problems:
-        raise DeviceLoadError(f"the transformers device cannot run transformers {version} "
-                              f"({getattr(transformers_module, '__file__', '?')}): " + "; ".join(problems)
-                              + f". The adapter was judged on transformers {JUDGED_RELEASE}.")
-    return (sampling,)
+        raise DeviceLoadError(f"the transformers device cannot run transformers {version} ({where}): "
+                              + "; ".join(problems) + f". The adapter was judged on transformers {JUDGED_RELEASE}.")
+    return sampling
+
+
+def _installed_release(transformers_module):
+    """``check_release`` of the imported package: its version, generation modules and path."""
+    from devices.registry import DeviceLoadError
+    version = getattr(transformers_module, "__version__", "?")
+    try:
+        from transformers.generation import logits_process
+        from transformers.generation import utils as generation_utils
+    except Exception as e:   # a release whose generation modules do not import here cannot be checked
+        raise DeviceLoadError(f"the transformers device cannot run transformers {version}: importing "
+                              f"transformers.generation failed: {e!r}") from e
+    return check_release(version, generation_utils, logits_process, getattr(transformers_module, "__file__", "?"))
 
 
 class TransformersDevice:
@@ -195,7 +212,7 @@ class TransformersDevice:
     def __init__(self, transformers_module):
         import torch
 
-        (self._speculative_sampling,) = check_release(transformers_module)
+        self._speculative_sampling = _installed_release(transformers_module)
         self.version = self.release = transformers_module.__version__
         self.engine = f"transformers {self.release}"
         self._torch = torch
