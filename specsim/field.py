@@ -314,12 +314,23 @@ def merge(docs: list[dict]) -> dict:
         extras.update(d.get("extras", {}))
         for block in d.get("releases", []):
             old = releases.get(block["engine"])
-            runs = {r["release"]: r for r in (old["runs"] if old else []) + block["runs"]}
-            releases[block["engine"]] = {**block, "runs": sorted(runs.values(), key=lambda r: release_key(r["release"]))}
+            releases[block["engine"]] = block if old is None else _fold_releases(old, block)
     doc = {"schema": SCHEMA, "devices": sorted(devices.values(), key=lambda e: e["device"]), "extras": extras}
     if releases:
         doc["releases"] = [releases[k] for k in sorted(releases)]
     return doc
+
+
+def _fold_releases(old: dict, new: dict) -> dict:
+    """Two release tables of one engine as one: every release of both (one run twice: ``new``'s), the groups and
+    devices of both, both commands; each run keeps its own sizes and groups (``quick``, ``groups``)."""
+    runs = {r["release"]: {"quick": old["quick"], "groups": old["groups"], **r} for r in old["runs"]}
+    runs.update({r["release"]: {"quick": new["quick"], "groups": new["groups"], **r} for r in new["runs"]})
+    return {**new, "runs": sorted(runs.values(), key=lambda r: release_key(r["release"])),
+            "groups": list(dict.fromkeys(old["groups"] + new["groups"])),
+            "devices": list(dict.fromkeys(old["devices"] + new["devices"])),
+            "quick": old["quick"] and new["quick"],
+            "command": old["command"] + ("" if new["command"] in old["command"].split("; ") else "; " + new["command"])}
 
 
 def release_key(release: str) -> tuple:
@@ -414,6 +425,13 @@ def _release_cell(finding: dict | None, status: str | None, run: dict, entry: di
     return {"pass": "pass", "not_supported": "not supported"}.get(status or "", status or "-")
 
 
+def _why_not_run(run: dict, entry: dict | None) -> str:
+    """Why a release's column has no run, its install directory (this machine's cache) named as such."""
+    why = run.get("error") or (entry or {}).get("why_not") or "?"
+    path = (run.get("install") or {}).get("path")
+    return why.replace(path, "<release dir>") if path else why
+
+
 def _entry_verdict(entry: dict, group: str) -> str:
     counts = entry["groups"].get(group)
     if counts is None:
@@ -438,7 +456,7 @@ def render_releases(block: dict) -> list[str]:
         entries = [next((e for e in r.get("entries", []) if e["device"] == device), None) for r in runs]
         lines += [head.format(f"`{device}`"), rule]
         lines.append("| engine | " + " | ".join(
-            (e["engine"] if e is not None and e["available"] else f"not run: {_cell(r.get('error') or (e or {}).get('why_not'))}")
+            e["engine"] if e is not None and e["available"] else f"not run: {_cell(_why_not_run(r, e))}"
             for r, e in zip(runs, entries)) + " |")
         for g in block["groups"]:
             lines.append(f"| {g} | " + " | ".join(_entry_verdict(e, g) if e is not None and e["available"] else "-"
@@ -457,13 +475,14 @@ def render_releases(block: dict) -> list[str]:
         lines.append("")
     for r in runs:
         if r.get("error"):
-            lines.append(f"* {r['release']}: not run: {_cell(r['error'])}")
+            lines.append(f"* {r['release']}: not run: {_cell(_why_not_run(r, None))}")
         elif r.get("install"):
             pins = r["install"]["pins"]
+            quick, groups = r.get("quick", block["quick"]), r.get("groups", block["groups"])
             lines.append(f"* {r['release']}: {len(pins)} package(s) installed beside the environment "
                          f"({', '.join(pins[:3])}{', …' if len(pins) > 3 else ''}); reproduce: "
                          f"`specsim field --out DIR --releases {r['release']} --devices {' '.join(block['devices'])}"
-                         f"{' --quick' if block['quick'] else ''} --groups {','.join(block['groups'])}`")
+                         f"{' --quick' if quick else ''} --groups {','.join(groups)}`")
     return lines + [""]
 
 

@@ -108,7 +108,8 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
 
     from specsim import releases
     from specsim.conformance.isolation import group_path
-    run = {"release": release, "install": None, "error": None, "entries": [], "by_group": {}}
+    run = {"release": release, "quick": args.quick, "groups": names, "install": None, "error": None, "entries": [],
+           "by_group": {}}
     try:
         installed = releases.install(engine.distribution, release, log=lambda line: print(line, flush=True))
     except releases.ReleaseError as e:

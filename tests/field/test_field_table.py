@@ -255,6 +255,7 @@ def test_the_release_table_has_a_row_per_failing_check_and_a_column_per_release(
     (merged,) = doc["releases"]
     assert [r["release"] for r in merged["runs"]] == ["5.17.0", "5.23.0", "5.24.0", "5.25.0"]
     assert merged["runs"][2]["entries"][0]["findings"] == []          # 5.24.0 from the later document
+    assert merged["command"] == "specsim field --releases ...; c"
     assert "## Releases" in field.render(doc) and "## Verdicts" not in field.render(doc)
 
 
