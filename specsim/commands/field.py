@@ -24,6 +24,9 @@ One engine across its releases (``--releases``, with ``--devices`` of one engine
 installs each release beside the environment (``specsim.releases``: pip with the user's configuration, cached
 under ``~/.cache/specsim/releases/``), runs ``specsim field`` with that release first on ``PYTHONPATH``, and
 renders one table: a column a release, a row a group or a failing check.
+
+Exit status: 1 when a failing check is new or covered only by a waiver judged on another release, 0 when
+every failing check is waived on the release it ran on; 2 for bad usage.
 """
 
 from __future__ import annotations

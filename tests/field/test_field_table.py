@@ -266,3 +266,15 @@ def test_devices_lists_the_engine_release_a_field_adapter_runs():
     class Adapter:
         capabilities, engine = CAPABILITIES, "transformers 5.24.0"
     assert devices_command._described(Adapter()).startswith("transformers 5.24.0: ")
+
+
+def test_releases_usage_errors_name_the_option(tmp_path, capsys):
+    class Args:
+        out, merge, render_only, rewaive, extra, quick, where, group_timeout = str(tmp_path), [], False, False, [], \
+            True, "here", None
+        groups, devices, engine, releases = "capabilities", ["transformers"], None, "5.23.0,latest"
+    assert field_command.run(Args) == 2 and "--releases: 'latest' is not a release number" in capsys.readouterr().out
+    Args.releases, Args.devices = "5.23.0", ["vllm"]
+    assert field_command.run(Args) == 2 and "--releases needs one engine" in capsys.readouterr().out
+    Args.releases, Args.devices, Args.engine = None, None, "transformers"
+    assert field_command.run(Args) == 2 and "--engine goes with --releases" in capsys.readouterr().out
