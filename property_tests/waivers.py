@@ -103,8 +103,8 @@ class Waiver:
         ``engine`` attribute): always without ``judged_on``; else only on the very release it names.
 
         >>> w = Waiver(check="conformance:x", reason="r", issue="https://x.example/1", judged_on="transformers 5.23.0")
-        >>> w.judged_on_engine("transformers 5.23.0"), w.judged_on_engine("transformers 5.24.0"), w.judged_on_engine(None)
-        (True, False, False)
+        >>> [w.judged_on_engine(e) for e in ("transformers 5.23.0", "transformers 5.24.0", None)]
+        [True, False, False]
         """
         return not self.judged_on or same_release(self.judged_on, engine)
 
@@ -124,15 +124,16 @@ class Waiver:
 
 
 JUDGED_ON_FORMAT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([0-9][0-9A-Za-z.+!_-]*)$")
-"""``judged_on``: an engine's name and its release, one space apart (``"vllm 0.33.0"``, ``"flashinfer 0.7.2.post1"``)."""
+"""``judged_on``: an engine's name and its release, one space apart (``"vllm 0.33.0"``,
+``"flashinfer 0.7.2.post1"``)."""
 
 
 def same_release(judged_on: str, engine: str | None) -> bool:
     """Whether ``engine`` (a device's ``"<name> <release>"``) is the release ``judged_on`` names (names compared
     without case; an engine string with no release is no release).
 
-    >>> same_release("vllm 0.33.0", "vLLM 0.33.0"), same_release("vllm 0.33.0", "vllm"), same_release("vllm 0.33.0", "vllm 0.33.1")
-    (True, False, False)
+    >>> [same_release("vllm 0.33.0", e) for e in ("vLLM 0.33.0", "vllm", "vllm 0.33.1")]
+    [True, False, False]
     """
     a, b = JUDGED_ON_FORMAT.match(judged_on.strip()), JUDGED_ON_FORMAT.match((engine or "").strip())
     return bool(a and b) and a.group(1).lower() == b.group(1).lower() and a.group(2) == b.group(2)

@@ -369,8 +369,9 @@ def _rewaive_entry(e: dict) -> None:
             f.update(deviation="NEW", judgement="unjudged: a new deviation", reason="", link="", judged_on="",
                      standing=NEW)
         else:
+            here = w.judged_on_engine(e.get("engine"))
             f.update(deviation=deviation, judgement=w.judgement, reason=w.reason, link=w.issue,
-                     judged_on=w.judged_on, standing=WAIVED if w.judged_on_engine(e.get("engine")) else JUDGED_ELSEWHERE)
+                     judged_on=w.judged_on, standing=WAIVED if here else JUDGED_ELSEWHERE)
     for g, counts in e["groups"].items():
         counts["waived"] = sum(f["group"] == g and standing(f) == WAIVED for f in e["findings"])
         counts["judged_elsewhere"] = sum(f["group"] == g and standing(f) == JUDGED_ELSEWHERE for f in e["findings"])
