@@ -19,7 +19,11 @@ does not hide a whole group. Two optional keys describe a deviation for the fiel
 (``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
 ``JUDGEMENTS``); a third, ``upstream_status``, records what the engine's project already knows of it
 (``UPSTREAM_STATUS``: documented, an issue or pull request, or none found — a person's finding, with its link),
-which the field's upstream reports quote as their "Known upstream?" line.
+which the field's upstream reports quote as their "Known upstream?" line. ``judged_on`` names the
+engine release the judgement was made on, as ``"<engine> <release>"`` (``judged_on = "transformers 5.23.0"``): on a device that runs another
+release (its ``engine`` says which) the entry waives nothing, and what it would cover is shown as
+judged on that release (``specsim field``, ``specsim conform --waivers``). The field's waiver files
+(``devices/field/*_waivers.toml``) name it on every entry.
 
 The same file serves ``specsim conform --waivers FILE``, which applies its ``conformance:``
 entries (``specsim.conformance.vendor_waivers``).
@@ -45,10 +49,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 KEYS = {"check", "reason", "issue", "devices", "mark", "deviation", "judgement",
-        "upstream_status"}
+        "upstream_status", "judged_on"}
 CONFORMANCE = "conformance:"
 JUDGEMENTS = ("loss of losslessness", "semantics difference at an edge of SPEC", "RNG-contract break",
               "contract difference", "adapter limitation")
@@ -79,6 +84,7 @@ class Waiver:
     deviation: str = ""
     judgement: str = ""
     upstream_status: str = ""
+    judged_on: str = ""  # "<engine> <release>", e.g. "transformers 5.23.0"; "" for any release
     _wild: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self):
@@ -102,6 +108,16 @@ class Waiver:
     def applies_to_device(self, device_spec: str | None) -> bool:
         return not self.devices or device_spec in self.devices
 
+    def judged_on_engine(self, engine: str | None) -> bool:
+        """Whether this waiver's judgement holds for a device running ``engine`` (``"<engine> <release>"``, its
+        ``engine`` attribute): always without ``judged_on``; else only on the very release it names.
+
+        >>> w = Waiver(check="conformance:x", reason="r", issue="https://x.example/1", judged_on="transformers 5.23.0")
+        >>> [w.judged_on_engine(e) for e in ("transformers 5.23.0", "transformers 5.24.0", None)]
+        [True, False, False]
+        """
+        return not self.judged_on or same_release(self.judged_on, engine)
+
     def matches(self, check_id: str, name: str, nodeid: str | None = None) -> bool:
         """Whether this waiver covers the test ``check_id`` (id from ``property_tests/``), ``name``, ``nodeid``."""
         if self.conformance:
@@ -115,6 +131,22 @@ class Waiver:
 
     def describe(self) -> str:
         return f"{self.check!r} ({self.source}): {self.reason} [{self.issue}]"
+
+
+JUDGED_ON_FORMAT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([0-9][0-9A-Za-z.+!_-]*)$")
+"""``judged_on``: an engine's name and its release, one space apart (``"vllm 0.33.0"``,
+``"flashinfer 0.7.2.post1"``)."""
+
+
+def same_release(judged_on: str, engine: str | None) -> bool:
+    """Whether ``engine`` (a device's ``"<name> <release>"``) is the release ``judged_on`` names (names compared
+    without case; an engine string with no release is no release).
+
+    >>> [same_release("vllm 0.33.0", e) for e in ("vLLM 0.33.0", "vllm", "vllm 0.33.1")]
+    [True, False, False]
+    """
+    a, b = JUDGED_ON_FORMAT.match(judged_on.strip()), JUDGED_ON_FORMAT.match((engine or "").strip())
+    return bool(a and b) and a.group(1).lower() == b.group(1).lower() and a.group(2) == b.group(2)
 
 
 def check_id(nodeid: str) -> str:
@@ -180,10 +212,14 @@ def parse_entry(raw, where: str) -> Waiver:
     deviation = entry.get("deviation", "")
     if not isinstance(deviation, str):
         raise WaiverError(f"{where}: 'deviation' must be a string id, got {deviation!r}")
-    upstream_status = _upstream_status(entry.get("upstream_status", ""), where)
+    judged_on = entry.get("judged_on", "")
+    if not isinstance(judged_on, str) or (judged_on and not JUDGED_ON_FORMAT.match(judged_on.strip())):
+        raise WaiverError(f"{where}: 'judged_on' must name the engine and the release the judgement was made on, "
+                          f"one space apart (\"transformers 5.23.0\"), got {judged_on!r}")
     return Waiver(check=entry["check"].strip(), reason=entry["reason"].strip(), issue=issue,
                   devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement,
-                  upstream_status=upstream_status)
+                  upstream_status=_upstream_status(entry.get("upstream_status", ""), where),
+                  judged_on=judged_on.strip())
 
 
 def _upstream_status(value, where: str) -> str:

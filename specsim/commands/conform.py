@@ -208,7 +208,7 @@ def _run(args) -> int:
         if waivers is not None:
             from specsim.conformance.vendor_waivers import apply
             results, record = apply(results, waivers, device_spec=args.device,
-                                    device_name=getattr(device, "name", None))
+                                    device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
         doc = document(args.device, device, ctx, results, names)
         if record is not None:
             doc["waivers"] = record

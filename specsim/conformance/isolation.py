@@ -476,7 +476,7 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
         if waivers is not None:
             from specsim.conformance.vendor_waivers import apply
             results, record = apply(results, waivers, device_spec=device_spec,
-                                    device_name=getattr(device, "name", None))
+                                    device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
         doc = document(device_spec, device, ctx, results, [g for g in plan.groups if g in by_group])
         if record is not None:
             doc["waivers"] = record

@@ -179,6 +179,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "schema_version": SCHEMA_VERSION,
         "spec_version": judged["spec_version"],
         "device": {"spec": device_spec, "name": getattr(device, "name", None),
+                   "engine": getattr(device, "engine", None),   # a field adapter's "<engine> <release>"
                    "capabilities": caps.to_json() if caps is not None else None},
         "environment": environment(device),
         "seed": ctx.seed,

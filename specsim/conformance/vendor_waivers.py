@@ -21,8 +21,9 @@ file is a usage error naming the file and the entry. What a waiver does to a run
   documents a deviation; it does not make a device conform to the core).
 - every entry that waived nothing is listed as **stale**, with why: it matched no check of the
   run, matched only checks that did not fail (fixed?), or every failing check it matches was
-  waived by an earlier entry. Entries for other devices, and entries naming pytest tests (no
-  ``conformance:`` prefix), are listed as not applicable.
+  waived by an earlier entry. Entries for other devices, entries judged on another release of the
+  device's engine (``judged_on = "transformers 5.23.0"`` against the device's ``engine``), and entries
+  naming pytest tests (no ``conformance:`` prefix), are listed as not applicable.
 
 Example::
 
@@ -79,7 +80,7 @@ def waiver_of(w: Waiver) -> dict[str, str]:
     return {"check": w.check, "reason": w.reason, "link": w.issue, "source": w.source}
 
 
-def _not_applicable(w: Waiver, device_spec: str, device_name: str | None) -> str | None:
+def _not_applicable(w: Waiver, device_spec: str, device_name: str | None, engine: str | None = None) -> str | None:
     """Why ``w`` is not for this run (None: it is)."""
     if not w.conformance:
         return ("names a pytest test, not a conformance check; to waive a check of specsim conform "
@@ -87,6 +88,9 @@ def _not_applicable(w: Waiver, device_spec: str, device_name: str | None) -> str
     if not (w.applies_to_device(device_spec) or (device_name and w.applies_to_device(device_name))):
         return f"for devices {list(w.devices)}; this run's device is {device_spec!r}" + (
             f" ({device_name})" if device_name and device_name != device_spec else "")
+    if not w.judged_on_engine(engine):
+        return (f"judged on {w.judged_on}; this run's device runs {engine or 'a release it does not name'}: "
+                "the checks it names are held to SPEC here")
     return None
 
 
@@ -108,11 +112,13 @@ def _entry(w: Waiver, why: str) -> dict[str, str]:
 
 
 def apply(results: list[CheckResult], waiver_file: WaiverFile, *, device_spec: str,
-          device_name: str | None = None) -> tuple[list[CheckResult], dict]:
+          device_name: str | None = None, engine: str | None = None) -> tuple[list[CheckResult], dict]:
     """Mark the failing ``results`` the file's waivers cover; return them and ``conformance.json``'s ``waivers``.
 
     - ``results``: the run's checks, as the groups returned them (never modified; waived ones are copies).
     - ``device_spec`` / ``device_name``: what a waiver's ``devices`` may name.
+    - ``engine``: the device's ``"<engine> <release>"`` (its ``engine`` attribute); a waiver ``judged_on``
+      another release waives nothing (listed as not applicable, with both releases).
 
     The record: ``{"file", "sha256", "entries", "waived": [{check, status, source}], "stale": [...],
     "not_applicable": [...]}``, each entry of the last two with its ``check``, ``reason``, ``link``,
@@ -120,7 +126,7 @@ def apply(results: list[CheckResult], waiver_file: WaiverFile, *, device_spec: s
     """
     active, not_applicable = [], []
     for w in waiver_file.waivers:
-        why = _not_applicable(w, device_spec, device_name)
+        why = _not_applicable(w, device_spec, device_name, engine)
         if why is None:
             active.append(w)
         else:
