@@ -81,6 +81,7 @@ def test_the_adapter_runs_on_each_release_and_names_it(installed):
         assert got["accepted"][0] in (0, 1, 2) and got["tokens"][0][got["accepted"][0]] >= 0
 
 
+@pytest.mark.slow  # two field runs (~25 s of CPU); the adapter's two-release test above stays in the default suite
 def test_field_releases_builds_a_table_with_a_column_per_release(installed, tmp_path):
     """``specsim field --releases A,B`` at --quick on the capabilities group: one table, a column a release,
     each column run on its release."""
