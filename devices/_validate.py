@@ -67,13 +67,14 @@ def validate(batch: VerifyBatch, noise: Noise | None = None,
     where = _Rows(num_draft_tokens)
     vocab_size = _check_target_logits(batch.target_logits, num_tokens, batch_size, float_dtypes, where)
     _check_draft_token_ids(batch.draft_token_ids, num_tokens, vocab_size, where)
+    withdrawn = _check_withdrawn(batch.withdrawn, batch.draft_token_ids, batch.draft_probs, num_tokens, where)
     if batch.draft_probs is not None:
         _check_draft_probs(batch.draft_probs, batch.draft_token_ids, batch.target_logits,
-                           num_tokens, vocab_size, where)
+                           num_tokens, vocab_size, where, withdrawn)
     _check_sampling_params(batch, batch_size)
     if batch.sampler is not None:
         _check_sampler(batch.sampler, batch_size, num_tokens, vocab_size)
-        _check_static_bans(batch.sampler, num_draft_tokens, vocab_size, where)
+        _check_static_bans(batch.sampler, num_draft_tokens, np.asarray(batch.draft_token_ids), vocab_size, where)
     if batch.seeds is not None:
         _check_seeds(batch.seeds, batch_size)
     if batch.positions is not None:
@@ -101,8 +102,9 @@ def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilit
 
     The modes are those ``specsim capabilities``' table checks both ways: greedy (some
     ``temperature == 0``), draft probabilities or point proposals, top-k (a sampled request
-    with ``0 < top_k < V``), top-p (a sampled request with ``top_p < 1``), injected noise, and
-    drawing its own randomness (``noise`` None).
+    with ``0 < top_k < V``), top-p (a sampled request with ``top_p < 1``), injected noise,
+    withdrawn drafts (some ``withdrawn`` entry True), and drawing its own randomness
+    (``noise`` None).
     """
     temperature = np.asarray(batch.temperature)
     sampled = temperature > 0
@@ -113,6 +115,7 @@ def check_modes(batch: VerifyBatch, noise: Noise | None, capabilities: Capabilit
         "top_k": bool((sampled & (np.asarray(batch.top_k) > 0) & (np.asarray(batch.top_k) < batch.vocab_size)).any()),
         "top_p": bool((sampled & (np.asarray(batch.top_p) < 1)).any()),
         "injected_noise": noise is not None,
+        "withdrawn_drafts": batch.has_withdrawn(),
     }
     for mode, needed in needs.items():
         if needed and not getattr(capabilities, mode):
@@ -133,6 +136,7 @@ def check_repeated(batch: VerifyBatch, template: VerifyBatch) -> None:
     num_tokens, batch_size = int(batch.num_draft_tokens.sum()), batch.batch_size
     where = _Rows(batch.num_draft_tokens)
     _check_draft_token_ids(batch.draft_token_ids, num_tokens, template.vocab_size, where)
+    _check_withdrawn(batch.withdrawn, batch.draft_token_ids, template.draft_probs, num_tokens, where)
     if batch.seeds is None or batch.positions is None:
         raise InvalidInput("seeds: required (with positions): verify_repeated draws keyed noise")
     _check_seeds(batch.seeds, batch_size)
@@ -155,12 +159,22 @@ def as_chain_batch(batch: TreeBatch) -> VerifyBatch:
                        batch.temperature, batch.top_k, batch.top_p, batch.seeds, batch.positions)
 
 
+def _tree_names(message: str) -> str:
+    """A §6 message about the chain view of a tree batch, in the tree's names (SPEC §11.6: ``num_nodes``
+    for ``num_draft_tokens``), so the error names the argument the caller passed."""
+    return message.replace("num_draft_tokens", "num_nodes").replace("num_tokens", "num_nodes_total")
+
+
 def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabilities) -> np.ndarray:
     """The preamble of every device's ``verify_tree`` (SPEC §11.6): §6's rules with nodes for
-    drafts, the tree's own (``InvalidInput``), then the declared schemes, depth, V and dtype
-    (``UnsupportedCall``). Returns each node's depth ``[num_nodes_total]``."""
+    drafts, the tree's own (``InvalidInput``), then the declared schemes, depth (``max_k``), nodes
+    per request (``max_tree_nodes``), V and dtype (``UnsupportedCall``). Returns each node's depth
+    ``[num_nodes_total]``."""
     chain = as_chain_batch(batch)
-    validate(chain, noise)
+    try:
+        validate(chain, noise)
+    except InvalidInput as e:
+        raise InvalidInput(_tree_names(str(e))) from None
     if noise is None and (batch.seeds is None or batch.positions is None):
         missing = "seeds" if batch.seeds is None else "positions"
         raise InvalidInput(f"{missing}: required when no noise is given (SPEC §5.2, §11.5)")
@@ -187,6 +201,9 @@ def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabil
     depths = batch.depths()
     check_capabilities(dataclasses.replace(chain, num_draft_tokens=np.array([int(depths.max(initial=0))])),
                        capabilities)
+    largest = int(np.max(batch.num_nodes, initial=0))
+    if largest > capabilities.max_tree_nodes:
+        raise UnsupportedCall(f"max_tree_nodes <= {capabilities.max_tree_nodes} nodes per request", largest)
     return depths
 
 
@@ -290,8 +307,33 @@ def _check_draft_token_ids(draft_token_ids, num_tokens: int, vocab_size: int, wh
                            f"outside [0, V={vocab_size}) and not the placeholder {PLACEHOLDER_TOKEN_ID}")
 
 
+def _check_withdrawn(withdrawn, draft_token_ids: np.ndarray, draft_probs, num_tokens: int,
+                     where: _Rows) -> np.ndarray:
+    """SPEC §6's rules for ``withdrawn`` (SPEC §4's withdrawn drafts): None or bool ``[num_tokens]``;
+    a withdrawn draft's id is the placeholder, and its draft row is read, so ``draft_probs`` must be
+    given. Returns the mask ``[num_tokens]`` (all False for None)."""
+    if withdrawn is None:
+        return np.zeros(num_tokens, dtype=bool)
+    value = _array("withdrawn", withdrawn, 1)
+    if value.dtype != np.bool_:
+        raise InvalidInput(f"withdrawn: must be a bool array (True: drawn, then withdrawn), got dtype {value.dtype}")
+    _length("withdrawn", value, num_tokens, "num_tokens = sum(num_draft_tokens)")
+    named = value & (draft_token_ids != PLACEHOLDER_TOKEN_ID)
+    if named.any():
+        row = _first(named)
+        raise InvalidInput(f"withdrawn: entry {row} ({where.draft(row)}) is True but its draft id is "
+                           f"{int(draft_token_ids[row])}; a withdrawn draft's id is the placeholder "
+                           f"{PLACEHOLDER_TOKEN_ID} (SPEC §4)")
+    if value.any() and draft_probs is None:
+        row = _first(value)
+        raise InvalidInput(f"withdrawn: entry {row} ({where.draft(row)}) is a withdrawn draft, whose residual "
+                           "is read from the draft row it was drawn from, but draft_probs is None: a point "
+                           "proposal cannot be withdrawn (keep its id; SPEC §4)")
+    return value
+
+
 def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: np.ndarray,
-                       num_tokens: int, vocab_size: int, where: _Rows) -> None:
+                       num_tokens: int, vocab_size: int, where: _Rows, withdrawn: np.ndarray) -> None:
     value = _array("draft_probs", draft_probs, 2)
     want = draft_dtype(target_logits.dtype.name)
     if value.dtype.name != want:
@@ -299,7 +341,7 @@ def _check_draft_probs(draft_probs, draft_token_ids: np.ndarray, target_logits: 
                            f"(SPEC §6), got {value.dtype}")
     if value.shape != (num_tokens, vocab_size):
         raise InvalidInput(f"draft_probs: shape must be [num_tokens, V] = {(num_tokens, vocab_size)}, got {value.shape}")
-    read = draft_token_ids != PLACEHOLDER_TOKEN_ID  # a placeholder's row is never read
+    read = (draft_token_ids != PLACEHOLDER_TOKEN_ID) | withdrawn  # a padding placeholder's row is never read
     rows = value[read]
     index = np.flatnonzero(read)
     not_finite = ~np.isfinite(rows).all(axis=1)
@@ -391,9 +433,11 @@ def _check_sampler(sampler, batch_size: int, num_tokens: int, vocab_size: int) -
             raise InvalidInput(f"{name}: entry {i} is {value[i]}, must be {rule}")
 
 
-def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, where: "_Rows") -> None:
-    """SPEC §12.4: a row whose draft-independent bans (mask ∧ allowed ids ∧ single-token bad
-    words) leave no token. Bans that depend on the drafts are found where the row is computed."""
+def _check_static_bans(sampler, num_draft_tokens: np.ndarray, draft_token_ids: np.ndarray, vocab_size: int,
+                       where: "_Rows") -> None:
+    """SPEC §12.4: a row the step can read (up to its request's first placeholder) whose draft-independent
+    bans (mask ∧ allowed ids ∧ single-token bad words) leave no token. Bans that depend on the drafts are
+    found where the row is computed."""
     if sampler.allowed_token_ids is None and sampler.bad_words is None:
         return  # the mask alone is checked row by row in _check_sampler
     allowed = np.ones((len(num_draft_tokens), vocab_size), dtype=bool)
@@ -403,17 +447,30 @@ def _check_static_bans(sampler, num_draft_tokens: np.ndarray, vocab_size: int, w
         request, ids = _flat([sampler.allowed_token_ids[i] for i in listed], listed)
         allowed[request, ids] = True
     if sampler.bad_words is not None:
-        singles = [[w for w in words if len(w) == 1] for words in sampler.bad_words]
+        singles = [[w for w in (words or ()) if len(w) == 1] for words in sampler.bad_words]
         request, ids = _flat([np.concatenate(ws) if ws else np.zeros(0, np.int64) for ws in singles],
                              range(len(singles)))
         allowed[request, ids] = False
     rows = allowed[np.repeat(np.arange(len(num_draft_tokens)), num_draft_tokens + 1)]
     if sampler.token_mask is not None:
         rows &= np.asarray(sampler.token_mask)
-    if not rows.any(axis=1).all():
-        r = _first(~rows.any(axis=1))
+    empty = ~rows.any(axis=1) & _rows_read(num_draft_tokens, draft_token_ids)
+    if empty.any():
+        r = _first(empty)
         raise InvalidInput(f"token_mask: row {r} ({where.target(r)}) allows no token after the mask, "
                            f"allowed_token_ids and single-token bad_words")
+
+
+def _rows_read(num_draft_tokens: np.ndarray, draft_token_ids: np.ndarray) -> np.ndarray:
+    """``[num_tokens + batch]`` bool: each request's target rows up to its first placeholder (the rows a step reads)."""
+    k = np.asarray(num_draft_tokens, np.int64)
+    cu = np.concatenate([[0], np.cumsum(k)])
+    at = np.flatnonzero(np.asarray(draft_token_ids) == PLACEHOLDER_TOKEN_ID)
+    owner = np.searchsorted(cu, at, side="right") - 1
+    first = k.copy()
+    np.minimum.at(first, owner, at - cu[owner])
+    request = np.repeat(np.arange(len(k)), k + 1)
+    return np.arange(int(k.sum()) + len(k)) - (cu[:-1] + np.arange(len(k)))[request] <= first[request]
 
 
 def _flat(lists, requests) -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +489,7 @@ def _check_id_lists(name: str, lists, batch_size: int, vocab_size: int, nested: 
         raise InvalidInput(f"{name}: must hold one entry per request ({batch_size}), got {len(lists)}")
     flat, places = [], []
     for i, entry in enumerate(lists):
-        for w, ids in enumerate(entry if nested else [entry]):
+        for w, ids in enumerate(([] if entry is None else entry) if nested else [entry]):   # None: the default
             if ids is None:
                 continue
             ids = np.asarray(ids)

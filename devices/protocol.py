@@ -47,14 +47,22 @@ import numpy as np
 
 PLACEHOLDER_TOKEN_ID = -1
 """A draft id that must not be verified (always rejected), and the padding
-value of ``VerifyOutput.output_token_ids``."""
+value of ``VerifyOutput.output_token_ids``. As a draft it is **padding** (no
+draft: its row is never read, the residual is the target row) unless
+``VerifyBatch.withdrawn`` marks it a **withdrawn draft** (drawn from its draft
+row, then withdrawn: the residual is ``max(target − draft, 0)`` from that row);
+SPEC §4."""
 
 RngKind = Literal["philox", "seeded", "none"]
 
 TREE_SCHEMES = ("greedy", "rrs", "sglang")
 """Tree verification a device may declare (SPEC §11): greedy (§11.2, the batch's T = 0
 requests), multi-draft recursive rejection sampling (§11.3), SGLang's target-only tree
-sampling with thresholds (§11.4)."""
+sampling with thresholds as SPEC §11.4 defines it (the algorithm; no device runs SGLang's kernel)."""
+
+DEFAULT_MAX_TREE_NODES = 64
+"""``Capabilities.max_tree_nodes`` when a device does not say: EAGLE-2's published configuration drafts
+60 nodes per request (depth 6, 10 children per expanded node), rounded up to a power of two."""
 
 SAMPLER_PARAMETERS = ("token_mask", "allowed_token_ids", "bad_words", "min_tokens", "logit_bias",
                       "repetition_penalty", "frequency_penalty", "presence_penalty", "min_p")
@@ -72,8 +80,13 @@ class InvalidInput(ValueError):
 class UnsupportedCall(Exception):
     """The device cannot serve this call (a declared limit, a dtype, a mode).
 
-    The conformance harness records the check as ``not_supported``, never
-    ``fail``. Raise it only for something the capabilities declare absent.
+    Raise it only for something the capabilities declare absent: a call past
+    ``max_k`` or ``max_vocab_size``, an undeclared dtype, mode, tree scheme or
+    sampler parameter (``devices._validate.check_call`` raises exactly these).
+    The conformance harness records a refused call outside the declaration as
+    ``not_supported``, and a refused call inside it — any batch size (never a
+    declared limit), a V up to ``max_vocab_size``, a declared mode — as
+    ``fail`` (SPEC §10).
     """
 
     def __init__(self, requirement: str, got: object = None):
@@ -105,10 +118,16 @@ class Capabilities:
     - ``tree_schemes``: the tree verification of SPEC §11 the device serves
       through ``verify_tree``, of ``"greedy"`` (T = 0 requests), ``"rrs"`` and
       ``"sglang"``; empty (the default): no ``verify_tree``. A tree batch
-      needing an undeclared one raises ``UnsupportedCall``.
+      needing an undeclared one raises ``UnsupportedCall``. For trees ``max_k``
+      bounds the depth (the longest path, so the output row ``max_k + 1``), and
+      ``max_tree_nodes`` the nodes of one request (SPEC §11.1): a deeper or
+      larger tree raises ``UnsupportedCall``, one at the limits must be served.
     - ``sampler``: the SPEC §12 parameters served (of ``SAMPLER_PARAMETERS``) and
       ``sampler_orders`` the order profiles (of ``SAMPLER_ORDERS``); empty (the default): a
       batch with ``sampler`` parameters raises ``UnsupportedCall``.
+    - ``withdrawn_drafts``: the device serves ``VerifyBatch.withdrawn`` (SPEC §4's withdrawn
+      drafts: rejected, residual from the draft row). False (the default): a batch with a
+      withdrawn draft raises ``UnsupportedCall``, never served as padding.
     """
 
     injected_noise: bool
@@ -122,8 +141,10 @@ class Capabilities:
     top_p: bool = True
     dtypes: tuple[str, ...] = ("float32", "float64")
     tree_schemes: tuple[str, ...] = ()
+    max_tree_nodes: int = DEFAULT_MAX_TREE_NODES
     sampler: tuple[str, ...] = ()
     sampler_orders: tuple[str, ...] = ()
+    withdrawn_drafts: bool = False
 
     def __post_init__(self):
         if self.rng not in ("philox", "seeded", "none"):
@@ -137,6 +158,9 @@ class Capabilities:
         for s in self.tree_schemes:
             if s not in TREE_SCHEMES:
                 raise InvalidInput(f"capabilities.tree_schemes: each must be one of {TREE_SCHEMES}, got {s!r}")
+        if isinstance(self.max_tree_nodes, bool) or not isinstance(self.max_tree_nodes, (int, np.integer)) \
+                or self.max_tree_nodes < 1:
+            raise InvalidInput(f"capabilities.max_tree_nodes: must be an integer >= 1, got {self.max_tree_nodes!r}")
         for name, values, known in (("sampler", self.sampler, SAMPLER_PARAMETERS),
                                     ("sampler_orders", self.sampler_orders, SAMPLER_ORDERS)):
             for s in values:
@@ -144,6 +168,7 @@ class Capabilities:
                     raise InvalidInput(f"capabilities.{name}: each must be one of {known}, got {s!r}")
 
     def to_json(self) -> dict:
+        """Every declared field by name (``max_tree_nodes`` included, read with ``tree_schemes``)."""
         return dataclasses.asdict(self)
 
 
@@ -156,7 +181,8 @@ class VerifyBatch:
       each in ``[0, V)`` or ``PLACEHOLDER_TOKEN_ID``.
     - ``draft_probs``: ``[num_tokens, V]`` float, the rows the drafts were
       sampled from; or None for point proposals (n-gram, greedy drafting).
-      A placeholder's row may be all zeros.
+      A padding placeholder's row is never read (all zeros by convention); a
+      withdrawn draft's row is the row it was drawn from, and is read.
     - ``target_logits``: ``[num_tokens + batch, V]`` float, raw target logits
       (before temperature, top-k, top-p); finite or -inf, never NaN or +inf.
     - ``temperature``: ``[batch]`` float64 >= 0; 0 means greedy.
@@ -166,6 +192,13 @@ class VerifyBatch:
       (SPEC §5.2); needed only when the device draws its own randomness.
     - ``positions``: ``[batch]`` int64 >= 0, the number of tokens in each
       request's sequence before this step's drafts — the round's key.
+    - ``sampler``: SPEC §12's parameters (``SamplerParams``) or None.
+    - ``withdrawn``: ``[num_tokens]`` bool or None (SPEC §4): True where the draft was drawn
+      from its ``draft_probs`` row and withdrawn before verification (a grammar-invalid draft
+      under structured output); its id is ``PLACEHOLDER_TOKEN_ID``. It is rejected with
+      certainty and the residual is ``max(target − draft, 0)`` from its row, where a padding
+      placeholder's is the target row itself. Needs ``draft_probs`` and
+      ``Capabilities.withdrawn_drafts``. None (or all False): no draft is withdrawn.
     """
 
     num_draft_tokens: np.ndarray
@@ -178,6 +211,7 @@ class VerifyBatch:
     seeds: np.ndarray | None = None
     positions: np.ndarray | None = None
     sampler: "SamplerParams | None" = None
+    withdrawn: np.ndarray | None = None
 
     @property
     def batch_size(self) -> int:
@@ -190,6 +224,10 @@ class VerifyBatch:
     @property
     def max_k(self) -> int:
         return int(np.max(self.num_draft_tokens, initial=0))
+
+    def has_withdrawn(self) -> bool:
+        """Whether some draft is withdrawn (``withdrawn`` given with a True entry)."""
+        return self.withdrawn is not None and bool(np.any(self.withdrawn))
 
     def request_offsets(self) -> np.ndarray:
         """``[batch + 1]`` exclusive cumsum of ``num_draft_tokens``.
@@ -413,6 +451,6 @@ class Device(Protocol):
 
 
 __all__ = [
-    "PLACEHOLDER_TOKEN_ID", "InvalidInput", "UnsupportedCall", "Capabilities",
+    "PLACEHOLDER_TOKEN_ID", "DEFAULT_MAX_TREE_NODES", "InvalidInput", "UnsupportedCall", "Capabilities",
     "VerifyBatch", "Noise", "VerifyOutput", "Device", "TREE_SCHEMES", "TreeBatch", "TreeOutput",
 ]

@@ -95,6 +95,8 @@ def load(spec: str) -> Device:
     if not isinstance(obj, Device):
         try:
             obj = obj()  # a factory
+        except DeviceLoadError as e:  # the factory's own account of why (an engine release it cannot run)
+            raise DeviceLoadError(f"device spec {spec!r}: {e}") from None
         except Exception as e:
             raise DeviceLoadError(f"device spec {spec!r}: calling {target} failed: {e!r}") from e
     if not isinstance(obj, Device):

@@ -20,7 +20,8 @@ every SPEC rule, shared with the hpu, npu and Triton devices):
 4. **first rejection** — ``num_accepted`` per request by a masked ``amin``;
 5. **emission** — only the ONE emission row per request (the first rejected
    position, or the bonus row): §2 again, the residual ``max(t − d, 0)`` (or
-   ``t`` with ``x`` zeroed), empty residual → ``t``, then the race
+   ``t`` with ``x`` zeroed; ``t`` after a padding placeholder, ``max(t − d, 0)``
+   after a withdrawn draft), empty residual → ``t``, then the race
    ``argmax w/E`` over ``w > 0`` in float64 (lowest id on ties), or the
    raw-logit argmax for greedy requests;
 6. **layout out** — accepted drafts, the emitted token, ``-1`` padding (§7).
@@ -42,6 +43,7 @@ Lower-level API (tensors already on the device; used by GPU benchmarks)::
                    max_k=None,         # int, max(K_i); None: read from num_draft_tokens (a device sync)
                    modes=None,         # Modes(...) of the batch; None: read from the parameters (a sync)
                    sampler=None,       # torch_sampling.SamplerTensors (SPEC §12) or None
+                   withdrawn=None,     # [num_tokens] bool: withdrawn drafts (SPEC §4), or None
                    ) -> (output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)
 
 It does not validate (call ``devices._validate.validate`` on the numpy
@@ -75,8 +77,10 @@ from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, SAMPLER_PARA
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                             dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"),
-                            sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS)
-"""Limits are declared, not inherent: memory grows as ``num_tokens × V``."""
+                            max_tree_nodes=1024, sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS,
+                            withdrawn_drafts=True)
+"""Limits are declared, not inherent: memory grows as ``num_tokens × V``, a tree step's passes as
+depth × the most siblings of one node (``devices.torch_tree``)."""
 
 
 class Modes(NamedTuple):
@@ -119,7 +123,8 @@ def target_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.T
 # --- the whole step -----------------------------------------------------------
 
 def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, *,
-                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None, modes=None, sampler=None):
+                   uniforms=None, exponentials=None, seeds=None, positions=None, max_k=None, modes=None, sampler=None,
+                   withdrawn=None):
     """One step on tensors already on the device; see the module docstring for shapes.
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
@@ -165,7 +170,11 @@ def verify_tensors(num_draft_tokens, draft_token_ids, draft_probs, target_logits
     if has_sampled:
         draft_row = (layout.starts + num_accepted).clamp(max=max(num_tokens - 1, 0))
         draft_ids = draft_token_ids[draft_row] if num_tokens else torch.full_like(arange, PLACEHOLDER_TOKEN_ID)
-        subtract = (num_accepted < num_draft_tokens) & (draft_ids != PLACEHOLDER_TOKEN_ID)  # a placeholder's row is never used
+        # A padding placeholder's row is never used; a withdrawn draft's is the row it was drawn from (SPEC §4).
+        reads_row = draft_ids != PLACEHOLDER_TOKEN_ID
+        if withdrawn is not None and num_tokens:
+            reads_row = reads_row | withdrawn[draft_row]
+        subtract = (num_accepted < num_draft_tokens) & reads_row
         target_rows = ts.target_probs(emit_logits, rows, **filters)
         draft_rows = draft_probs[draft_row] if (draft_probs is not None and num_tokens) else None
         token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)
@@ -202,8 +211,13 @@ class TorchDevice:
             None if batch.draft_probs is None else as_tensor(batch.draft_probs),
             as_tensor(batch.target_logits), as_tensor(batch.temperature, torch.float64),
             as_tensor(batch.top_k, torch.int64), as_tensor(batch.top_p, torch.float64),
-            max_k=batch.max_k, sampler=self._sampler(batch.sampler, batch.batch_size, batch.vocab_size), **keyed)
+            max_k=batch.max_k, sampler=self._sampler(batch.sampler, batch.batch_size, batch.vocab_size),
+            withdrawn=self._withdrawn(batch), **keyed)
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
+
+    def _withdrawn(self, batch: VerifyBatch):
+        """SPEC §4's withdrawn-draft mask ``[num_tokens]`` on the device; None when no draft is withdrawn."""
+        return self._tensor(batch.withdrawn, torch.bool) if batch.has_withdrawn() else None
 
     def _sampler(self, sampler: SamplerParams | None, batch_size: int, vocab_size: int):
         """SPEC §12's parameters as ``torch_sampling.SamplerTensors`` on the device; None when none is given."""
@@ -250,7 +264,8 @@ class TorchDevice:
         batch = VerifyBatch(np.tile(template.num_draft_tokens, repeats), draft_token_ids, None,
                             np.empty((0, template.vocab_size), template.target_logits.dtype),
                             np.tile(template.temperature, repeats), np.tile(template.top_k, repeats),
-                            np.tile(template.top_p, repeats), seeds, positions, sampler=tiled_sampler(template.sampler, repeats))
+                            np.tile(template.top_p, repeats), seeds, positions, sampler=tiled_sampler(template.sampler, repeats),
+                            withdrawn=None if template.withdrawn is None else np.tile(template.withdrawn, repeats))
         check_repeated(batch, template)
         output, num_accepted = verify_tensors(
             self._tensor(batch.num_draft_tokens, torch.int64), self._tensor(draft_token_ids, torch.int64),
@@ -259,7 +274,7 @@ class TorchDevice:
             self._tensor(batch.top_k, torch.int64), self._tensor(batch.top_p, torch.float64),
             seeds=torch_philox.seeds_to_int64(seeds).to(self.device),
             positions=self._tensor(positions, torch.int64), max_k=template.max_k,
-            sampler=self._sampler(batch.sampler, batch.batch_size, template.vocab_size))
+            sampler=self._sampler(batch.sampler, batch.batch_size, template.vocab_size), withdrawn=self._withdrawn(batch))
         return VerifyOutput(output.cpu().numpy(), num_accepted.cpu().numpy())
 
     def _template(self, template: VerifyBatch) -> dict:

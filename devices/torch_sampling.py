@@ -429,6 +429,7 @@ def _bad_word_tensors(bad_words, outputs, device) -> dict:
     """Each request's bad words as right-aligned prefixes ``[B, W, L]`` (``-3``: any token), last tokens
     and validity ``[B, W]`` (W the most words of a request), and each request's last L output tokens
     ``[B, L]`` (``-2`` before the start). One scatter each, no loop over words' tokens."""
+    bad_words = [() if ws is None else ws for ws in bad_words]     # a None entry: that request has none
     counts = np.array([len(ws) for ws in bad_words], np.int64)
     words = [np.asarray(w, np.int64).reshape(-1) for ws in bad_words for w in ws]
     lengths = np.array([len(w) for w in words], np.int64)
@@ -551,11 +552,29 @@ def process_logits(logits: torch.Tensor, s: SamplerTensors, draft_token_ids: tor
         z = biased(penalised(logits, s, counts, request), s, request)
     z = z.masked_fill(ban, -torch.inf)
     empty = ban.all(dim=1)
-    if bool(empty.any()):
+    if bool(empty.any()) and bool((empty := empty & rows_read(drafts, num_draft_tokens, request, position)).any()):
         r = int(empty.nonzero()[0, 0])
         raise InvalidInput(f"token_mask: row {r} (request {int(request[r])}, position {int(position[r])}) "
                            f"allows no token after every ban")
     return z
+
+
+def rows_read(drafts: torch.Tensor, num_draft_tokens: torch.Tensor, request: torch.Tensor,
+              position: torch.Tensor) -> torch.Tensor:
+    """``[rows]`` bool: the target rows a step can read — each request's positions up to its first placeholder
+    (SPEC §4: it rejects; §12.4's empty-row error concerns these rows only). ``drafts [B, W]`` (``per_request``).
+
+    >>> k = torch.tensor([2, 1])
+    >>> request, position = row_positions(k, 5)
+    >>> rows_read(torch.tensor([[-1, 3], [2, 0]]), k, request, position).tolist()
+    [True, False, False, True, True]
+    """
+    if drafts.shape[1] == 0:   # no request has a draft: every row is a bonus row, read
+        return torch.ones_like(position, dtype=torch.bool)
+    columns = torch.arange(drafts.shape[1], device=drafts.device).unsqueeze(0)
+    placeholder = (drafts == PLACEHOLDER_TOKEN_ID) & (columns < num_draft_tokens.unsqueeze(1))
+    first = torch.where(placeholder.any(dim=1), placeholder.to(torch.int64).argmax(dim=1), num_draft_tokens)
+    return position <= first[request]
 
 
 def min_p_kept(probs: torch.Tensor, min_p: torch.Tensor, decision_dtype: torch.dtype = DECISION_DTYPE) -> torch.Tensor:
@@ -570,4 +589,5 @@ __all__ = ["DECISION_DTYPE", "RaggedLayout", "ragged_layout", "target_row_reques
            "top_p_kept", "renormalise_kept", "target_probs", "filter_kept", "uses_top_k", "uses_top_p",
            "greedy_argmax", "draft_probabilities", "coin_accepts", "accepts", "first_rejection",
            "residual_weights", "race", "emitted_rows", "SamplerTensors", "sampler_tensors", "row_positions",
-           "draft_counts", "bad_word_bans", "sampler_bans", "penalised", "biased", "process_logits", "min_p_kept"]
+           "draft_counts", "bad_word_bans", "sampler_bans", "penalised", "biased", "process_logits", "rows_read",
+           "min_p_kept"]

@@ -117,7 +117,8 @@ def sglang_try(target: torch.Tensor, kept: torch.Tensor, running: torch.Tensor, 
     """
     t_x = torch.where(real, _at(target, x), torch.zeros_like(running))
     running = torch.where(trying, running + t_x, running)
-    accepted = trying & real & ((t_x >= threshold_single) | (coin * threshold_acc < running))
+    # t(x) > 0 first: a zero-probability sibling is never accepted, not even at threshold_single = 0
+    accepted = trying & real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))
     drop = (trying & real & ~accepted).unsqueeze(1) & (torch.arange(target.shape[1], device=x.device) == x.unsqueeze(1))
     return accepted, kept & ~drop, running
 

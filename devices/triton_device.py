@@ -47,6 +47,7 @@ from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, 
                               TreeOutput, VerifyBatch, VerifyOutput)
 
 MAX_K = 64
+MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
 
 
@@ -93,7 +94,7 @@ def kernels(interpret: bool | None = None) -> ModuleType:
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
                    config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None,
-                   sampler=None, sampler_kernels: ModuleType | None = None, cut=None):
+                   sampler=None, sampler_kernels: ModuleType | None = None, cut=None, withdrawn=None):
     """One step on torch tensors (one device, no validation, no host sync).
 
     - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
@@ -112,19 +113,21 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
       (default: ``devices/triton_sampler.py`` in the kernels' mode). None: the plain step.
     - ``cut``: ``[num_tokens + batch]`` in the compute dtype or None: top-k/top-p/min_p, each
       row read as ``z ≥ cut[r]`` (``-inf`` below; ``filter_cuts``). Not with ``sampler``.
+    - ``withdrawn``: ``[num_tokens]`` int8 or None (SPEC §4): nonzero where a placeholder is a
+      withdrawn draft, whose residual reads its ``draft_probs`` row (needs ``draft_probs``).
 
     Returns ``(output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)``.
     """
     return step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, max_k=max_k, seeds=seeds,
                         positions=positions, uniforms=uniforms, exponentials=exponentials, config=config,
                         kernels_module=kernels_module, sampler=sampler, sampler_kernels=sampler_kernels,
-                        cut=cut)[:2]
+                        cut=cut, withdrawn=withdrawn)[:2]
 
 
 def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int, seeds=None,
                  positions=None, uniforms=None, exponentials=None, config: KernelConfig = KernelConfig(),
                  kernels_module: ModuleType | None = None, sampler=None, sampler_kernels: ModuleType | None = None,
-                 cut=None):
+                 cut=None, withdrawn=None):
     """``verify_tensors`` (same arguments), also returning each row's chunk maxima ``[rows, columns]``
     (a row whose every column is ``-inf`` allows no token: SPEC §12.4's check on the fused path)."""
     import torch
@@ -180,6 +183,10 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
                      draft_edit_ptr=sampler.draft_edit, W=live.shape[1], SAMPLER=True,
                      bias_max_ptr=target_logits if sampler.bias_max is None else sampler.bias_max,
                      HAS_BIAS=sampler.logit_bias is not None)
+    if withdrawn is not None:
+        if not has_draft:
+            raise ValueError("verify_tensors: withdrawn drafts need draft_probs (their residual reads the draft row)")
+        fused.update(withdrawn_ptr=withdrawn, WITHDRAWN=True)
     dummy = target_logits
     tk.step_kernel[(batch, race_nchunk)](
         cu, draft_token_ids, draft_probs if has_draft else dummy, target_logits, temperature,
@@ -320,8 +327,9 @@ class TritonDevice:
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=MAX_VOCAB_SIZE, max_k=MAX_K,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float16", "bfloat16", "float32", "float64"),
-                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS,
-                                tree_schemes=("greedy", "rrs", "sglang"))   # SPEC §11: devices/triton_tree.py
+                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, withdrawn_drafts=True,
+                                tree_schemes=("greedy", "rrs", "sglang"),   # SPEC §11: devices/triton_tree.py
+                                max_tree_nodes=MAX_TREE_NODES)
     # (compiled: held to the reference on an H100 by ``specsim.tree_bench --check``, docs/trees.md)
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
@@ -377,7 +385,7 @@ class TritonDevice:
             None if batch.draft_probs is None else on(batch.draft_probs),
             logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
             kernels_module=self.kernels, sampler=fused, sampler_kernels=None if fused is None else self.sampler_kernels,
-            cut=cut, **kwargs)
+            cut=cut, withdrawn=on(batch.withdrawn, np.int8) if batch.has_withdrawn() else None, **kwargs)
         if fused is not None:
             _raise_if_empty(torch.isneginf(row_maxima).all(dim=1).cpu().numpy(), cu)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())

@@ -365,7 +365,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 live_ptr=None, bias_ptr=None, edit_start_ptr=None, edit_tok_ptr=None, edit_z_ptr=None,
                 draft_edit_ptr=None, bias_max_ptr=None, W=1, SAMPLER: tl.constexpr = False,
                 HAS_BIAS: tl.constexpr = False,
-                EBLOCK: tl.constexpr = 64, cut_ptr=None, CUT: tl.constexpr = False):
+                EBLOCK: tl.constexpr = 64, cut_ptr=None, CUT: tl.constexpr = False,
+                withdrawn_ptr=None, WITHDRAWN: tl.constexpr = False):
     """Request ``i``, race chunk ``c``: acceptance walk (SPEC §3, §4) from gathers, then the race.
 
     ``cu_ptr`` ``[batch+1]``; ``draft_ids_ptr`` ``[num_tokens]``; ``draft_probs_ptr``
@@ -387,6 +388,10 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     ``CUT`` (not with ``SAMPLER``): every target row ``r`` is read through its cut ``cut_ptr[r]``
     (``[rows]``, compute dtype; ``keep_from``) — the drafts' entries and the race alike, as
     ``stats_kernel`` read it: top-k/top-p/min_p without a filtered copy of the rows.
+
+    ``WITHDRAWN`` (with ``HAS_DRAFT``): ``withdrawn_ptr`` ``[num_tokens]`` int8, nonzero where the
+    placeholder is a withdrawn draft (SPEC §4): rejected like padding, but its race reads its draft
+    row (``max(t − d, 0)``), where padding's reads none (``t``).
     """
     i = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -448,6 +453,10 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     at = j == num_acc
     x_at = tl.sum(tl.where(at & real, x, 0), axis=0)
     real_at = tl.sum(tl.where(at & real, 1, 0), axis=0) > 0
+    reads_row_at = real_at  # the emission's draft row is read: a rejected real draft's, or a withdrawn one's
+    if WITHDRAWN:
+        gone = tl.load(withdrawn_ptr + start + j, mask=is_draft, other=0)
+        reads_row_at = real_at | (tl.sum(tl.where(at & is_draft & (gone != 0), 1, 0), axis=0) > 0)
 
     out_row = out_ptr + i.to(tl.int64) * OUT_WIDTH
     if chunk == 0:  # the accepted drafts and the padding; position num_acc is the emitted token's
@@ -473,10 +482,10 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         hi = lo + CHUNK
         if hi > V:
             hi = V
-        # A placeholder or the bonus row has no draft row: its mask covers nothing. (One comparison,
+        # Padding or the bonus row has no draft row: its mask covers nothing. (One comparison,
         # not `inside & (has_row)`: a block & a scalar is an int32 mask in the interpreter, which
         # Triton >= 3.9 refuses.)
-        draft_hi = tl.where(real_at, hi, lo)
+        draft_hi = tl.where(reads_row_at, hi, lo)
         QUADS: tl.constexpr = BLOCK // 4
         if SAMPLER:
             live_row = live_ptr + (row0 + num_acc).to(tl.int64) * W

@@ -96,7 +96,7 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
             elif SGLANG:
                 t_x = tl.where(real, tl.load(row + xs), 0.0)
                 running += t_x
-                accept = real & ((t_x >= threshold_single) | (coin * threshold_acc < running))
+                accept = real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))
                 if real & (accept == 0):
                     tl.store(resid_row + xs, 0.0)
                     tl.debug_barrier()

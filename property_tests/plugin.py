@@ -15,6 +15,10 @@ Options (also ``pytest --help``, group "specsim"):
   statistical test of a buggy device can pass by chance) or ``skip``; entries
   that match no collected test are listed in the terminal summary.
 
+The shipped ``property_tests/test_conformance_groups.py`` gates on SPEC §10's verdict
+(``test_conformance_verdict``, through ``specsim.conformance.runner.verdict_of``), not only on
+no check failing: a device that declares nothing fails no check, and fails there.
+
 The header shows the device, where the choice came from, every ``SPECSIM_*``
 variable (a typo in one is then visible), and devices that failed to load
 (``devices.registry.load_failures()``; it loads every known device, so it runs
@@ -72,6 +76,8 @@ class _State:
         self.matched: set = set()
         self.waived_items: dict[str, object] = {}  # nodeid -> Waiver
         self.waived_checks: dict[str, tuple] = {}  # conformance check name -> (its status, Waiver)
+        self.judged_elsewhere: list = []  # conformance waivers judged on another release than the device's
+        self.engine: str | None = None
 
 
 def _state(config) -> _State:
@@ -144,12 +150,18 @@ def specsim_device(pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def specsim_conformance_waivers(pytestconfig):
+def specsim_conformance_waivers(pytestconfig, specsim_device):
     """``waive(results) -> (kept, waived)``: drops the conformance checks that the ``conformance:``
-    waivers applying to this device cover, and records which waivers matched (for the summary)."""
+    waivers applying to this device cover, and records which waivers matched (for the summary).
+    A waiver judged on another release of the device's engine (``judged_on``) drops nothing: its checks
+    are held to SPEC like any other, and the summary names the release it was judged on."""
     st = _state(pytestconfig)
     spec = device_choice(pytestconfig)[0]
-    active = [w for w in st.waivers if w.conformance and w.applies_to_device(spec)]
+    engine = getattr(specsim_device, "engine", None)
+    for_device = [w for w in st.waivers if w.conformance and w.applies_to_device(spec)]
+    active = [w for w in for_device if w.judged_on_engine(engine)]
+    st.judged_elsewhere = [w for w in for_device if w not in active]
+    st.engine = engine
     # Not reported as stale here: a check may exist only at full sizes (specsim conform) or on another
     # device; ``specsim field`` reports conformance waivers that explain no failing check.
     st.matched.update(w for w in st.waivers if w.conformance)
@@ -231,6 +243,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"{len(st.waived_checks)} conformance check(s) waived, {failing} of them failing as expected; "
                       f"{len(st.waived_checks) - failing} passed (fixed?): "
                       + ", ".join(n for n, (status, _) in st.waived_checks.items() if status == "pass")[:500])
+    if st.judged_elsewhere:
+        tr.write_line(f"{len(st.judged_elsewhere)} conformance waiver(s) not applied: judged on another release "
+                      f"than this device's ({st.engine or 'engine release unknown'}); the checks they name are held "
+                      "to SPEC:", yellow=True)
+        for w in st.judged_elsewhere:
+            tr.write_line(f"  judged on {w.judged_on}: {w.check!r} ({w.source})", yellow=True)
     xpassed = [r.nodeid for r in tr.stats.get("xpassed", []) if r.nodeid in st.waived_items]
     if xpassed:
         tr.write_line(f"{len(xpassed)} waived test(s) passed (XPASS); is the issue fixed? "

@@ -37,6 +37,8 @@ def _needs(batch) -> set[str]:
         needs.add("top_k")
     if (batch.top_p < 1).any():
         needs.add("top_p")
+    if batch.has_withdrawn():
+        needs.add("withdrawn_drafts")
     return needs
 
 
@@ -53,6 +55,20 @@ def _assert_matches(device, batch, noise):
 @given(case=verify_cases())
 def test_device_matches_reference_given_injected_noise(device_under_test, dtype, case):
     _skip_unless(device_under_test, dtype=dtype)
+    batch, noise = case
+    if dtype == "float32":
+        from specsim.testing.strategies import _as_dtype
+        batch = _as_dtype(batch, np.float32)
+    _assert_matches(device_under_test, batch, noise)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@given(case=verify_cases(max_batch=4, vocab_sizes=(2, 8, 33, 257), draft_probs=True, placeholders=False,
+                         withdrawn=True))
+def test_device_matches_reference_with_withdrawn_drafts(device_under_test, dtype, case):
+    """SPEC §4: a withdrawn draft's residual is read from its draft row (no padding here: its rule has the
+    tests above)."""
+    _skip_unless(device_under_test, needs={"withdrawn_drafts"}, dtype=dtype)
     batch, noise = case
     if dtype == "float32":
         from specsim.testing.strategies import _as_dtype

@@ -43,6 +43,17 @@ def test_point_proposals_emit_the_target_law_exactly(tables):
     assert laws.lossless_error(law, targets) == 0
 
 
+@given(step_tables(), st.sampled_from(["full", "greedy"]))
+def test_withdrawing_drafts_of_target_probability_zero_is_lossless(tables, scheme):
+    """SPEC §4: a withdrawn draft (rejected, residual max(t − d, 0) from its row) keeps the step lossless
+    when only drafts the target gives probability 0 are withdrawn — a grammar's, under its own mask."""
+    targets, drafts = tables
+    withdrawn = [{v for v, t in enumerate(row) if t == 0} for row in targets[:-1]]
+    law = laws.emitted_law(targets, drafts, scheme, exact=True, withdrawn=withdrawn)
+    assert sum(law.values()) == 1
+    assert laws.lossless_error(law, targets, greedy=scheme == "greedy") == 0
+
+
 @given(step_tables())
 def test_greedy_emits_the_argmax_chain(tables):
     targets, drafts = tables

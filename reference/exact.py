@@ -9,7 +9,7 @@ computed gap above ``TIE = 1e-45`` is therefore decided right; a smaller one
 is a tie in exact arithmetic — ties arise only between quantities computed
 from equal inputs (equal logits, ``u`` equal to a dyadic ratio), where the
 computed gap is exactly 0 — and the SPEC's tie rule decides it. A margin of 0
-means such a tie: it is never waived.
+means such a tie: no near-tie allowance covers it.
 
 Worked example — the coin of §3 at its boundary. Target logits ``[0, 0]``
 give ``t(x) = 1/2`` exactly; with ``d(x) = 1/2`` and ``u = 1 − 2⁻⁵³`` the
@@ -154,7 +154,7 @@ def _moves(cut: Cut) -> list[tuple[str, frozenset]]:
 
 def near_tie_rows(logits, temperature, top_k, top_p, tolerance: float) -> list[Row]:
     """The exact row, then the rows a device within ``tolerance`` may have used instead: each
-    near-tie cut (``0 < margin < tolerance``) moved by one class (costs one waiver each)."""
+    near-tie cut (``0 < margin < tolerance``) moved by one class (one near-tie allowance each)."""
     base = row(logits, temperature, top_k, top_p)
     rows = [base]
     for name, cut in (("top_k", base.top_k), ("top_p", base.top_p)):
@@ -180,10 +180,10 @@ def coin(u, t_x: Decimal, d_x) -> tuple[bool, float]:
         return (u < ratio and gap > TIE), margin_of([gap])
 
 
-def residual(draft_id: int, target, draft) -> list[Decimal]:
-    """§3/§4: ``max(t − d, 0)``, ``t`` with ``x`` zeroed (point), ``t`` after a placeholder;
-    an empty residual falls back to ``t``."""
-    if draft_id == PLACEHOLDER_TOKEN_ID:
+def residual(draft_id: int, target, draft, withdrawn: bool = False) -> list[Decimal]:
+    """§3/§4: ``max(t − d, 0)`` (also after a ``withdrawn`` draft), ``t`` with ``x`` zeroed (point), ``t``
+    after padding; an empty residual falls back to ``t``."""
+    if draft_id == PLACEHOLDER_TOKEN_ID and not withdrawn:
         return list(target)
     if draft is None:
         weights = [Decimal(0) if v == draft_id else t for v, t in enumerate(target)]
@@ -203,10 +203,10 @@ def race(weights, exponentials) -> tuple[int, list[float]]:
     return gaps.index(0.0), gaps
 
 
-def verify_request(draft_ids, draft_rows, logits, temperature, top_k, top_p, uniforms, exponentials):
+def verify_request(draft_ids, draft_rows, logits, temperature, top_k, top_p, uniforms, exponentials, withdrawn=None):
     """One sampled request (T > 0) walked exactly: ``draft_ids [K]``, ``draft_rows [K, V]`` or None,
-    ``logits [K+1, V]``, ``uniforms [K]``, ``exponentials [V]``. Returns (tokens, num_accepted,
-    decisions ``[(kind, position, margin)]``)."""
+    ``logits [K+1, V]``, ``uniforms [K]``, ``exponentials [V]``, ``withdrawn [K]`` bool (§4) or None.
+    Returns (tokens, num_accepted, decisions ``[(kind, position, margin)]``)."""
     decisions, tokens, V = [], [], len(logits[0])
     filters = [name for name, on in (("top_k", 0 < top_k < V), ("top_p", top_p < 1)) if on]
     for j in range(len(draft_ids) + 1):
@@ -222,7 +222,7 @@ def verify_request(draft_ids, draft_rows, logits, temperature, top_k, top_p, uni
             if accepted:
                 tokens.append(x)
                 continue
-            weights = residual(x, target.probs, draft)
+            weights = residual(x, target.probs, draft, withdrawn is not None and withdrawn[j])
         token, gaps = race(weights, exponentials)
         decisions.append(("race", j, margin_of(g for v, g in enumerate(gaps) if v != token)))
         return tokens + [token], j, decisions

@@ -87,19 +87,24 @@ def _emission(scheme: str, x: int, target: list, draft: list) -> tuple:
 
 
 def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: str = "full",
-                exact: bool = False) -> dict[tuple, object]:
+                exact: bool = False, withdrawn=None, withdrawn_as_padding: bool = False) -> dict[tuple, object]:
     """Exact law of the tuple of tokens one step emits (its length − 1 is ``num_accepted``).
 
     - ``target_rows``: K+1 rows ``[V]`` of target_probs (the last is the bonus row);
       for ``scheme="greedy"`` only their argmax matters.
     - ``draft_rows``: K rows ``[V]`` the drafts are drawn from. In ``"full"`` the
       verifier also sees them; in ``"point"`` and ``"greedy"`` it does not.
+    - ``withdrawn``: None, or K sets of ids (or functions of the prefix): a draft drawn into set j is
+      withdrawn (SPEC §4), rejected, and the token drawn from ``max(t − d, 0)`` (greedy: the argmax);
+      ``withdrawn_as_padding``: from ``t`` instead, the padding rule's bias. Not for ``"point"``.
     """
     if scheme not in ("full", "point", "greedy"):
         raise ValueError(f"scheme: must be 'full', 'point' or 'greedy', got {scheme!r}")
     K = len(draft_rows)
     if len(target_rows) != K + 1:
         raise ValueError(f"target_rows: need K + 1 = {K + 1} rows (one per draft plus the bonus row), got {len(target_rows)}")
+    if withdrawn is not None and scheme == "point":
+        raise ValueError("withdrawn: a point proposal cannot be withdrawn (its verifier has no draft row; SPEC §4)")
     law: dict[tuple, object] = defaultdict(lambda: Fraction(0) if exact else 0.0)
 
     def walk(j: int, prefix: tuple, mass) -> None:
@@ -112,10 +117,13 @@ def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: s
                     law[prefix + (y,)] += mass * t
             return
         draft = _row(draft_rows, j, prefix, exact)
+        gone = () if withdrawn is None else withdrawn[j](prefix) if callable(withdrawn[j]) else withdrawn[j]
         for x, d in enumerate(draft):
             if not d:
                 continue
             a, rejected = _emission(scheme, x, target, draft)
+            if x in gone:  # rejected with certainty; §3's residual (greedy: the argmax), or padding's t
+                a, rejected = 0 * d, target if withdrawn_as_padding else rejected
             if a:
                 walk(j + 1, prefix + (x,), mass * d * a)
             for y, r in enumerate(rejected):

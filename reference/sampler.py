@@ -37,18 +37,22 @@ ORDERS = ("canonical", "vllm")
 """The named order profiles of SPEC §12."""
 
 
+def _entry(lists, i: int):  # request i's entry; () for a None list or entry (SPEC §12.1: its default)
+    return () if lists is None or lists[i] is None else lists[i]
+
+
 def row_histories(num_draft_tokens, draft_token_ids, output_token_ids=None):
-    """Each target row's (request, position, output so far): ``[num_tokens + batch]`` triples.
+    """Each target row's (request, position, output so far, read), placeholders absent (SPEC §12.2): ``[rows]``.
 
     >>> [h[2] for h in row_histories([2], np.array([7, 8]), [[5]])]
     [[5], [5, 7], [5, 7, 8]]
     """
     counts, ids, rows, start = np.asarray(num_draft_tokens, dtype=np.int64), list(draft_token_ids), [], 0
     for i, k in enumerate(counts):
-        before = [] if output_token_ids is None else [int(t) for t in output_token_ids[i]]
+        before = [int(t) for t in _entry(output_token_ids, i)]
         drafts = [int(t) for t in ids[start: start + k]]
-        rows += [(i, j, before + [t for t in drafts[:j] if t >= 0]) for j in range(k + 1)]  # rows past a
-        # placeholder are never read (it rejects): they see the drafts before it
+        first = drafts.index(-1) if -1 in drafts else k
+        rows += [(i, j, before + [t for t in drafts[:j] if t >= 0], j <= first) for j in range(k + 1)]
         start += k
     return rows
 
@@ -61,12 +65,12 @@ def banned(V: int, request: int, output: list, position_mask=None, allowed_token
         keep = np.zeros(V, dtype=bool)
         keep[np.asarray(allowed_token_ids[request], dtype=np.int64)] = True
         ban |= ~keep
-    for word in ([] if bad_words is None else bad_words[request]):
+    for word in _entry(bad_words, request):
         word = [int(t) for t in word]
         if len(output) >= len(word) - 1 and output[len(output) - len(word) + 1:] == word[:-1] or len(word) == 1:
             ban[word[-1]] = True
-    if min_tokens is not None and len(output) < int(min_tokens[request]) and stop_token_ids is not None:
-        ban[np.asarray(stop_token_ids[request], dtype=np.int64)] = True
+    if min_tokens is not None and len(output) < int(min_tokens[request]):
+        ban[np.asarray(_entry(stop_token_ids, request), dtype=np.int64)] = True
     return ban
 
 
@@ -78,8 +82,7 @@ def penalise(z: np.ndarray, request: int, output: list, prompt_token_ids=None, r
     if repetition_penalty is not None:
         r = float(repetition_penalty[request])
         seen = counts > 0
-        if prompt_token_ids is not None:
-            seen[np.asarray(prompt_token_ids[request], dtype=np.int64)] = True
+        seen[np.asarray(_entry(prompt_token_ids, request), dtype=np.int64)] = True
         z = np.where(seen, np.where(z > 0, z / r, z * r), z)
     if frequency_penalty is not None:
         z = z - float(frequency_penalty[request]) * counts
@@ -93,15 +96,15 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
                    min_tokens=None, stop_token_ids=None, logit_bias=None, repetition_penalty=None,
                    frequency_penalty=None, presence_penalty=None, **_) -> np.ndarray:
     """``[num_tokens + batch, V]`` float64: every row's logits after bans, penalties and bias
-    (the order of penalties and bias is the profile's). A row left with no token raises."""
+    (the order of penalties and bias is the profile's). A row a step reads left with no token raises."""
     if order not in ORDERS:
         raise InvalidInput(f"order: must be one of {ORDERS}, got {order!r}")
     logits = np.asarray(target_logits, dtype=np.float64)
     out = np.empty_like(logits)
-    for r, (i, j, output) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
+    for r, (i, j, output, read) in enumerate(row_histories(num_draft_tokens, draft_token_ids, output_token_ids)):
         ban = banned(logits.shape[1], i, output, None if token_mask is None else token_mask[r],
                      allowed_token_ids, bad_words, min_tokens, stop_token_ids)
-        if ban.all():
+        if ban.all() and read:
             raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
         bias = 0.0 if logit_bias is None else np.asarray(logit_bias[i], dtype=np.float64)
         z = logits[r] + bias if order == "vllm" else logits[r]
@@ -110,26 +113,29 @@ def process_logits(target_logits, num_draft_tokens, draft_token_ids, *, order="c
     return out
 
 
-def apply_min_p(probs: np.ndarray, min_p) -> np.ndarray:
-    """Keep tokens with probability ≥ ``min_p · max``, renormalise (``min_p`` ``[...]``; 0: off).
+def min_p_cut(scaled: np.ndarray, min_p, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SPEC §12's min_p among ``candidates [n, V]`` of scaled logits ``[n, V]`` (``min_p [n]``, 0: off): keeps
+    ``exp(s_v − s_max) ≥ min_p`` (ties kept); (kept ``[n, V]``, margin ``[n]``: ``min |exp(s_v − s_max)/min_p − 1|``)."""
+    m = np.asarray(min_p, dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.exp(np.where(candidates, scaled - np.where(candidates, scaled, -np.inf).max(-1, keepdims=True), -np.inf))
+        gap = np.where(candidates, np.abs(ratio / np.where(m > 0, m, 1.0) - 1), np.inf).min(axis=-1)
+    return candidates & ((ratio >= m) | (m == 0)), np.where(m[:, 0] > 0, gap, np.inf)
 
-    >>> apply_min_p(np.array([0.5, 0.3, 0.2]), 0.5).round(4).tolist()
-    [0.625, 0.375, 0.0]
-    """
-    m = np.asarray(min_p, dtype=np.float64)[..., None]
-    kept = np.where(probs >= m * probs.max(axis=-1, keepdims=True), probs, 0.0)
-    return kept / kept.sum(axis=-1, keepdims=True)
 
-
-def filtered_rows(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> np.ndarray:
-    """Rows ``[n, V]`` of processed logits through temperature and the profile's filters
-    (``T``, ``top_k``, ``top_p``, ``min_p``: ``[n]``, T > 0): their ``target_probs``."""
+def filtered_cuts(z: np.ndarray, T, top_k, top_p, min_p=None, order="canonical") -> tuple[np.ndarray, dict]:
+    """Processed logits ``[n, V]`` through T and the profile's filters (parameters ``[n]``): (probs, §9's cut margins)."""
     m = np.zeros(len(z)) if min_p is None else np.asarray(min_p, dtype=np.float64)
     scaled = apply_temperature(z, T)
     if order == "vllm":
-        scaled = np.where(apply_min_p(softmax(scaled), m) > 0, scaled, -np.inf)
-    probs = apply_top_p(softmax(apply_top_k(scaled, top_k)[0]), top_p)[0]
-    return apply_min_p(probs, m) if order == "canonical" else probs
+        kept, margin_m = min_p_cut(scaled, m, np.isfinite(scaled))
+        scaled = np.where(kept, scaled, -np.inf)
+    masked, margin_k = apply_top_k(scaled, top_k)
+    probs, margin_p = apply_top_p(softmax(masked), top_p)
+    if order == "canonical":
+        kept, margin_m = min_p_cut(scaled, m, probs > 0)
+        probs = np.where(kept, probs, 0.0) / np.where(kept, probs, 0.0).sum(axis=-1, keepdims=True)
+    return probs, {"top_k": margin_k, "top_p": margin_p, "min_p": margin_m}
 
 
 def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, top_k, top_p, *,
@@ -142,8 +148,8 @@ def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, 
     z = process_logits(target_logits, num_draft_tokens, draft_token_ids, order=order, **params)
     request = np.repeat(np.arange(len(num_draft_tokens)), np.asarray(num_draft_tokens) + 1)
     T = np.asarray(temperature, dtype=np.float64)[request]
-    probs = filtered_rows(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
-                          None if min_p is None else np.asarray(min_p)[request], order)
+    probs = filtered_cuts(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
+                          None if min_p is None else np.asarray(min_p)[request], order)[0]
     return np.where((T > 0)[:, None], probs, np.eye(z.shape[1])[np.argmax(z, axis=1)])
 
 

@@ -110,8 +110,3 @@ def target_probs(logits: np.ndarray, temperature: float, top_k: int = 0, top_p: 
     if not temperature > 0:
         raise ValueError(f"temperature: target_probs needs T > 0 (greedy is an argmax), got {temperature}")
     return target_rows(logits, temperature, top_k, top_p)[0]
-
-
-def greedy_token(logits: np.ndarray) -> int:
-    """Argmax of raw logits, ties to the smallest id (``np.argmax`` returns the first maximum)."""
-    return int(np.argmax(logits))

@@ -92,12 +92,13 @@ def _rrs(target: list, tokens: Sequence[int], draft_rows: Sequence) -> tuple[lis
 
 
 def _sglang_accepts(target: list, tokens: Sequence[int], threshold_single, threshold_acc):
-    """§11.4: for sibling k, (``A_k`` = Σ_{j≤k} t(x_j), whether ``t(x_k) ≥ threshold_single``)."""
+    """§11.4: for sibling k, (``A_k`` = Σ_{j≤k} t(x_j), whether ``0 < t(x_k)`` and ``t(x_k) ≥ threshold_single``:
+    a sibling the target forbids is never accepted, even at ``threshold_single = 0``)."""
     acc, out = 0, []
     for x in tokens:
         real = x != PLACEHOLDER_TOKEN_ID
         acc = acc + (target[x] if real else 0)
-        out.append((acc, real and target[x] >= threshold_single))
+        out.append((acc, real and target[x] > 0 and target[x] >= threshold_single))
     return out
 
 
@@ -196,7 +197,11 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
 
     Noise as SPEC §5.1 with ``num_nodes`` for ``num_draft_tokens`` (§11.5): injected, or keyed.
     """
-    check_step(num_nodes, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, seeds, positions)
+    try:
+        check_step(num_nodes, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p, seeds, positions)
+    except InvalidInput as e:   # §11.6: §6's rules, named as the tree's arguments
+        raise InvalidInput(str(e).replace("num_draft_tokens", "num_nodes").replace("num_tokens", "num_nodes_total")) \
+            from None
     tree_depths = check_tree(num_nodes, parents, draft_probs, scheme, threshold_single, threshold_acc)
     n = np.asarray(num_nodes, dtype=np.int64)
     logits = np.asarray(target_logits, dtype=np.float64)

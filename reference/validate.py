@@ -58,8 +58,8 @@ def _real_array(name: str, a, shape: tuple) -> np.ndarray:
 
 
 def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
-               temperature, top_k, top_p, seeds=None, positions=None) -> None:
-    """Raise ``InvalidInput`` for the first rule of SPEC §6 the step breaks."""
+               temperature, top_k, top_p, seeds=None, positions=None, withdrawn=None) -> None:
+    """Raise ``InvalidInput`` for the first rule of SPEC §6 the step breaks (``withdrawn``: SPEC §4's mask or None)."""
     k = np.asarray(num_draft_tokens)
     _require(k.ndim == 1, f"num_draft_tokens: must be 1-D [batch], got shape {k.shape}")
     _require(k.size >= 1, "num_draft_tokens: the batch is empty; a step needs at least one request")
@@ -80,12 +80,20 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
     bad = np.flatnonzero(((ids < 0) | (ids >= V)) & (ids != PLACEHOLDER_TOKEN_ID))
     _require(bad.size == 0, f"draft_token_ids: id {ids[bad[:1]].tolist()[0] if bad.size else ''} at index "
                             f"{bad[:1].tolist()[0] if bad.size else ''} is outside [0, {V}) and is not the placeholder -1")
+    gone = np.zeros(num_tokens, bool) if withdrawn is None else np.asarray(withdrawn)
+    _require(gone.dtype == np.bool_ and gone.shape == (num_tokens,),
+             f"withdrawn: must be a bool array of shape {(num_tokens,)}, got {gone.dtype} {gone.shape}")
+    named = np.flatnonzero(gone & (ids != PLACEHOLDER_TOKEN_ID))[:1].tolist()
+    _require(not named, f"withdrawn: draft {named} is withdrawn but its id is {ids[named].tolist()}, not the placeholder -1")
+    _require(draft_probs is not None or not gone.any(), "withdrawn: a withdrawn draft's residual reads its draft row, "
+                                                        "but draft_probs is None (a point proposal cannot be withdrawn)")
     if draft_probs is not None:
         probs = _float_array("draft_probs", draft_probs, (num_tokens, V))
         want = draft_dtype(given.dtype.name)
         _require(probs.dtype.name == want, f"draft_probs: dtype must be {want} with {given.dtype} target_logits, "
                                            f"got {probs.dtype}")
-        _check_draft_rows(probs[ids != PLACEHOLDER_TOKEN_ID], np.flatnonzero(ids != PLACEHOLDER_TOKEN_ID), k)
+        read = (ids != PLACEHOLDER_TOKEN_ID) | gone  # a padding placeholder's row is never read; a withdrawn one's is
+        _check_draft_rows(probs[read], np.flatnonzero(read), k)
     t = _real_array("temperature", temperature, (batch,))
     _require(bool(np.isfinite(t).all() and (t >= 0).all()), f"temperature: must be finite and >= 0, got {t.tolist()}")
     tk = _int_array("top_k", top_k, (batch,))
@@ -111,6 +119,28 @@ def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: n
     bad = np.flatnonzero(np.abs(sums - 1) > PROB_SUM_ATOL)
     _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} sums to "
                             f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
+
+
+def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:
+    """SPEC §12.4 for the sampler parameters given by name (an id list's None entry: its request's default)."""
+    _require(sampler.get("order", "canonical") in ("canonical", "vllm"), f"order: must be 'canonical' or 'vllm', got {sampler.get('order')!r}")
+    for name in ("prompt_token_ids", "output_token_ids", "allowed_token_ids", "stop_token_ids", "bad_words"):
+        lists, nonempty = sampler.get(name, ()), name in ("bad_words", "allowed_token_ids")
+        _require(name not in sampler or len(lists) == batch, f"{name}: must hold one entry per request ({batch})")
+        words = [(i, np.asarray(w)) for i, e in enumerate(lists) if e is not None for w in (e if name == "bad_words" else [e])]
+        for i, ids in words:
+            _require(ids.ndim == 1 and (ids.dtype.kind in "iu" or ids.size == 0) and ids.size >= nonempty and not (
+                (ids < 0) | (ids >= V)).any(), f"{name}: request {i}: must be 1-D ids in [0, V={V}), got {ids.tolist()}")
+    real = lambda v: v.dtype.kind in "iuf" and np.isfinite(v).all()  # noqa: E731
+    rules = {"min_tokens": ((batch,), lambda v: v.dtype.kind in "iu" and (v >= 0).all(), "integers >= 0"),
+             "token_mask": ((num_tokens + batch, V), lambda v: v.dtype == bool and v.any(1).all(), "bool, no row False"),
+             "logit_bias": ((batch, V), real, "finite"), "frequency_penalty": ((batch,), real, "finite"),
+             "presence_penalty": ((batch,), real, "finite"), "repetition_penalty": ((batch,), lambda v: real(v) and (
+                 v > 0).all(), "finite and > 0"),
+             "min_p": ((batch,), lambda v: real(v) and ((v >= 0) & (v <= 1)).all(), "in [0, 1]")}
+    for name, (shape, ok, rule) in ((n, r) for n, r in rules.items() if n in sampler):
+        value = np.asarray(sampler[name])
+        _require(value.shape == shape and bool(ok(value)), f"{name}: must be {rule} of shape {shape}, got {value}")
 
 
 def check_noise(uniforms, exponentials, num_tokens: int, batch: int, V: int) -> None:

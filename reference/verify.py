@@ -33,14 +33,15 @@ from reference import exact
 from reference.layout import PLACEHOLDER_TOKEN_ID, draft_rows, offsets, pad_outputs
 from reference.layout import target_rows as target_rows_of
 from reference.rng import step_noise
-from reference.sampler import filtered_rows, process_logits
+from reference.sampler import filtered_cuts, process_logits
 from reference.target import _last, target_rows
-from reference.validate import InvalidInput, check_noise, check_step
+from reference.validate import InvalidInput, check_noise, check_sampler, check_step
 
 INF = float("inf")
-KINDS = ("coin", "top_k", "top_p", "race", "greedy")
-"""Decisions on a request's path (SPEC §9): a coin at each verified position, the two filter
-cuts of each target row it reads, the race of its emission, or a greedy argmax per row."""
+KINDS = ("coin", "top_k", "top_p", "race", "greedy", "min_p", "greedy_computed")
+"""Decisions on a request's path (SPEC §9, §12.5): each verified position's coin, each read row's filter cuts,
+the emission's race, each greedy row's argmax (``greedy_computed``: of values a §12 penalty or bias computed)."""
+ARGMAXES = [KINDS.index("greedy"), KINDS.index("greedy_computed")]   # decided on float64 values, never re-decided
 
 RECHECK = 1e-8
 """A decision whose float64 margin is below this is re-decided exactly (``reference.exact``).
@@ -68,13 +69,20 @@ class Decisions:
 @dataclass(frozen=True)
 class StepResult:
     """``output_token_ids`` ``[batch, max_k + 1]``, ``num_accepted`` ``[batch]``, the path
-    ``decisions``, and the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``)."""
+    ``decisions``, the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``), and
+    what a judge needs to re-walk a request as the step did (SPEC §9, §12.5): ``processed_logits``
+    ``[num_tokens + batch, V]`` float64, the logits every row read (after §12's bans, penalties and
+    bias; the given logits when no §12 parameter acts), and ``exactly_decided`` ``[batch]`` bool,
+    the requests whose rows are §2's filters on those logits, re-decided by ``reference.exact``
+    near a tie (False: min_p or the ``vllm`` order, whose rows §12.5 decides in float64)."""
 
     output_token_ids: np.ndarray
     num_accepted: np.ndarray
     decisions: Decisions
     uniforms: np.ndarray
     exponentials: np.ndarray
+    processed_logits: np.ndarray
+    exactly_decided: np.ndarray
 
     @property
     def margins(self) -> np.ndarray:
@@ -104,11 +112,12 @@ def accept(draft_id, target: np.ndarray, draft: np.ndarray | None, u) -> tuple[n
     return drawable & (u < ratio), np.where(drawable, margin, INF)
 
 
-def residual(draft_id, target: np.ndarray, draft: np.ndarray | None) -> np.ndarray:
+def residual(draft_id, target: np.ndarray, draft: np.ndarray | None, withdrawn=False) -> np.ndarray:
     """SPEC §3: the unnormalised law ``[..., V]`` of the token emitted after rejecting ``draft_id``;
-    an empty residual (rounding only, §4) falls back to ``target``."""
+    an empty residual (rounding only, §4) falls back to ``target``. §4: after padding, ``target``; after
+    a ``withdrawn`` draft (``[...]`` bool, its id the placeholder), ``max(target − draft, 0)`` from its row."""
     x = np.asarray(draft_id)[..., None]
-    real = x != PLACEHOLDER_TOKEN_ID
+    real = (x != PLACEHOLDER_TOKEN_ID) | np.asarray(withdrawn, dtype=bool)[..., None]
     if draft is None:
         w = np.where(real & (np.arange(target.shape[-1]) == x), 0.0, target)
     else:
@@ -134,7 +143,7 @@ def race(weights: np.ndarray, exponentials: np.ndarray) -> tuple[np.ndarray, np.
 
 def greedy_margin(logits: np.ndarray) -> np.ndarray:
     """``[...]``: the argmax's gap to the runner-up, relative to ``max(|top|, 1)`` (informative:
-    an argmax of given values involves no rounding, so greedy decisions are never waived)."""
+    an argmax of given values involves no rounding, so no near-tie allowance covers a greedy decision)."""
     ordered = -np.sort(-np.asarray(logits, dtype=np.float64), axis=-1)
     if ordered.shape[-1] < 2:
         return np.full(ordered.shape[:-1], INF)
@@ -158,8 +167,9 @@ def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, pos
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
-           *, uniforms=None, exponentials=None, seeds=None, positions=None, sampler=None) -> StepResult:
-    """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``).
+           *, uniforms=None, exponentials=None, seeds=None, positions=None, sampler=None, withdrawn=None) -> StepResult:
+    """One step for a ragged batch (argument shapes: SPEC §1, ``devices.protocol.VerifyBatch``);
+    ``withdrawn``: ``[num_tokens]`` bool, SPEC §4's withdrawn drafts, or None (every placeholder is padding).
 
     ``sampler``: SPEC §12's parameters by name (``reference.sampler.sampler_rows``' keywords) or
     None; each row then reads its logits after bans, penalties and bias along the drafts before it.
@@ -169,19 +179,22 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     for ``seeds``/``positions``.
     """
     check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
-               temperature, top_k, top_p, seeds, positions)
+               temperature, top_k, top_p, seeds, positions, withdrawn)
     k = np.asarray(num_draft_tokens, dtype=np.int64)
     logits = np.asarray(target_logits, dtype=np.float64)
     batch, V = len(k), logits.shape[1]
     u, E = step_noise_of(k, V, uniforms, exponentials, seeds, positions)
     T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
     ids = np.asarray(draft_token_ids, dtype=np.int64)
+    gone = np.zeros(len(ids) + 1, bool) if withdrawn is None else np.append(np.asarray(withdrawn, bool), False)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     cu, greedy = offsets(k), T == 0
     sampler = {name: value for name, value in (sampler or {}).items() if value is not None}
-    sampler = sampler if set(sampler) - {"order"} else {}  # an order alone changes nothing
+    check_sampler(sampler, batch, len(ids), V)
+    sampler, raw = (sampler if set(sampler) - {"order"} else {}), logits  # an order alone: the plain step
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
-        logits = process_logits(logits, k, ids, **sampler)
+        logits = process_logits(logits, k, ids, **sampler)   # a row no step reads may be emptied: stand-in 0
+        logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)
     plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
@@ -191,11 +204,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     draft_row_target = np.arange(len(ids)) + request           # cu[i] + i + j
 
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
-    probs, cuts = target_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
-    if not plain:  # §12's min_p and the vllm order: float64 rows (their cuts are not re-decided exactly)
-        min_p = None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request]
-        probs = filtered_rows(logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request],
-                              top_p[row_request], min_p, sampler.get("order", "canonical"))
+    filters = (logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
+    probs, cuts = target_rows(*filters) if plain else filtered_cuts(  # min_p, vllm: §12.5, in float64
+        *filters, None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request],
+        sampler.get("order", "canonical"))
+    computed = ((logits != raw) & np.isfinite(logits)).any(axis=1)   # a value computed: §9's greedy_computed
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
     accepted = np.where(greedy[request], ids == argmax[draft_row_target], coins)
@@ -208,7 +221,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     emit_draft = np.where(rejected, cu[:-1] + num_accepted, 0)
     emit_id = np.where(rejected, ids[emit_draft] if len(ids) else PLACEHOLDER_TOKEN_ID, PLACEHOLDER_TOKEN_ID)
     emit_draft_rows = None if draft is None or not len(ids) else draft[emit_draft]
-    weights = residual(emit_id, probs[emit_row], emit_draft_rows)
+    weights = residual(emit_id, probs[emit_row], emit_draft_rows, rejected & gone[emit_draft])
     raced, race_margin = race(weights, E)
     token = np.where(greedy, argmax[emit_row], raced)
 
@@ -219,23 +232,26 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     coin = on_draft & ~greedy[request]
     parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
              _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
-    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1)):
+    min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
+    for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
-        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts[kind][chosen]))
-    chosen = on_row & greedy[row_request]
-    parts.append(_part(row_request[chosen], row_position[chosen], "greedy", greedy_margin(logits[chosen])))
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts.get(kind, row_position)[chosen]))
+    for kind, rows in (("greedy", ~computed), ("greedy_computed", computed)):
+        chosen = on_row & greedy[row_request] & rows
+        parts.append(_part(row_request[chosen], row_position[chosen], kind, greedy_margin(logits[chosen])))
     decisions = _decisions(parts)
 
     emitted = [[*ids[cu[i]: cu[i] + num_accepted[i]].tolist(), int(token[i])] for i in range(batch)]
-    close = np.unique(decisions.request[(decisions.margin < RECHECK) & (decisions.kind != KINDS.index("greedy"))])
+    close = np.unique(decisions.request[(decisions.margin < RECHECK) & ~np.isin(decisions.kind, ARGMAXES)])
     close = close if plain else close[:0]
     for i in close:  # re-decided exactly, request by request (rare: a margin below 1e-8)
         d = draft_rows(cu, i)
         emitted[i], num_accepted[i], exact_decisions = exact.verify_request(
             ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
-            u[d], E[i])
+            u[d], E[i], gone[d])
         decisions = _replace(decisions, i, exact_decisions)
-    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E)
+    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits,
+                      np.full(batch, plain))
 
 
 def _part(request, position, kind: str, margin) -> tuple:

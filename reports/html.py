@@ -29,6 +29,7 @@ th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-al
 th { background: #f5f5f5; }
 td.pass { background: #e8f5e9; color: #1b5e20; } td.fail { background: #ffebee; color: #b71c1c; font-weight: 600; }
 td.error { background: #f3e5f5; color: #4a148c; font-weight: 600; } td.not_supported { color: #757575; }
+td.waived { background: #fff8e1; color: #8d6e00; font-weight: 600; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 13px; } .note { color: #555; font-size: 13px; }
 pre { background: #f7f7f7; padding: .6em; overflow-x: auto; } .headline { font-size: 1.1em; }

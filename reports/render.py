@@ -52,7 +52,10 @@ def _gaps(inputs: Inputs, figures: list, plots_ok: bool, why_no_plots: str) -> l
     for _, doc in inputs.conformance:
         run = doc.get("run") or {}
         if run and not run.get("complete", True):
-            notes.append(f"{tables.device_label(doc)}: the run is INCOMPLETE (pending groups: "
+            stopped = run.get("interrupted") if isinstance(run.get("interrupted"), dict) else {}
+            how = (f"stopped by {stopped.get('signal')}" + (f" in {stopped['group']}" if stopped.get("group") else "")
+                   + "; ") if stopped else ""
+            notes.append(f"{tables.device_label(doc)}: the run is INCOMPLETE ({how}pending groups: "
                          f"{', '.join(run.get('pending_groups') or []) or '?'}); continue it with --resume")
     if not inputs.simulations:
         notes.append("no simulation JSON (`specsim simulate --json`): acceptance tables absent")
@@ -71,7 +74,8 @@ def build(inputs: Inputs, *, with_plots: bool = True) -> dict:
         if len(inputs.conformance) > 1:
             items.append(tables.matrix_table(inputs.conformance))
         for _, doc in inputs.conformance:
-            items += [tables.problem_table(doc), tables.layer_table(doc), tables.statistical_table(doc)]
+            items += [tables.problem_table(doc), tables.waived_table(doc), tables.stale_waivers_table(doc),
+                      tables.layer_table(doc), tables.statistical_table(doc)]
         for _, doc in inputs.conformance:
             t = tables.all_checks_table(doc)
             if t:

@@ -86,6 +86,8 @@ def provenance(doc: dict) -> dict[str, str]:
                          else "no statistical checks"),
         "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
         "verdict": verdict_text(doc),
+        **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
+        "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
         "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
     }
     if run:
@@ -126,6 +128,30 @@ def checks_of(doc: dict) -> list[dict]:
     return [c for c in doc.get("checks") or [] if isinstance(c, dict)]
 
 
+def waived(check: dict) -> bool:
+    """Whether a vendor waiver covers this failing check (``specsim conform --waivers``)."""
+    return isinstance(check.get("waiver"), dict)
+
+
+def status_text(check: dict) -> str:
+    """A check's status as shown: ``waived (fail)`` for a waived one, its status otherwise."""
+    return f"waived ({check.get('status')})" if waived(check) else str(check.get("status"))
+
+
+def status_class(check: dict) -> str:
+    return "waived" if waived(check) else str(check.get("status"))
+
+
+def waivers_line(record: dict) -> str:
+    """The provenance line of a run's waiver file: which file, what it waived, what was stale."""
+    return (f"{record.get('file')} (sha256 {str(record.get('sha256', ''))[:12]}…): {len(record.get('waived') or [])} "
+            f"failing check(s) waived, {len(record.get('stale') or [])} stale entr(ies), "
+            f"{len(record.get('not_applicable') or [])} not for this run")
+
+
+VERDICT_CLASSES = {"PASS": "pass", "PASS-WITH-WAIVERS": "waived", "QUICK": "not_supported"}  # QUICK: grey, neither way
+
+
 def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
     if not conformance:
         return None
@@ -134,20 +160,38 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
         s = doc.get("summary") or {}
         verdict = verdict_status(doc)
         rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
-        classes.append(["", "pass" if verdict == "PASS" else "fail"] + ["", "", "", "", ""])
+        shade = VERDICT_CLASSES.get(verdict, "fail")
+        classes.append(["", shade] + ["", "", "", "", ""])
     return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
                  note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
-                      "failed or errored; PARTIAL: a subset of groups, nothing failed, no claim on the core; "
+                      "failed or errored; PASS-WITH-WAIVERS: the same but for failing checks the vendor's waiver "
+                      "file covers, none of them carrying the core's evidence (they count in fail/error); "
+                      "PARTIAL: a subset of groups, nothing unwaived failed, no claim on the core; "
+                      "QUICK: a --quick run (harness sizes), nothing unwaived failed, never a verdict; "
                       "not_supported outside the core marks a capability the device does not declare.",
                  classes=classes)
 
 
+def quick_run(doc: dict) -> bool:
+    """Whether the run was at ``--quick`` sizes (the document's flag, its verdict's, or its run plan's)."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    plan = (doc.get("run") or {}).get("plan") or {}
+    return bool(doc.get("quick") or v.get("quick") or plan.get("quick"))
+
+
 def verdict_status(doc: dict) -> str:
-    """PASS, PARTIAL or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``."""
+    """PASS, PARTIAL, QUICK or FAIL; a document older than the verdict (SPEC §10) reads from ``passed``.
+    A ``--quick`` run is never PASS or PARTIAL (QUICK), whatever an older document recorded.
+
+    >>> verdict_status({"verdict": {"status": "pass"}, "run": {"plan": {"quick": True}}})
+    'QUICK'
+    """
     v = doc.get("verdict")
     if isinstance(v, dict) and v.get("status"):
-        return str(v["status"]).upper()
-    return "PASS" if doc.get("passed") else "FAIL"
+        status = str(v["status"]).upper()
+    else:
+        status = "PASS" if doc.get("passed") else "FAIL"
+    return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
 
 
 def verdict_text(doc: dict) -> str:
@@ -171,13 +215,42 @@ def layer_table(doc: dict) -> Table | None:
 
 
 def problem_table(doc: dict) -> Table | None:
-    bad = [c for c in checks_of(doc) if c.get("status") in ("fail", "error")]
+    """The failed and errored checks no waiver covers (:func:`waived_table` has the others)."""
+    bad = [c for c in checks_of(doc) if c.get("status") in ("fail", "error") and not waived(c)]
     if not bad:
         return None
     return Table(f"Failed and errored checks — {device_label(doc)}", ["check", "status", "p-value", "α", "n", "detail"],
                  [[str(c.get("name")), str(c.get("status")), fmt(c.get("p_value"), 3), fmt(c.get("alpha"), 3),
                    fmt(c.get("n")), first_line(c.get("detail"), 300)] for c in bad],
                  classes=[["", str(c.get("status")), "", "", "", ""] for c in bad])
+
+
+def waived_table(doc: dict) -> Table | None:
+    """The failing checks a vendor waiver covers: what each found (its status stays), and the waiver's reason and link."""
+    rows = [c for c in checks_of(doc) if waived(c)]
+    if not rows:
+        return None
+    return Table(f"Waived checks — {device_label(doc)}", ["check", "status", "reason", "link", "waiver", "detail"],
+                 [[str(c.get("name")), str(c.get("status")), str(c["waiver"].get("reason", "")),
+                   str(c["waiver"].get("link", "")), f"{c['waiver'].get('check', '')} ({c['waiver'].get('source', '')})",
+                   first_line(c.get("detail"), 200)] for c in rows],
+                 note="A waived check still failed: its status is what the check found. The verdict names them; "
+                      "one carrying the core's evidence keeps it FAIL.",
+                 classes=[["", str(c.get("status")), "", "", "", ""] for c in rows])
+
+
+def stale_waivers_table(doc: dict) -> Table | None:
+    """The waiver entries that waived nothing in this run (stale), and those not for this run, each with why."""
+    record = doc.get("waivers") if isinstance(doc.get("waivers"), dict) else {}
+    entries = [("stale", e) for e in record.get("stale") or []] + \
+        [("not applied", e) for e in record.get("not_applicable") or []]
+    if not entries:
+        return None
+    return Table(f"Waivers that waived nothing — {device_label(doc)}", ["waiver", "entry", "kind", "why", "link"],
+                 [[str(e.get("check")), str(e.get("source")), kind, str(e.get("why")), str(e.get("link"))]
+                  for kind, e in entries],
+                 note=f"From {record.get('file')}. A stale entry matched no failing check of this run: fixed, "
+                      "renamed, misspelt, or in a group this run left out.")
 
 
 def statistical_table(doc: dict) -> Table | None:
@@ -197,9 +270,9 @@ def all_checks_table(doc: dict) -> Table | None:
     if not checks:
         return None
     return Table(f"All checks — {device_label(doc)}", ["check", "layer", "status", "detail"],
-                 [[str(c.get("name")), str(c.get("layer", "")), str(c.get("status")), first_line(c.get("detail"))]
+                 [[str(c.get("name")), str(c.get("layer", "")), status_text(c), first_line(c.get("detail"))]
                   for c in checks],
-                 classes=[["", "", str(c.get("status")), ""] for c in checks])
+                 classes=[["", "", status_class(c), ""] for c in checks])
 
 
 def check_group(name: str, prefix_counts: dict[str, int] | None = None) -> str:

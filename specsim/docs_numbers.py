@@ -32,28 +32,53 @@ DOCS = ("README.md", "BENCHMARKS.md", "docs/*.md", "reference/SPEC.md")
 SPAN = re.compile(r"<!-- specsim:(?P<name>[\w.-]+) -->(?P<value>.*?)<!-- /specsim -->")
 
 
-@functools.lru_cache(maxsize=1)
-def _l3_plan():
-    """L3's plan at the default budget (``specsim conform``'s), built once."""
-    from specsim.conformance.statistical import make_plan
-    return make_plan(1e-3, quick=False)
+@functools.lru_cache(maxsize=2)
+def _run_plan(black_box: bool = False):
+    """The statistical plan of ``specsim conform --device torch`` at the default budget, built once; ``black_box``:
+    of the same device without injected noise (``specsim mutants --black-box``'s capabilities)."""
+    import dataclasses
+
+    from devices.registry import load
+    from specsim.conformance.runner import Context
+    from specsim.conformance.stat_plan import run_plan
+    caps = load("torch").capabilities
+    if black_box:
+        caps = dataclasses.replace(caps, injected_noise=False, rng="seeded")
+    return run_plan(caps, Context())
+
+
+def _stat_tests(black_box: bool = False, group: str | None = None) -> Callable[[], str]:
+    def count() -> str:
+        plan = _run_plan(black_box)
+        return str(len(plan.tests if group is None else plan.of_group(group)))
+    return count
+
+
+def _bb_alpha(level: bool) -> str:
+    return _power_of_ten(max(t.alpha if level else t.alpha_share for t in _run_plan(True).tests))
+
+
+def _bb_tv(group: str) -> Callable[[], str]:
+    def tv() -> str:
+        tvs = [t.detectable_tv for t in _run_plan(True).of_group(group) if t.detectable_tv is not None]
+        return f"{min(tvs):.3f}–{max(tvs):.3f}"
+    return tv
 
 
 def _l3_checks() -> str:
-    return str(_l3_plan().checks)
+    return str(len(_run_plan().of_group("L3-statistical")))
 
 
 def _l3_tree_checks() -> str:
-    from specsim.conformance.tree_statistics import CASES
-    return str(2 * len(CASES))
+    return str(len(_run_plan().of_group("L3-trees")))
 
 
 def _l3_alpha() -> str:
-    return _power_of_ten(_l3_plan().budget.alpha)
+    return _power_of_ten(max(t.alpha_share for t in _run_plan().tests))  # the first test's share holds the remainder
 
 
 def _l3_alpha_nominal() -> str:
-    return _power_of_ten(_l3_plan().budget.nominal)
+    return _power_of_ten(max(t.alpha for t in _run_plan().tests))
 
 
 def _power_of_ten(x: float) -> str:
@@ -103,6 +128,16 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "l3_alpha": _l3_alpha,
     "l3_alpha_nominal": _l3_alpha_nominal,
     "l3_tree_checks": _l3_tree_checks,
+    "stat_tests": _stat_tests(),
+    "stat_tests_black_box": _stat_tests(True),
+    "edge_tests_black_box": _stat_tests(True, "L1-edges"),
+    "sampler_edge_tests_black_box": _stat_tests(True, "L1-sampler"),
+    "alpha_black_box": lambda: _bb_alpha(level=False),
+    "alpha_nominal_black_box": lambda: _bb_alpha(level=True),
+    "edge_tv_black_box": _bb_tv("L1-edges"),
+    "sampler_edge_tv_black_box": _bb_tv("L1-sampler"),
+    "pattern_tests_black_box": _stat_tests(True, "L1-trees"),
+    "pattern_tv_black_box": _bb_tv("L1-trees"),
     "edges": _count(_edges),
     "groups": _count(_groups),
     "capability_rows": _count(_capability_rows),

@@ -16,6 +16,17 @@ A row of the table is one implementation × one layer (conformance group):
     'FAIL (1 new)'
     >>> group_verdict({"pass": 0, "fail": 0, "not_supported": 4, "error": 0}, waived=0)
     'not supported'
+
+A waiver names the release it was judged on (``judged_on = "transformers 5.23.0"``). On that release a failing
+check it covers is waived; on any other (the device's ``engine`` names the release it runs) the check stays a
+failure, marked with the release of the judgement, so a judgement is never carried silently to another release:
+
+    >>> group_verdict({"pass": 3, "fail": 1, "not_supported": 0, "error": 0}, waived=0, judged_elsewhere=1,
+    ...               judged_on="5.23.0")
+    'FAIL (1 judged on 5.23.0)'
+
+``specsim field --releases A,B`` runs one engine's releases side by side (:func:`release_runs_block`): the
+rows are the groups and the failing checks, the columns the releases.
 """
 
 from __future__ import annotations
@@ -26,25 +37,73 @@ import os
 
 import numpy as np
 
+from devices.protocol import PLACEHOLDER_TOKEN_ID
+
 WAIVER_GLOB = "*_waivers.toml"
 """Waiver files shipped beside the adapters in ``devices/field/``."""
 
+SCHEMA = 2
+"""``field.json``'s schema: 2 adds each entry's ``release``, each finding's ``judged_on`` and ``standing``, each
+group's ``judged_elsewhere`` count and the ``releases`` blocks. A document without ``schema`` is 1 and reads
+as 2 with every judged finding waived (what schema 1 recorded)."""
+
+NEW, WAIVED, JUDGED_ELSEWHERE = "new", "waived", "judged elsewhere"
+"""A finding's standing: no waiver covers it; a waiver judged on this release covers it; a waiver covers it
+but was judged on another release (a failure here, marked with that release)."""
+
 
 def field_waivers(device_name: str) -> list:
-    """The ``conformance:`` waivers of ``devices/field/*_waivers.toml`` that apply to ``device_name``."""
+    """The ``conformance:`` waivers of ``devices/field/*_waivers.toml`` that apply to ``device_name``.
+
+    Every entry of those files names the release it was judged on; one that does not is a WaiverError."""
     import devices.field
-    from property_tests.waivers import load
+    from property_tests.waivers import WaiverError, load
     out = []
     for path in sorted(glob.glob(os.path.join(os.path.dirname(devices.field.__file__), WAIVER_GLOB))):
-        out += [w for w in load(path) if w.conformance and w.applies_to_device(device_name)]
+        for w in load(path):
+            if not w.judged_on:
+                raise WaiverError(f"{w.source}: a field waiver names the release it was judged on "
+                                  "(judged_on = \"<engine> <release>\", e.g. \"transformers 5.23.0\")")
+            if w.conformance and w.applies_to_device(device_name):
+                out.append(w)
     return out
 
 
-def group_verdict(counts: dict, waived: int) -> str:
-    """One cell of the table from a group's status counts and how many of its failures are waived."""
+def release_of(engine: str | None) -> str | None:
+    """The release in a device's ``engine`` (``"vllm 0.33.0"`` → ``"0.33.0"``); None when it names none.
+
+    >>> release_of("flashinfer 0.7.2.post1"), release_of("transformers")
+    ('0.7.2.post1', None)
+    """
+    from property_tests.waivers import JUDGED_ON_FORMAT
+    m = JUDGED_ON_FORMAT.match((engine or "").strip())
+    return m.group(2) if m else None
+
+
+def standing(finding: dict) -> str:
+    """A stored finding's standing (:data:`NEW`, :data:`WAIVED`, :data:`JUDGED_ELSEWHERE`); schema 1 stored
+    none: there a judged finding was waived."""
+    return finding.get("standing") or (NEW if finding["deviation"] == "NEW" else WAIVED)
+
+
+def judged_label(judged_on: str) -> str:
+    """How a cell names the release of a judgement: the release alone (the row already names the engine).
+
+    >>> judged_label("transformers 5.23.0")
+    '5.23.0'
+    """
+    return release_of(judged_on) or judged_on
+
+
+def group_verdict(counts: dict, waived: int, judged_elsewhere: int = 0, judged_on: str = "") -> str:
+    """One cell of the table from a group's status counts, how many of its failures are waived, and how many
+    a waiver judged on another release (``judged_on``: that release) covers."""
     bad = counts.get("fail", 0) + counts.get("error", 0)
-    if bad > waived:
-        return f"FAIL ({bad - waived} new)"
+    new = bad - waived - judged_elsewhere
+    if new > 0 or judged_elsewhere:
+        parts = ([f"{new} new"] if new > 0 else []) + (
+            [f"{judged_elsewhere} judged on {judged_on or 'another release'}"] if judged_elsewhere else [])
+        return f"FAIL ({', '.join(parts)})"
     if counts.get("pass", 0) == 0 and bad == 0:
         return "not supported" if counts.get("not_supported", 0) else "-"
     return "pass" + (f" ({waived} waived)" if waived else "")
@@ -66,14 +125,18 @@ class Finding:
     confirmed: str = ""
 
     group: str = ""
+    judged_on: str = ""      # the release its waiver was judged on ("transformers 5.23.0"); "" when none covers it
+    standing: str = NEW      # NEW, WAIVED or JUDGED_ELSEWHERE
 
     def reproduction(self, quick: bool) -> str:
         return (f"specsim conform --device {self.device} --groups {self.group} --in-process"
                 f"{' --quick' if quick else ''}  # check {self.check}, seed {self.seed}")
 
 
-def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list) -> list[Finding]:
-    """Every failing or erroring check of one device, matched to the first waiver that covers it."""
+def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list, engine: str | None = None
+             ) -> list[Finding]:
+    """Every failing or erroring check of one device, matched to the first waiver that covers it; ``engine``:
+    the device's ``"<engine> <release>"``, against which each waiver's ``judged_on`` is held."""
     out = []
     for group, c in ((g, c) for g, checks in by_group.items() for c in checks):
         if c["status"] not in ("fail", "error"):
@@ -81,9 +144,17 @@ def classify(device_name: str, by_group: dict[str, list[dict]], waivers: list) -
         f = Finding(device_name, c["name"], c["status"], c.get("seed"), (c.get("detail") or "")[:400], group=group)
         w = next((w for w in waivers if w.matches_check(c["name"])), None)
         if w is not None:
-            f.deviation, f.judgement, f.reason, f.link = w.deviation or "waived", w.judgement, w.reason, w.issue
+            _judge(f, w, engine)
         out.append(f)
     return out
+
+
+def _judge(f: Finding, w, engine: str | None) -> None:
+    """``f`` sorted into ``w``'s deviation: waived where ``w`` was judged on ``engine``'s release, else marked
+    with the release it was judged on."""
+    f.deviation, f.judgement, f.reason, f.link = w.deviation or "waived", w.judgement, w.reason, w.issue
+    f.judged_on = w.judged_on
+    f.standing = WAIVED if w.judged_on_engine(engine) else JUDGED_ELSEWHERE
 
 
 # -- confirming experiments: a deviation's claim, re-checked on the failing case -------------------------------
@@ -117,33 +188,50 @@ def _injected_case(device, check: str, quick: bool):
 
 
 def confirm_placeholder_row_read(device, check: str, quick: bool) -> str:
-    """Re-run the case with every placeholder's draft row zeroed (SPEC's convention): if the deviation is the
-    placeholder row being read, the device then agrees with the reference token for token."""
-    from devices.protocol import PLACEHOLDER_TOKEN_ID
+    """The case's padding placeholders, both ways (SPEC §4): re-run with every placeholder's draft row zeroed
+    (padding's convention), the device agrees with the reference token for token; and the reference reading
+    every placeholder as a withdrawn draft (its row read) agrees with the device as given. Both hold iff the
+    device applies the withdrawn-draft rule to every -1 and the case differs only there."""
     from specsim.testing.compare import compare, reference_step
     batch, noise = _injected_case(device, check, quick)
     rows = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
-    want = reference_step(batch, noise)   # SPEC reads no placeholder row: the same for the zeroed batch
-    before = compare(batch, device.verify(batch, noise), want)
+    want = reference_step(batch, noise)   # SPEC reads no padding row: the same for the zeroed batch
+    got = device.verify(batch, noise)
+    before = compare(batch, got, want)
     after = compare(batch, PlaceholderRowsZeroed(device).verify(batch, noise), want)
-    if not before.ok and after.ok:
-        return f"confirmed: with the {int(rows.sum())} placeholder row(s) zeroed the device agrees token for token"
-    return f"NOT confirmed: before zeroing ok={before.ok}, after ok={after.ok}: {after.summary()[:200]}"
+    withdrawn = as_withdrawn(batch)
+    read = compare(withdrawn, got, reference_step(withdrawn, noise)) if withdrawn is not None else None
+    if not before.ok and after.ok and read is not None and read.ok:
+        return (f"confirmed: with the {int(rows.sum())} placeholder row(s) zeroed the device agrees token for "
+                "token, and the reference reading them as withdrawn drafts (SPEC §4) agrees with it as given")
+    return (f"NOT confirmed: before zeroing ok={before.ok}, after ok={after.ok}, read as withdrawn ok="
+            f"{None if read is None else read.ok}: {(after if not after.ok else read or after).summary()[:200]}")
+
+
+def as_withdrawn(batch):
+    """``batch`` with every placeholder marked a withdrawn draft (SPEC §4: its draft row read), or None when the
+    batch has no draft rows (point proposals cannot be withdrawn)."""
+    if batch.draft_probs is None:
+        return None
+    return dataclasses.replace(batch, withdrawn=np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID)
 
 
 class PlaceholderRowsZeroed:
-    """``device`` called with every placeholder's draft row zeroed (SPEC §4 reads no such row, so the reference's
-    answer is unchanged): what a device that reads the row computes when the row is SPEC's convention."""
+    """``device`` called with every padding placeholder's draft row zeroed (SPEC §4 reads no such row, so the
+    reference's answer is unchanged): what a device that reads the row computes when the row is padding's
+    convention. A withdrawn draft's row is left as it is."""
 
     def __init__(self, device):
         self.device, self.capabilities = device, device.capabilities
         self.name = f"{getattr(device, 'name', 'device')} (placeholder rows zeroed)"
 
     def verify(self, batch, noise=None):
-        from devices.protocol import PLACEHOLDER_TOKEN_ID
         if batch.draft_probs is not None:
             draft_probs = np.array(batch.draft_probs, copy=True)
-            draft_probs[np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID] = 0
+            padding = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
+            if batch.withdrawn is not None:
+                padding &= ~np.asarray(batch.withdrawn, bool)   # a withdrawn draft's row is its own, and is read
+            draft_probs[padding] = 0
             batch = dataclasses.replace(batch, draft_probs=draft_probs)
         return self.device.verify(batch, noise)
 
@@ -194,21 +282,24 @@ def confirm(findings: list[Finding], device, quick: bool) -> None:
                 f.confirmed = f"experiment failed: {type(e).__name__}: {e}"
             if not f.confirmed.startswith("confirmed"):   # the waiver's claim does not hold here: not waived
                 f.deviation, f.judgement = "NEW", f"unjudged: {f.deviation}'s confirming experiment did not confirm"
+                f.standing = NEW
 
 
 # -- the table ---------------------------------------------------------------------------------------------------
 def device_entry(name: str, by_group: dict[str, list[dict]] | None, why_not: str | None, engine: str, quick: bool,
                  where: str, command: str, findings: list[Finding], waivers: list) -> dict:
-    """One implementation's part of ``field.json``; ``by_group``: group name → its checks (JSON), or None."""
+    """One implementation's part of ``field.json``; ``by_group``: group name → its checks (JSON), or None.
+    ``engine``: ``"<engine> <release>"``; the entry's ``release`` is its release (None when it names none)."""
     groups: dict[str, dict] = {}
-    waived = {f.check for f in findings if f.deviation != "NEW"}
+    by_standing = {s: {f.check for f in findings if f.standing == s} for s in (WAIVED, JUDGED_ELSEWHERE)}
     for group, checks in (by_group or {}).items():
         counts = {s: sum(c["status"] == s for c in checks) for s in ("pass", "fail", "not_supported", "error")}
-        counts["waived"] = sum(c["name"] in waived for c in checks)
+        counts["waived"] = sum(c["name"] in by_standing[WAIVED] for c in checks)
+        counts["judged_elsewhere"] = sum(c["name"] in by_standing[JUDGED_ELSEWHERE] for c in checks)
         groups[group] = counts
     seen = {f.check for f in findings}
-    return {"device": name, "engine": engine, "where": where, "quick": quick, "command": command,
-            "available": by_group is not None, "why_not": why_not, "groups": groups,
+    return {"device": name, "engine": engine, "release": release_of(engine), "where": where, "quick": quick,
+            "command": command, "available": by_group is not None, "why_not": why_not, "groups": groups,
             "findings": [dataclasses.asdict(f) for f in findings],
             "waivers_not_observed": sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))}
 
@@ -225,53 +316,217 @@ def _union(old: dict, new: dict) -> dict:
 
 
 def merge(docs: list[dict]) -> dict:
-    """Fold several ``field.json`` documents: per device, a run beats a 'not available' entry; runs on the same
-    machine are united group by group (:func:`_union`); otherwise later wins."""
+    """Fold several ``field.json`` documents (schema 1 or 2): per device, a run beats a 'not available' entry;
+    runs on the same machine are united group by group (:func:`_union`); otherwise later wins. Release tables
+    (``releases``) are folded per engine, a release run twice taken from the later document."""
     devices: dict[str, dict] = {}
     extras: dict[str, object] = {}
+    releases: dict[str, dict] = {}
     for d in docs:
         for e in d["devices"]:
+            e.setdefault("release", release_of(e.get("engine")))
             old = devices.get(e["device"])
             if old is not None and old["available"] and e["available"] and old["where"] == e["where"]:
                 devices[e["device"]] = _union(old, e)
             elif old is None or e["available"] or not old["available"]:
                 devices[e["device"]] = e
         extras.update(d.get("extras", {}))
-    return {"devices": sorted(devices.values(), key=lambda e: e["device"]), "extras": extras}
+        for block in d.get("releases", []):
+            old = releases.get(block["engine"])
+            releases[block["engine"]] = block if old is None else _fold_releases(old, block)
+    doc = {"schema": SCHEMA, "devices": sorted(devices.values(), key=lambda e: e["device"]), "extras": extras}
+    if releases:
+        doc["releases"] = [releases[k] for k in sorted(releases)]
+    return doc
+
+
+def _fold_releases(old: dict, new: dict) -> dict:
+    """Two release tables of one engine as one: every release of both (one run twice: ``new``'s), the groups and
+    devices of both, both commands; each run keeps its own sizes and groups (``quick``, ``groups``)."""
+    runs = {r["release"]: {"quick": old["quick"], "groups": old["groups"], **r} for r in old["runs"]}
+    runs.update({r["release"]: {"quick": new["quick"], "groups": new["groups"], **r} for r in new["runs"]})
+    return {**new, "runs": sorted(runs.values(), key=lambda r: release_key(r["release"])),
+            "groups": list(dict.fromkeys(old["groups"] + new["groups"])),
+            "devices": list(dict.fromkeys(old["devices"] + new["devices"])),
+            "quick": old["quick"] and new["quick"],
+            "command": old["command"] + ("" if new["command"] in old["command"].split("; ") else "; " + new["command"])}
+
+
+def release_key(release: str) -> tuple:
+    """Releases in release order (numbers as numbers; a pre-release before its release).
+
+    >>> sorted(["5.10.0", "5.9.0", "5.24.0rc1", "5.24.0"], key=release_key)
+    ['5.9.0', '5.10.0', '5.24.0rc1', '5.24.0']
+    """
+    import re
+    parts = re.findall(r"\d+|[A-Za-z]+", release)
+    return tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in parts) + ((2, 0, ""),)
 
 
 def rewaive(doc: dict) -> dict:
     """Sort the stored failing checks of ``doc`` (a merged ``field.json``) again by this checkout's waiver files:
     a deviation judged after the run (on a GPU box run once) reaches the table without re-running it. A finding
-    whose confirming experiment did not confirm stays NEW; one that needs an experiment never run stays NEW."""
-    for e in doc["devices"]:
-        if not e["available"]:
-            continue
-        waivers = field_waivers(e["device"])
-        for f in e["findings"]:
-            if f["confirmed"] and not f["confirmed"].startswith("confirmed"):
-                continue
-            w = next((w for w in waivers if w.matches_check(f["check"])), None)
-            deviation = (w.deviation or "waived") if w is not None else "NEW"
-            if w is None or (deviation in CONFIRM and not f["confirmed"]):
-                f.update(deviation="NEW", judgement="unjudged: a new deviation", reason="", link="")
-            else:
-                f.update(deviation=deviation, judgement=w.judgement, reason=w.reason, link=w.issue)
-        for g, counts in e["groups"].items():
-            counts["waived"] = sum(f["group"] == g and f["deviation"] != "NEW" for f in e["findings"])
-        seen = {f["check"] for f in e["findings"]}
-        e["waivers_not_observed"] = sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))
+    whose confirming experiment did not confirm stays NEW; one that needs an experiment never run stays NEW.
+    Each waiver is held to the entry's engine release (``judged_on``), in the release tables too."""
+    entries = list(doc["devices"]) + [e for block in doc.get("releases", []) for run in block["runs"]
+                                      for e in run.get("entries", [])]
+    for e in entries:
+        if e["available"]:
+            _rewaive_entry(e)
     return doc
 
 
+def _rewaive_entry(e: dict) -> None:
+    waivers = field_waivers(e["device"])
+    e["release"] = release_of(e.get("engine"))
+    for f in e["findings"]:
+        if f["confirmed"] and not f["confirmed"].startswith("confirmed"):
+            continue
+        w = next((w for w in waivers if w.matches_check(f["check"])), None)
+        deviation = (w.deviation or "waived") if w is not None else "NEW"
+        if w is None or (deviation in CONFIRM and not f["confirmed"]):
+            f.update(deviation="NEW", judgement="unjudged: a new deviation", reason="", link="", judged_on="",
+                     standing=NEW)
+        else:
+            here = w.judged_on_engine(e.get("engine"))
+            f.update(deviation=deviation, judgement=w.judgement, reason=w.reason, link=w.issue,
+                     judged_on=w.judged_on, standing=WAIVED if here else JUDGED_ELSEWHERE)
+    for g, counts in e["groups"].items():
+        counts["waived"] = sum(f["group"] == g and standing(f) == WAIVED for f in e["findings"])
+        counts["judged_elsewhere"] = sum(f["group"] == g and standing(f) == JUDGED_ELSEWHERE for f in e["findings"])
+    seen = {f["check"] for f in e["findings"]}
+    e["waivers_not_observed"] = sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))
+
+
+# -- the release table: one engine's releases side by side ------------------------------------------------------
+RELEASES_INTRO = (
+    "One engine's releases side by side: `specsim field --out DIR --releases A,B,... --devices D` (or `--engine E`) "
+    "installs each release with pip, under the user's own pip configuration, into a directory of its own under "
+    "`~/.cache/specsim/releases/` (reused by later runs; `SPECSIM_RELEASE_CACHE` moves it) holding the release and "
+    "whatever of its requirements the environment lacks, and runs the field groups with that directory first on "
+    "`PYTHONPATH`. A column is a release; a row is a group, or a check that fails on some release. A waiver counts "
+    "only on the release it was judged on (`judged_on` in the waiver files): there its checks read `waived (judged "
+    "here)`; on any other release the same failure reads `FAIL: judged on <release>`, a judgement to make again, "
+    "never carried over. A release the adapter cannot run says why (`not run: ...`).")
+
+
+def release_runs_block(engine: str, distribution: str, devices: list[str], runs: list[dict], *, where: str,
+                       quick: bool, groups: list[str], command: str) -> dict:
+    """``field.json``'s ``releases`` entry for one ``specsim field --releases`` run.
+
+    ``runs``: one per release, ``{"release", "install": {"path", "pins", "reused"} | None, "error": str | None,
+    "entries": [device_entry, ...], "statuses": {device: {check: status}}}`` (``statuses``: the check's status in
+    that release's run, for every check that fails in some release: what a row's other cells say)."""
+    return {"engine": engine, "distribution": distribution, "devices": list(devices), "where": where,
+            "quick": quick, "groups": list(groups), "command": command,
+            "runs": sorted(runs, key=lambda r: release_key(r["release"]))}
+
+
+def failing_checks(runs: list[dict]) -> dict[str, set[str]]:
+    """Device → every check that fails (or errors) in some release's run: the release table's rows."""
+    out: dict[str, set[str]] = {}
+    for run in runs:
+        for e in run.get("entries", []):
+            out.setdefault(e["device"], set()).update(f["check"] for f in e["findings"])
+    return out
+
+
+def _release_cell(finding: dict | None, status: str | None, run: dict, entry: dict | None) -> str:
+    """One cell of a release table's check row."""
+    if run.get("error") or entry is None or not entry["available"]:
+        return "not run"
+    if finding is not None:
+        kind = standing(finding)
+        if kind == WAIVED:
+            return "waived (judged here)" if finding.get("judged_on") else "waived"
+        if kind == JUDGED_ELSEWHERE:
+            return f"FAIL: judged on {judged_label(finding['judged_on'])}"
+        return f"{finding['status'].upper()} (new)"
+    return {"pass": "pass", "not_supported": "not supported"}.get(status or "", status or "-")
+
+
+def _why_not_run(run: dict, entry: dict | None) -> str:
+    """Why a release's column has no run, its install directory (this machine's cache) named as such."""
+    why = run.get("error") or (entry or {}).get("why_not") or "?"
+    path = (run.get("install") or {}).get("path")
+    return why.replace(path, "<release dir>") if path else why
+
+
+def _entry_verdict(entry: dict, group: str) -> str:
+    counts = entry["groups"].get(group)
+    if counts is None:
+        return "-"
+    labels = sorted({judged_label(f["judged_on"]) for f in entry["findings"]
+                     if f["group"] == group and standing(f) == JUDGED_ELSEWHERE})
+    return group_verdict(counts, counts.get("waived", 0), counts.get("judged_elsewhere", 0), ", ".join(labels))
+
+
+def render_releases(block: dict) -> list[str]:
+    """The markdown of one release table: per device, a row per group and a row per check that fails in some
+    release; a column per release."""
+    runs = block["runs"]
+    head = "| {} | " + " | ".join(r["release"] for r in runs) + " |"
+    rule = "|---|" + "---|" * len(runs)
+    lines = [f"### {block['engine']}: releases {', '.join(r['release'] for r in runs)}", "",
+             f"`{block['command']}` ({block['where']}{', quick sizes' if block['quick'] else ''}): each release "
+             f"installed beside the environment ({block['distribution']} and what the environment lacks for it), "
+             "its groups run with it first on the path.", ""]
+    failing = failing_checks(runs)
+    for device in block["devices"]:
+        entries = [next((e for e in r.get("entries", []) if e["device"] == device), None) for r in runs]
+        lines += [head.format(f"`{device}`"), rule]
+        lines.append("| engine | " + " | ".join(
+            e["engine"] if e is not None and e["available"] else f"not run: {_cell(_why_not_run(r, e))}"
+            for r, e in zip(runs, entries)) + " |")
+        for g in block["groups"]:
+            lines.append(f"| {g} | " + " | ".join(_entry_verdict(e, g) if e is not None and e["available"] else "-"
+                                                  for e in entries) + " |")
+        checks = sorted(failing.get(device, ()))
+        if checks:
+            lines += ["", "| check | deviation | " + " | ".join(r["release"] for r in runs) + " |",
+                      "|---|---|" + "---|" * len(runs)]
+        for check in checks:
+            found = [next((f for f in e["findings"] if f["check"] == check), None) if e is not None else None
+                     for e in entries]
+            deviation = next((f["deviation"] for f in found if f is not None and f["deviation"] != "NEW"), "NEW")
+            cells = [_release_cell(f, r.get("statuses", {}).get(device, {}).get(check), r, e)
+                     for f, r, e in zip(found, runs, entries)]
+            lines.append(f"| `{check}` | {deviation} | " + " | ".join(cells) + " |")
+        lines.append("")
+    for r in runs:
+        if r.get("error"):
+            lines.append(f"* {r['release']}: not run: {_cell(_why_not_run(r, None))}")
+        elif r.get("install"):
+            pins = r["install"]["pins"]
+            quick, groups = r.get("quick", block["quick"]), r.get("groups", block["groups"])
+            lines.append(f"* {r['release']}: {len(pins)} package(s) installed beside the environment "
+                         f"({', '.join(pins[:3])}{', …' if len(pins) > 3 else ''}); reproduce: "
+                         f"`specsim field --out DIR --releases {r['release']} --devices {' '.join(block['devices'])}"
+                         f"{' --quick' if quick else ''} --groups {','.join(groups)}`")
+    return lines + [""]
+
+
 def render(doc: dict) -> str:
-    """``field.md`` from a (merged) ``field.json``."""
+    """``field.md`` from a (merged) ``field.json``: the devices' verdicts and deviations, then the release tables."""
     lines = ["# The field table", "",
              "Generated by `specsim field` (this file: runs merged with `--merge`; each row names the command "
              "and machine that gave it). Real implementations of speculative-decoding verification, each held to "
              "SPEC through its adapter in `devices/field/`; every failing check is sorted into a known deviation "
-             "(a waiver shipped beside the adapter, with its judgement) or reported as NEW.", "",
-             "## Verdicts", "", "| implementation | where | group | verdict | pass | fail | n/s | error |",
+             "(a waiver shipped beside the adapter, with its judgement) or reported as NEW.", ""]
+    if doc["devices"]:
+        lines += _render_devices(doc)
+    if doc.get("releases"):
+        lines += ["## Releases", "", RELEASES_INTRO, ""]
+        for block in doc["releases"]:
+            lines += render_releases(block)
+    for title, text in doc.get("extras", {}).items():
+        lines += [f"## {title}", "", text.rstrip(), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _render_devices(doc: dict) -> list[str]:
+    """The verdict table, the commands, the deviations and the waivers not observed, of ``doc["devices"]``."""
+    lines = ["## Verdicts", "", "| implementation | where | group | verdict | pass | fail | n/s | error |",
              "|---|---|---|---|---|---|---|---|"]
     for e in doc["devices"]:
         if not e["available"]:
@@ -280,7 +535,7 @@ def render(doc: dict) -> str:
             continue
         for g, c in sorted(e["groups"].items()):
             lines.append(f"| {e['engine']} (`{e['device']}`) | {e['where']} | {g} | "
-                         f"{group_verdict(c, c['waived'])} | {c['pass']} | {c['fail']} | {c['not_supported']} | "
+                         f"{_entry_verdict(e, g)} | {c['pass']} | {c['fail']} | {c['not_supported']} | "
                          f"{c['error']} |")
     lines += ["", "Commands:", ""]
     lines += [f"* `{e['device']}` ({e['where']}): `{e['command']}`" for e in doc["devices"] if e["available"]]
@@ -291,10 +546,10 @@ def render(doc: dict) -> str:
             by_dev.setdefault((f["deviation"], f["device"]), []).append(f)
     for (deviation, device), fs in sorted(by_dev.items()):
         first = fs[0]
-        lines += [f"### `{deviation}` on `{device}` — {first['judgement']}", ""]
+        entry = next(e for e in doc["devices"] if e["device"] == device)
+        lines += [f"### `{deviation}` on `{device}` — {first['judgement']}{_judged_note(first, entry)}", ""]
         if first["reason"]:
             lines += [first["reason"], "", f"Link: {first['link']}", ""]
-        entry = next(e for e in doc["devices"] if e["device"] == device)
         for f in fs:   # a united run's groups may differ in size (``_union``'s quick_groups)
             quick = entry.get("quick_groups", {}).get(f["group"], entry["quick"])
             lines.append(f"* `{f['check']}` ({f['status']}, seed {f['seed']}): {_cell(f['detail'][:240])}")
@@ -308,9 +563,17 @@ def render(doc: dict) -> str:
                   "(size-specific names, or a deviation this run's cases did not reach)", ""]
         lines += [f"* `{d}`: `{w}`" for d, w in stale]
         lines.append("")
-    for title, text in doc.get("extras", {}).items():
-        lines += [f"## {title}", "", text.rstrip(), ""]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _judged_note(finding: dict, entry: dict) -> str:
+    """A deviation's heading note: the release it was judged on, and, if the run's is another, that it is not
+    waived there."""
+    if not finding.get("judged_on") or finding["deviation"] == "NEW":
+        return ""
+    if standing(finding) == JUDGED_ELSEWHERE:
+        return f" (judged on {finding['judged_on']}; not waived on {entry.get('engine') or 'this release'})"
+    return f" (judged on {finding['judged_on']})"
 
 
 def _cell(text: str | None) -> str:

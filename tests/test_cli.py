@@ -37,6 +37,8 @@ def test_conform_writes_the_documented_json(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     doc = json.loads((tmp_path / "conformance.json").read_text())
     assert doc["schema_version"] >= 1 and doc["passed"] is True
+    assert doc["quick"] is True and doc["verdict"]["status"] == "quick"   # exit 0, but a --quick run is no verdict
+    assert "verdict: QUICK" in out.stdout and "verdict: PASS" not in out.stdout
     assert {"python", "specsim"} <= set(doc["environment"])
     assert doc["device"]["spec"] == "torch" and doc["device"]["capabilities"]["rng"] == "philox"
     for check in doc["checks"]:

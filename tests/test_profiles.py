@@ -61,11 +61,14 @@ def test_refusing_device_fails_because_its_declared_modes_are_not_served():
 
 
 def test_refusing_device_fails_even_with_no_capabilities_group():
-    """Every L1 case not_supported: the law's evidence is absent though its group ran."""
-    v = _doc(RefusingDevice(), ["L1-injected", "L3-statistical"])["verdict"]
+    """Every L1 case refused inside the declaration (a fail), so the law's evidence is absent though its group ran."""
+    doc = _doc(RefusingDevice(), ["L1-injected", "L3-statistical"])
+    v = doc["verdict"]
     assert v["status"] == "fail"
     assert any(r.startswith("no check of L1-injected, L3-statistical passed: the core's law evidence is missing")
                for r in v["reasons"]), v["reasons"]
+    refused = [c for c in doc["checks"] if c["name"].startswith("L1/injected/") and c["status"] == "fail"]
+    assert refused and refused[0]["detail"].startswith("device refused a call inside its declaration (")
 
 
 def test_cli_prints_the_verdict_and_exits_1_for_the_hollow_device():
@@ -126,3 +129,88 @@ def test_every_optional_profile_is_reported():
 def test_rows_are_uniquely_named():
     names = [r.name for r in ROWS]
     assert len(names) == len(set(names)) and all(re.fullmatch(r"[\w+.-]+", n) for n in names)
+
+
+class ChainZero:
+    """Declares the torch device's capabilities; its chain ``verify`` refuses what is undeclared (so the
+    capabilities group passes) and answers every call with token 0, nothing accepted; its trees are
+    the torch device's own."""
+
+    name = "chain-zero"
+
+    def __init__(self):
+        self.inner = torch_device.TorchDevice()
+        self.capabilities = self.inner.capabilities
+
+    def verify(self, batch, noise=None):
+        import numpy as np
+        from devices._validate import check_call
+        from devices.protocol import PLACEHOLDER_TOKEN_ID, VerifyOutput
+        check_call(batch, noise, self.capabilities)
+        out = np.full((batch.batch_size, batch.max_k + 1), PLACEHOLDER_TOKEN_ID, np.int64)
+        out[:, 0] = 0
+        return VerifyOutput(out, np.zeros(batch.batch_size, np.int64))
+
+    def verify_tree(self, batch, noise=None):
+        return self.inner.verify_tree(batch, noise)
+
+
+def test_tree_checks_are_not_the_chain_steps_law_evidence():
+    """Full sizes: right trees and served capabilities, a chain step that always emits token 0: no PASS.
+    ``L3/trees/...`` never called ``verify``, so the core's law evidence was not run (PARTIAL)."""
+    groups = ["capabilities", "L3-trees"]
+    device = ChainZero()
+    doc = document("chain-zero", device, Context(), run_conformance(device, Context(), groups), groups)
+    assert {c["status"] for c in doc["checks"]} == {"pass"}
+    v = doc["verdict"]
+    assert v["status"] == "partial", v
+    assert any(r.startswith("the core's law evidence was not run") for r in v["reasons"]), v["reasons"]
+
+
+def test_the_chain_law_evidence_is_named_exactly():
+    caps = torch_device.CAPABILITIES
+    cap = {"name": "capabilities/greedy", "status": "pass"}
+    others = [{"name": n, "status": "pass"} for n in ("L3/trees/rrs-with-replacement/path", "L1/trees/injected/x",
+                                                     "L1-sampler/canonical/all", "L3/v16-sampler/r0/pos0",
+                                                     "L1/edge/vocab-one", "L1/sizes/batch-B33")]
+    ran = ["capabilities", "L1-injected", "L1-keyed", "L3-statistical", "L3-trees", "L1-sampler", "L1-sizes"]
+    v = profiles.verdict(caps, [cap] + others, ran)
+    assert v["status"] == "fail" and any("the core's law evidence is missing" in r for r in v["reasons"])
+    for chain in ("L1/injected/full-mixed/V8/float32", "L1/keyed/full-mixed/V8/float32", "L3/v8-hetero/r0/pos0"):
+        assert profiles.verdict(caps, [cap, {"name": chain, "status": "pass"}], ran)["status"] == "pass", chain
+
+
+def test_a_quick_run_is_never_pass_but_fails_like_any_other():
+    caps = torch_device.CAPABILITIES
+    ok = [{"name": "capabilities/greedy", "status": "pass"},
+          {"name": "L1/injected/full-mixed/V8/float32", "status": "pass"}]
+    v = profiles.verdict(caps, ok, ["capabilities", "L1-injected"], quick=True)
+    assert v["status"] == "quick" and v["quick"] is True
+    assert v["reasons"][0].startswith("a --quick run") and "it would be PASS" in v["reasons"][0]
+    assert profiles.verdict(caps, ok[:1], ["capabilities"], quick=True)["status"] == "quick"
+    bad = ok + [{"name": "L1/sizes/batch-B33", "status": "fail"}]
+    assert profiles.verdict(caps, bad, ["capabilities", "L1-injected"], quick=True)["status"] == "fail"
+    doc = _doc(HollowDevice(), ["capabilities"])
+    assert doc["quick"] is True and doc["verdict"]["status"] == "fail" and not doc["passed"]
+
+
+def test_cli_says_a_quick_run_is_no_verdict(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "specsim.cli", "conform", "--device", "torch", "--groups",
+                          "capabilities", "--quick", "--in-process", "--out", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert f"verdict: QUICK against SPEC {SPEC_VERSION} (a --quick run: not a verdict)" in out.stdout
+    assert "verdict: PASS" not in out.stdout
+    doc = json.loads((tmp_path / "conformance.json").read_text())
+    assert doc["quick"] is True and doc["verdict"]["status"] == "quick" and doc["verdict"]["quick"] is True
+    md = (tmp_path / "report.md").read_text()
+    assert "QUICK" in md and "PASS (SPEC" not in md
+
+
+def test_the_readme_example_gates_on_the_verdict_of_a_device_declaring_the_core():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Checking a device from Python\n\n```python\n(.*?)```", readme, re.S).group(1)
+    assert "verdict_of(" in block and 'verdict["status"] == "pass"' in block and "passed(" not in block
+    namespace: dict = {}
+    exec(block.split("device = MyDevice()")[0], namespace)  # the imports and the class, not the run
+    assert profiles.core_lacking(namespace["MyDevice"].capabilities) == []

@@ -1,5 +1,6 @@
 """The torch device's SPEC §12 path and the L1-sampler group (issue 18)."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -44,8 +45,9 @@ def _rows_read(batch) -> np.ndarray:
 
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
+    from specsim.testing.sampler_edges import SAMPLER_EDGES
     results = sampler_group(device, Context())
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + 7)
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1   # + L1-sampler/precision
     assert [r for r in results if r.status != "pass"] == []
 
 
@@ -57,7 +59,10 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
     assert status["L1-sampler/canonical/bad_words"] == ("not_supported", "device does not declare sampler bad_words")
     assert status["L1-sampler/vllm/min_p"] == ("not_supported", "device does not declare sampler order 'vllm'")
     assert status["L1-sampler/canonical/declared"][0] == "pass"     # the declared subset together: min_p alone
-    assert sum(s == "pass" for s, _ in status.values()) == 3
+    assert sorted(name for name, (s, _) in status.items() if s == "pass") == [
+        "L1-sampler/canonical/declared", "L1-sampler/canonical/min_p", "L1-sampler/edge/min-p-after-temperature/canonical",
+        "L1-sampler/edge/min-p-threshold-ties/canonical", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
+        "L1-sampler/precision"]
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -96,23 +101,22 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
         "L1-sampler/edge/bad-word-completed-by-drafts/canonical", "L1-sampler/edge/bad-word-completed-by-drafts/vllm"]
 
 
-def test_without_injected_noise_an_edges_law_is_tested_inside_the_edges_family_budget():
+def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():
     """Mass moved inside the support (vLLM 0.33.0's bonus row banning the stop tokens by the pre-step length,
-    docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and the tests
-    share the edges' budget with L1-edges' laws."""
-    from specsim.conformance.exact import edge_alpha, sampled_edges
-    from specsim.conformance.sampler import sampled_sampler_edges
-    from specsim.conformance.tree_patterns import sampled_patterns
+    docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and each
+    request's test is one of the run's statistical plan, at its α there."""
+    from specsim.conformance.stat_plan import run_plan
     from specsim.mutants.runner import BlackBox
     from specsim.mutants.zoo import MUTANTS
     ctx = Context(quick=True)
     device = BlackBox(make_cpu_device())
-    n_laws = (sampled_edges(device.capabilities) + sampled_sampler_edges(device.capabilities)
-              + sampled_patterns(device.capabilities))
-    assert sampled_sampler_edges(device.capabilities) > 0
-    assert edge_alpha(device.capabilities, ctx) == pytest.approx(ctx.alpha_family / 10 / n_laws)
+    plan = run_plan(device.capabilities, ctx)
+    planned = plan.of_group("L1-sampler")
+    assert planned and math.fsum(t.alpha_share for t in plan.tests) == ctx.alpha_family
     tested = [r for r in sampler_group(device, ctx) if "/edge/" in r.name and r.alpha is not None]
     assert tested and {r.status for r in tested} == {"pass"}
+    assert {r.name for r in tested} == {t.check for t in planned}
+    assert all(r.alpha in {t.alpha for t in planned if t.check == r.name} for r in tested)
     broken = sampler_group(BlackBox(MUTANTS["sampler-min-tokens-bonus-pre-step"].make()), ctx)
     failed = [r for r in broken if r.status == "fail"]
     assert [r.name for r in failed] == ["L1-sampler/edge/min-tokens-crossing/canonical",

@@ -2,8 +2,15 @@
 
 What runs is ``transformers.generation.utils._speculative_sampling`` (the
 acceptance test, the residual and the bonus draw of its assisted generation
-with ``do_sample=True``), imported from the installed package, version
-``PINNED_VERSION`` checked at load. Its target rows go through transformers'
+with ``do_sample=True``), imported from the installed package, whatever
+release it is: the device's ``engine`` names it (``"transformers 5.24.0"``),
+and so do ``specsim devices``, ``conformance.json`` and the field table. The
+shipped judgements (``transformers_waivers.toml``) were made on
+``JUDGED_RELEASE``; on another release a check they cover is shown as judged
+on that release, not waived. At load the adapter checks that the installed
+release has what it calls, with the arguments it passes (:func:`check_release`);
+a release without them is refused with a ``DeviceLoadError`` naming what is
+missing. Its target rows go through transformers'
 own ``TemperatureLogitsWarper``, ``TopKLogitsWarper`` and ``TopPLogitsWarper``
 in the order and with the arguments ``GenerationMixin._get_logits_processor``
 uses for ``do_sample=True`` (``min_tokens_to_keep=1``; a warper is added only
@@ -70,8 +77,15 @@ import numpy as np
 from devices._validate import check_call
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
-PINNED_VERSION = "5.23.0"
-"""The transformers release this adapter was written against and checked with; others are refused."""
+JUDGED_RELEASE = "5.23.0"
+"""The transformers release the shipped waivers were judged on (``judged_on`` in ``transformers_waivers.toml``)
+and CI installs; the adapter runs on any release that passes :func:`check_release`."""
+
+PINNED_VERSION = JUDGED_RELEASE
+"""The release ``specsim.engines``' end-to-end checks of transformers (``hf_assisted``, ``hf_candidates``) hold to."""
+
+SPECULATIVE_SAMPLING_ARGUMENTS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits")
+"""What the adapter passes ``_speculative_sampling``, in order; any further parameter must have a default."""
 
 CAPABILITIES = Capabilities(injected_noise=False, rng="seeded", max_vocab_size=262_144, max_k=64,
                             greedy=False, draft_probs=True, point_proposals=False, top_k=True, top_p=True,
@@ -104,19 +118,104 @@ def warpers(temperature: float, top_k: int, top_p: float):
     return chain
 
 
+def _parameters_missing(function, positional: tuple[str, ...]) -> str | None:
+    """What keeps ``function`` from being called with ``positional`` (in order) and nothing else; None: nothing."""
+    import inspect
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError) as e:
+        return f"its signature cannot be read ({e})"
+    names = tuple(p.name for p in params[:len(positional)])
+    if names != positional:
+        return f"its first parameters are ({', '.join(names)}), not ({', '.join(positional)})"
+    required = [p.name for p in params[len(positional):]
+                if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if required:
+        return f"it also requires {', '.join(required)}, which the adapter does not pass"
+    return None
+
+
+def _warper_missing(logits_process, name: str, args: tuple, kwargs: dict) -> str | None:
+    """What keeps ``logits_process.<name>(*args, **kwargs)`` from being built as ``warpers`` builds it."""
+    import inspect
+    cls = getattr(logits_process, name, None)
+    if cls is None:
+        return f"transformers.generation.logits_process.{name} is missing"
+    try:
+        inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:
+        call = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        return f"transformers.generation.logits_process.{name}({call}) does not bind: {e}"
+    return None
+
+
+def check_release(version: str, generation_utils, logits_process, where: str = "?"):
+    """The release's ``_speculative_sampling``, or ``DeviceLoadError`` naming what release ``version`` lacks.
+
+    ``generation_utils`` / ``logits_process``: its ``transformers.generation.utils`` and
+    ``transformers.generation.logits_process`` modules; ``where``: its path, for the message. Checked without
+    running anything: the function is there and takes the adapter's four arguments (any other parameter has a
+    default), and the warpers take the arguments :func:`warpers` gives them.
+
+    >>> import types
+    >>> def _speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+    ...                           is_done_candidate): ...
+    >>> check_release("5.17.0", types.SimpleNamespace(_speculative_sampling=_speculative_sampling),
+    ...               types.SimpleNamespace())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    devices.registry.DeviceLoadError: ...cannot run transformers 5.17.0 (?): ...also requires is_done_candidate...
+    """
+    from devices.registry import DeviceLoadError
+    problems = []
+    sampling = getattr(generation_utils, "_speculative_sampling", None)
+    if sampling is None:
+        problems.append("transformers.generation.utils._speculative_sampling is missing")
+    else:
+        why = _parameters_missing(sampling, SPECULATIVE_SAMPLING_ARGUMENTS)
+        if why:
+            problems.append(f"transformers.generation.utils._speculative_sampling: {why}")
+    for name, args, kwargs in (("LogitsProcessorList", (), {}), ("TemperatureLogitsWarper", (0.5,), {}),
+                               ("TopKLogitsWarper", (), {"top_k": 2, "min_tokens_to_keep": 1}),
+                               ("TopPLogitsWarper", (), {"top_p": 0.5, "min_tokens_to_keep": 1})):
+        why = _warper_missing(logits_process, name, args, kwargs)
+        if why:
+            problems.append(why)
+    if problems:
+        raise DeviceLoadError(f"the transformers device cannot run transformers {version} ({where}): "
+                              + "; ".join(problems) + f". The adapter was judged on transformers {JUDGED_RELEASE}.")
+    return sampling
+
+
+def _installed_release(transformers_module):
+    """``check_release`` of the imported package: its version, generation modules and path."""
+    from devices.registry import DeviceLoadError
+    version = getattr(transformers_module, "__version__", "?")
+    try:
+        from transformers.generation import logits_process
+        from transformers.generation import utils as generation_utils
+    except Exception as e:   # a release whose generation modules do not import here cannot be checked
+        raise DeviceLoadError(f"the transformers device cannot run transformers {version}: importing "
+                              f"transformers.generation failed: {e!r}") from e
+    return check_release(version, generation_utils, logits_process, getattr(transformers_module, "__file__", "?"))
+
+
 class TransformersDevice:
-    """``_speculative_sampling`` of the pinned transformers, one request per call (see the module docstring)."""
+    """``_speculative_sampling`` of the installed transformers, one request per call (see the module docstring).
+
+    ``engine`` / ``release``: the installed release (``"transformers 5.24.0"`` / ``"5.24.0"``).
+    """
 
     name = "transformers"
     capabilities = CAPABILITIES
 
     def __init__(self, transformers_module):
         import torch
-        from transformers.generation.utils import _speculative_sampling
 
-        self.version = transformers_module.__version__
+        self._speculative_sampling = _installed_release(transformers_module)
+        self.version = self.release = transformers_module.__version__
+        self.engine = f"transformers {self.release}"
         self._torch = torch
-        self._speculative_sampling = _speculative_sampling
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         """One step, request by request (batch 1 is what transformers' function serves)."""
@@ -154,13 +253,11 @@ class TransformersDevice:
 
 
 def make_device() -> TransformersDevice:
-    """The device, if the pinned transformers is importable; otherwise a clear ImportError."""
+    """The device on the installed transformers; ImportError without one, ``DeviceLoadError`` for a release that
+    lacks what the adapter calls (:func:`check_release`)."""
     try:
         import transformers
     except ImportError as e:
-        raise ImportError(f"the transformers device needs transformers=={PINNED_VERSION} "
-                          f"(pip install transformers=={PINNED_VERSION}): {e}") from e
-    if transformers.__version__ != PINNED_VERSION:
-        raise ImportError(f"the transformers device is checked against transformers {PINNED_VERSION}, "
-                          f"found {transformers.__version__}; install transformers=={PINNED_VERSION}")
+        raise ImportError(f"the transformers device needs transformers (pip install 'specsim[transformers]'; "
+                          f"its waivers were judged on transformers=={JUDGED_RELEASE}): {e}") from e
     return TransformersDevice(transformers)

@@ -62,6 +62,13 @@ the same rows; vLLM's draft rows run penalties before the bans, which commute wi
   vLLM itself asserts only shapes. A row every ban leaves empty (§12.4) is
   ``InvalidInput``, checked on vLLM's processed rows (``refuse_empty_rows``).
 
+**Placeholders (SPEC §4):** vLLM reads every ``-1`` draft's row (its recovered token is drawn from
+``max(t − d, 0)`` whatever the id): SPEC's *withdrawn draft*, which is what vLLM's own ``-1`` drafts
+are (grammar-invalid drafts under structured output). So ``withdrawn_drafts`` is declared and the
+batch goes to vLLM as it is; ``VerifyBatch.withdrawn`` changes nothing there. A *padding* ``-1``
+has no counterpart in vLLM: its row is read too (the waiver ``placeholder-row-read``), and the
+adapter does not zero it, so that the table shows vLLM as it is.
+
 Declared honestly: float32 and 16-bit logits (vLLM computes in float32, so
 float64 logits are not served: a float64 declaration would be held to 1e-9);
 K ≤ 128 (``MAX_SPEC_LEN``); no Philox (its noise is torch's generators).
@@ -360,7 +367,7 @@ class VllmDevice:
     capabilities = Capabilities(injected_noise=True, rng="seeded", max_vocab_size=2**31 - 1, max_k=MAX_SPEC_LEN,
                                 greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
                                 dtypes=("float32", "float16", "bfloat16"), sampler=SERVED,
-                                sampler_orders=("canonical", "vllm"))
+                                sampler_orders=("canonical", "vllm"), withdrawn_drafts=True)
 
     def __init__(self, device: str):
         from devices.field.vllm_loader import VLLM_VERSION

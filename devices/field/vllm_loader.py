@@ -281,6 +281,14 @@ def _execute_members(cache: pathlib.Path, platform: str) -> dict[str, types.Modu
     return modules
 
 
+def member_modules(mode: str) -> dict[str, types.ModuleType]:
+    """Every member, fetched, verified and executed for ``mode`` (``"cuda"`` or ``"cpu"``), with the stand-ins,
+    by module name: what a script written against an installed vLLM imports (``devices/field/repro/
+    on_vllm_members.py`` puts them in ``sys.modules`` around such a script). The caller decides the process's
+    Triton mode first (``devices.triton_mode.enter``)."""
+    return _execute_members(fetch(), mode)
+
+
 def interpreter_scalars_as_compiled() -> None:
     """Make Triton's CPU interpreter treat vLLM's loop scalars as compiled Triton does.
 

@@ -16,6 +16,7 @@ processes get ``CUDA_VISIBLE_DEVICES`` one GPU each), a CPU device's one core
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -49,6 +50,19 @@ def _init_worker(gpus: list[str], counter) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
     import torch
     torch.set_num_threads(1)
+
+
+@contextmanager
+def one_torch_thread():
+    """One torch thread while a shard runs, whichever executor runs it (a Ray worker or this process
+    too, not only a local worker that ``_init_worker`` set up); the previous count is restored after."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class Processes:

@@ -30,7 +30,7 @@ def shard_tasks(device_spec: str, profile: str, seeds, alpha_family: float, quic
     """Every shard of every supported case, seed by seed, and the not_supported results per seed."""
     from specsim.conformance.statistical import NO_RANDOMNESS, not_supported, shard_sizes
     device = device_for(device_spec)
-    plan = plan_for(profile, alpha_family, quick)
+    plan = plan_for(device_spec, profile, alpha_family, quick)
     tasks, unsupported = [], []
     if device.capabilities.rng == "none":
         return tasks, [NO_RANDOMNESS]
@@ -148,7 +148,7 @@ def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", a
                              f"Finished shards are kept: rerun with --resume and more workers.")
     wall = time.perf_counter() - start
     out = Campaign()
-    plan = plan_for(profile, alpha_family, quick)
+    plan = plan_for(device_spec, profile, alpha_family, quick)
     for s in seeds:
         results = list(unsupported)
         for cp in plan.cases:
@@ -158,7 +158,7 @@ def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", a
             tally = Tally.merged(Tally.from_json(done[t.key]["tally"]) for t in sorted(mine, key=lambda t: t.index))
             out.tallies[(s, cp.case.id)] = tally
             results += case_verdicts(cp, tally, plan, s, sum(done[t.key]["seconds"] for t in mine), shard_trials)
-        mark_holm(results, plan.budget)
+        mark_holm(results, plan)
         out.results[s] = results
     out.run = {**executor.describe(), "isolation": "campaign", "profile": profile, "shards": len(tasks),
                "shards_resumed": len(tasks) - len(todo), "shard_trials": shard_trials,

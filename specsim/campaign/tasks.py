@@ -50,10 +50,25 @@ class ShardTask:
 
 
 @functools.lru_cache(maxsize=8)
-def plan_for(profile: str, alpha_family: float, quick: bool):
-    """The L3 plan of a profile (built once per process)."""
-    from specsim.conformance.statistical import make_plan
+def plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool):
+    """The L3 plan of a profile (built once per process): ``suite`` at each check's α in the run-wide plan
+    of ``specsim conform`` on that device (the same trials and verdicts); ``signoff`` a family of its own,
+    ``alpha_family`` over its checks."""
+    from specsim.conformance.stat_plan import make_plan
+    if profile == "suite":
+        from specsim.conformance.runner import Context
+        from specsim.conformance.stat_plan import run_plan
+        caps = device_for(device_spec).capabilities
+        return make_plan(run_plan(caps, Context(alpha_family=alpha_family, quick=quick)), quick)
     return make_plan(alpha_family, quick, cases=PROFILES[profile])
+
+
+def statistical_plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool, seed: int):
+    """The ``StatPlan`` a campaign's ``conformance.json`` lists: the run's (``suite``) or the profile's own."""
+    if profile == "suite":
+        return None  # ``runner.document`` lists the run-wide plan
+    from specsim.conformance.stat_plan import family_plan
+    return family_plan(alpha_family, quick, PROFILES[profile], seed)
 
 
 @functools.lru_cache(maxsize=2)
@@ -64,7 +79,8 @@ def device_for(spec: str):
 
 
 def case_plan(task: ShardTask):
-    return next(cp for cp in plan_for(task.profile, task.alpha_family, task.quick).cases if cp.case.id == task.case_id)
+    return next(cp for cp in plan_for(task.device, task.profile, task.alpha_family, task.quick).cases
+                if cp.case.id == task.case_id)
 
 
 def run_task(task: ShardTask) -> dict:

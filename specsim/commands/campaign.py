@@ -93,8 +93,10 @@ def run(args) -> int:
         print(f"specsim campaign: {e}", file=sys.stderr)
         return 4
     results = out.results[args.seed]
+    from specsim.campaign.tasks import statistical_plan_for
     doc = document(args.device, device, Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick), results,
-                   ["L3-statistical"])
+                   ["L3-statistical"],
+                   plan=statistical_plan_for(args.device, args.profile, args.alpha, args.quick, args.seed))
     doc["run"] = {**out.run, "complete": True, "command": list(sys.argv), "finished_groups": ["L3-statistical"]}
     print(_table(results))
     s, r = doc["summary"], out.run

@@ -4,6 +4,9 @@ Each group of checks runs in its own subprocess with a time limit, so a device
 that crashes, aborts or hangs costs one group (recorded as ``error``), never
 the run or its report. ``--out DIR`` writes ``conformance.json`` after every
 group (atomically), then ``report.html``, ``report.md`` and ``report.json``.
+``--waivers FILE`` applies a vendor's known failures
+(``specsim.conformance.vendor_waivers``). SIGINT and SIGTERM stop the running
+group's processes and leave a run that ``--resume`` continues.
 """
 
 from __future__ import annotations
@@ -12,18 +15,41 @@ import argparse
 import os
 import sys
 
-HELP = "run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS or PARTIAL"
+HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS, "
+        "PASS-WITH-WAIVERS, PARTIAL or QUICK")
 
 EPILOG = """\
 exit status:
   0    verdict PASS: the core profile (SPEC §10) is declared and checked, and every check passed
-       (or is not_supported by a declared absence outside the core); or PARTIAL: a --groups
-       subset without the core's evidence, in which nothing failed
-  1    verdict FAIL: a check failed or errored (a crash, hang or exception in a group counts as
-       error), the core profile is not declared, or a check the core needs was not_supported
-  2    bad usage: unknown group, --resume without --out, or --resume of a different run
+       (or is not_supported by a declared absence outside the core); PASS-WITH-WAIVERS: the same,
+       but for failing checks that --waivers covers, none of them carrying the core's evidence;
+       PARTIAL: a --groups subset without the core's evidence, in which nothing unwaived failed;
+       or QUICK: a --quick run in which nothing unwaived failed (--quick sizes test the harness:
+       never a verdict, never PASS)
+  1    verdict FAIL, --quick or not: a check failed or errored (a crash, hang or exception in a
+       group counts as error; so does a refusal, UnsupportedCall, of a call inside the device's
+       declaration), the core profile is not declared, a check the core needs was not_supported,
+       or a waived check carries the core's evidence (capabilities of the core, L1-injected,
+       L1-keyed, L3-statistical's chain cases): a waiver cannot make a device conform to the core
+  2    bad usage: unknown group, --resume without --out, --resume of a different run (another
+       device, seed, --alpha, --quick, group list or waiver file), or an invalid --waivers file
   3    the device could not be loaded (see `specsim devices`)
-  130  interrupted (Ctrl-C); continue with the same command plus --resume
+  130  stopped by SIGINT (Ctrl-C)
+  143  stopped by SIGTERM (a CI time limit, `timeout`, a cancelled job)
+       Either way the running group's processes (its whole process group) are ended,
+       conformance.json records the run as incomplete (run.complete false) and the group in
+       run.interrupted; continue with the same command plus --resume
+
+waivers (--waivers FILE, the format of `pytest --specsim-waivers`; TOML or JSON):
+  [[waiver]]
+  check  = "conformance:L1/edge/top-p-cut-ties"   # a check name, or a pattern with * and ?
+  reason = "top-p keeps one of the tokens tied at the cut; fixed in driver 2.4"
+  link   = "https://tracker.acme.example/SPEC-123"
+  devices = ["acme-npu"]                          # optional
+  A waived check keeps its status (fail or error) and shows as "waived" with its reason and
+  link in the table, conformance.json (the check's "waiver") and the reports. Entries that
+  waived nothing (stale: no such check in this run, or it did not fail) are listed after the
+  table and in conformance.json's "waivers".
 
 files written with --out DIR:
   DIR/conformance.json     every check's result; rewritten after each group
@@ -40,31 +66,49 @@ def add_arguments(p):
     p.add_argument("--device", default="torch", help="registered name or 'module:attr' (default: torch)")
     p.add_argument("--out", default=None, help="directory for conformance.json and the reports")
     p.add_argument("--seed", type=int, default=0, help="suite seed; case seeds derive from it (default 0)")
-    p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
+    p.add_argument("--alpha", type=float, default=1e-3,
+                   help="false-fail budget of all the run's statistical tests together (split over them: "
+                        "conformance.json's statistical_plan)")
     p.add_argument("--groups", default=None, help="comma-separated group names (default: all)")
-    p.add_argument("--quick", action="store_true", help="small sizes; for testing the harness, not for a verdict")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes, for testing the harness: never a verdict (status QUICK, exit 0, if "
+                        "nothing failed; FAIL, exit 1, otherwise)")
     p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
                    help="time limit of each group's subprocess; past it the group is recorded as error "
                         "(default: 600, and 3600 for L3-statistical)")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --out DIR: finished groups are not run again "
-                        "(same device, seed, alpha, --quick and groups required)")
+                        "(same device, seed, alpha, --quick, groups and --waivers file required)")
+    p.add_argument("--waivers", default=None, metavar="FILE",
+                   help="the vendor's known failures (TOML or JSON; see below): each waived check is shown as "
+                        "waived with its reason and link, and the verdict says so")
     p.add_argument("--in-process", action="store_true",
                    help="run the groups in this process (no isolation, no time limit); for debugging a device")
     p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
 
 
+def _status_cell(r) -> str:
+    """``waived (fail)`` for a waived check: waived, and what it found."""
+    return f"waived ({r.status})" if r.waiver else r.status
+
+
 def _table(results) -> str:
     rows = [("check", "layer", "status", "detail")]
     for r in results:
-        rows.append((r.name, r.layer, r.status, (r.detail.splitlines() or [""])[0][:70]))
+        detail = (r.detail.splitlines() or [""])[0][:70]
+        if r.waiver:
+            detail = f"{r.waiver['reason'][:50]} [{r.waiver['link']}] | {detail}"
+        rows.append((r.name, r.layer, _status_cell(r), detail))
     w = [max(len(row[i]) for row in rows) for i in range(3)]
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}" for a, b, c, d in rows)
 
 
 def verdict_line(verdict: dict) -> str:
-    """``verdict: PASS (SPEC 1.0)``, or the status and each reason on a line of its own (SPEC §10)."""
+    """``verdict: PASS against SPEC 1.0``, or the status and each reason on a line of its own (SPEC §10);
+    a ``--quick`` run's says it is no verdict."""
     head = f"verdict: {verdict['status'].upper()} against SPEC {verdict['spec_version']}"
+    if verdict["status"] == "quick":
+        head += " (a --quick run: not a verdict)"
     return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]])
 
 
@@ -82,7 +126,9 @@ def _warn_if_incomplete(out_dir: str) -> None:
     except (OSError, ValueError, AttributeError):
         return
     if run.get("complete") is False:
-        print(f"specsim conform: {out_dir} holds an interrupted run (pending: "
+        stopped = run.get("interrupted") or {}
+        how = f"stopped by {stopped.get('signal')} in {stopped.get('group')}; " if stopped else ""
+        print(f"specsim conform: {out_dir} holds an interrupted run ({how}pending: "
               f"{', '.join(run.get('pending_groups') or [])}); starting over. Use --resume to continue it instead.",
               file=sys.stderr)
 
@@ -103,10 +149,40 @@ def write_reports(out_dir: str) -> None:
         print(f"wrote {path}")
 
 
+def _load_waivers(path: str | None):
+    """The validated waiver file, or None without --waivers; ``WaiverError`` names the entry at fault."""
+    if path is None:
+        return None
+    from specsim.conformance.vendor_waivers import load_file
+    return load_file(path)
+
+
+def _stopped(e: KeyboardInterrupt, args) -> int:
+    """Say where the run stopped and how to continue it; the exit status is 128 + the signal's number."""
+    from specsim.conformance.isolation import Interrupted
+    signum = e.signum if isinstance(e, Interrupted) else 2
+    name = e.name if isinstance(e, Interrupted) else "SIGINT"
+    ended = "" if args.in_process else "; the running group's processes were ended"
+    where = f"; continue with: specsim {' '.join(sys.argv[1:])} --resume" if args.out and not args.in_process else ""
+    print(f"\nspecsim conform: stopped by {name}{ended}{where}", file=sys.stderr)
+    return 128 + signum
+
+
 def run(args) -> int:
+    from specsim.conformance.isolation import stop_on_signals
+
+    with stop_on_signals():
+        try:
+            return _run(args)
+        except KeyboardInterrupt as e:
+            return _stopped(e, args)
+
+
+def _run(args) -> int:
     from devices.registry import load
     from specsim.conformance.results import CheckResult
     from specsim.conformance.runner import Context, available_groups, document, run_conformance, write_json_atomic
+    from specsim.conformance.vendor_waivers import WaiverError, summary_lines
 
     if args.resume and not args.out:
         return _usage("--resume needs --out DIR (the directory of the run to continue)")
@@ -114,6 +190,10 @@ def run(args) -> int:
         return _usage("--resume works with the isolated runner only; drop --in-process")
     if args.group_timeout is not None and args.group_timeout <= 0:
         return _usage(f"--group-timeout: must be > 0 seconds, got {args.group_timeout}")
+    try:
+        waivers = _load_waivers(args.waivers)
+    except WaiverError as e:
+        return _usage(str(e))
     device = load(args.device)
     known = available_groups()
     names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
@@ -124,7 +204,14 @@ def run(args) -> int:
 
     if args.in_process:
         results = run_conformance(device, ctx, names)
+        record = None
+        if waivers is not None:
+            from specsim.conformance.vendor_waivers import apply
+            results, record = apply(results, waivers, device_spec=args.device,
+                                    device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
         doc = document(args.device, device, ctx, results, names)
+        if record is not None:
+            doc["waivers"] = record
         doc["run"] = {"isolation": "in-process", "complete": True, "command": list(sys.argv),
                       "finished_groups": names}
         if args.out:
@@ -138,18 +225,19 @@ def run(args) -> int:
         progress = Progress(total=len(names))
         try:
             doc = run_isolated(args.device, device, ctx, {g: known[g] for g in names}, out_dir=args.out,
-                               timeout_s=args.group_timeout, resume=args.resume, progress=progress)
+                               timeout_s=args.group_timeout, resume=args.resume, progress=progress,
+                               waivers=waivers)
         except ResumeMismatch as e:
             return _usage(str(e))
-        except KeyboardInterrupt:
-            where = f"; continue with: specsim {' '.join(sys.argv[1:])} --resume" if args.out else ""
-            print(f"\nspecsim conform: interrupted{where}", file=sys.stderr)
-            return 130
         results = [CheckResult.from_json(d) for d in doc["checks"]]
 
     print(_table(results))
     s = doc["summary"]
-    print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error")
+    waived = sum(r.waiver is not None for r in results)
+    print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error"
+          + (f" ({waived} of the fail/error waived)" if waived else ""))
+    if doc.get("waivers"):
+        print("\n".join(summary_lines(doc["waivers"])))
     print(verdict_line(doc["verdict"]))
     if args.out:
         print(f"wrote {os.path.join(args.out, 'conformance.json')}")

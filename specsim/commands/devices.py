@@ -17,6 +17,12 @@ def _caps(c) -> str:
     return f"{'+'.join(noise)}; {','.join(modes)}; K<={c.max_k}; V<={c.max_vocab_size}; {','.join(c.dtypes)}"
 
 
+def _described(device) -> str:
+    """A loaded device's column: the engine release it runs (a field adapter's ``engine``), then its capabilities."""
+    engine = getattr(device, "engine", None)
+    return (f"{engine}: " if engine else "") + _caps(device.capabilities)
+
+
 def run(args) -> int:
     import json
 
@@ -26,12 +32,13 @@ def run(args) -> int:
     if args.json:
         print(json.dumps([{"name": a.entry.name, "target": a.entry.target, "origin": a.entry.origin,
                            "available": a.device is not None, "error": a.error,
+                           "engine": getattr(a.device, "engine", None),
                            "capabilities": a.device.capabilities.to_json() if a.device else None} for a in rows], indent=1))
         return 0
     table = [("name", "available", "origin", "capabilities / why not")]
     for a in rows:
         table.append((a.entry.name, "yes" if a.device else "no", a.entry.origin,
-                      _caps(a.device.capabilities) if a.device else a.error))
+                      _described(a.device) if a.device else a.error))
     w = [max(len(r[i]) for r in table) for i in range(3)]
     for r in table:
         print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}")

@@ -15,7 +15,20 @@ then, with the GPU box's run copied back, the merged table::
 
     specsim field --out docs-run --merge gpu/field.json cpu/field.json --render-only
 
-writes ``DIR/field.json`` and ``DIR/field.md``.
+writes ``DIR/field.json`` and ``DIR/field.md``, and ``DIR/upstream/``: one report per confirmed
+deviation judged a loss of losslessness or an RNG-contract break, written for the engine's tracker
+(``specsim.field_reports``; its reproduction is run unless ``--no-repro-run``).
+
+One engine across its releases (``--releases``, with ``--devices`` of one engine or ``--engine``)::
+
+    specsim field --out /tmp/rel --releases 5.23.0,5.24.0 --devices transformers --quick --groups L1-edges
+
+installs each release beside the environment (``specsim.releases``: pip with the user's configuration, cached
+under ``~/.cache/specsim/releases/``), runs ``specsim field`` with that release first on ``PYTHONPATH``, and
+renders one table: a column a release, a row a group or a failing check.
+
+Exit status: 1 when a failing check is new or covered only by a waiver judged on another release, 0 when
+every failing check is waived on the release it ran on; 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -38,6 +51,13 @@ def add_arguments(p):
                    help="sort the merged runs' failing checks again by this checkout's waiver files")
     p.add_argument("--extra", nargs=2, action="append", default=[], metavar=("TITLE", "MARKDOWN_FILE"),
                    help="append a section (title, markdown file) to the table")
+    p.add_argument("--no-repro-run", action="store_true",
+                   help="write the upstream reports (DIR/upstream/) without running their reproductions")
+    p.add_argument("--releases", default=None, metavar="A,B,...",
+                   help="run one engine's releases side by side (with --devices of one engine, or --engine): each "
+                        "installed by pip into a cached directory (SPECSIM_RELEASE_CACHE, default "
+                        "~/.cache/specsim/releases) and put first on PYTHONPATH for its run")
+    p.add_argument("--engine", default=None, help="with --releases: the engine (its devices run; e.g. transformers)")
 
 
 def _machine() -> str:
@@ -78,12 +98,86 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
         with open(group_path(run_dir, g)) as f:
             by_group[g] = json.load(f)["results"]
     waivers = field.field_waivers(name)
-    findings = field.classify(name, by_group, waivers)
+    engine = getattr(device, "engine", name)
+    findings = field.classify(name, by_group, waivers, engine)
     field.confirm(findings, device, quick)
     command = f"specsim field --out DIR --devices {name}" + (" --quick" if quick else "") + (
         f" --groups {','.join(groups)}" if set(groups) != set(available_groups()) else "")
-    return field.device_entry(name, by_group, None, getattr(device, "engine", name), quick, where, command,
-                              findings, waivers)
+    return field.device_entry(name, by_group, None, engine, quick, where, command, findings, waivers)
+
+
+def _release_run(release: str, engine, args, names: list[str], where: str) -> dict:
+    """One release's column: installed (or reused), ``specsim field`` run with it first on the path, read back."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from specsim import releases
+    from specsim.conformance.isolation import group_path
+    run = {"release": release, "quick": args.quick, "groups": names, "install": None, "error": None, "entries": [],
+           "by_group": {}}
+    try:
+        installed = releases.install(engine.distribution, release, log=lambda line: print(line, flush=True))
+    except releases.ReleaseError as e:
+        run["error"] = f"not installed: {e}"
+        print(f"field: {engine.distribution} {release}: {run['error']}")
+        return run
+    run["install"] = {"path": installed.path, "pins": list(installed.pins), "reused": installed.reused}
+    out = os.path.join(args.out, "releases", f"{engine.distribution}-{release}")
+    cmd = [sys.executable, "-m", "specsim.cli", "field", "--out", out, "--devices", *engine.devices,
+           "--groups", ",".join(names), "--where", where] + (["--quick"] if args.quick else []) + (
+           ["--group-timeout", str(args.group_timeout)] if args.group_timeout else [])
+    print(f"field: {engine.distribution} {release}: {' '.join(cmd[1:])}  (PYTHONPATH first: {installed.path})",
+          flush=True)
+    done = subprocess.run(cmd, env=releases.environ_with(installed.path), stdin=subprocess.DEVNULL)
+    try:
+        with open(os.path.join(out, "field.json")) as f:
+            entries = json.load(f)["devices"]
+    except (OSError, ValueError, KeyError) as e:
+        run["error"] = f"its specsim field run (exit {done.returncode}) wrote no table: {e}"
+        return run
+    for e in entries:
+        if e["available"] and e.get("release") != release:
+            run["error"] = (f"the run imported {e['engine']}, not {engine.distribution} {release} "
+                            f"(was {installed.path} first on the path?)")
+            return run
+        if e["available"]:
+            run["by_group"][e["device"]] = {}
+            for g in e["groups"]:
+                with open(group_path(os.path.join(out, e["device"]), g)) as f:
+                    run["by_group"][e["device"]][g] = {c["name"]: c["status"] for c in json.load(f)["results"]}
+    run["entries"] = entries
+    return run
+
+
+def _releases_block(args, names: list[str], where: str, known) -> dict:
+    """``--releases``: every release's run, as ``field.json``'s ``releases`` entry."""
+    from specsim import field, releases
+    name, engine = releases.engine_of(args.devices, args.engine)
+    wanted = [releases.check_release(r) for r in args.releases.split(",") if r.strip()]
+    if not wanted:
+        raise ValueError("--releases: no release given (e.g. --releases 5.23.0,5.24.0)")
+    runs = [_release_run(r, engine, args, names, where) for r in dict.fromkeys(wanted)]
+    failing = field.failing_checks(runs)
+    for run in runs:
+        by_group = run.pop("by_group")
+        run["statuses"] = {d: {c: st for g in by_group.get(d, {}).values() for c, st in g.items() if c in checks}
+                           for d, checks in failing.items()}
+    command = (f"specsim field --out DIR --releases {','.join(dict.fromkeys(wanted))} "
+               f"--devices {' '.join(engine.devices)}" + (" --quick" if args.quick else "")
+               + (f" --groups {','.join(names)}" if set(names) != set(known) else ""))
+    return field.release_runs_block(name, engine.distribution, list(engine.devices), runs, where=where,
+                                    quick=args.quick, groups=names, command=command)
+
+
+def _write_upstream_reports(doc: dict, out_dir: str, run_repros: bool) -> None:
+    import os
+
+    from specsim import field_reports
+    written = field_reports.write_reports(doc, out_dir, run_repros=run_repros)
+    folder = os.path.join(out_dir, "upstream")
+    print(f"wrote {folder}: {len(written)} upstream report(s)" + (f" ({', '.join(written)})" if written else ""))
 
 
 def run(args) -> int:
@@ -98,7 +192,23 @@ def run(args) -> int:
     for path in args.merge:
         with open(path) as f:
             docs.append(json.load(f))
-    if not args.render_only:
+    if getattr(args, "engine", None) and not getattr(args, "releases", None):
+        print("specsim field: --engine goes with --releases (to run a device on the installed release: --devices)")
+        return 2
+    if not args.render_only and getattr(args, "releases", None):
+        known = available_groups()
+        names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
+        unknown = [g for g in names if g not in known]
+        if unknown:
+            print(f"specsim field: --groups: unknown {unknown}; known: {sorted(known)}")
+            return 2
+        try:
+            block = _releases_block(args, names, args.where or _machine(), known)
+        except ValueError as e:
+            print(f"specsim field: {e}")
+            return 2
+        docs.append({"devices": [], "releases": [block]})
+    elif not args.render_only:
         known = available_groups()
         names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
         unknown = [g for g in names if g not in known]
@@ -128,7 +238,12 @@ def run(args) -> int:
     write_json_atomic(os.path.join(args.out, "field.json"), doc)
     with open(os.path.join(args.out, "field.md"), "w") as f:
         f.write(field.render(doc))
-    new = [f for e in doc["devices"] for f in e["findings"] if f["deviation"] == "NEW"]
-    print(f"wrote {os.path.join(args.out, 'field.md')}: {len(doc['devices'])} implementation(s), "
-          f"{sum(len(e['findings']) for e in doc['devices'])} failing check(s), {len(new)} new")
-    return 1 if new else 0
+    _write_upstream_reports(doc, args.out, run_repros=not getattr(args, "no_repro_run", False))
+    entries = doc["devices"] + [e for b in doc.get("releases", []) for r in b["runs"] for e in r.get("entries", [])]
+    findings = [f for e in entries for f in e["findings"]]
+    new = [f for f in findings if field.standing(f) == field.NEW]
+    elsewhere = [f for f in findings if field.standing(f) == field.JUDGED_ELSEWHERE]
+    print(f"wrote {os.path.join(args.out, 'field.md')}: {len(doc['devices'])} implementation(s)"
+          + (f", {sum(len(b['runs']) for b in doc.get('releases', []))} release run(s)" if doc.get("releases") else "")
+          + f", {len(findings)} failing check(s), {len(new)} new, {len(elsewhere)} judged on another release")
+    return 1 if new or elsewhere else 0

@@ -1,6 +1,9 @@
 """``specsim mutants``: run the conformance suite against the mutant zoo and the correct devices, and every
 mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.proposer_check``)
-against its check and its correct subjects."""
+against its check and its correct subjects.
+
+``--seeds A-B`` (or ``--seeds N --first-seed S``) judges every mutant at every suite seed instead, by the
+groups that can kill it, and writes the seed × mutant table (``specsim.mutants.seedtable``)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,19 @@ HELP = "run the conformance suite against every mutant (each must be killed) and
 def add_arguments(p):
     p.add_argument("--out", default=None, help="directory for mutants.json")
     p.add_argument("--base", default="torch", help="the correct device the mutants wrap (default: torch)")
-    p.add_argument("--seed", type=int, default=0, help="suite seed (default 0)")
-    p.add_argument("--alpha", type=float, default=1e-3, help="family false-fail budget of the statistical layer")
+    p.add_argument("--seed", type=int, default=None, help="suite seed (default 0)")
+    p.add_argument("--seeds", default=None,
+                   help="A-B (inclusive) or a count N from --first-seed: judge every mutant at every one of these "
+                        "suite seeds and write the seed x mutant table (seedtable.json, seedtable.md with --out)")
+    p.add_argument("--first-seed", type=int, default=None, help="with --seeds N: the first suite seed (default 0)")
+    p.add_argument("--kinds", default=None,
+                   help="comma-separated zoo kinds of the device mutants to run (specsim.mutants.seedtable.ZOO_KINDS: "
+                        "inside, tree, kernel, sampler, wrapper; default all); other families are left out unless "
+                        "--families names them")
+    p.add_argument("--hunt", default=None, choices=("named", "all"),
+                   help="with --seeds: 'named' (default) judges a mutant by the group of its killed_by check (in "
+                        "black box, that group's stand-ins), 'all' by every group")
+    p.add_argument("--alpha", type=float, default=1e-3, help="false-fail budget of all the run's statistical tests together")
     p.add_argument("--quick", action="store_true", help="small L3 sizes (tests of the harness, not a verdict)")
     p.add_argument("--black-box", action="store_true",
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")
@@ -61,6 +75,67 @@ def _selected(args, device_ids: list[str]) -> dict[str, list[str]] | str:
     return {f: every[f] for f in every if f in chosen and (every[f] or not args.only)}
 
 
+def _kinds(args, families: dict[str, list[str]]) -> dict[str, list[str]] | str:
+    """``families`` with the device zoo cut to ``--kinds`` (other families kept only if ``--families`` names
+    them); a string: the usage error."""
+    from specsim.mutants.families import DEVICE
+    from specsim.mutants.seedtable import ZOO_KINDS, zoo_kind
+    if not args.kinds:
+        return families
+    kinds = args.kinds.split(",")
+    unknown = set(kinds) - set(ZOO_KINDS)
+    if unknown:
+        return f"--kinds: unknown {sorted(unknown)}; known: {list(ZOO_KINDS)}"
+    named = set(args.families.split(",")) if args.families else set()
+    return {f: ([i for i in ids if zoo_kind(i) in kinds] if f == DEVICE else ids)
+            for f, ids in families.items() if f == DEVICE or f in named}
+
+
+def run_seed_table(args, families: dict[str, list[str]]) -> int:
+    """``--seeds``: every (mutant, seed) judgement as a shard; the table; exit 1 on a survivor, a false
+    fail of a correct device or a judgement that crashed."""
+    import time
+    from specsim.commands.campaign import executor_from
+    from specsim.conformance.runner import write_json_atomic
+    from specsim.mutants import seedtable as st
+    try:
+        if args.first_seed is not None and "-" in args.seeds:
+            raise ValueError(f"--first-seed goes with --seeds N, not with a range ({args.seeds!r})")
+        seeds = st.parse_seeds(args.seeds, args.first_seed or 0)
+    except ValueError as e:
+        print(f"specsim mutants: {e}", file=sys.stderr)
+        return 2
+    jobs = st.plan(args.base, families, seeds, black_box=args.black_box, alpha_family=args.alpha,
+                   quick=args.quick, hunt=args.hunt or "named", correct=not args.skip_correct)
+    if not any(j.kind == "mutant" for j in jobs):
+        print("specsim mutants: --seeds: no mutant selected (see --only, --kinds, --families)", file=sys.stderr)
+        return 2
+    executor = executor_from(args, args.base)
+    start = time.perf_counter()
+    results = {}
+    for j, r in executor.map(st.run_seed_job, jobs):
+        results[j] = r
+        st.progress(j, r)
+    from reference import SPEC_VERSION
+    command = ["specsim", *getattr(args, "argv", sys.argv[1:])]
+    doc = {"spec_version": SPEC_VERSION, "command": command, "base": args.base,
+           "alpha_family": args.alpha, "quick": args.quick, "black_box": args.black_box,
+           "hunt": args.hunt or "named", "kinds": args.kinds.split(",") if args.kinds else None,
+           **st.table(jobs, results, seeds), "run": {**executor.describe(), "jobs": len(jobs),
+                                                    "wall_seconds": round(time.perf_counter() - start, 1)}}
+    text = st.markdown(doc)
+    print(text)
+    print("\n" + st.verdict_line(doc))
+    if args.out:
+        json_path, md_path = os.path.join(args.out, "seedtable.json"), os.path.join(args.out, "seedtable.md")
+        write_json_atomic(json_path, doc)
+        with open(md_path, "w") as f:
+            f.write(f"`{' '.join(doc['command'])}` ({'quick sizes' if args.quick else 'full sizes'}, "
+                    f"alpha_family {args.alpha:g}, base {args.base})\n\n{text}\n\n{st.verdict_line(doc)}\n")
+        print(f"wrote {json_path}, {md_path}")
+    return 1 if doc["survivors"] or doc["false_fails"] or doc["crashed"] else 0
+
+
 def run(args) -> int:
     from devices.registry import EMULATED, is_field, load, survey
     from specsim.commands.campaign import executor_from
@@ -71,9 +146,21 @@ def run(args) -> int:
 
     base = load(args.base)
     families = _selected(args, mutant_ids(base))
+    if not isinstance(families, str):
+        families = _kinds(args, families)
     if isinstance(families, str):
         print(f"specsim mutants: {families}", file=sys.stderr)
         return 2
+    if args.seeds is not None:
+        if args.seed is not None:
+            print("specsim mutants: --seed and --seeds: give one (--seeds A-B judges every seed of the range)",
+                  file=sys.stderr)
+            return 2
+        return run_seed_table(args, families)
+    if args.hunt is not None or args.first_seed is not None:
+        print("specsim mutants: --hunt and --first-seed apply to --seeds only", file=sys.stderr)
+        return 2
+    args.seed = 0 if args.seed is None else args.seed
     job = dict(base=args.base, seed=args.seed, alpha_family=args.alpha, quick=args.quick)
     jobs = []
     if DEVICE in families:

@@ -3,10 +3,10 @@
 Like PyTorch's OpInfo dtype checks: for each row (a capability, a minimal valid call that
 needs it), a device that **declares** it must answer the call with a well-formed output
 (SPEC §7), and a device that does **not** must raise ``UnsupportedCall`` — not answer
-silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``) is checked at the
-limit (works) and one past it (raises). One check per row, named ``capabilities/<row>``;
-rows of the core profile carry ``extra["core"]`` so the verdict knows a core mode that was
-not served (``profiles.verdict``).
+silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``; for trees ``max_k``
+as the depth and ``max_tree_nodes``) is checked at the limit (works) and one past it
+(raises). One check per row, named ``capabilities/<row>``; rows of the core profile carry
+``extra["core"]`` so the verdict knows a core mode that was not served (``profiles.verdict``).
 
 Add a row for a capability you introduce: ``Row(name, core, declared, edit)``, where
 ``edit(call, caps)`` turns the base call (one request, K = 2, V = 8, served by what the
@@ -100,6 +100,67 @@ def tree_call(caps: Capabilities, scheme: str) -> Call:
     return Call(tree, noise, frozenset(needs | ({"draft_probs"} if scheme == "rrs" else set())))
 
 
+LARGEST_TREE_PROBED = 4096
+"""A tree limit (``max_k`` as depth, ``max_tree_nodes``) above this is called at this size, and one
+past it is not_supported (like ``LARGEST_ALLOCATED_VOCAB``)."""
+TREE_PROBE_DEPTH = 8
+"""The depth of the node-limit probes (or ``max_k`` if smaller): the nodes spread over the levels."""
+
+
+def limit_scheme(caps: Capabilities) -> str:
+    """The scheme a tree-limit probe is served by: the first declared of greedy, rrs, sglang (greedy
+    when none is: the call must then be refused anyway)."""
+    return next((s for s in ("greedy", "rrs", "sglang") if s in caps.tree_schemes), "greedy")
+
+
+def tree_limit_call(caps: Capabilities, nodes: int, depth: int) -> Call:
+    """One request's tree of ``nodes`` nodes and depth ``min(nodes, depth)`` (``layered_parents``:
+    chains under a root of ``≈ nodes / depth`` children), served by ``limit_scheme``.
+
+    >>> caps = Capabilities(injected_noise=True, rng="none", max_vocab_size=8, tree_schemes=("rrs",))
+    >>> c = tree_limit_call(caps, 5, 2)
+    >>> c.batch.parents.tolist(), int(c.batch.depths().max()), c.batch.draft_probs.shape
+    ([-1, -1, -1, 2, 1], 2, (5, 8))
+    """
+    from specsim.testing.trees import layered_parents
+    scheme = limit_scheme(caps)
+    rng = np.random.default_rng(nodes * 1_000_003 + depth)
+    dtype = _dtype(caps)
+    probs = None
+    if scheme == "rrs":
+        rows = rng.random((nodes, V)) + 0.1
+        probs = (rows / rows.sum(1, keepdims=True)).astype(dtype if dtype in ("float32", "float64") else "float32")
+    greedy = scheme == "greedy"
+    tree = TreeBatch(np.array([nodes], np.int64), layered_parents(nodes, depth),
+                     rng.integers(0, V, nodes).astype(np.int64), probs, _logits(nodes + 1, V, dtype, rng),
+                     np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1), np.array([7], np.uint64),
+                     np.array([3], np.int64), scheme="rrs" if greedy else scheme)
+    noise = Noise(rng.random(nodes), rng.exponential(size=(1, V))) if caps.injected_noise else None
+    needs = {f"dtype:{dtype}", "injected_noise" if caps.injected_noise else "rng"}
+    return Call(tree, noise, frozenset(needs | ({"draft_probs"} if scheme == "rrs" else set())))
+
+
+def _tree_depth_limit(caps: Capabilities) -> int:
+    """The deepest tree the declaration admits: ``max_k``, unless ``max_tree_nodes`` nodes cannot reach it."""
+    return min(caps.max_k, caps.max_tree_nodes)
+
+
+def _past_depth(caps: Capabilities) -> bool | None:
+    """A tree one level deeper than ``max_k`` (a chain of ``max_k + 1`` nodes) must be refused; None
+    where that chain would also break ``max_tree_nodes`` (the refusal would not say which limit) or
+    is beyond ``LARGEST_TREE_PROBED``."""
+    if caps.tree_schemes and (caps.max_k + 1 > caps.max_tree_nodes or caps.max_k >= LARGEST_TREE_PROBED):
+        return None
+    return False
+
+
+def _why_not_past_depth(caps: Capabilities) -> str:
+    if caps.max_k >= LARGEST_TREE_PROBED:
+        return f"declared max_k {caps.max_k} is above the {LARGEST_TREE_PROBED} this group calls as a tree depth"
+    return (f"a tree of depth max_k + 1 = {caps.max_k + 1} has more than the declared max_tree_nodes "
+            f"{caps.max_tree_nodes} nodes: its refusal cannot be attributed to the depth")
+
+
 def sampler_call(caps: Capabilities, name: str) -> Call:
     """A chain step using SPEC §12's parameter ``name`` (canonical order) at a mild strength."""
     base = chain_call(caps)
@@ -116,6 +177,16 @@ def sampler_call(caps: Capabilities, name: str) -> Call:
     return Call(replace(base.batch, sampler=SamplerParams(**values)), base.noise, base.needs)
 
 
+def withdrawn_call(caps: Capabilities) -> Call:
+    """A chain step with draft probabilities whose first draft is withdrawn (SPEC §4: id -1, its row read)."""
+    base = chain_call(caps, draft_probs=True)
+    ids = base.batch.draft_token_ids.copy()
+    ids[0] = PLACEHOLDER_TOKEN_ID
+    withdrawn = np.zeros(len(ids), bool)
+    withdrawn[0] = True
+    return Call(replace(base.batch, draft_token_ids=ids, withdrawn=withdrawn), base.noise, base.needs)
+
+
 @dataclass(frozen=True)
 class Row:
     """A capability, whether the core needs it, whether ``caps`` declare it, and its call."""
@@ -125,6 +196,8 @@ class Row:
     declared: Callable[[Capabilities], bool | None]
     """True: must be served; False: must raise; None: not checkable here (not_supported)."""
     call: Callable[[Capabilities], Call]
+    unchecked: Callable[[Capabilities], str] | None = None
+    """Why ``declared`` said None (default: the declared ``max_vocab_size`` is not allocated)."""
 
 
 def _flag(name: str) -> Callable[[Capabilities], bool]:
@@ -140,6 +213,7 @@ ROWS: list[Row] = [
     Row("top_p", True, _flag("top_p"), lambda c: chain_call(c, top_p=0.5)),
     Row("injected_noise", False, _flag("injected_noise"), lambda c: chain_call(c, injected=True)),
     Row("own-randomness", False, lambda c: c.rng != "none", lambda c: chain_call(c, injected=False)),
+    Row("withdrawn_drafts", False, _flag("withdrawn_drafts"), withdrawn_call),
     *[Row(f"dtype-{d}", d == "float32", lambda c, d=d: d in c.dtypes, lambda c, d=d: chain_call(c, dtype=d))
       for d in ("float32", "float64", "float16", "bfloat16")],
     Row("max_k", True, lambda c: True, lambda c: chain_call(c, k=c.max_k)),
@@ -150,6 +224,17 @@ ROWS: list[Row] = [
         lambda c: chain_call(c, k=0, vocab=c.max_vocab_size + 1)),
     *[Row(f"tree-{s}", False, lambda c, s=s: s in c.tree_schemes, lambda c, s=s: tree_call(c, s))
       for s in TREE_SCHEMES],
+    Row("tree-max_k", False, lambda c: bool(c.tree_schemes),
+        lambda c: (lambda d: tree_limit_call(c, d, d))(min(_tree_depth_limit(c), LARGEST_TREE_PROBED))),
+    Row("tree-max_k+1", False, _past_depth, lambda c: tree_limit_call(c, c.max_k + 1, c.max_k + 1),
+        unchecked=_why_not_past_depth),
+    Row("tree-max_tree_nodes", False, lambda c: bool(c.tree_schemes),
+        lambda c: tree_limit_call(c, min(c.max_tree_nodes, LARGEST_TREE_PROBED), min(c.max_k, TREE_PROBE_DEPTH))),
+    Row("tree-max_tree_nodes+1", False,
+        lambda c: None if c.tree_schemes and c.max_tree_nodes >= LARGEST_TREE_PROBED else False,
+        lambda c: tree_limit_call(c, c.max_tree_nodes + 1, min(c.max_k, TREE_PROBE_DEPTH)),
+        unchecked=lambda c: f"declared max_tree_nodes {c.max_tree_nodes} is above the {LARGEST_TREE_PROBED} "
+                            "this group calls"),
     *[Row(f"sampler-{p}", False, lambda c, p=p: p in c.sampler and "canonical" in c.sampler_orders,
           lambda c, p=p: sampler_call(c, p)) for p in SAMPLER_PARAMETERS],
 ]
@@ -178,8 +263,13 @@ def structure_problems(batch: VerifyBatch | TreeBatch, out) -> list[str]:
         return output_problems(batch, out)
     counts = np.asarray(batch.num_nodes)
     ids, acc = np.asarray(out.output_token_ids), np.asarray(out.num_accepted)
-    if ids.ndim != 2 or ids.shape[0] != len(counts) or acc.shape != (len(counts),):
-        return [f"output shapes {ids.shape} and {acc.shape}, expected [{len(counts)}, width] and [{len(counts)}]"]
+    D = int(batch.depths().max(initial=0))
+    if ids.shape != (len(counts), D + 1) or acc.shape != (len(counts),):
+        return [f"output shapes {ids.shape} and {acc.shape}, expected [{len(counts)}, D + 1 = {D + 1}] and "
+                f"[{len(counts)}] (SPEC §11.7: D the batch's largest depth)"]
+    nodes = np.asarray(getattr(out, "accepted_nodes", np.zeros((0, 0))))
+    if nodes.shape != (len(counts), D):
+        return [f"accepted_nodes shape {nodes.shape}, expected [{len(counts)}, D = {D}] (SPEC §11.7)"]
     problems = []
     for i, k in enumerate(counts):
         n = int(acc[i])
@@ -208,8 +298,9 @@ def check_row(device, row: Row) -> CheckResult:
     name, extra = f"capabilities/{row.name}", {"core": True} if row.core else {}
     declared = row.declared(caps)
     if declared is None:
-        return CheckResult(name, "L0", "not_supported", f"declared max_vocab_size {caps.max_vocab_size} is above "
-                           f"the {LARGEST_ALLOCATED_VOCAB} this group allocates", extra=extra)
+        why = row.unchecked(caps) if row.unchecked else (f"declared max_vocab_size {caps.max_vocab_size} is above "
+                                                          f"the {LARGEST_ALLOCATED_VOCAB} this group allocates")
+        return CheckResult(name, "L0", "not_supported", why, extra=extra)
     try:
         call = row.call(caps)
     except MemoryError as e:

@@ -9,15 +9,15 @@ acceptance and residual):
 
 * **support, exactly**: every emitted sequence must have positive probability. For most edges
   this is the edge itself — "a token of target probability 0 is never emitted", "a draft with
-  draft probability 0 is never accepted", "a placeholder is never accepted", "the bonus comes
-  from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
+  draft probability 0 is never accepted", "a placeholder is never accepted", "a withdrawn draft's
+  residual comes from its draft row", "the bonus comes from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
   answer. No α is spent.
 * **the law, statistically**, where it has more than one sequence: a pooled goodness-of-fit test
-  (``specsim.stats.gof_test``) at level α_edge = ``EDGE_ALPHA_SHARE`` × the run's family budget,
-  split evenly (Bonferroni) over the edges that test a law — these and L1-sampler's SPEC §12 edges
-  (``exact.edge_alpha``). This family is *besides* L3's (a
-  default run's total false-fail budget is 1e-3 + 1e-4); each check states its n, α and the
-  smallest total-variation distance it detects with power 0.999.
+  (``specsim.stats.gof_test``) per request whose law has more than one sequence, each one test
+  of the run-wide statistical plan (``stat_plan``: ``alpha_family`` split evenly over every
+  statistical test of the run — these, L1-sampler's SPEC §12 edges, L3's checks — each run at
+  a tenth of its share). Each check states its n, α and the smallest total-variation distance
+  it detects with power 0.999.
 
 What no sampling can show — which of two exactly tied tokens wins (race and greedy ties are
 rules about injected noise and argmax, §3), or that ``u`` equal to the ratio rejects — is the
@@ -35,18 +35,40 @@ from collections import Counter
 
 import numpy as np
 
-from devices.protocol import PLACEHOLDER_TOKEN_ID, VerifyBatch
+from devices.protocol import PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, VerifyBatch
+from reference.sampler import sampler_rows
 from reference.target import target_probs
 from reference.verify import residual
 from specsim import stats
+from specsim.conformance._common import missing
 from specsim.testing.edges import Edge, Request, make_batch
 
-EDGE_ALPHA_SHARE = 0.1
-"""The edges' family false-fail budget as a share of the run's ``alpha_family`` (1e-4 at the default)."""
-
 SAMPLES, QUICK_SAMPLES = 2000, 400
-"""Repetitions of each edge under distinct seeds: n = 2000 detects a TV of about 0.1 on the
-edges' two-to-four-cell laws at α ≈ 1e-5 (stated per check)."""
+"""Repetitions of each L1-edges edge under distinct seeds: n = 2000 detects a TV of about 0.1 on the
+edges' two-to-four-cell laws at the plan's α (stated per check and in ``stat_plan``)."""
+
+SAMPLER_SAMPLES = 400
+"""Runs of each L1-sampler edge for a device without injected noise (a quarter with ``--quick``): exact
+support, and a goodness-of-fit test of each request's law where it has more than one outcome (n = 400
+detects a TV of about 0.2 on its 3–4-cell laws at the plan's α, stated per check)."""
+
+
+def samples(quick: bool) -> int:
+    """n of each L1-edges law."""
+    return QUICK_SAMPLES if quick else SAMPLES
+
+
+def sampler_samples(quick: bool) -> int:
+    """n of each L1-sampler edge law."""
+    return SAMPLER_SAMPLES // 4 if quick else SAMPLER_SAMPLES
+
+
+def edge_form(edge: Edge, caps) -> Edge:
+    """The edge as a device of capabilities ``caps`` can be asked it: a point-proposal edge restated with
+    one-hot draft rows (``as_draft_probs``, SPEC §3) for a device with draft probabilities only."""
+    if edge.point and not caps.point_proposals and caps.draft_probs:
+        return as_draft_probs(edge)
+    return edge
 
 
 def as_draft_probs(edge: Edge) -> Edge:
@@ -72,14 +94,16 @@ def as_draft_probs(edge: Edge) -> Edge:
 def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     """The exact law of request ``r``'s emitted tokens given its drafts (SPEC §2, §3, §4).
     ``target``: its rows' ``target_probs`` ``[K + 1, V]`` (default: §2 of ``r.logits``; SPEC §12's
-    rows for a sampler edge).
+    rows for a sampler edge, where a greedy row is the one-hot of the processed argmax).
 
     >>> request_law(Request([0], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0]]), point=False)
     {(1,): 0.5, (0, 0): 0.25, (0, 1): 0.25}
+    >>> request_law(Request([-1], [[0.0, 0.0, -np.inf], [0.0, 0.0, 0.0]], [[0.5, 0.0, 0.5]], withdrawn=[True]), False)
+    {(1,): 1.0}
     """
     rows = np.asarray(r.logits, dtype=np.float64)  # [K + 1, V]
-    if r.temperature == 0:
-        greedy = [int(np.argmax(row)) for row in rows]
+    if r.temperature == 0:   # given §12's rows, each is the one-hot of its processed argmax
+        greedy = [int(np.argmax(row)) for row in (rows if target is None else np.asarray(target))]
         j = next((j for j, x in enumerate(r.draft_ids) if x != greedy[j]), len(r.draft_ids))
         return {tuple(r.draft_ids[:j]) + (greedy[j],): 1.0}
     if target is None:
@@ -88,7 +112,7 @@ def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
     mass = 1.0
     for j, x in enumerate(r.draft_ids):
         draft = None if point else np.asarray(r.draft_rows[j], dtype=np.float64)  # [V]
-        w = residual(x, target[j], draft)
+        w = residual(x, target[j], draft, withdrawn=bool(r.withdrawn and r.withdrawn[j]))
         w = w / w.sum()
         accept = _acceptance(x, target[j], draft)
         for y in np.flatnonzero(w > 0):
@@ -120,35 +144,69 @@ def repeated(edge: Edge, n: int, dtype: str, seed: int) -> VerifyBatch:
     return dataclasses.replace(batch, seeds=seeds)
 
 
-def judge(edge: Edge, emitted: list[list[int]], n: int, alpha: float, seed: int) -> tuple[str, str, float | None]:
-    """(status, detail, α spent or None) of ``emitted`` (``len(edge.requests) * n`` sequences, request-major)."""
-    details, worst_tv, stat_alpha, p_min = [], 0.0, None, 1.0
+def judge(edge: Edge, emitted: list[list[int]], n: int, alphas: dict, seed: int) -> tuple:
+    """(status, detail, α, p-value, detectable TV) of ``emitted`` (``len(edge.requests) * n`` sequences,
+    request-major). ``alphas``: request index → the level of its goodness-of-fit test (``stat_plan``;
+    every request whose law has more than one sequence). α, p and TV are those of the test that decided
+    (the failing one, else the one of smallest p); all None where no test ran (exact)."""
+    worst_tv, p_min, spent = 0.0, None, None
     for i, r in enumerate(edge.requests):
         law = request_law(r, edge.point)
         seen = Counter(tuple(s) for s in emitted[i * n:(i + 1) * n])
         outside = {k: c for k, c in seen.items() if k not in law}
         if outside:
             return "fail", (f"request {i}: emitted {sorted(outside)[:3]} ({sum(outside.values())} of {n} samples), "
-                            f"which the exact law gives probability 0; the law: {_show(law)}"), None
+                            f"which the exact law gives probability 0; the law: {_show(law)}"), None, None, None
         if len(law) > 1:
             keys = sorted(law)
             result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
-                                    alpha, what=f"{edge.name} request {i}", seed=seed)
-            p_min, stat_alpha = min(p_min, result.p_value), alpha
+                                    alphas[i], what=f"{edge.name} request {i}", seed=seed)
             worst_tv = max(worst_tv, result.detectable_tv)
             if not result.passed:
-                return "fail", f"request {i}: {result.report()}; the law: {_show(law)}", alpha
-    kind = (f"law checked: exact support and a goodness-of-fit test at α={alpha:.1e}, n={n}, detectable TV "
-            f"{worst_tv:.3f}, smallest p={p_min:.3g}" if stat_alpha else f"exact: every one of {n} samples in the "
-            "law's one sequence" if all(len(request_law(r, edge.point)) == 1 for r in edge.requests)
+                return ("fail", f"request {i}: {result.report()}; the law: {_show(law)}", alphas[i],
+                        result.p_value, result.detectable_tv)
+            if p_min is None or result.p_value < p_min:
+                p_min, spent = result.p_value, alphas[i]
+    kind = (f"law checked: exact support and a goodness-of-fit test at α={spent:.1e}, n={n}, detectable TV "
+            f"{worst_tv:.3f}, smallest p={p_min:.3g}" if spent is not None else f"exact: every one of {n} samples "
+            "in the law's one sequence" if all(len(request_law(r, edge.point)) == 1 for r in edge.requests)
             else f"exact support over {n} samples")
-    return "pass", f"{edge.why} — without injected noise, {kind}", stat_alpha
+    return ("pass", f"{edge.why} — without injected noise, {kind}", spent, p_min,
+            worst_tv if spent is not None else None)
 
 
 def _show(law: dict) -> str:
     return ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:4])
 
 
-def statistical(edge: Edge) -> bool:
-    """Whether the edge's law has more than one sequence for some request (it spends α)."""
-    return any(len(request_law(r, edge.point)) > 1 for r in edge.requests)
+# --------------------------------------------------------------------------- SPEC §12 edges (L1-sampler)
+
+def sampler_lacking(caps, params, order: str) -> str | None:
+    """Why a device of capabilities ``caps`` cannot be asked §12 parameters ``params`` in ``order`` (None: it can)."""
+    if not params:
+        return "device declares no sampler parameter"
+    absent = [p for p in params if p not in caps.sampler]
+    if absent:
+        return f"device does not declare sampler {', '.join(absent)}"
+    if order not in caps.sampler_orders:
+        return f"device does not declare sampler order {order!r}"
+    return None
+
+
+def sampler_edge_lacking(caps, edge, order: str) -> str | None:
+    """Why the device cannot be asked §12 ``edge`` (``specsim.testing.sampler_edges``) in ``order`` (None: it can)."""
+    sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
+    return sampler_lacking(caps, sampler_needs, order) or \
+        missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS)))
+
+
+def sampler_edge_laws(edge, order: str) -> list[dict]:
+    """Each request's exact law of emitted tokens given its drafts, with SPEC §12's rows
+    (``reference.sampler.sampler_rows``; ``request_law``'s enumeration)."""
+    batch, _ = edge.batch(order)
+    rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
+                        batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
+    starts = np.concatenate([[0], np.cumsum(batch.num_draft_tokens + 1)])   # each request's rows
+    cu = np.concatenate([[0], np.cumsum(batch.num_draft_tokens)])           # each request's drafts
+    return [request_law(dataclasses.replace(r, draft_rows=batch.draft_probs[cu[i]: cu[i + 1]]), False,
+                        rows[starts[i]: starts[i + 1]]) for i, r in enumerate(edge.requests)]

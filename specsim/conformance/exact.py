@@ -12,9 +12,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsim.conformance._common import call, missing
+from specsim.conformance._common import ask, call, missing
 from specsim.conformance import edge_laws
+from specsim.conformance.edge_laws import edge_form
+from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
+from specsim.conformance.stat_plan import StatPlan, run_plan
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, output_problems, reference_step
 from specsim.testing.edges import EDGES, make_batch
@@ -30,8 +33,12 @@ CASES: dict[str, BatchSpec] = {
     "full-far-drafts": BatchSpec(closeness=4.0, greedy_fraction=0),
     "full-peaked": BatchSpec(logit_scale=8.0),
     "full-long": BatchSpec(max_k=8, batch=6),
+    # Withdrawn drafts alone: the other cases hold padding placeholders, so each rule of SPEC §4 has
+    # cases of its own, and a device reading every -1 one way fails the other's.
+    "full-withdrawn": BatchSpec(withdrawn_fraction=0.25, placeholder_fraction=0.0),
 }
-"""Case name → what its batches hold. Each runs at every vocabulary size and dtype."""
+"""Case name → what its batches hold (``placeholder_fraction``: padding placeholders, SPEC §4). Each
+runs at every vocabulary size and dtype."""
 
 VOCAB_SIZES = (8, 257, 1025)
 QUICK_VOCAB_SIZES = (8, 65)
@@ -69,18 +76,6 @@ def _run_cases(device, ctx, group: str, injected: bool, only: str | None = None)
     return results
 
 
-def judge(name: str, device, batch, noise, seed: int | None, note: str = "") -> CheckResult:
-    """One L1 check: ``device`` on ``batch`` with ``noise`` (None: its keyed draws) against the
-    reference, token for token, SPEC §9's waivers applied; a crash or refusal is its own result."""
-    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
-    if problem:
-        return problem
-    cmp = compare(batch, got, reference_step(batch, noise), repro=f" [case {name}, seed {seed}]")
-    detail = cmp.summary() if not cmp.ok else f"{batch.batch_size} requests agree{note}" + (
-        f"; {len(cmp.waived)} waived ({cmp.waivers} near-tie decision(s) flipped, SPEC §9)" if cmp.waived else "")
-    return CheckResult(name, "L1", "pass" if cmp.ok else "fail", detail, seed=seed, extra=cmp.extra())
-
-
 def injected_noise_group(device, ctx) -> list[CheckResult]:
     """Random ragged batches with injected noise, token for token (SPEC §5.1)."""
     if not device.capabilities.injected_noise:
@@ -96,43 +91,17 @@ def keyed_noise_group(device, ctx) -> list[CheckResult]:
     return _run_cases(device, ctx, "L1/keyed", injected=False)
 
 
-def edge_form(edge, caps):
-    """The edge as this device can be asked it: a point-proposal edge restated with one-hot draft
-    rows (``edge_laws.as_draft_probs``, SPEC §3) for a device with draft probabilities only."""
-    if edge.point and not caps.point_proposals and caps.draft_probs:
-        return edge_laws.as_draft_probs(edge)
-    return edge
-
-
-def sampled_edges(caps) -> int:
-    """How many of L1-edges' edges this device is asked as a law with a goodness-of-fit test (no injected
-    noise, the edge within its capabilities, some request with more than one outcome)."""
-    if caps.injected_noise:
-        return 0
-    forms = [edge_form(edge, caps) for edge in EDGES]
-    return sum(1 for f in forms if not missing(caps, f.needs) and edge_laws.statistical(f))
-
-
-def edge_alpha(caps, ctx) -> float:
-    """α of each edge-law test: the edges' family budget (``EDGE_ALPHA_SHARE`` × ``alpha_family``) split
-    evenly (Bonferroni) over every edge law this device is tested on — L1-edges', L1-sampler's and the
-    tree patterns' of L1-trees."""
-    from specsim.conformance.sampler import sampled_sampler_edges   # it imports this module
-    from specsim.conformance.tree_patterns import sampled_patterns
-    count = sampled_edges(caps) + sampled_sampler_edges(caps) + sampled_patterns(caps)
-    return ctx.alpha_family * edge_laws.EDGE_ALPHA_SHARE / max(1, count)
-
-
 def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     """Every SPEC §4 edge, for every profile it can be stated for: with injected noise, its exact
-    expected tokens (no waiver; a float32 run of an edge that is a float64-scale near-tie is
-    compared with SPEC §9's waivers instead); without, its exact law sampled under the device's
-    own randomness (``edge_laws``: exact support, and a budgeted goodness-of-fit test where the
-    law has more than one outcome). ``only``: that one check's name."""
+    expected tokens (no near-tie allowance; a float32 run of an edge that is a float64-scale
+    near-tie is compared with SPEC §9's near-tie allowances instead); without, its exact law sampled under the device's
+    own randomness (``edge_laws``: exact support, and a goodness-of-fit test per request whose
+    law has more than one outcome, at its α in the run's plan, ``stat_plan``). ``only``: that
+    one check's name."""
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
     forms = [edge_form(edge, caps) for edge in EDGES]
-    alpha = edge_alpha(caps, ctx)
+    plan = None if caps.injected_noise else run_plan(caps, ctx)
     for edge, form in zip(EDGES, forms):
         name = f"L1/edge/{edge.name}"
         if only is not None and name != only:
@@ -142,16 +111,16 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
             results.append(CheckResult(name, "L1", "not_supported", why))
             continue
         if not caps.injected_noise:
-            results.append(_edge_law(device, ctx, form, name, dtype, alpha))
+            results.append(_edge_law(device, ctx, form, name, dtype, plan))
             continue
         batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-        got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
         if problem:
             results.append(problem)
             continue
         cmp = compare(batch, got, reference_step(batch, noise))
         if dtype == "float32" and not edge.float32_exact:  # a near-tie of the float64 kind: SPEC §9 applies
-            results.append(CheckResult(name, "L1", "pass" if cmp.ok else "fail",
+            results.append(CheckResult(name, "L1", cmp.status,
                                        edge.why if cmp.ok else f"{edge.why}: {cmp.summary()}", extra=cmp.extra()))
             continue
         width = batch.max_k + 1
@@ -160,26 +129,31 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
                    for i in range(batch.batch_size)]
         ok = emitted == edge.expected
         detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
-        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0}))
+        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail,
+                                   extra={**cmp.extra(), "near_tie_allowances": 0}))
     return results
 
 
-def _edge_law(device, ctx, edge, name: str, dtype: str, alpha: float) -> CheckResult:
-    """One edge asked ``n`` times under the device's own randomness, held to its exact law."""
-    n = edge_laws.QUICK_SAMPLES if ctx.quick else edge_laws.SAMPLES
+def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> CheckResult:
+    """One edge asked ``n`` times under the device's own randomness, held to its exact law (each request's
+    goodness-of-fit test at its α in ``plan``)."""
+    n = edge_laws.samples(ctx.quick)
     seed = case_seed(ctx.seed, "edge-law", edge.name)
     batch = edge_laws.repeated(edge, n, dtype, seed)
-    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
     if problem:
         return problem
     broken = output_problems(batch, got)
     if broken:
         return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
     emitted = [got.emitted(i) for i in range(batch.batch_size)]
-    status, detail, spent = edge_laws.judge(edge, emitted, n, alpha, seed)
+    alphas = {i: plan.alpha(f"{name}/request{i}") for i, r in enumerate(edge.requests)
+              if len(edge_laws.request_law(r, edge.point)) > 1}
+    status, detail, spent, p_value, tv = edge_laws.judge(edge, emitted, n, alphas, seed)
     layer = "L3" if spent is not None else "L1"
     return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
-                       alpha=spent, n=n, seed=seed)
+                       alpha=spent, n=n, seed=seed, p_value=p_value,
+                       detectable_tv=tv if tv is not None and np.isfinite(tv) else None)
 
 
 def one_check(device, ctx, name: str) -> CheckResult:

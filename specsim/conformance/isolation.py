@@ -23,7 +23,14 @@ Results are written as they come, each file atomically (temp file + rename):
 rewritten after every group with everything so far (``run.complete`` false
 until the last group). ``resume=True`` reads that state back and runs only
 the groups without a file, after checking the run's device, seed, α, quick
-flag and group list are the same (else :class:`ResumeMismatch`).
+flag, group list and waiver file are the same (else :class:`ResumeMismatch`).
+
+A stopped run ends its workers. Under :func:`stop_on_signals`, SIGINT and
+SIGTERM (Ctrl-C, a CI time limit, ``timeout``, a cancelled job) raise
+:class:`Interrupted` in the parent; the running group's child and its whole
+process group are stopped (SIGTERM, then SIGKILL), the group is recorded in
+``conformance.json`` as ``run.interrupted`` and stays pending
+(``run.complete`` false), and ``--resume`` runs it again.
 
 Example (what ``specsim conform --out DIR`` does)::
 
@@ -35,6 +42,7 @@ Example (what ``specsim conform --out DIR`` does)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -43,6 +51,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -61,14 +70,75 @@ to every group."""
 
 def default_timeout(group: str) -> float:
     return GROUP_TIMEOUT_OVERRIDES_S.get(group, DEFAULT_GROUP_TIMEOUT_S)
+
+
 _KILL_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 _DUMP_GRACE_S = 1.0  # after SIGUSR1 (traceback dump), before SIGTERM
+_INTERRUPT_GRACE_S = 2.0  # a stopped run's child, SIGTERM to SIGKILL: whoever sent our SIGTERM follows it with
+# a SIGKILL within seconds (`docker stop`: 10 s), and the run must have ended its workers and written its state first
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
 _STDERR_TAIL_CHARS = 4000
 _POLL_S = 0.2
 
 
 class ResumeMismatch(Exception):
     """``resume`` asked for, but the stored run differs (or there is none); the message says how."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal; ``signum`` says which (exit status ``128 + signum``).
+
+    A KeyboardInterrupt, so every ``except KeyboardInterrupt`` and cleanup path of Ctrl-C serves SIGTERM too.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+_held: list[int] | None = None
+"""While a child is being started: the stop signals that arrived (raised once it is started, so it is stopped)."""
+
+
+def _on_stop_signal(signum, frame) -> None:
+    for s in STOP_SIGNALS:  # stopping is bounded (seconds); a second signal must not cut the cleanup short
+        signal.signal(s, signal.SIG_IGN)
+    if _held is not None:
+        _held.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Within: SIGINT and SIGTERM raise :class:`Interrupted` (once; later ones are ignored while the run
+    stops its workers). Outside the main thread, where handlers cannot be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _on_stop_signal) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _holding_stop_signals():
+    """Delay a stop signal that arrives while a child is being started until its Popen is in hand."""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        got, _held = _held, None
+    if got:
+        raise Interrupted(got[0])
 
 
 @dataclass
@@ -99,6 +169,7 @@ class Plan:
     device_name: str | None = None
     capabilities: dict | None = None
     extra: dict = field(default_factory=dict)
+    waivers: str | None = None  # the waiver file's content hash (vendor_waivers.WaiverFile.key), None: no file
 
     def key(self) -> dict:
         """As stored in conformance.json (JSON round-tripped, so tuples compare equal to lists)."""
@@ -107,7 +178,7 @@ class Plan:
     def _key(self) -> dict:
         return {"device": self.device_spec, "seed": self.seed, "alpha_family": self.alpha_family,
                 "quick": self.quick, "groups": list(self.groups), "device_name": self.device_name,
-                "capabilities": self.capabilities}
+                "capabilities": self.capabilities, "waivers": self.waivers}
 
 
 # ----------------------------------------------------------------------------- child side
@@ -212,22 +283,26 @@ def _where(tail: str) -> str:
     return f" in {m.group(3)} ({m.group(1)}:{m.group(2)})" if m else ""
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Ask for a traceback (SIGUSR1), then SIGTERM, then SIGKILL the child's whole process group."""
+def _stop(proc: subprocess.Popen, *, dump: bool = True) -> None:
+    """Stop the child's whole process group: a traceback first (SIGUSR1, when ``dump``), then SIGTERM, then
+    SIGKILL; and SIGKILL whatever of the group outlived its leader (a device's helper process)."""
     def send(sig) -> None:
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    for sig, grace in ((getattr(signal, "SIGUSR1", None), _DUMP_GRACE_S), (signal.SIGTERM, _KILL_GRACE_S)):
+    steps = ([(getattr(signal, "SIGUSR1", None), _DUMP_GRACE_S)] if dump else []) \
+        + [(signal.SIGTERM, _KILL_GRACE_S if dump else _INTERRUPT_GRACE_S)]
+    for sig, grace in steps:
         if sig is None:
             continue
         send(sig)
         try:
             proc.wait(grace)
-            return
+            break
         except subprocess.TimeoutExpired:
             pass
+    # The group's id stays reserved while any member lives, so this reaches only what is left of it.
     send(signal.SIGKILL)
     proc.wait()
 
@@ -251,10 +326,12 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
            "--alpha", repr(ctx.alpha_family), "--result", result_path] + (["--quick"] if ctx.quick else [])
     started = time.monotonic()
     with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                env=_child_env(), start_new_session=True)
+        proc = None
         timed_out = False
         try:
+            with _holding_stop_signals():
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                        env=_child_env(), start_new_session=True)
             while True:
                 try:
                     proc.wait(_POLL_S)
@@ -266,8 +343,9 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
                         timed_out = True
                         _stop(proc)
                         break
-        except BaseException:  # Ctrl-C or any parent failure: never leave the child running
-            _stop(proc)
+        except BaseException as e:  # a stop signal or any parent failure: never leave the child running
+            if proc is not None:
+                _stop(proc, dump=not isinstance(e, KeyboardInterrupt))
             raise
     elapsed = time.monotonic() - started
     tail = _clean(_tail(stderr_path))
@@ -308,6 +386,14 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _difference(key: str, stored, now) -> str:
+    if key == "waivers":  # a hash says nothing to a person; say what changed
+        said = {None: "no --waivers file"}
+        return (f"waivers: the stored run used {said.get(stored, f'a waiver file with {stored}')}, this one "
+                f"{said.get(now, f'a waiver file with {now}')} (the same --waivers FILE, unchanged, is needed)")
+    return f"{key}: stored {stored!r}, now {now!r}"
+
+
 def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult], dict]]:
     """A stored run's finished groups, after checking it is the same run as ``plan``.
 
@@ -328,7 +414,7 @@ def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult]
         raise ResumeMismatch(f"--resume: {path} has no run plan (written by --in-process or an older specsim); "
                              "run without --resume to start over")
     now = plan.key()
-    diffs = [f"{k}: stored {before.get(k)!r}, now {now[k]!r}" for k in now if before.get(k) != now[k]]
+    diffs = [_difference(k, before.get(k), now[k]) for k in now if before.get(k) != now[k]]
     if diffs:
         raise ResumeMismatch("--resume: this is not the same run as the one in " + out_dir + "; "
                              + "; ".join(diffs) + ". Pass the same options, or run without --resume to start over.")
@@ -347,18 +433,24 @@ def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult]
 
 def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_dir: str | None = None,
                  timeout_s: float | None = None, resume: bool = False, progress=None,
-                 command: list[str] | None = None) -> dict:
+                 command: list[str] | None = None, waivers=None) -> dict:
     """Run ``groups`` (name → ``"module:function"``) each in a subprocess; return the conformance document.
 
     With ``out_dir``, write ``groups/<name>.json`` and ``conformance.json`` after every group.
     ``timeout_s``: every group's limit; None: :func:`default_timeout` per group.
     ``progress``: a :class:`specsim.conformance.progress.Progress` (or None).
+    ``waivers``: a :class:`specsim.conformance.vendor_waivers.WaiverFile` applied to the document (the group
+    files keep the checks as they came), or None.
+
+    A stop signal (:class:`Interrupted`, or KeyboardInterrupt) stops the running group's processes, writes
+    ``conformance.json`` with ``run.interrupted`` (that group stays pending), and propagates.
     """
     from specsim.conformance.runner import document
 
     plan = Plan(device_spec, ctx.seed, ctx.alpha_family, ctx.quick, list(groups),
                 getattr(device, "name", None),
-                device.capabilities.to_json() if device is not None else None)
+                device.capabilities.to_json() if device is not None else None,
+                waivers=waivers.key() if waivers is not None else None)
     finished = load_finished(out_dir, plan) if resume else {}
     started_at = _now()
     workdir_holder = None
@@ -376,9 +468,18 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     outcomes: dict[str, dict] = {g: dict(meta, resumed=True) for g, (_, meta) in finished.items()}
     by_group: dict[str, list[CheckResult]] = {g: res for g, (res, _) in finished.items()}
 
+    interrupted: dict = {}
+
     def current_doc(complete: bool) -> dict:
         results = [r for g in plan.groups if g in by_group for r in by_group[g]]
+        record = None
+        if waivers is not None:
+            from specsim.conformance.vendor_waivers import apply
+            results, record = apply(results, waivers, device_spec=device_spec,
+                                    device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
         doc = document(device_spec, device, ctx, results, [g for g in plan.groups if g in by_group])
+        if record is not None:
+            doc["waivers"] = record
         doc["run"] = {"isolation": "subprocess", "complete": complete,
                       "group_timeout_s": {g: timeout_s or default_timeout(g) for g in plan.groups},
                       "started": started_at, "updated": _now(), "resumed": bool(finished),
@@ -386,6 +487,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
                       "finished_groups": [g for g in plan.groups if g in by_group],
                       "pending_groups": [g for g in plan.groups if g not in by_group],
                       "group_outcomes": outcomes, "plan": plan.key()}
+        if interrupted:
+            doc["run"]["interrupted"] = interrupted
         return doc
 
     def save(complete: bool) -> dict:
@@ -397,25 +500,36 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     if progress is not None and finished:
         progress.skip(len(finished))
     save(complete=False)
+    running, group_started = None, 0.0
     try:
         for group, target in groups.items():
             if group in by_group:
                 continue
             if progress is not None:
                 progress.start(group)
+            running, group_started = group, time.monotonic()
             outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
                                               timeout_s=timeout_s or default_timeout(group),
                                               on_tick=progress.tick if progress is not None else None)
-            by_group[group] = outcome.results
-            outcomes[group] = outcome.to_json()
             if out_dir:
                 _write_json_atomic(group_path(out_dir, group), {
                     "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
                     "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results]})
+            by_group[group] = outcome.results
+            outcomes[group] = outcome.to_json()
+            running = None
             if progress is not None:
                 worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
                 progress.done(worst)
             save(complete=False)
+    except KeyboardInterrupt as e:  # the group's processes are stopped (run_group_in_subprocess); say where
+        interrupted.update(group=running, signal=e.name if isinstance(e, Interrupted) else "SIGINT", at=_now())
+        if running is not None:
+            interrupted["elapsed_s"] = round(time.monotonic() - group_started, 3)
+            outcomes[running] = {"group": running, "outcome": "interrupted", "elapsed_s": interrupted["elapsed_s"],
+                                 "signal": interrupted["signal"]}
+        save(complete=False)
+        raise
     finally:
         if progress is not None:
             progress.close()

@@ -6,18 +6,33 @@ its checks pass (a device that declares nothing and answers token 0 passes nothi
 Optional profiles are listed in ``PROFILES``: a row per profile, so a new capability (a tree
 scheme, a sampler parameter, a logits dtype) is one more row.
 
-The verdict (``verdict(doc_inputs)``), written into ``conformance.json`` and the reports::
+The verdict (``verdict(caps, checks, groups_run, quick=...)``), written into ``conformance.json``
+and the reports::
 
-    {"status": "pass" | "fail" | "partial",
+    {"status": "pass" | "pass-with-waivers" | "fail" | "partial" | "quick",
      "reasons": [...],                       # why not "pass", one line each
+     "waived": [...],                        # names of the failing checks a vendor waiver covers
      "core_profile": {"met": bool, "missing": [...]},
      "optional_profiles": {"point-proposals": true, ...},
+     "quick": bool,                          # judged at --quick sizes
      "spec_version": "1.0"}
 
 ``pass``: the core profile is declared, no check failed or errored, no check the core needs
-came back ``not_supported``, and the checks that carry the core's evidence ran
-(``CORE_EVIDENCE``). ``partial``: like pass, but the run left out every group carrying a
-piece of the core's evidence (``--groups``): no claim about the core, exit status 0. ``fail``: anything else.
+came back ``not_supported``, and the checks that carry the core's evidence ran and passed
+(``CORE_EVIDENCE``: the chain step's own checks, never a tree's or a §12 sampler's).
+``partial``: like pass, but the run left out every group carrying a piece of the core's
+evidence (``--groups``): no claim about the core, exit status 0. ``quick``: a ``--quick`` run
+(smaller cases and samples, for testing the harness) in which nothing failed: never a verdict,
+exit status 0. ``fail``: anything else, at any size.
+
+A device's refusal (``UnsupportedCall``) of a call inside its declaration is a failing check
+(``specsim.conformance._common.refused``), so it reaches the verdict as a ``fail``.
+
+A failing check that a vendor's waiver covers (``specsim conform --waivers``, its ``waiver`` set)
+is not counted among the failures, but never silently: ``pass-with-waivers`` (exit status 0) when
+every other condition of ``pass`` holds, each waived check named; ``fail`` when a waived check
+carries the core's evidence (:func:`carries_core_evidence`), since a waiver documents a deviation
+and cannot make a device conform to the core.
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from typing import Callable
 
 from devices.protocol import TREE_SCHEMES, Capabilities
 from reference import SPEC_VERSION
+from specsim.conformance.cases import CASES as L3_CASES
 
 CORE_MIN_MAX_K = 8
 """Core: ``max_k`` at least this. EAGLE-style and MTP drafters run 1–7 draft tokens per step in
@@ -72,6 +88,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"]),
     Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"]),
     Profile("point-proposals", "§3 point proposals", _flags("point_proposals")),
+    Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts")),
     Profile("float64", "§6 float64 logits", _dtype("float64")),
     Profile("float16", "§6 16-bit logits", _dtype("float16")),
     Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16")),
@@ -96,13 +113,32 @@ def _law_groups(caps: Capabilities) -> tuple[str, ...]:
         + (("L3-statistical",) if caps.rng != "none" else ())
 
 
+CHAIN_LAW_PREFIXES: tuple[str, ...] = ("L1/injected/", "L1/keyed/") + tuple(
+    f"L3/{case.id}/" for case in L3_CASES if not case.sampler)
+"""The names of the checks that hold the chain step (``verify``) to its law: L1-injected's and
+L1-keyed's cases, and L3-statistical's cases without SPEC §12 parameters. Not ``L3/trees/...``
+(``verify_tree``), not the L1-sampler's or the §12 L3 cases (an optional profile)."""
+
 CORE_EVIDENCE: tuple[Evidence, ...] = (
     Evidence("capabilities", ("capabilities/",), lambda caps: ("capabilities",)),
-    Evidence("law", ("L1/injected/", "L1/keyed/", "L3/"), _law_groups),
+    Evidence("law", CHAIN_LAW_PREFIXES, _law_groups),
 )
-"""The capability group's calls (every core mode served), and the output law checked exactly (L1)
-or statistically (L3): a device drawing its own randomness without injected noise is judged by L3.
-Evidence absent though one of its groups ran is a ``fail``; absent because none ran, ``partial``."""
+"""The capability group's calls (every core mode served), and the chain step's output law checked
+exactly (L1) or statistically (L3): a device drawing its own randomness without injected noise is
+judged by L3. Evidence absent though one of its groups ran is a ``fail``; absent because none ran,
+``partial``."""
+
+
+def core_evidence_groups(caps: Capabilities | None) -> list[str]:
+    """The groups that carry the core's evidence for a device declaring ``caps`` (none if it declares
+    nothing: it fails on the core profile alone).
+
+    >>> core_evidence_groups(Capabilities(injected_noise=False, rng="seeded", max_vocab_size=8))
+    ['capabilities', 'L3-statistical']
+    """
+    if caps is None:
+        return []
+    return list(dict.fromkeys(g for ev in CORE_EVIDENCE for g in ev.groups(caps)))
 
 
 def core_lacking(caps: Capabilities | None) -> list[str]:
@@ -117,12 +153,36 @@ def optional_profiles(caps: Capabilities | None) -> dict[str, bool]:
     return {p.name: caps is not None and not p.lacking(caps) for p in PROFILES}
 
 
+def carries_core_evidence(check: dict) -> bool:
+    """Whether a check is one the core needs passed: a core row of the capabilities group, or the output law
+    on the random batches of ``CORE_EVIDENCE`` (L1 injected or keyed, L3), not the optional tree schemes.
+
+    >>> carries_core_evidence({"name": "L1/injected/full-mixed/V8/float32"}), carries_core_evidence({"name": "L1/edge/x"})
+    (True, False)
+    """
+    name = check["name"]
+    if name.startswith("capabilities/"):
+        return bool((check.get("extra") or {}).get("core"))
+    laws = next(ev for ev in CORE_EVIDENCE if ev.name == "law").prefixes
+    return name.startswith(laws) and not name.startswith("L3/trees")
+
+
+def _waived_reason(waived: list[dict], core: list[dict]) -> str:
+    first = (core or waived)[0]
+    w = first["waiver"]
+    what = (f"{len(core)} of them carr{'ies' if len(core) == 1 else 'y'} the core's evidence, so a waiver cannot "
+            "make the device conform (SPEC §10)" if core else "none carries the core's evidence")
+    return (f"{len(waived)} failing check(s) waived by the vendor's waiver file; {what}; "
+            f"first: {first['name']} ({first['status']}, waived: {w['reason']} [{w['link']}])")
+
+
 def _core_unsupported(checks: list[dict]) -> list[str]:
     return [c["name"] for c in checks if c["status"] == "not_supported" and (c.get("extra") or {}).get("core")]
 
 
-def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]) -> dict:
-    """The verdict of one run (see the module docstring); ``checks`` as in ``conformance.json``.
+def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str], quick: bool = False) -> dict:
+    """The verdict of one run (see the module docstring); ``checks`` as in ``conformance.json``,
+    ``groups_run`` the groups that ran, ``quick`` whether at ``--quick`` sizes.
 
     >>> v = verdict(Capabilities(injected_noise=True, rng="none", max_vocab_size=10, greedy=False), [], [])
     >>> v["status"], v["core_profile"]["missing"]
@@ -132,14 +192,18 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     reasons = []
     if missing:
         reasons.append(f"core profile not met: the device does not declare {'; '.join(missing)} (SPEC §10)")
-    bad = [c["name"] for c in checks if c["status"] in ("fail", "error")]
+    bad = [c["name"] for c in checks if c["status"] in ("fail", "error") and not c.get("waiver")]
     if bad:
         reasons.append(f"{len(bad)} check(s) failed or errored, first: {bad[0]}")
     unsupported = _core_unsupported(checks)
     if unsupported:
         reasons.append(f"{len(unsupported)} check(s) the core profile needs came back not_supported, "
                        f"first: {unsupported[0]}")
-    status = "fail" if reasons else "pass"
+    waived = [c for c in checks if c["status"] in ("fail", "error") and c.get("waiver")]
+    core_waived = [c for c in waived if carries_core_evidence(c)]
+    status = "fail" if reasons or core_waived else "pass-with-waivers" if waived else "pass"
+    if waived:
+        reasons.append(_waived_reason(waived, core_waived))
     for ev in CORE_EVIDENCE if caps is not None else ():
         if any(c["status"] == "pass" and c["name"].startswith(ev.prefixes) for c in checks):
             continue
@@ -149,8 +213,12 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
             reasons.append(f"no check of {', '.join(ran)} passed: the core's {ev.name} evidence is missing "
                            f"(a device must be checked, not only declared; SPEC §10)")
         else:
-            status = "partial" if status == "pass" else status
+            status = "partial" if status in ("pass", "pass-with-waivers") else status
             reasons.append(f"the core's {ev.name} evidence was not run (groups: {', '.join(ev.groups(caps))})")
-    return {"status": status, "reasons": reasons,
+    if quick and status != "fail":
+        reasons.insert(0, f"a --quick run (smaller cases and samples, for testing the harness) is never a verdict; "
+                          f"at these sizes it would be {status.upper()}: run without --quick for the verdict")
+        status = "quick"
+    return {"status": status, "reasons": reasons, "waived": [c["name"] for c in waived],
             "core_profile": {"met": not missing, "missing": missing},
-            "optional_profiles": optional_profiles(caps), "spec_version": SPEC_VERSION}
+            "optional_profiles": optional_profiles(caps), "quick": bool(quick), "spec_version": SPEC_VERSION}

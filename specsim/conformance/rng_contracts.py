@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from specsim.conformance._common import Malformed, call, formed, malformed_result, missing
+from specsim.conformance._common import Malformed, Refusal, call, formed, malformed_result, missing, refused
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.testing.seeds import case_seed
@@ -48,6 +48,8 @@ def rng_group(device, ctx) -> list[CheckResult]:
         return _rng_checks(device, ctx, results)
     except Malformed as e:  # every check so far, then the one that saw the malformed output
         return results + [malformed_result("L2", e)]
+    except Refusal as r:  # every check so far, then the refusal, judged against the declaration
+        return results + [refused("L2/refused", "L2", r, device.capabilities)]
 
 
 def _rng_checks(device, ctx, results: list) -> list[CheckResult]:
@@ -68,7 +70,7 @@ def _rng_checks(device, ctx, results: list) -> list[CheckResult]:
     if caps.injected_noise:
         noise = random_noise(rng, batch)
         pair, problem = call("L2/injected-noise-is-the-only-randomness", "L2",
-                             lambda: (formed(device, batch, noise), formed(device, batch, noise)))
+                             lambda: (formed(device, batch, noise), formed(device, batch, noise)), caps)
         results.append(problem or _check("L2/injected-noise-is-the-only-randomness",
                                          lambda: (_rows(pair[0]) == _rows(pair[1]),
                                                   "two calls with the same injected noise agree" if _rows(pair[0]) == _rows(pair[1])
@@ -78,7 +80,7 @@ def _rng_checks(device, ctx, results: list) -> list[CheckResult]:
         return results
 
     before = _global_states()
-    first, problem = call("L2/determinism", "L2", lambda: formed(device, batch))
+    first, problem = call("L2/determinism", "L2", lambda: formed(device, batch), caps)
     after = _global_states()
     if problem:
         return results + [problem]

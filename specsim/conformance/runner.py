@@ -48,7 +48,8 @@ class Context:
     - ``seed``: the suite seed; groups derive case seeds from it and the case.
     - ``alpha_family``: the false-fail budget of all statistical checks together.
     - ``quick``: smaller cases and sample sizes (tests of the harness itself);
-      never used for a conformance verdict.
+      never a conformance verdict: a quick run's verdict status is ``quick``
+      (nothing failed) or ``fail``, never ``pass``.
     """
 
     seed: int = 0
@@ -94,20 +95,45 @@ def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
 
 
 def run_conformance(device, ctx: Context | None = None, groups: list[str] | None = None) -> list[CheckResult]:
-    """Run the chosen groups (default: all available) against ``device`` in this process.
+    """Run the chosen groups (default: all available) against ``device`` in this process; the
+    results, to be judged by ``verdict_of`` (SPEC §10's verdict, the one gate)::
 
-    A vendor's own CI can call this directly::
-
-        from specsim.conformance.runner import Context, document, run_conformance
+        from specsim.conformance.runner import Context, run_conformance, verdict_of
         device = MyDevice()
-        doc = document("my_pkg.my_mod:make_device", device, Context(), run_conformance(device))
-        assert doc["verdict"]["status"] == "pass", doc["verdict"]["reasons"]
+        results = run_conformance(device, Context())
+        verdict = verdict_of(device, results)
+        assert verdict["status"] == "pass", verdict["reasons"]
     """
     ctx = ctx or Context()
     results: list[CheckResult] = []
     for name in groups or list(available_groups()):
         results.extend(run_group(name, device, ctx))
     return results
+
+
+def verdict_of(device, results: list[CheckResult], ctx: Context | None = None,
+               groups: list[str] | None = None) -> dict:
+    """SPEC §10's verdict on ``results`` (``run_conformance``'s, or a run's ``checks``): the gate.
+
+    ``status`` is ``"pass"`` only if the device declares the core profile, no check failed or
+    errored, none the core needs is ``not_supported``, and the core's evidence ran and passed;
+    ``reasons`` says why not. ``ctx``: the run's (its ``quick`` runs are never ``pass``: status
+    ``"quick"``). ``groups``: the groups that ran (default every group, so a subset that left out
+    the core's evidence is a ``fail``; name the subset to get ``"partial"`` instead). Not
+    ``results.passed``, which only asks that nothing failed: a device declaring nothing meets it.
+
+    >>> from devices.protocol import Capabilities
+    >>> class Small:
+    ...     capabilities = Capabilities(injected_noise=True, rng="none", max_vocab_size=8)
+    >>> v = verdict_of(Small(), [], groups=["capabilities"])
+    >>> v["status"], v["core_profile"]["missing"]
+    ('fail', ['max_vocab_size >= 262144 (declares 8)'])
+    """
+    from specsim.conformance.profiles import verdict
+    ctx = ctx or Context()
+    checks = [r.to_json() if isinstance(r, CheckResult) else r for r in results]
+    ran = list(groups) if groups is not None else list(GROUPS)
+    return verdict(getattr(device, "capabilities", None), checks, ran, quick=ctx.quick)
 
 
 def environment(device=None) -> dict:
@@ -131,32 +157,48 @@ def environment(device=None) -> dict:
 
 
 def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
-             groups: list[str] | None = None) -> dict:
+             groups: list[str] | None = None, plan=None) -> dict:
     """The ``conformance.json`` document (schema ``SCHEMA_VERSION``).
 
-    ``groups``: the groups that ran (default: every group the results name). ``verdict`` is
-    ``profiles.verdict``'s (SPEC §10); ``passed`` (the exit status) is its status ``pass`` or
-    ``partial`` (a ``--groups`` subset that left out the core's evidence: no claim, no failure).
+    ``groups``: the groups that ran (default: every group). ``verdict`` is ``verdict_of``'s
+    (SPEC §10); ``quick`` is the run's ``ctx.quick``; ``passed`` (exit status 0) is the verdict's
+    status ``pass``, ``pass-with-waivers`` (every failure waived, none of the core's
+    evidence), ``partial`` (a ``--groups`` subset that left out the core's evidence: no
+    claim, no failure) or ``quick`` (a ``--quick`` run in which nothing failed: no verdict).
+    ``statistical_plan`` is the run's plan (``stat_plan.run_plan``): every statistical test of every
+    group for the device's capabilities, its α share and level, n and detectable TV, each marked
+    ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
+    ``StatPlan`` to list instead (a campaign profile that is a family of its own).
     """
-    from specsim.conformance.profiles import verdict
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
     checks = [r.to_json() for r in results]
     caps = getattr(device, "capabilities", None)
+    judged = verdict_of(device, checks, ctx, groups)
     ran = list(groups) if groups is not None else list(GROUPS)
-    judged = verdict(caps, checks, ran)
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": judged["spec_version"],
         "device": {"spec": device_spec, "name": getattr(device, "name", None),
+                   "engine": getattr(device, "engine", None),   # a field adapter's "<engine> <release>"
                    "capabilities": caps.to_json() if caps is not None else None},
         "environment": environment(device),
         "seed": ctx.seed,
         "alpha_family": ctx.alpha_family,
+        "quick": ctx.quick,
         "summary": counts,
-        "passed": judged["status"] in ("pass", "partial"),
+        "passed": judged["status"] in ("pass", "pass-with-waivers", "partial", "quick"),
         "verdict": judged,
+        "statistical_plan": plan.to_json(ran) if plan is not None else _statistical_plan(caps, ctx, ran),
         "checks": checks,
     }
+
+
+def _statistical_plan(caps, ctx: Context, groups: list[str]) -> dict | None:
+    """The run's statistical plan for ``conformance.json``; None without capabilities to plan for."""
+    if caps is None:
+        return None
+    from specsim.conformance.stat_plan import run_plan
+    return run_plan(caps, ctx).to_json(groups)
 
 
 def write_json_atomic(path: str, doc: dict) -> None:

@@ -1,6 +1,6 @@
-"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position (issue 18).
+"""Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position.
 
-Two kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
+Three kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
 and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
@@ -10,17 +10,24 @@ checks that need it, never a silent pass):
   half the requests a repetition loop (``specsim.testing.sampler_params``), compared token for token with the
   reference under injected noise — or, for a device declaring only keyed
   Philox noise (SPEC §5.2), under its own draws;
-- **edges** ``L1-sampler/edge/<name>/<order>``: the issue's hand-built cases
+- **edges** ``L1-sampler/edge/<name>/<order>``: the hand-built cases
   (``specsim.testing.sampler_edges``) with their exact answers (without
   injected noise: their exact law over 400 runs under the device's own
   randomness, ``edge_laws.request_law`` on §12's rows — the support exactly,
-  the law by a goodness-of-fit test within the edges' family budget, which
-  L1-edges' laws share: ``exact.edge_alpha``) — a draft the
+  the law by a goodness-of-fit test per request, each a test of the run's
+  statistical plan, ``stat_plan``) — a draft the
   mask, allowed ids, a bad word or min_tokens forbid is rejected with
   certainty and never recovered; penalties that zero the draft's target
   probability; a bad word completed by this step's drafts; min_tokens
   crossing inside the step; the bonus row seeing every draft; min_p after
-  temperature.
+  temperature; the rows where the order profiles differ (each profile's own
+  answer); bonus rows below min_tokens with several stop ids; min_p's ties;
+  the bias before temperature; repetition on negative logits; the frequency
+  penalty counting repeats; allowed ids at the bonus row. An edge's coins are
+  drawn from the run's seed inside the interval where its answer holds;
+- **precision** ``L1-sampler/precision`` (``volume.sampler_precision_check``): 4096 requests
+  (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
+  3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
 
 Replay a failure: ``specsim conform --device D --groups L1-sampler --seed N``.
 """
@@ -33,23 +40,18 @@ from dataclasses import replace
 import numpy as np
 
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
-from reference.sampler import sampler_rows
-from specsim.conformance._common import call, missing
-from specsim.conformance.edge_laws import request_law
+from specsim.conformance._common import ask, call, missing
 from specsim import stats
-from specsim.conformance.exact import edge_alpha, judge
+from specsim.conformance.edge_laws import sampler_edge_lacking, sampler_edge_laws, sampler_lacking, sampler_samples
+from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
+from specsim.conformance.stat_plan import StatPlan, run_plan
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.testing.compare import compare, reference_step
 from specsim.testing.edges import make_batch
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive
 from specsim.testing.seeds import case_seed
-
-SUPPORT_SAMPLES = 400
-"""Runs of each edge for a device without injected noise: exact support, and a goodness-of-fit test of the
-edge's law where it has more than one outcome (n = 400 detects a TV of about 0.2 on its 2–4-cell laws at the
-edges' α, stated per check)."""
 
 SPEC = BatchSpec(batch=16, max_k=4, vocab_size=64, masked_fraction=0.0)
 """Random cases: 16 requests, K ≤ 4, V = 64; no raw ``-inf`` logits (the bans provide those)."""
@@ -75,18 +77,6 @@ def case_params(name: str, caps) -> tuple:
     """
     params = CASES[name][0]
     return tuple(caps.sampler) if params is None else params
-
-
-def _lacking(caps, params, order: str) -> str | None:
-    """Why the device cannot be asked a case with ``params`` in ``order`` (None if it can)."""
-    if not params:
-        return "device declares no sampler parameter"
-    absent = [p for p in params if p not in caps.sampler]
-    if absent:
-        return f"device does not declare sampler {', '.join(absent)}"
-    if order not in caps.sampler_orders:
-        return f"device does not declare sampler order {order!r}"
-    return None
 
 
 def _noise_kind(caps) -> str | None:
@@ -124,7 +114,7 @@ def _random_checks(device, ctx) -> list[CheckResult]:
             params = case_params(case, caps)
             name, seed = f"L1-sampler/{order}/{case}", case_seed(ctx.seed, "L1-sampler", order, case)
             spec = replace(SPEC, **case_changes(case, caps.dtypes))
-            why = _lacking(caps, params, order) or missing(caps, spec.needs, dtype=spec.dtype) or \
+            why = sampler_lacking(caps, params, order) or missing(caps, spec.needs, dtype=spec.dtype) or \
                 (None if kind else "device takes neither injected noise nor the keyed Philox streams")
             if why:
                 results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
@@ -135,84 +125,61 @@ def _random_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
-def _edge_lacking(caps, edge, order: str) -> str | None:
-    """Why the device cannot be asked ``edge`` in ``order`` (None: it can)."""
-    sampler_needs = [n for n in edge.needs if n in SAMPLER_PARAMETERS]
-    return _lacking(caps, sampler_needs, order) or \
-        missing(caps, {"draft_probs"} | (set(edge.needs) - set(SAMPLER_PARAMETERS)))
-
-
-def sampled_sampler_edges(caps) -> int:
-    """How many (edge, order) checks this device is asked as a law with a goodness-of-fit test: no
-    injected noise, within its capabilities, some request with more than one outcome. They share the
-    edges' family budget with L1-edges' (``exact.edge_alpha``)."""
-    if caps.injected_noise:
-        return 0
-    return sum(1 for edge in SAMPLER_EDGES for order in edge.orders
-               if not _edge_lacking(caps, edge, order) and any(len(law) > 1 for law in edge_laws_of(edge, order)))
-
-
 def _edge_checks(device, ctx) -> list[CheckResult]:
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
-    alpha = None if caps.injected_noise else edge_alpha(caps, ctx)
+    plan = None if caps.injected_noise else run_plan(caps, ctx)
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             name = f"L1-sampler/edge/{edge.name}/{order}"
-            why = _edge_lacking(caps, edge, order)
+            why = sampler_edge_lacking(caps, edge, order)
             if why:
                 results.append(CheckResult(name, "L1", "not_supported", why))
                 continue
             if caps.injected_noise:
                 results.append(_edge(device, edge, order, dtype, name, ctx))
             else:
-                results.append(_edge_law(device, edge, order, dtype, name, ctx, alpha))
+                results.append(_edge_law(device, edge, order, dtype, name, ctx, plan))
     return results
 
 
 def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
-    batch, noise = edge.batch(order, dtype)
-    got, problem = call(name, "L1", lambda: device.verify(batch, noise))
+    """An edge under injected noise: its exact tokens. Coins with an interval (``SamplerEdge.coins``) are
+    drawn inside it from the run's seed, so each seed asks another point where the rule and the bug differ."""
+    seed = case_seed(0 if ctx is None else ctx.seed, "L1-sampler", edge.name, order)
+    batch, noise = edge.batch(order, dtype, seed=seed)
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     cmp = compare(batch, got, reference_step(batch, noise))
     out = np.asarray(got.output_token_ids)
     emitted = [out[i, : int(got.num_accepted[i]) + 1].tolist() for i in range(batch.batch_size)] \
         if out.shape == (batch.batch_size, batch.max_k + 1) else None
-    ok = emitted == edge.expected and cmp.ok
-    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted}" + \
+    expected = edge.expected_in(order)
+    ok = emitted == expected and cmp.ok
+    coins = "" if edge.coins is None else f" (coins {np.round(noise.uniforms, 4).tolist()}, seed {seed})"
+    detail = edge.why if ok else f"{edge.why}: expected {expected}, got {emitted}{coins}" + \
         ("" if cmp.ok else f"; {cmp.summary()}")
-    return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "waived": 0})
+    status = "pass" if ok else "error" if cmp.status == "error" and emitted == expected else "fail"
+    return CheckResult(name, "L1", status, detail, seed=seed, extra={**cmp.extra(), "near_tie_allowances": 0})
 
 
-def edge_laws_of(edge, order: str) -> list[dict]:
-    """Each request's exact law of emitted tokens given its drafts, with SPEC §12's rows
-    (``reference.sampler.sampler_rows``; ``edge_laws.request_law``'s enumeration)."""
-    batch, _ = edge.batch(order)
-    rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
-                        batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
-    starts = np.concatenate([[0], np.cumsum(batch.num_draft_tokens + 1)])   # each request's rows
-    cu = np.concatenate([[0], np.cumsum(batch.num_draft_tokens)])           # each request's drafts
-    return [request_law(replace(r, draft_rows=batch.draft_probs[cu[i]: cu[i + 1]]), False,
-                        rows[starts[i]: starts[i + 1]]) for i, r in enumerate(edge.requests)]
-
-
-def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, alpha: float) -> CheckResult:
+def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, plan: StatPlan) -> CheckResult:
     """An edge for a device without injected noise: asked ``n`` times under distinct seeds (its own
     randomness) and held to its exact law — every emitted sequence with positive exact probability (a
     banned draft never accepted, a banned token never emitted; no α), then, for each request whose law
-    has more than one outcome, a goodness-of-fit test at ``alpha`` (the edges' family share): mass a bug
-    moves *inside* the support (a bonus row that bans a token it should allow) is seen there."""
-    n = SUPPORT_SAMPLES // 4 if ctx.quick else SUPPORT_SAMPLES
+    has more than one outcome, a goodness-of-fit test at its α in ``plan``: mass a bug moves *inside*
+    the support (a bonus row that bans a token it should allow) is seen there."""
+    n = sampler_samples(ctx.quick)
     one, _ = edge.batch(order, dtype)
     batch, _ = make_batch(list(edge.requests) * n, dtype=dtype, point=False)
     seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
     batch = replace(batch, sampler=one.sampler.tiled(n),
                     seeds=np.random.default_rng(seed).integers(0, 2**63, batch.batch_size, dtype=np.uint64))
-    got, problem = call(name, "L1", lambda: device.verify(batch, None))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
     if problem:
         return problem
-    laws, B = edge_laws_of(edge, order), len(edge.requests)
+    laws, B = sampler_edge_laws(edge, order), len(edge.requests)
     samples = [[tuple(got.emitted(t * B + i)) for t in range(n)] for i in range(B)]
     for i, law in enumerate(laws):
         for t, emitted in enumerate(samples[i]):
@@ -220,26 +187,36 @@ def _edge_law(device, edge, order: str, dtype: str, name: str, ctx, alpha: float
                 return CheckResult(name, "L1", "fail", f"{edge.why}: request {i} emitted {list(emitted)}, which the "
                                    f"exact law gives probability 0 (copy {t} of {n}, seed {seed})", seed=seed)
     tested = [(i, law) for i, law in enumerate(laws) if len(law) > 1]
-    worst_tv, p_min = 0.0, 1.0
+    worst_tv, p_min, spent = 0.0, 1.0, None
     for i, law in tested:
-        seen, keys = Counter(samples[i]), sorted(law)
+        seen, keys, alpha = Counter(samples[i]), sorted(law), plan.alpha(f"{name}/request{i}")
         result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
                                 alpha, what=f"{name} request {i}", seed=seed)
-        worst_tv, p_min = max(worst_tv, result.detectable_tv), min(p_min, result.p_value)
+        worst_tv = max(worst_tv, result.detectable_tv)
         if not result.passed:
             shown = ", ".join(f"{list(k)}: {law[k]:.3g} (seen {seen.get(k, 0)})" for k in keys[:6])
             return CheckResult(name, "L3", "fail", f"{edge.why}: request {i}: {result.report()}; the law: {shown}",
                                alpha=alpha, n=n, seed=seed, p_value=result.p_value,
-                               detectable_tv=result.detectable_tv)
+                               detectable_tv=_finite(result.detectable_tv))
+        if spent is None or result.p_value < p_min:
+            p_min, spent = result.p_value, alpha
     if not tested:
         return CheckResult(name, "L1", "pass", f"{edge.why} — without injected noise: exact support over {n} runs "
                            "(each request's law is one sequence: exact)", seed=seed, n=n)
     return CheckResult(name, "L3", "pass", f"{edge.why} — without injected noise: exact support over {n} runs and a "
-                       f"goodness-of-fit test at α={alpha:.1e} (detectable TV {worst_tv:.3f}, smallest p={p_min:.3g})",
-                       alpha=alpha, n=n, seed=seed, p_value=p_min, detectable_tv=worst_tv)
+                       f"goodness-of-fit test at α={spent:.1e} (detectable TV {worst_tv:.3f}, smallest p={p_min:.3g})",
+                       alpha=spent, n=n, seed=seed, p_value=p_min, detectable_tv=_finite(worst_tv))
+
+
+def _finite(x: float) -> float | None:
+    """A detectable TV for a result: None where the pooled law leaves nothing to detect (inf)."""
+    return float(x) if np.isfinite(x) else None
 
 
 def sampler_group(device, ctx) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
-    return _edge_checks(device, ctx) + _random_checks(device, ctx)
+    from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+    precision = sampler_precision_check(device, seed=ctx.seed,
+                                        requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
+    return _edge_checks(device, ctx) + _random_checks(device, ctx) + [precision]

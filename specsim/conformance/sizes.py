@@ -7,7 +7,7 @@ groups:
 
 * ``L1-sizes`` (injected noise, token for token against the reference, SPEC §5.1):
   - ``L1/sizes/batch-B<B>``: one ragged, mixed-mode batch (greedy, top-k,
-    top-p, placeholders, K_i from 0 to 4) of each size in ``BATCH_SIZES``
+    top-p, padding placeholders (SPEC §4), K_i from 0 to 4) of each size in ``BATCH_SIZES``
     (each side of every power of two from 32 to 512, and 1024), V = 32;
   - ``L1/sizes/vocab-V<V>``: three requests at each of ``VOCAB_SIZES`` (the
     vocabularies engines ship; tile widths 128 … 16384 ± 1; primes), float32,
@@ -39,8 +39,8 @@ from dataclasses import replace
 import numpy as np
 
 from devices.protocol import Noise, VerifyBatch
-from specsim.conformance._common import Malformed, call, formed, malformed_result, missing
-from specsim.conformance.exact import judge
+from specsim.conformance._common import Malformed, Refusal, call, formed, malformed_result, missing, refused
+from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.testing.seeds import case_seed
@@ -260,8 +260,10 @@ def keyed_batch(ctx, caps) -> VerifyBatch:
     return replace(batch, temperature=np.where(np.isin(np.arange(B), PROBES), 1.0, batch.temperature))
 
 
-def rng_size_checks(device, ctx) -> list[CheckResult]:
+def rng_size_checks(device, ctx, results: list | None = None) -> list[CheckResult]:
+    """The L2-sizes checks, each appended to ``results`` (a new list if None) as it is decided."""
     caps = device.capabilities
+    results = [] if results is None else results
     spec = _batch_spec(caps, 1)
     if caps.rng == "none":
         return [CheckResult("L2/sizes", "L2", "not_supported", "device draws no randomness of its own")]
@@ -271,10 +273,9 @@ def rng_size_checks(device, ctx) -> list[CheckResult]:
     batch = keyed_batch(ctx, caps)
     B = batch.batch_size
     everything = np.arange(B)
-    results = []
-    first, problem = call("L2/sizes/determinism", "L2", lambda: formed(device, batch))
+    first, problem = call("L2/sizes/determinism", "L2", lambda: formed(device, batch), caps)
     if problem:
-        return [problem]
+        return results + [problem]
     base = _rows(first, everything)
     again = _rows(formed(device, batch), everything)
     differ = [i for i in everything if again[i] != base[i]]
@@ -310,11 +311,16 @@ def rng_size_checks(device, ctx) -> list[CheckResult]:
 
 
 def rng_sizes_group(device, ctx) -> list[CheckResult]:
-    """``L2-sizes``: determinism, batch invariance and key sensitivity at every batch size."""
+    """``L2-sizes``: determinism, batch invariance and key sensitivity at every batch size. A refusal
+    of any of its calls (each inside the declaration: batch size is never a declared limit) is the
+    failing check ``L2/sizes/refused``, after the checks decided before it."""
+    results: list[CheckResult] = []
     try:
-        return rng_size_checks(device, ctx)
+        return rng_size_checks(device, ctx, results)
     except Malformed as e:
         return [malformed_result("L2", e)]
+    except Refusal as r:
+        return results + [refused("L2/sizes/refused", "L2", r, device.capabilities)]
 
 
 __all__ = ["BATCH_SIZES", "VOCAB_SIZES", "RESIDUAL_TVS", "FLOAT32_TVS", "sizes_group", "rng_sizes_group", "spread_tokens",

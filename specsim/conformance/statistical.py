@@ -13,10 +13,12 @@ with ``noise=None`` in large heterogeneous batches, and tests, per request:
   accepted tokens equal the drafts, padding after the last token (no α);
 * ``greedy-exact`` for greedy requests: the deterministic path, token for token.
 
-Budget: ``ctx.alpha_family`` split (Bonferroni) over every statistical check
-of the case list, each run at α/10 (``stats.Budget``). The trial count of a
-case comes from the planner so that every position, bonus included, detects
-worst-case TV ``TARGET_TV`` with power 1-β; the group asserts this design.
+Budget: each statistical check is one test of the run's statistical plan
+(``stat_plan.run_plan``: ``ctx.alpha_family`` split evenly over every
+statistical test of the run, each run at a tenth of its share). The trial
+count of a case comes from the planner (``stat_plan.make_plan``) so that every
+position, bonus included, detects worst-case TV ``TARGET_TV`` with power 1-β at
+that α; the plan asserts this design.
 Expected laws come from ``reference`` (float64, raw logits and parameters),
 never from the device.
 """
@@ -32,137 +34,19 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID, UnsupportedCall, VerifyBatch
 from reference.laws import num_accepted_law
 from specsim import stats
-from specsim.conformance.cases import CASES, Built, Case, build, capability_needs
+from specsim.conformance._common import Refusal, ask, refused
+from specsim.conformance.cases import CASES, Built, Case
 from specsim.conformance.results import CheckResult
+# The planner's names are re-exported for this module's callers.
+from specsim.conformance.stat_plan import (BETA, MAX_TRIALS, PIT_TRIALS, QUICK_PIT_TRIALS, QUICK_TRIALS, TARGET_TV,
+                                           CasePlan, Plan, case_missing, check_names, make_plan, reach, run_plan,
+                                           tested_positions)
 
-TARGET_TV = 0.02
-"""Every position of every non-PIT case must detect worst-case TV ≥ this (default budget)."""
-
-BETA = stats.DEFAULT_BETA
 MAX_FLOATS_PER_CALL = 20_000_000
 """Bound on the floats of one verify call (logits + draft rows), to bound memory."""
 
-QUICK_TRIALS = 1500
-PIT_TRIALS = 800
-QUICK_PIT_TRIALS = 100
-MAX_TRIALS = 2_000_000
 SHARD_TRIALS = 20_000
 """Trials of one shard (``shard_sizes``); part of the draw, so changing it changes the suite's samples."""
-
-
-@dataclass
-class CasePlan:
-    case: Case
-    built: Built
-    trials: int
-    checks: list[str] = field(default_factory=list)  # statistical checks (they spend α)
-    design_tv: dict = field(default_factory=dict)     # check name -> detectable TV (or PIT KS) at the design n
-
-
-@dataclass
-class Plan:
-    cases: list[CasePlan]
-    budget: stats.Budget
-    quick: bool
-
-    @property
-    def checks(self) -> int:
-        return self.budget.checks
-
-
-def reach(built: Built, i: int, j: int) -> float:
-    """P(request i reaches position j) = Π_{l<j} a_l."""
-    return float(np.prod(built.acceptance[i][:j]))
-
-
-def tested_positions(r) -> range:
-    """Positions a request can reach: after a placeholder nothing is verified (SPEC §4)."""
-    return range(1) if r.placeholder else range(r.k + 1)
-
-
-def check_names(case: Case) -> list[str]:
-    """The statistical checks of a case (exact checks spend no α and are not listed)."""
-    names = []
-    for i, r in enumerate(case.requests):
-        if r.temperature == 0:
-            continue
-        names += [f"L3/{case.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "") for j in tested_positions(r)]
-        if r.k:
-            names.append(f"L3/{case.id}/r{i}/accepted")
-    return names
-
-
-def _design_trials(built: Built, alpha: float, tv: float) -> int:
-    """Smallest trial count so that every position of every request detects TV ``tv`` (fixed point over pooling)."""
-    trials = 1000.0
-    for _ in range(8):
-        need = 0.0
-        for i, r in enumerate(built.case.requests):
-            if r.temperature == 0:
-                continue
-            for j in tested_positions(r):
-                p = reach(built, i, j)
-                row = built.target[built.target_row(i, j)]
-                if np.count_nonzero(row) == 1:
-                    continue
-                cells = stats.design_cells(row, trials * p)
-                need = max(need, stats.min_samples(max(cells, 2), tv, alpha, BETA) / p)
-        if need <= trials:
-            break
-        trials = need * 1.03  # margin for the binomial spread of the per-position count
-    return int(math.ceil(trials / 100.0) * 100)
-
-
-def l3_shares() -> tuple[float, float]:
-    """The L3 layer's one ``alpha_family``, split between L3-statistical and L3-trees in proportion to
-    their statistical checks (Bonferroni over both: every check of the default run at ``α / all``).
-
-    >>> from specsim.conformance.tree_statistics import CASES as TREE_CASES
-    >>> statistical, trees = l3_shares()
-    >>> own = sum(len(check_names(c)) for c in CASES)
-    >>> round(statistical + trees, 12), round(statistical / own, 12) == round(trees / (2 * len(TREE_CASES)), 12)
-    (1.0, True)
-    """
-    from specsim.conformance.tree_statistics import CASES as TREE_CASES
-    own = sum(len(check_names(c)) for c in CASES)
-    trees = 2 * len(TREE_CASES)                       # path and accepted length per tree case
-    return own / (own + trees), trees / (own + trees)
-
-
-def make_plan(alpha_family: float, quick: bool, cases=CASES) -> Plan:
-    """Build every case, count the checks, split the budget (L3-statistical's share of the layer's
-    ``alpha_family``: ``l3_shares``), size every case."""
-    built = [build(c) for c in cases]
-    names = [n for c in cases for n in check_names(c)]
-    budget = stats.Budget(alpha_family * l3_shares()[0], len(names))
-    plans = []
-    for c, b in zip(cases, built):
-        if c.pit:
-            trials = QUICK_PIT_TRIALS if quick else PIT_TRIALS
-        else:
-            trials = QUICK_TRIALS if quick else _design_trials(b, budget.nominal, TARGET_TV)
-        plan = CasePlan(c, b, min(trials, MAX_TRIALS), check_names(c))
-        for i, r in enumerate(c.requests):
-            if r.temperature == 0:
-                continue
-            for j in tested_positions(r):
-                n = plan.trials * reach(b, i, j)
-                name = f"L3/{c.id}/r{i}/pos{j}" + ("-bonus" if j == r.k else "")
-                if c.pit:
-                    plan.design_tv[name] = stats.dkwm_detectable(n, budget.nominal, BETA)
-                else:
-                    row = b.target[b.target_row(i, j)]
-                    if np.count_nonzero(row) == 1:  # one token: any deviation is a support failure (exact)
-                        plan.design_tv[name] = 0.0
-                    else:
-                        plan.design_tv[name] = stats.min_detectable_tv(stats.design_cells(row, n), n,
-                                                                       budget.nominal, BETA)
-        plans.append(plan)
-    if not quick:  # the design claim, asserted like TFP's experiment-design assertions
-        for p in plans:
-            for name, tv in p.design_tv.items():
-                assert p.case.pit or tv <= TARGET_TV * 1.0001, f"{name}: design detects only TV {tv:.4f} > {TARGET_TV}"
-    return Plan(plans, budget, quick)
 
 
 # --------------------------------------------------------------------------- shards of trials
@@ -376,32 +260,6 @@ def _tally_chunk(t: Tally, built: Built, drafts: list, out, n: int) -> None:
             t.accepted[i] = t.accepted.get(i, 0) + np.bincount(m, minlength=r.k + 1)[: r.k + 1]
 
 
-def _verify_in_parts(device, batch: VerifyBatch, built: Built, n: int, per_call: int):
-    """Verify ``batch`` (``n`` trials) ``per_call`` trials at a time, shrinking further on ``UnsupportedCall``."""
-    from devices.protocol import VerifyOutput
-    B, K = len(built.num_draft_tokens), int(built.num_draft_tokens.sum())
-    rows = built.target_logits.shape[0]
-    ids, acc = [], []
-    for start in range(0, n, per_call):
-        stop = min(start + per_call, n)
-        part = VerifyBatch(
-            batch.num_draft_tokens[start * B: stop * B], batch.draft_token_ids[start * K: stop * K],
-            None if batch.draft_probs is None else batch.draft_probs[start * K: stop * K],
-            batch.target_logits[start * rows: stop * rows], batch.temperature[start * B: stop * B],
-            batch.top_k[start * B: stop * B], batch.top_p[start * B: stop * B],
-            batch.seeds[start * B: stop * B], batch.positions[start * B: stop * B],
-            sampler=None if built.sampler is None else built.sampler.tiled(stop - start))
-        try:
-            out = device.verify(part)
-        except UnsupportedCall:
-            if per_call == 1:
-                raise
-            out = _verify_in_parts(device, part, built, stop - start, max(1, per_call // 4))
-        ids.append(np.asarray(out.output_token_ids))
-        acc.append(np.asarray(out.num_accepted))
-    return VerifyOutput(np.concatenate(ids), np.concatenate(acc))
-
-
 def template_batch(built: Built, dtype) -> VerifyBatch:
     """One trial's batch (draft ids: each row's most likely token), the template ``verify_repeated`` tiles."""
     cache = built.__dict__.setdefault("_template", {})
@@ -426,7 +284,11 @@ def _verify_repeated(device, built: Built, drafts: list, rng: np.random.Generato
     ids = np.concatenate(drafts, axis=1).reshape(-1) if drafts else np.zeros(0, np.int64)
     seeds = rng.integers(0, 2**64, size=n * B, dtype=np.uint64)       # drawn as _trial_batch draws them
     positions = rng.integers(0, 2**31, size=n * B, dtype=np.int64)
-    return device.verify_repeated(template_batch(built, dtype), n, ids, seeds, positions)
+    template = template_batch(built, dtype)
+    try:
+        return device.verify_repeated(template, n, ids, seeds, positions)
+    except UnsupportedCall as e:  # judged on the template: V, K, dtype and modes are the call's, B is never declared
+        raise Refusal(e, template, None, what=f"verify_repeated of this template tiled {n} times") from e
 
 
 REPEATED_CALL_FACTOR = 16
@@ -442,6 +304,12 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
     so the shard's counts depend on nothing else (not on which worker runs it).
     ``repeated``: call the device's optional ``verify_repeated`` (the sign-off
     profile at a real vocabulary, where each trial's rows are megabytes).
+
+    A refusal (``UnsupportedCall``) is raised as ``_common.Refusal`` carrying the call; the call is
+    never retried smaller. The case was asked only because the declaration covers its V, K, dtype
+    and modes, and batch size is never a declared limit, so a refusal here contradicts the
+    declaration: ``statistical_group`` records it as a ``fail`` (``_common.refused``). A device with
+    a batch limit of its own splits the call itself.
     """
     repeated = repeated and hasattr(device, "verify_repeated") and plan.built.sampler is None  # §12 rows: verify
     built = plan.built
@@ -463,13 +331,7 @@ def run_shard(device, plan: CasePlan, suite_seed: int, index: int, shard_trials:
             done += n
             continue
         batch = _trial_batch(built, drafts, rng, n, dtype)
-        try:
-            out = device.verify(batch)
-        except UnsupportedCall:
-            if n == 1:
-                raise  # not even one trial fits: the case is not supported
-            chunk = max(1, n // 4)  # a declared size limit: same trials, smaller calls
-            out = _verify_in_parts(device, batch, built, n, chunk)
+        out = ask(device, batch)
         _tally_chunk(t, built, drafts, out, n)
         done += n
     t.n = done
@@ -483,21 +345,22 @@ def run_trials(device, plan: CasePlan, suite_seed: int) -> Tally:
 
 # --------------------------------------------------------------------------- verdicts
 
-def _stat_result(name: str, res, budget: stats.Budget, seed: int, design_tv: float | None, extra: dict) -> CheckResult:
+def _stat_result(name: str, res, plan: Plan, seed: int, design_tv: float | None, extra: dict) -> CheckResult:
     detectable = getattr(res, "detectable_tv", None)
     if detectable is None:
         detectable = getattr(res, "detectable_ks", None)
     return CheckResult(
         name=name, layer="L3", status="pass" if res.passed else "fail", detail=res.report(),
-        p_value=float(res.p_value), alpha=budget.nominal, n=int(res.n),
+        p_value=float(res.p_value), alpha=plan.alpha(name), n=int(res.n),
         statistic=float(getattr(res, "statistic", getattr(res, "ks", 0.0))),
         detectable_tv=None if detectable is None or not math.isfinite(detectable) else float(detectable),
-        seed=seed, extra={"alpha_share": budget.alpha, "family_checks": budget.checks,
-                          "alpha_family": budget.alpha_family, "design_detectable": design_tv, **extra})
+        seed=seed, extra={"alpha_share": plan.shares[name], "family_tests": plan.family_tests,
+                          "alpha_family": plan.alpha_family, "design_detectable": design_tv, **extra})
 
 
-def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) -> list[CheckResult]:
-    built, case = plan.built, plan.case
+def case_results(cp: CasePlan, tally: Tally, plan: Plan, seed: int) -> list[CheckResult]:
+    """A case's checks from its merged tally, each statistical one at its α in ``plan``."""
+    built, case = cp.built, cp.case
     out = []
     pit_rng = np.random.default_rng(seed ^ 0x5EED)
     for i, r in enumerate(case.requests):
@@ -520,12 +383,12 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
             if case.pit:
                 tokens = np.repeat(np.arange(len(row)), np.asarray(counts, np.int64))  # by id: order-free
                 tokens = tokens[row[tokens] > 0]  # support failures are counted exactly above
-                res = stats.dkwm_test(stats.pit_values(tokens, row, pit_rng), budget.nominal, what=name, seed=seed)
-                out.append(_stat_result(name, res, budget, seed, plan.design_tv.get(name),
+                res = stats.dkwm_test(stats.pit_values(tokens, row, pit_rng), plan.alpha(name), what=name, seed=seed)
+                out.append(_stat_result(name, res, plan, seed, cp.design_tv.get(name),
                                         {"test": "randomized PIT + DKWM", "detectable_metric": "PIT KS distance"}))
             else:
-                res = stats.gof_test(counts, row, budget.nominal, what=name, seed=seed)
-                out.append(_stat_result(name, res, budget, seed, plan.design_tv.get(name),
+                res = stats.gof_test(counts, row, plan.alpha(name), what=name, seed=seed)
+                out.append(_stat_result(name, res, plan, seed, cp.design_tv.get(name),
                                         {"test": "pooled Cressie-Read 2/3", **res.extra()}))
         if r.k:
             law = np.array(num_accepted_law(built.acceptance[i]), dtype=np.float64)
@@ -534,8 +397,8 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
             if not sup.passed:
                 support_bad.append(sup.report())
             name = f"L3/{case.id}/r{i}/accepted"
-            res = stats.gof_test(counts, law, budget.nominal, what=name, seed=seed)
-            out.append(_stat_result(name, res, budget, seed, None,
+            res = stats.gof_test(counts, law, plan.alpha(name), what=name, seed=seed)
+            out.append(_stat_result(name, res, plan, seed, None,
                                     {"test": "accepted-count law, pooled Cressie-Read 2/3",
                                      "expected_law": law.tolist(), "observed": np.asarray(counts).tolist(),
                                      **res.extra()}))
@@ -548,27 +411,19 @@ def case_results(plan: CasePlan, tally: Tally, budget: stats.Budget, seed: int) 
 
 
 def _missing(device, case: Case) -> list[str]:
-    caps = device.capabilities
-    missing = [need for need in capability_needs(case) if not getattr(caps, need)]
-    if case.vocab_size > caps.max_vocab_size:
-        missing.append(f"vocab {case.vocab_size} > max_vocab_size {caps.max_vocab_size}")
-    if max(r.k for r in case.requests) > caps.max_k:
-        missing.append(f"K > max_k {caps.max_k}")
-    missing += [f"sampler {name}" for name in case.sampler if name not in caps.sampler]
-    if case.sampler and case.order not in caps.sampler_orders:
-        missing.append(f"sampler order {case.order}")
-    return missing
+    return case_missing(device.capabilities, case)
 
 
 def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=None) -> list[CheckResult]:
     """The L3 group: ``run(device, ctx) -> list[CheckResult]`` (see the module docstring).
 
     ``stop_at_first_fail`` (used by ``specsim mutants``) stops after the first
-    case with a failing check; the budget and every check's α are unchanged.
+    case with a failing check; ``cases`` runs only those case ids. Neither changes
+    the plan: every check's α and trials are the full run's.
     """
     if device.capabilities.rng == "none":
         return [NO_RANDOMNESS]
-    plan = make_plan(ctx.alpha_family, ctx.quick)
+    plan = make_plan(run_plan(device.capabilities, ctx), ctx.quick)
     results = []
     for cp in plan.cases:
         if cases is not None and cp.case.id not in cases:
@@ -580,14 +435,18 @@ def statistical_group(device, ctx, *, stop_at_first_fail: bool = False, cases=No
         start = time.perf_counter()
         try:
             tally = run_trials(device, cp, ctx.seed)
-        except UnsupportedCall as e:  # outside what the device declares: not a failure
-            results += [CheckResult(n, "L3", "not_supported", f"device: {e}") for n in cp.checks]
+        except Refusal as r:  # inside the declaration a fail, outside it not_supported (``_common.refused``)
+            refusals = [refused(n, "L3", r, device.capabilities, seed=stats.case_seed(ctx.seed, cp.case.id))
+                        for n in cp.checks or [f"L3/{cp.case.id}"]]
+            results += refusals
+            if stop_at_first_fail and any(x.status == "fail" for x in refusals):
+                break
             continue
         found = case_verdicts(cp, tally, plan, ctx.seed, time.perf_counter() - start)
         results += found
         if stop_at_first_fail and any(r.status == "fail" for r in found):
             break
-    mark_holm(results, plan.budget)
+    mark_holm(results, plan)
     return results
 
 
@@ -604,7 +463,7 @@ def not_supported(device, cp: CasePlan) -> list[CheckResult]:
 def case_verdicts(cp: CasePlan, tally: Tally, plan: Plan, suite_seed: int, seconds: float,
                   shard_trials: int = SHARD_TRIALS) -> list[CheckResult]:
     """A case's checks from its merged tally (``case_results``), with its trials, time and size noted."""
-    found = case_results(cp, tally, plan.budget, stats.case_seed(suite_seed, cp.case.id))
+    found = case_results(cp, tally, plan, stats.case_seed(suite_seed, cp.case.id))
     for r in found:
         r.extra.setdefault("trials", tally.n)
         r.extra.setdefault("case_seconds", round(seconds, 2))
@@ -613,10 +472,11 @@ def case_verdicts(cp: CasePlan, tally: Tally, plan: Plan, suite_seed: int, secon
     return found
 
 
-def mark_holm(results: list[CheckResult], budget: stats.Budget) -> None:
-    """For the report: Holm's step-down at the family level (same gate as Bonferroni, names more failures)."""
+def mark_holm(results: list[CheckResult], plan: Plan) -> None:
+    """For the report: Holm's step-down at the level of the group's checks together (same gate as
+    Bonferroni, names more failures)."""
     measured = [r for r in results if r.p_value is not None]
     if measured:
-        rejected = stats.holm([r.p_value for r in measured], budget.alpha_family / budget.safety)
+        rejected = stats.holm([r.p_value for r in measured], plan.holm_alpha)
         for r, rej in zip(measured, rejected):
             r.extra["holm_rejected"] = bool(rej)

@@ -33,171 +33,41 @@ argmax at every reachable node (each sibling's token, token 0, and a token
 outside the siblings).
 
 A device that takes no injected noise is held to each pattern's exact law
-instead (``step_law``): the pattern repeated ``n`` times under
-distinct seeds, exact support, and a goodness-of-fit test at the α of the
-edges' family (``exact.edge_alpha``, which counts these tests:
-``sampled_patterns``); each check states its detectable TV.
+instead (``tree_pattern_cases.step_law``): the pattern repeated ``n`` times
+under distinct seeds, exact support, and per request whose law has more than
+one outcome a goodness-of-fit test of the run's statistical plan
+(``stat_plan.run_plan``, group ``L1-trees``: ``ctx.alpha_family`` split evenly
+over every statistical test of the run, each run at a tenth of its share);
+each check states its detectable TV. The patterns themselves, their rows as
+sent and their laws are ``tree_pattern_cases``.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
-from typing import Sequence
+from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import Noise, TreeBatch
-from reference.target import target_probs
-from reference.laws import _argmax
-from reference.tree import children_of, depths, level
+from reference.tree import children_of, level
 from specsim import stats
-from specsim.conformance._common import call
+from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
+from specsim.conformance.stat_plan import run_plan
+from specsim.conformance.tree_pattern_cases import (EMPTY, PATTERNS, Q_NODE, Q_PATH, Q_ROOT, QUICK_SAMPLES,
+                                                    SAMPLES, SIBLINGS, T_NODE, T_PATH, T_ROOT, V, WHY, Pattern,
+                                                    PatternTree, as_sent, law_seed, law_test_name, laws,
+                                                    pattern_dtype, pattern_lacking, samples, seeded_trees, step_law,
+                                                    tree)
 from specsim.testing.seeds import case_seed
 from specsim.testing.trees import compare_tree, reference_tree_step
-
-V = 5
-T_ROOT = (0.30, 0.15, 0.25, 0.20, 0.10)
-Q_ROOT = (0.10, 0.35, 0.20, 0.05, 0.30)
-T_NODE = (0.10, 0.30, 0.20, 0.25, 0.15)
-Q_NODE = (0.25, 0.20, 0.10, 0.15, 0.30)
-T_PATH = (0.05, 0.15, 0.60, 0.10, 0.10)
-Q_PATH = (0.10, 0.10, 0.70, 0.05, 0.05)
-"""Target and drafter rows (V = 5): the root's, an inner node's, and a path node's (its first child,
-token 2, accepted with 6/7). No entry of a target row equals the drafter's, no rrs sibling's residual
-comes within 10⁻⁶ of its draft row but where both are 0, and every residual a pattern reaches keeps its
-positive entries above 10⁻⁶ (``probes`` refuses a pattern that does not): a device's rounding cannot turn
-an exact zero of the reference into a positive weight."""
 
 DELTA = (1e-4, 1e-3)
 """The relative distance of a probe's coin from its threshold (and of the race's runner-up), drawn per probe."""
 TINY_E = 1e-12
 """``E(v)`` of the tokens outside a probe's residual: any mass a wrong residual puts there wins the race."""
-SAMPLES, QUICK_SAMPLES = 4000, 400
-"""Repetitions of a pattern under the device's own randomness (its law test)."""
-
-
-@dataclass(frozen=True)
-class PatternTree:
-    """One request of a pattern: ``parents``, ``tokens`` ``[N]``; ``target`` ``[N + 1][V]`` target_probs
-    per slot (root first); ``draft`` ``[N][V]`` the rows the nodes were drawn from, or None (point)."""
-
-    parents: tuple
-    tokens: tuple
-    target: tuple
-    draft: tuple | None
-
-    @property
-    def depth(self) -> int:
-        return max(depths(self.parents), default=0)
-
-
-@dataclass(frozen=True)
-class Pattern:
-    name: str
-    scheme: str                 # "rrs", "sglang" or "greedy" (T = 0, any batch scheme)
-    trees: tuple                # the batch's requests: one, or an empty one beside a big one
-    why: str
-
-    @property
-    def check(self) -> str:
-        return f"L1/trees/pattern/{self.scheme}/{self.name}"
-
-
-def _normalised(row) -> tuple:
-    total = sum(row)
-    return tuple(v / total for v in row)
-
-
-def tree(parents, tokens, drafting: str = "with", rows: dict | None = None) -> PatternTree:
-    """A pattern request: slot 0 gets ``(T_ROOT, Q_ROOT)``, every other slot ``(T_NODE, Q_NODE)`` unless
-    ``rows`` names it (slot → (target, drafter)). ``drafting``: ``"with"`` (each sibling carries its
-    parent's drafter row), ``"without"`` (that row less the earlier siblings, renormalised) or ``"point"``."""
-    rows = rows or {}
-    slots = [rows.get(s, (T_ROOT, Q_ROOT) if s == 0 else (T_NODE, Q_NODE)) for s in range(len(parents) + 1)]
-    draft, taken = [], {}
-    for n, p in enumerate(parents):
-        q = list(slots[p + 1][1])
-        earlier = taken.setdefault(p, [])
-        if drafting == "without":
-            q = [0.0 if v in earlier else x for v, x in enumerate(q)]
-        draft.append(_normalised(q))
-        if tokens[n] != PH:
-            earlier.append(tokens[n])
-    return PatternTree(tuple(parents), tuple(tokens), tuple(t for t, _ in slots),
-                       None if drafting == "point" else tuple(draft))
-
-
-def _leaves_every_depth(drafting: str) -> PatternTree:
-    """Leaves at depths 1, 2, 3 and 4: a path of first children (token 2, accepted with 6/7), each with a
-    leaf sibling."""
-    return tree((-1, -1, 0, 0, 2, 2, 4), (2, 1, 2, 4, 2, 0, 3), drafting,
-                rows={0: (T_PATH, Q_PATH), 1: (T_PATH, Q_PATH), 3: (T_PATH, Q_PATH), 5: (T_PATH, Q_PATH)})
-
-
-EMPTY = PatternTree((), (), (T_ROOT,), ())
-SIBLINGS = {
-    "placeholder-first": ((-1, -1, -1, 1, 2), (PH, 1, 2, 4, 0)),
-    "placeholder-between": ((-1, -1, -1, 0, 2), (1, PH, 2, 4, 0)),
-    "placeholder-last": ((-1, -1, -1, 0, 1), (1, 2, PH, 4, 0)),
-    "duplicates": ((-1, -1, -1, 0, 1), (1, 1, 2, 4, 0)),
-}
-"""Three root siblings and a child under two of them: the layouts of §11.1 that random trees rarely hold."""
-WHY = {
-    "placeholder-first": "a placeholder before the real siblings: never accepted, residual untouched, coin unread; "
-                         "sglang: the level's coin is still the placeholder's, and it adds nothing to A",
-    "placeholder-between": "a placeholder between real siblings: the sibling after it meets the residual the one "
-                           "before it left",
-    "placeholder-last": "a placeholder after the real siblings: the emitted token comes from the residual of the "
-                        "last real one",
-    "duplicates": "a duplicate sibling: rrs — the second copy meets the residual the first left (r(x) = 0: "
-                  "rejected) and its rejection updates the residual again; sglang — t(x) counted twice",
-    "with-replacement": "every sibling drawn with replacement: each carries the parent's drafter row",
-    "without-replacement": "siblings drawn without replacement: sibling k's row is the parent's less siblings "
-                           "0..k-1, and the verifier must use it",
-    "point": "point proposals (no draft rows): a sibling is accepted with r(x), the residual loses x",
-    "distinct": "three distinct siblings, two with a child: sibling order, the running sum and the residual",
-    "leaves-every-depth": "leaves at depths 1 to 4, each reachable: a leaf's bonus comes from its own row",
-    "empty-beside-big": "an empty request (root row only) beside a 7-node tree in one batch: row offsets cu[i] + i",
-}
-
-
-def _patterns() -> tuple:
-    out = []
-    plain = ((-1, -1, -1, 0, 1), (1, 2, 4, 4, 0))
-    for scheme in ("rrs", "sglang", "greedy"):
-        drafting = "with" if scheme == "rrs" else "point"
-        if scheme == "rrs":
-            draftings = (("with-replacement", "with"), ("without-replacement", "without"), ("point", "point"))
-            out += [Pattern(name, scheme, (tree(*plain, d),), WHY[name]) for name, d in draftings]
-        else:
-            out.append(Pattern("distinct", scheme, (tree(*plain, drafting),), WHY["distinct"]))
-        out += [Pattern(name, scheme, (tree(parents, tokens, drafting),), WHY[name])
-                for name, (parents, tokens) in SIBLINGS.items()]
-        out.append(Pattern("leaves-every-depth", scheme, (_leaves_every_depth(drafting),), WHY["leaves-every-depth"]))
-        big = _leaves_every_depth(drafting)
-        out.append(Pattern("empty-beside-big", scheme, (replace(EMPTY, draft=None if big.draft is None else ()), big),
-                           WHY["empty-beside-big"]))
-    return tuple(out)
-
-
-PATTERNS = _patterns()
-"""Every pattern, per scheme: the run-wide list a budget plan enumerates (``sampled_patterns``)."""
-
-
-# --- one seed's form of a pattern ------------------------------------------------------------
-
-def relabelled(t: PatternTree, perm: np.ndarray) -> PatternTree:
-    """``t`` with token v renamed ``perm[v]`` (rows permuted alike; placeholders kept)."""
-    def row(r):
-        out = [0.0] * len(r)
-        for v, x in enumerate(r):
-            out[int(perm[v])] = x
-        return tuple(out)
-    return PatternTree(t.parents, tuple(x if x == PH else int(perm[x]) for x in t.tokens),
-                       tuple(row(r) for r in t.target), None if t.draft is None else tuple(row(r) for r in t.draft))
 
 
 def batch_of(trees: list[PatternTree], scheme: str, dtype: str, logits: list | None = None) -> TreeBatch:
@@ -217,16 +87,6 @@ def batch_of(trees: list[PatternTree], scheme: str, dtype: str, logits: list | N
         top_k=np.zeros(n, np.int64), top_p=np.ones(n), seeds=np.arange(1, 2 * n, 2, dtype=np.uint64),
         positions=np.zeros(n, np.int64), scheme="rrs" if greedy else scheme)
 
-
-def _as_sent(t: PatternTree, dtype: str) -> PatternTree:
-    """``t``'s rows as the device receives them: target_probs of the logits in ``dtype`` (§2), draft rows
-    rounded to ``dtype``; the probes' thresholds come from these, not from the pattern's decimals."""
-    with np.errstate(divide="ignore"):
-        logits = np.log(np.array(t.target, np.float64)).astype(dtype).astype(np.float64)
-    target = target_probs(logits, 1.0) if len(logits) else logits
-    draft = None if t.draft is None else np.array(t.draft, np.float64).reshape(-1, V).astype(dtype).astype(np.float64)
-    return PatternTree(t.parents, t.tokens, tuple(tuple(r) for r in target.tolist()),
-                       None if draft is None else tuple(tuple(r) for r in draft.tolist()))
 
 
 # --- probes: noise where a wrong rule shows ------------------------------------------------------
@@ -372,32 +232,11 @@ def greedy_probes(t: PatternTree) -> list[np.ndarray]:
 
 # --- the checks ------------------------------------------------------------------------------
 
-def _dtype(caps) -> str:
-    return "float64" if "float64" in caps.dtypes else caps.dtypes[0]
-
-
-def _lacking(caps, pattern: Pattern) -> str | None:
-    if pattern.scheme not in caps.tree_schemes:
-        return f"device does not declare tree scheme {pattern.scheme!r}"
-    if V > caps.max_vocab_size:
-        return f"V={V} > declared max_vocab_size={caps.max_vocab_size}"
-    depth = max(t.depth for t in pattern.trees)
-    if depth > caps.max_k:
-        return f"tree depth {depth} > declared max_k={caps.max_k}"
-    return None
-
-
-def _seeded_trees(pattern: Pattern, seed: int) -> list[PatternTree]:
-    """The pattern's requests under this seed's relabelling of the vocabulary."""
-    perm = np.random.default_rng(case_seed(seed, "relabel")).permutation(V)
-    return [relabelled(t, perm) for t in pattern.trees]
-
-
 def probe_batch(pattern: Pattern, seed: int, dtype: str) -> tuple[TreeBatch, Noise]:
     """Every probe of the pattern's requests in one batch (the requests' probes interleaved), with its noise."""
     rng = np.random.default_rng(seed)
-    trees = _seeded_trees(pattern, seed)
-    sent = [_as_sent(t, dtype) for t in trees]
+    trees = seeded_trees(pattern, seed)
+    sent = [as_sent(t, dtype) for t in trees]
     if pattern.scheme == "greedy":
         per_tree = [[(i, logits) for logits in greedy_probes(t)] for i, t in enumerate(sent)]
     else:
@@ -416,7 +255,7 @@ def _exact(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
     name, seed = pattern.check, case_seed(ctx.seed, pattern.check)
     batch, noise = probe_batch(pattern, seed, dtype)
     injected = noise if device.capabilities.injected_noise else None    # greedy reads no noise
-    got, problem = call(name, "L1", lambda: device.verify_tree(batch, injected))
+    got, problem = call(name, "L1", lambda: ask(device, batch, injected), device.capabilities)
     if problem:
         return problem
     problems = compare_tree(got, reference_tree_step(batch, injected),
@@ -430,89 +269,49 @@ def _exact(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
 
 # --- without injected noise: the pattern's exact law ----------------------------------------------
 
-def step_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequence, draft_rows: Sequence | None = None,
-             scheme: str = "rrs", threshold_single=1, threshold_acc=1) -> dict[tuple, object]:
-    """Exact law of the emitted tuple of one tree step *given its drafts* ``tokens [N]`` (SPEC §11.2–§11.4:
-    ``reference.tree.level`` at every slot the walk can reach): ``target_rows [N + 1][V]`` each slot's
-    target_probs (root first), ``draft_rows [N][V]`` or None (point proposals).
-
-    >>> from fractions import Fraction as F
-    >>> t, d = [F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(1, 2), F(1, 4)]
-    >>> sorted((k, str(p)) for k, p in step_law([-1, -1], [1, 0], [t, t, t], [d, d]).items())[:3]
-    [((0, 0), '1/4'), ((0, 1), '1/8'), ((0, 2), '1/8')]
-    """
-    kids, law = children_of(parents), defaultdict(int)
-
-    def walk(slot: int, prefix: tuple, mass) -> None:
-        siblings, target = kids[slot], list(target_rows[slot])
-        if scheme == "greedy":
-            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
-        rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
-        p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
-                                           threshold_acc)
-        for k in (k for k, pk in enumerate(p_accept) if pk):
-            walk(siblings[k] + 1, prefix + (tokens[siblings[k]],), mass * p_accept[k])
-        for y in (y for y, r in enumerate(residual) if r and p_none):
-            law[prefix + (y,)] += mass * p_none * residual[y]
-
-    walk(0, (), 1)
-    return dict(law)
-
-
-def laws(pattern: Pattern, seed: int, dtype: str) -> list[dict]:
-    """Each request's exact law of its emitted tuple, from its rows as sent (``step_law``)."""
-    return [step_law(list(t.parents), list(t.tokens), t.target, t.draft, pattern.scheme)
-            for t in (_as_sent(t, dtype) for t in _seeded_trees(pattern, seed))]
-
-
-def statistical(pattern: Pattern) -> int:
-    """How many goodness-of-fit tests the pattern's law check runs (requests with more than one outcome)."""
-    if pattern.scheme == "greedy":
-        return 0
-    return sum(len(law) > 1 for law in laws(pattern, 0, "float64"))
-
-
-def sampled_patterns(caps) -> int:
-    """How many pattern-law tests a device is asked (no injected noise, the pattern within its capabilities):
-    they share the edges' family budget with L1-edges' and L1-sampler's (``exact.edge_alpha``)."""
-    if caps.injected_noise:
-        return 0
-    return sum(statistical(p) for p in PATTERNS if not _lacking(caps, p))
-
-
-def _law_check(device, pattern: Pattern, ctx, dtype: str, alpha: float) -> CheckResult:
-    name, seed = pattern.check, case_seed(ctx.seed, pattern.check, "law")
-    n = QUICK_SAMPLES if ctx.quick else SAMPLES
-    trees = _seeded_trees(pattern, seed)
+def _law_check(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
+    """The pattern ``n`` times under the device's own randomness: exact support, then each request's
+    goodness-of-fit test at its α in the run's plan (``law_test_name``)."""
+    name, seed, n = pattern.check, law_seed(pattern, ctx.seed), samples(ctx.quick)
+    plan = run_plan(device.capabilities, ctx)
+    trees = seeded_trees(pattern, seed)
     batch = batch_of(trees * n, pattern.scheme, dtype)
     batch = replace(batch, seeds=np.random.default_rng(seed).integers(0, 2**63, batch.batch_size, dtype=np.uint64))
-    got, problem = call(name, "L1", lambda: device.verify_tree(batch, None))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
     if problem:
         return problem
     emitted = [tuple(got.emitted(i)) for i in range(batch.batch_size)]
-    worst_tv, p_min, spent = 0.0, 1.0, None
+    repro = f"[specsim conform --groups L1-trees --seed {ctx.seed}]"
+    worst_tv, p_min, spent = 0.0, 1.0, []
     for i, law in enumerate(laws(pattern, seed, dtype)):
         seen = Counter(emitted[i::len(trees)])
         outside = {k: c for k, c in seen.items() if k not in law}
         if outside:
             return CheckResult(name, "L1", "fail", f"{pattern.why}: request {i} emitted {sorted(outside)[:3]} "
-                               f"({sum(outside.values())} of {n}), which the exact law gives probability 0 "
-                               f"[specsim conform --groups L1-trees --seed {ctx.seed}]", seed=seed, n=n)
+                               f"({sum(outside.values())} of {n}), which the exact law gives probability 0 {repro}",
+                               seed=seed, n=n)
         if len(law) > 1:
-            keys = sorted(law)
-            res = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]), alpha,
-                                 what=f"{name} request {i}", seed=seed)
-            worst_tv, p_min, spent = max(worst_tv, res.detectable_tv), min(p_min, res.p_value), alpha
+            test, keys = plan.test(law_test_name(pattern, i)), sorted(law)
+            res = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
+                                 test.alpha, what=test.name, seed=seed)
+            worst_tv, p_min = max(worst_tv, res.detectable_tv), min(p_min, res.p_value)
+            spent.append(test)
             if not res.passed:
-                return CheckResult(name, "L3", "fail", f"{pattern.why}: {res.report()} [specsim conform --groups "
-                                   f"L1-trees --seed {ctx.seed}]", p_value=res.p_value, alpha=alpha, n=n,
-                                   statistic=res.statistic, detectable_tv=res.detectable_tv, seed=seed,
-                                   extra=res.extra())
-    said = (f"exact support and a goodness-of-fit test at α={alpha:.1e}, n={n}, detectable TV {worst_tv:.3f}, "
-            f"smallest p={p_min:.3g}" if spent else f"exact: every one of {n} samples in the law's support")
-    return CheckResult(name, "L3" if spent else "L1", "pass", f"{pattern.why} — without injected noise, {said}",
-                       p_value=p_min if spent else None, alpha=spent, n=n,
-                       detectable_tv=worst_tv if spent else None, seed=seed)
+                return CheckResult(name, "L3", "fail", f"{pattern.why}: {res.report()} {repro}",
+                                   p_value=res.p_value, alpha=test.alpha, n=n, statistic=res.statistic,
+                                   detectable_tv=res.detectable_tv, seed=seed,
+                                   extra={**res.extra(), "alpha_share": test.alpha_share,
+                                          "alpha_family": plan.alpha_family, "family_tests": len(plan.tests)})
+    if not spent:
+        return CheckResult(name, "L1", "pass", f"{pattern.why} — without injected noise, exact: every one of {n} "
+                           "samples in the law's support", n=n, seed=seed)
+    alpha = min(t.alpha for t in spent)
+    return CheckResult(name, "L3", "pass", f"{pattern.why} — without injected noise, exact support and "
+                       f"{len(spent)} goodness-of-fit test(s) at α={alpha:.2e} (the run's plan), n={n}, detectable "
+                       f"TV {worst_tv:.3f}, smallest p={p_min:.3g}", p_value=p_min, alpha=alpha, n=n,
+                       detectable_tv=worst_tv, seed=seed,
+                       extra={"alpha_share": min(t.alpha_share for t in spent), "alpha_family": plan.alpha_family,
+                              "family_tests": len(plan.tests), "tests": [t.name for t in spent]})
 
 
 def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
@@ -524,14 +323,12 @@ def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     >>> [r.status for r in pattern_checks(load("torch"), Context(quick=True), only="L1/trees/pattern/rrs/duplicates")]
     ['pass']
     """
-    from specsim.conformance.exact import edge_alpha
     caps, results = device.capabilities, []
-    dtype = _dtype(caps)
-    alpha = None if caps.injected_noise else edge_alpha(caps, ctx)
+    dtype = pattern_dtype(caps)
     for pattern in PATTERNS:
         if only is not None and pattern.check != only:
             continue
-        why = _lacking(caps, pattern)
+        why = pattern_lacking(caps, pattern)
         if why:
             results.append(CheckResult(pattern.check, "L1", "not_supported", why))
         elif caps.injected_noise or pattern.scheme == "greedy":
@@ -540,30 +337,34 @@ def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
             results.append(CheckResult(pattern.check, "L1", "not_supported",
                                        "device takes no injected noise and draws none of its own (rng='none')"))
         else:
-            results.append(_law_check(device, pattern, ctx, dtype, alpha))
+            results.append(_law_check(device, pattern, ctx, dtype))
     return results
 
 
 def design(caps, ctx) -> list[tuple[str, int, str]]:
-    """Per pattern: (check, probes sent with injected noise, what a device without injected noise is held
-    to — its law tests' design detectable TV at the edges' α, or "exact" for greedy)."""
-    from specsim.conformance.exact import edge_alpha
-    alpha, n = edge_alpha(caps, ctx), QUICK_SAMPLES if ctx.quick else SAMPLES
+    """Per pattern: (check, probes sent with injected noise, what a device of capabilities ``caps`` without
+    injected noise is held to — its law tests' α, n and design detectable TV from the run's plan, or
+    "exact" for greedy)."""
+    plan = run_plan(replace(caps, injected_noise=False), ctx)
     out = []
     for pattern in PATTERNS:
-        seed = case_seed(ctx.seed, pattern.check)
-        count = probe_batch(pattern, seed, "float64")[0].batch_size
-        if pattern.scheme == "greedy":
+        count = probe_batch(pattern, case_seed(ctx.seed, pattern.check), "float64")[0].batch_size
+        tests = [t for t in plan.tests if t.check == pattern.check]
+        if pattern.scheme == "greedy" or not tests:
             out.append((pattern.check, count, "exact"))
             continue
-        tvs = [stats.min_detectable_tv(stats.design_cells(np.array(list(law.values())), n), n, alpha)
-               for law in laws(pattern, seed, "float64")]
-        out.append((pattern.check, count, f"TV {max(tvs):.3f} (n={n}, α={alpha:.2e})"))
+        tvs = [t.detectable_tv for t in tests if t.detectable_tv is not None]
+        out.append((pattern.check, count, f"{len(tests)} test(s), TV {max(tvs):.3f} (n={tests[0].n}, "
+                                          f"α={min(t.alpha for t in tests):.2e})" if tvs else
+                    f"{len(tests)} test(s), n={tests[0].n}: {tests[0].note}"))
     return out
 
 
 __all__ = ["PATTERNS", "Pattern", "PatternTree", "tree", "probes", "greedy_probes", "probe_batch", "step_law", "laws",
-           "sampled_patterns", "pattern_checks", "design"]
+           "pattern_checks", "design",
+           # re-exported from tree_pattern_cases, where the run's plan reads them
+           "V", "T_ROOT", "Q_ROOT", "T_NODE", "Q_NODE", "T_PATH", "Q_PATH", "EMPTY", "SIBLINGS", "WHY", "SAMPLES",
+           "QUICK_SAMPLES", "as_sent", "seeded_trees"]
 
 
 if __name__ == "__main__":      # python -m specsim.conformance.tree_patterns [--quick]: the patterns' design

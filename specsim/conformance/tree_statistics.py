@@ -1,11 +1,11 @@
 """L3 for trees (SPEC §11): the law of the emitted path and of the accepted length, black box.
 
-Each case is one tree template (shape, V, scheme, drafting, sampling
-parameters) whose target and drafter rows depend on the accepted prefix
-(a row per prefix, drawn from the case seed). Every trial drafts its own
-tree from the drafter rows (with or without replacement, or top-k), gets a
-fresh seed and position, and the device verifies all trials with its own
-randomness (``noise=None``). Per case:
+Each case of ``tree_cases.CASES`` is one tree template (shape, V, scheme,
+drafting, sampling parameters) whose target and drafter rows depend on the
+accepted prefix (a row per prefix, drawn from the case seed). Every trial
+drafts its own tree from the drafter rows (with or without replacement, or
+top-k), gets a fresh seed and position, and the device verifies all trials
+with its own randomness (``noise=None``). Per case:
 
 * ``support`` (exact, no α): no emitted path outside the law's support;
 * ``path``: the emitted tuple (accepted path + emitted token) against its
@@ -13,106 +13,35 @@ randomness (``noise=None``). Per case:
   sibling order, residual updates and thresholds, all at once;
 * ``accepted``: the accepted length against ``accepted_length_law``.
 
-**Budget.** L3-statistical and L3-trees share the L3 layer's one
-``ctx.alpha_family``, split (Bonferroni) over the statistical checks of both
-(``statistical.l3_shares``: 10 of 100 at the default, so every check runs at
-``α/100``, nominal α/1000, ``stats.Budget``); together they false-fail at most
-``alpha_family``. Trials per case come from the planner: worst-case TV
-``TARGET_TV`` (0.03; a case may set its own ``target_tv``) on the path law
-detected with power 1 − β, the pooled cells counted at the planned trials
-(``design_trials``): a path law off by TV 0.047, as siblings verified with
-their parent's row though drafted without replacement can be (docs/bugs.md
-C10), is detected with power 0.999.
+**Budget.** ``path`` and ``accepted`` are tests of the run's statistical plan
+(``stat_plan.run_plan``: ``ctx.alpha_family`` split evenly over every
+statistical test of the run, L3-statistical's and the edges' included, each run
+at a tenth of its share). Trials per case come from the plan
+(``stat_plan.tree_trials``): worst-case TV ``tree_cases.TARGET_TV`` (0.03; a
+case may set its own ``target_tv``) on the path law detected with power 1 − β
+at that α, the pooled cells counted at the planned trials
+(``stat_plan.design_trials``): a path law off by TV 0.047, as siblings verified
+with their parent's row though drafted without replacement can be
+(docs/bugs.md C10), is detected with power 0.999.
 ``python -m specsim.conformance.tree_statistics [seed ...]`` prints each
-case's trials and detectable TVs.
+case's trials and detectable TVs from the plan.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, TreeBatch
-from reference.target import target_probs
-from reference.tree import accepted_length_law, tree_law
 from specsim import stats
-from specsim.conformance._common import call
+from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
+from specsim.conformance.stat_plan import StatPlan, run_plan
+from specsim.conformance.tree_cases import (CASES, QUICK_TRIALS, TARGET_TV, PrefixRows, TreeCase,  # re-exported
+                                            case_name, laws)
 from specsim.conformance.trees import tree_device
-from specsim.testing.batches import _softmax_rows
 from specsim.testing.seeds import case_seed
 
-TARGET_TV = 0.03
-QUICK_TRIALS = 2000
 CHUNK = 8192
-
-
-@dataclass(frozen=True)
-class TreeCase:
-    id: str
-    parents: tuple
-    V: int
-    scheme: str = "rrs"
-    drafting: str = "with_replacement"
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    threshold_single: float = 1.0
-    threshold_acc: float = 1.0
-    draft_top_k: int = 0            # the drafter's row cut to its top k tokens (0: whole row)
-    target_tv: float = TARGET_TV    # the worst-case TV on the path law the trials are sized to detect
-
-    @property
-    def needs(self) -> str:
-        return self.scheme
-
-
-CASES = [
-    TreeCase("rrs-with-replacement", (-1, -1, 0, 1), 5),
-    TreeCase("rrs-without-replacement", (-1, -1, -1, 0), 4, drafting="without_replacement"),
-    TreeCase("rrs-point-top-p", (-1, -1, 0, 0), 5, drafting="top", top_p=0.9, temperature=0.8),
-    TreeCase("sglang", (-1, -1, 0), 5, scheme="sglang", drafting="top"),
-    TreeCase("sglang-relaxed", (-1, -1, 0), 5, scheme="sglang", drafting="top", threshold_single=0.5,
-             threshold_acc=0.8),
-    TreeCase("rrs-without-replacement-wide", (-1, -1, -1, 0, 0, 1), 5, drafting="without_replacement"),
-    TreeCase("rrs-placeholders", (-1, -1, -1, 0), 4, drafting="without_replacement", draft_top_k=2),
-    TreeCase("sglang-duplicates", (-1, -1, -1, 0), 4, scheme="sglang", drafting="with_replacement"),
-    TreeCase("rrs-leaves-every-depth", (-1, -1, 0, 0, 2, 2, 4), 4, drafting="without_replacement"),
-    TreeCase("rrs-eight-nodes", (-1, -1, -1, 0, 0, 1, 3, 3), 4),
-]
-"""Shapes of up to 8 nodes and depth 4: siblings drawn with and without replacement, top-k with top-p,
-sglang (lossless, relaxed, and with duplicate siblings drawn with replacement), placeholders (a drafter
-cut to its top 2 tokens gives its third sibling none to draw), leaves at depths 1 to 4."""
-
-
-class PrefixRows:
-    """A case's rows per accepted prefix, drawn on first use from the case seed: raw target logits,
-    target_probs (§2), and the drafter's law."""
-
-    def __init__(self, case: TreeCase, seed: int):
-        self.case, self.seed, self.logits, self.drafter = case, seed, {}, {}
-
-    def target_logits(self, prefix: tuple) -> np.ndarray:
-        if prefix not in self.logits:
-            rng = np.random.default_rng(case_seed(self.seed, f"target{prefix}"))
-            self.logits[prefix] = rng.normal(0.0, 1.5, self.case.V)
-        return self.logits[prefix]
-
-    def target(self, prefix: tuple) -> np.ndarray:
-        c = self.case
-        return target_probs(self.target_logits(prefix), c.temperature, c.top_k, c.top_p)
-
-    def draft(self, prefix: tuple) -> np.ndarray:
-        if prefix not in self.drafter:
-            rng = np.random.default_rng(case_seed(self.seed, f"draft{prefix}"))
-            noisy = self.target_logits(prefix) / self.case.temperature + rng.normal(0.0, 0.8, self.case.V)
-            row = _softmax_rows(noisy[None, :])[0]
-            if self.case.draft_top_k:
-                row[np.argsort(-row, kind="stable")[self.case.draft_top_k:]] = 0.0
-                row = row / row.sum()
-            self.drafter[prefix] = row
-        return self.drafter[prefix]
 
 
 def _draw(rng, rows: np.ndarray, drafting: str, taken: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,43 +87,9 @@ def trial_batch(case: TreeCase, rows: PrefixRows, n: int, rng: np.random.Generat
         threshold_single=case.threshold_single, threshold_acc=case.threshold_acc)
 
 
-def laws(case: TreeCase, rows: PrefixRows) -> tuple[dict, np.ndarray]:
-    """(path law ``{tuple: prob}``, accepted-length law ``[depth + 1]``), exact enumeration in float64."""
-    law = tree_law(list(case.parents), rows.target, rows.draft, case.scheme, case.drafting, case.threshold_single,
-                   case.threshold_acc, exact=False)
-    return law, np.array(accepted_length_law(law, list(case.parents)), dtype=np.float64)
-
-
-def plan(ctx) -> tuple[stats.Budget, dict]:
-    """The budget over every statistical check of the case list, and each case's trial count."""
-    from specsim.conformance.statistical import l3_shares
-    budget = stats.Budget(ctx.alpha_family * l3_shares()[1], 2 * len(CASES))
-    trials = {}
-    for case in CASES:
-        if ctx.quick:
-            trials[case.id] = QUICK_TRIALS
-            continue
-        law, _ = laws(case, PrefixRows(case, case_seed(ctx.seed, f"L3/trees/{case.id}")))
-        trials[case.id] = design_trials(np.array(list(law.values())), case.target_tv, budget.nominal)
-    return budget, trials
-
-
-def design_trials(probs: np.ndarray, tv: float, alpha: float) -> int:
-    """Trials for a goodness-of-fit test of the law ``probs`` ``[cells]`` at level ``alpha`` to detect any
-    TV ≥ ``tv`` with power 1 − β, its pooled cells counted at that very number of trials (more trials keep
-    more cells apart, which costs power: a few rounds settle it).
-
-    >>> design_trials(np.full(4, 0.25), 0.05, 1e-6) > design_trials(np.full(4, 0.25), 0.1, 1e-6)
-    True
-    """
-    n = 10_000.0
-    for _ in range(4):
-        n = stats.min_samples(max(2, stats.design_cells(probs, n)), tv, alpha)
-    return int(np.ceil(n))
-
-
-def _run_case(device, case: TreeCase, n: int, budget: stats.Budget, ctx) -> list[CheckResult]:
-    name = f"L3/trees/{case.id}"
+def _run_case(device, case: TreeCase, plan: StatPlan, ctx) -> list[CheckResult]:
+    name = case_name(case)
+    n = plan.test(f"{name}/path").n
     seed = case_seed(ctx.seed, name)
     rows = PrefixRows(case, seed)
     law, length_law = laws(case, rows)
@@ -202,7 +97,7 @@ def _run_case(device, case: TreeCase, n: int, budget: stats.Budget, ctx) -> list
     paths, accepted = [], []
     for start in range(0, n, CHUNK):
         batch = trial_batch(case, rows, min(CHUNK, n - start), rng)
-        out, problem = call(name, "L3", lambda: device.verify_tree(batch, None))
+        out, problem = call(name, "L3", lambda: ask(device, batch, None), device.capabilities)
         if problem:
             return [problem]
         paths += [tuple(out.emitted(i)) for i in range(batch.batch_size)]
@@ -217,10 +112,14 @@ def _run_case(device, case: TreeCase, n: int, budget: stats.Budget, ctx) -> list
     for what, observed, expected in (("path", counts, np.array([law[c] for c in cells])),
                                      ("accepted", np.bincount(np.concatenate(accepted), minlength=len(length_law)),
                                       length_law)):
-        res = stats.gof_test(observed, expected, budget.nominal, what=f"{name}/{what}", seed=seed)
-        results.append(CheckResult(f"{name}/{what}", "L3", "pass" if res.passed else "fail", res.report(),
+        test = plan.test(f"{name}/{what}")
+        res = stats.gof_test(observed, expected, test.alpha, what=test.name, seed=seed)
+        results.append(CheckResult(test.name, "L3", "pass" if res.passed else "fail", res.report(),
                                    p_value=res.p_value, alpha=res.alpha, n=res.n, statistic=res.statistic,
-                                   detectable_tv=res.detectable_tv, seed=seed, extra=res.extra()))
+                                   detectable_tv=res.detectable_tv if np.isfinite(res.detectable_tv) else None,
+                                   seed=seed, extra={**res.extra(), "alpha_share": test.alpha_share,
+                                                     "alpha_family": plan.alpha_family,
+                                                     "family_tests": len(plan.tests)}))
     return results
 
 
@@ -231,31 +130,34 @@ def tree_statistical_group(device, ctx) -> list[CheckResult]:
         return [CheckResult("L3/trees", "L3", "not_supported", why)]
     if device.capabilities.rng == "none":
         return [CheckResult("L3/trees", "L3", "not_supported", "device draws no randomness of its own (rng='none')")]
-    budget, trials = plan(ctx)
+    plan = run_plan(device.capabilities, ctx)
     results = []
     for case in CASES:
         if case.needs not in device.capabilities.tree_schemes:
             results.append(CheckResult(f"L3/trees/{case.id}", "L3", "not_supported",
                                        f"device does not declare tree scheme {case.needs!r}"))
             continue
-        results += _run_case(device, case, trials[case.id], budget, ctx)
+        results += _run_case(device, case, plan, ctx)
     return results
 
 
-def design(ctx) -> list[tuple[str, int, float, float]]:
-    """Per case at this suite seed: (id, trials, design detectable TV of the path law, of the accepted length)."""
-    budget, trials = plan(ctx)
-    out = []
+def design(ctx, caps=None) -> list[tuple[str, int, float, float]]:
+    """Per case the run's plan sizes at this suite seed: (id, trials, design detectable TV of the path law,
+    of the accepted length). ``caps``: the device's capabilities (default: the torch device's)."""
+    if caps is None:
+        from devices.torch_device import CAPABILITIES as caps
+    plan = run_plan(caps, ctx)
+    planned, out = {t.name for t in plan.of_group("L3-trees")}, []
     for case in CASES:
-        path_law, length_law = laws(case, PrefixRows(case, case_seed(ctx.seed, f"L3/trees/{case.id}")))
-        n = trials[case.id]
-        out.append((case.id, n) + tuple(stats.min_detectable_tv(stats.design_cells(np.asarray(list(probs)), n), n,
-                                                                budget.nominal)
-                                        for probs in (path_law.values(), length_law)))
+        path, accepted = (f"{case_name(case)}/{what}" for what in ("path", "accepted"))
+        if path not in planned:
+            continue
+        out.append((case.id, plan.test(path).n) + tuple(plan.test(name).detectable_tv or float("nan")
+                                                         for name in (path, accepted)))
     return out
 
 
-__all__ = ["TARGET_TV", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "plan", "design_trials", "design",
+__all__ = ["TARGET_TV", "QUICK_TRIALS", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "design",
            "tree_statistical_group"]
 
 

@@ -8,11 +8,17 @@
   every shape (random, chain, full width, binary) and drafting (with and
   without replacement, top-k, duplicate siblings, placeholders), injected and
   keyed noise, token for token and node for node against ``reference.tree``;
-  the hand-built edges of §11 with their exact expected tokens; and the
-  engine-sized trees and ragged batches of ``tree_sizes``.
-* ``L2-trees``: contracts — keyed determinism and batch invariance, the coins
-  a step reads (§11.5: changing any other coin changes nothing), a chain tree
-  equal to the chain step, and ``UnsupportedCall`` for an undeclared scheme.
+  trees at the declared limits (§11.1: depth ``max_k``, EAGLE-2's 64 nodes,
+  ``max_tree_nodes``) with the coins steered down the deepest path through
+  late siblings, where a refusal fails; the hand-built edges of §11 with their
+  exact expected tokens; and the engine-sized trees and ragged batches of
+  ``tree_sizes``.
+* ``L2-trees``: contracts — the coins a step reads (§11.5: changing any other
+  coin changes nothing), a chain tree equal to the chain step,
+  ``UnsupportedCall`` for an undeclared scheme; for a device drawing its own
+  randomness, determinism and batch invariance (Philox: against the
+  reference; ``"seeded"``: against its own answers, with seed and position
+  sensitivity).
 
 A device without ``verify_tree`` (or declaring no tree scheme) gets one
 ``not_supported`` result per group. Tree decisions are compared exactly
@@ -28,13 +34,13 @@ import numpy as np
 
 from devices.protocol import Noise, TreeBatch, UnsupportedCall
 from reference.tree import children_of
-from specsim.conformance._common import call
+from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
 from specsim.conformance.tree_patterns import pattern_checks
 from specsim.conformance.tree_sizes import size_checks
 from specsim.testing.seeds import case_seed
-from specsim.testing.trees import (TreeSpec, compare_tree, random_tree_batch, random_tree_noise, reference_tree_step,
-                                   select_tree_requests)
+from specsim.testing.trees import (TreeSpec, compare_tree, layered_parents, random_tree_batch, random_tree_noise,
+                                   reference_tree_step, select_tree_requests, steer_tree, tree_batch_of, tree_shape)
 
 CASES: dict[str, TreeSpec] = {
     "rrs-with-replacement": TreeSpec(),
@@ -69,7 +75,7 @@ def _missing(device, spec: TreeSpec, V: int, dtype: str) -> str | None:
 
 
 def _check(name: str, layer: str, device, batch: TreeBatch, noise: Noise | None, seed: int | None) -> CheckResult:
-    got, problem = call(name, layer, lambda: device.verify_tree(batch, noise))
+    got, problem = call(name, layer, lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
@@ -108,6 +114,8 @@ class TreeEdge:
     expected: list              # emitted tokens
     nodes: list                 # accepted nodes
     why: str
+    threshold_single: float = 1.0
+    threshold_acc: float = 1.0
 
 
 HALF = [0.5, 0.5]
@@ -132,6 +140,18 @@ EDGES = [
              "the level's coin is the first child's (0.3 < A = 0.5), even when that child is a placeholder"),
     TreeEdge("placeholder-subtree", "rrs", [-1, 0], [-1, 1], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], [0.0, 0.0], [1], [],
              "a node under a placeholder is never reached; the root's residual emits 1"),
+    TreeEdge("sglang-u0-zero-probability", "sglang", [-1, -1], [0, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [0.0, 0.7], [1, 2], [1],
+             "coin u = 0: the first sibling (0, t = 0) is rejected, 0 < A = 0 being false (§11.4's strict form; "
+             "SGLang's u <= A/a accepts it); the second (t = 0.5) is accepted and its leaf row emits 2"),
+    TreeEdge("sglang-threshold-single-zero", "sglang", [-1, -1], [0, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [0.99, 0.0], [1, 2], [1],
+             "threshold_single = 0 accepts the first sibling the target allows (1, t = 0.5), never the "
+             "zero-probability one before it (§11.4: t(x) > 0 is required)", threshold_single=0.0),
+    TreeEdge("sglang-threshold-acc-zero", "sglang", [-1, -1, -1], [0, 2, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [0.99, 0.0, 0.0], [2, 1], [1],
+             "threshold_acc = 0: u·0 < A accepts the first sibling with A > 0 (2, after the forbidden 0), "
+             "whatever the coin", threshold_acc=0.0),
     TreeEdge("greedy-first-match", "greedy", [-1, -1, 0, 1], [1, 1, 0, 1],
              [[0.2, 0.8], [0.9, 0.1], [0.1, 0.9], [0.5, 0.5], [0.5, 0.5]], [0.0] * 4, [1, 0, 0], [0, 2],
              "greedy: the first sibling matching the argmax (node 0, not its duplicate node 1) is followed"),
@@ -145,7 +165,8 @@ def edge_batch(edge: TreeEdge) -> tuple[TreeBatch, Noise]:
     greedy = edge.scheme == "greedy"
     batch = TreeBatch(np.array([len(edge.parents)]), np.array(edge.parents, np.int64), np.array(edge.ids, np.int64),
                       None, logits, np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1),
-                      scheme="rrs" if greedy else edge.scheme)
+                      scheme="rrs" if greedy else edge.scheme, threshold_single=edge.threshold_single,
+                      threshold_acc=edge.threshold_acc)
     return batch, Noise(np.array(edge.coins, np.float64), np.ones((1, V)))
 
 
@@ -157,7 +178,7 @@ def _edges(device, ctx) -> list[CheckResult]:
             results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
             continue
         batch, noise = edge_batch(edge)
-        got, problem = call(name, "L1", lambda: device.verify_tree(batch, noise))
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
         if problem:
             results.append(problem)
             continue
@@ -168,9 +189,109 @@ def _edges(device, ctx) -> list[CheckResult]:
     return results
 
 
+# --- the declared limits (SPEC §11.1): as deep and as large as declared, exactly ----------------
+
+DEEPEST = 4096
+"""A declared ``max_k`` above this is checked at this depth (the reference walks a level per node)."""
+WIDE_NODES, WIDE_DEPTH = 64, 6
+"""EAGLE-2's published tree (60 nodes at depth 6), rounded up: a root with 11 children."""
+LARGEST = 1024
+"""A declared ``max_tree_nodes`` above this is checked at this size."""
+LARGEST_DEPTH = 8
+LIMIT_V = 64
+
+
+def limit_shapes(caps, quick: bool = False) -> dict[str, np.ndarray]:
+    """Name → request-local ``parents`` of the trees at the declared limits: the deepest (depth
+    ``min(max_k, max_tree_nodes)``, two chains under the root), EAGLE-2's size (64 nodes at depth 6:
+    11 root children, the deep subtree under the tenth) and, but for ``quick`` runs, the largest
+    (``max_tree_nodes`` at depth 8; the capabilities group calls it in every run)."""
+    depth = min(caps.max_k, caps.max_tree_nodes, DEEPEST)
+    shapes = {f"depth-{depth}": layered_parents(min(2 * depth, caps.max_tree_nodes), depth)}
+    wide = min(WIDE_NODES, caps.max_tree_nodes)
+    shapes[f"nodes-{wide}"] = layered_parents(wide, min(WIDE_DEPTH, caps.max_k))
+    most = min(caps.max_tree_nodes, LARGEST)
+    if most > wide and not quick:
+        shapes[f"nodes-{most}"] = layered_parents(most, min(LARGEST_DEPTH, caps.max_k))
+    return shapes
+
+
+def _limit_variants(caps) -> list[tuple[str, str, str]]:
+    """(name, scheme, drafting) of each declared scheme (rrs with rows if ``draft_probs`` is declared,
+    with point proposals if ``point_proposals`` is); greedy alone if nothing else is declared."""
+    variants = [(n, s, d) for n, s, d, mode in (("rrs", "rrs", "with_replacement", caps.draft_probs),
+                                                ("rrs-point", "rrs", "top", caps.point_proposals),
+                                                ("sglang", "sglang", "top", True)) if s in caps.tree_schemes and mode]
+    return variants or ([("greedy", "rrs", "top")] if "greedy" in caps.tree_schemes else [])
+
+
+def _limit_dtype(caps) -> str | None:
+    """float64 where declared, else float32 (the steering computes in float64); None: neither."""
+    return next((d for d in ("float64", "float32") if d in caps.dtypes), None)
+
+
+def limit_batch(rng: np.random.Generator, parents: np.ndarray, variant: tuple[str, str, str], caps,
+                injected: bool) -> tuple[TreeBatch, Noise]:
+    """Four requests with the tree ``parents``: two sampled ones steered down the deepest path
+    (``steer_tree``), a greedy one steered the same way (when greedy is declared), one left to its
+    noise. Without injected noise only the greedy steering remains (the drafts are the argmax).
+    Every logit finite, no top-k/top-p: a steered path is never cut by a forbidden token."""
+    name, scheme, drafting = variant
+    widest = int(np.bincount(parents + 1).max()) if len(parents) else 0     # top drafting: distinct siblings
+    V = min(caps.max_vocab_size, max(widest, LIMIT_V))
+    spec = TreeSpec(vocab_size=V, dtype=_limit_dtype(caps), scheme=scheme,
+                    drafting=drafting, greedy_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0,
+                    placeholder_fraction=0.0, masked_fraction=0.0)
+    batch = tree_batch_of(rng, [parents] * 4, spec)
+    greedy = "greedy" in caps.tree_schemes
+    sampled = name != "greedy"
+    temperature = np.array([1.0, 0.7, 0.0 if greedy else 1.3, 1.0]) if sampled else np.zeros(4)
+    batch = replace(batch, temperature=temperature)
+    noise = random_tree_noise(rng, batch)
+    steered = [i for i in range(4) if i != 3 and (injected or temperature[i] == 0)]
+    batch, noise = steer_tree(batch, noise, steered)
+    return batch, noise
+
+
+def _limit_cases(device, ctx) -> list[CheckResult]:
+    """Trees at the declared depth and size against the reference, token for token and node for node:
+    a device truncating deep trees, dropping late siblings or refusing wide ones fails. One noise
+    mode: injected noise steers the coins; keyed replay is held by the random cases, and without
+    either only greedy requests (no coins) are exact."""
+    caps = device.capabilities
+    mode = ("injected" if caps.injected_noise else "keyed" if caps.rng == "philox"
+            else "greedy" if "greedy" in caps.tree_schemes else None)
+    if mode is None:
+        return [CheckResult("L1/trees/limits", "L1", "not_supported", "no injected noise, no Philox replay and no "
+                            "greedy trees: nothing at the limits can be compared exactly (L3-trees holds the law)")]
+    if _limit_dtype(caps) is None:
+        return [CheckResult("L1/trees/limits", "L1", "not_supported", f"declared dtypes {list(caps.dtypes)} hold "
+                            "neither float64 nor float32, the dtypes the limit cases are stated in")]
+    results = []
+    for variant in [("greedy", "rrs", "top")] if mode == "greedy" else _limit_variants(caps):
+        for shape, parents in limit_shapes(caps, ctx.quick).items():
+            name = f"L1/trees/limits/{mode}/{variant[0]}/{shape}"
+            seed = case_seed(ctx.seed, name)
+            batch, noise = limit_batch(np.random.default_rng(seed), parents, variant, caps, mode == "injected")
+            noise = noise if mode == "injected" else None
+            what = f"a tree of {len(parents)} nodes at depth {int(batch.depths().max(initial=0))}"
+            # a refusal of a tree inside the declared limits fails (SPEC §11.1: it must be served)
+            got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
+            if problem:
+                results.append(problem)
+                continue
+            want = reference_tree_step(batch, noise)
+            problems = compare_tree(got, want, repro=f" [case {name}, seed {seed}]")
+            results.append(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3]) or
+                                       f"{what}: {batch.batch_size} requests agree (deepest accepted path "
+                                       f"{int(np.max(want.num_accepted))})", seed=seed))
+    return results
+
+
 def tree_l1_group(device, ctx) -> list[CheckResult]:
     """The constructed sibling patterns (``tree_patterns``); random trees with injected (and, for Philox
-    devices, keyed) noise; the §11 edges; trees of engine sizes and ragged batches (``tree_sizes``)."""
+    devices, keyed) noise; trees at the declared limits; the §11 edges; trees of engine sizes and ragged
+    batches (``tree_sizes``)."""
     why = tree_device(device)
     if why:
         return [CheckResult("L1/trees", "L1", "not_supported", why)]
@@ -179,6 +300,7 @@ def tree_l1_group(device, ctx) -> list[CheckResult]:
         results += _random_cases(device, ctx, "L1/trees/injected", injected=True)
     if device.capabilities.rng == "philox":
         results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
+    results += _limit_cases(device, ctx)
     return results + (_edges(device, ctx) if device.capabilities.injected_noise else []) + size_checks(device, ctx)
 
 
@@ -217,7 +339,7 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
     caps, results = device.capabilities, []
     for scheme in ("rrs", "sglang"):
         spec = TreeSpec(scheme=scheme, drafting="with_replacement" if scheme == "rrs" else "top", batch=8,
-                        greedy_fraction=0.0, max_nodes=min(6, caps.max_k))
+                        greedy_fraction=0.0, max_nodes=min(6, caps.max_k, caps.max_tree_nodes))
         base = f"L2/trees/{scheme}"
         seed = case_seed(ctx.seed, base)
         if scheme not in caps.tree_schemes:
@@ -230,13 +352,13 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
             want = reference_tree_step(batch, noise)
             fresh = rng.random(len(noise.uniforms))
             unread = Noise(np.where(coins_read(batch, want), noise.uniforms, fresh), noise.exponentials)
-            got, problem = call(base, "L2", lambda: device.verify_tree(batch, unread))
+            got, problem = call(base, "L2", lambda: ask(device, batch, unread), caps)
             problems = problem and [problem.detail] or compare_tree(got, want)
             results.append(_contract(f"{base}/coins-read", not problems, "; ".join(problems[:2]) or
                                      "only the coins SPEC §11.5 names are read", seed))
         if caps.rng == "philox":
-            once, p1 = call(base, "L2", lambda: device.verify_tree(batch, None))
-            again, p2 = call(base, "L2", lambda: device.verify_tree(batch, None))
+            once, p1 = call(base, "L2", lambda: ask(device, batch, None), caps)
+            again, p2 = call(base, "L2", lambda: ask(device, batch, None), caps)
             if p1 or p2:
                 results.append(p1 or p2)
                 continue
@@ -244,7 +366,7 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
                                      "the same seeds and positions replay the same step", seed))
             order = rng.permutation(batch.batch_size)[: max(1, batch.batch_size // 2)]
             sub, _ = select_tree_requests(batch, order)
-            alone, p3 = call(base, "L2", lambda: device.verify_tree(sub, None))
+            alone, p3 = call(base, "L2", lambda: ask(device, sub, None), caps)
             if p3:
                 results.append(p3)
                 continue
@@ -254,8 +376,101 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
             problems = compare_tree(_trim(alone, picked), picked)
             results.append(_contract(f"{base}/batch-invariance", not problems,
                                      "; ".join(problems[:2]) or "a request's tokens do not depend on its neighbours", seed))
+        elif caps.rng == "seeded":
+            results += _seeded_contracts(device, base, batch, spec, seed, ctx.seed)
     results.append(_chain_equals_tree(device, ctx))
     return results
+
+
+def _paths(out) -> list[tuple]:
+    """Each request's (emitted tokens, accepted nodes), without padding."""
+    ids, acc, nodes = (np.asarray(out.output_token_ids), np.asarray(out.num_accepted),
+                       np.asarray(out.accepted_nodes))
+    return [(tuple(ids[i, : int(acc[i]) + 1].tolist()), tuple(int(n) for n in nodes[i] if n >= 0))
+            for i in range(len(acc))]
+
+
+def _reseed_global_rngs() -> None:
+    """A device reading the global RNGs would change its answer now."""
+    import random
+    import sys
+    random.seed(12345)
+    np.random.seed(12345)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(12345)
+
+
+SENSITIVITY_V = 64
+
+
+def _seeded_contracts(device, base: str, batch: TreeBatch, spec: TreeSpec, seed: int,
+                      suite_seed: int) -> list[CheckResult]:
+    """SPEC §5.2's promise for ``rng="seeded"`` (its tokens a function of each request's seed and
+    position) on trees, judged against the device's own answers: determinism, batch invariance (the
+    batch reversed, every third request alone), and sensitivity to the seed and to the position."""
+    caps = device.capabilities
+    first, p1 = call(base, "L2", lambda: ask(device, batch, None), caps)
+    if p1:
+        return [p1]
+    _reseed_global_rngs()
+    second, p2 = call(base, "L2", lambda: ask(device, batch, None), caps)
+    if p2:
+        return [p2]
+    results, own = [], _paths(first)
+    repro = _repro(base, seed, suite_seed)
+    differ = [i for i, (a, b) in enumerate(zip(own, _paths(second))) if a != b]
+    results.append(_contract(f"{base}/determinism", not differ,
+                             f"the same call gave different answers for requests {differ[:5]} (coins not a function "
+                             f"of seed and position?){repro}" if differ else
+                             "the same seeds and positions, the same step, even after re-seeding the global RNGs", seed))
+    order = np.arange(batch.batch_size)[::-1]
+    singles = list(range(0, batch.batch_size, 3))
+    sub = lambda rows: select_tree_requests(batch, rows)[0]  # noqa: E731
+    reversed_out, p3 = call(base, "L2", lambda: ask(device, sub(order), None), caps)
+    alone = [call(base, "L2", lambda i=i: ask(device, sub([i]), None), caps) for i in singles]
+    problem = p3 or next((p for _, p in alone if p), None)
+    if problem:
+        return results + [problem]
+    moved = sorted({int(i) for i, path in zip(order, _paths(reversed_out)) if path != own[i]} |
+                   {i for i, (out, _) in zip(singles, alone) if _paths(out)[0] != own[i]})
+    results.append(_contract(f"{base}/batch-invariance", not moved,
+                             f"requests {moved[:5]} changed when the batch was reversed or they ran alone (coins "
+                             f"keyed by batch row?){repro}" if moved else
+                             "each request's answer is the same reversed and alone", seed))
+    return results + _sensitivity(device, base, spec, seed, suite_seed)
+
+
+def _sensitivity(device, base: str, spec: TreeSpec, seed: int, suite_seed: int) -> list[CheckResult]:
+    """Every seed (then every position) moved by one must change some request's answer. The batch's
+    target rows are uniform on V = 64 and its schemes lossless, so each request's first token is
+    uniform: a conforming device keeps all 8 answers with probability at most 64⁻⁸ ≈ 3.6·10⁻¹⁵."""
+    caps = device.capabilities
+    rng = np.random.default_rng(case_seed(seed, "sensitivity"))
+    uniform = replace(spec, vocab_size=SENSITIVITY_V, logit_scale=0.0, masked_fraction=0.0, top_k_fraction=0.0,
+                      top_p_fraction=0.0, placeholder_fraction=0.0, duplicate_fraction=0.0, threshold_single=1.0,
+                      threshold_acc=1.0, greedy_fraction=0.0)
+    batch = tree_batch_of(rng, [tree_shape(rng, int(n), "random") for n in
+                                rng.integers(0, uniform.max_nodes + 1, size=8)], uniform)
+    once, problem = call(base, "L2", lambda: ask(device, batch, None), caps)
+    if problem:
+        return [problem]
+    results = []
+    for what, field in (("seed", "seeds"), ("position", "positions")):
+        moved = replace(batch, **{field: getattr(batch, field) + (np.uint64(1) if field == "seeds" else 1)})
+        other, problem = call(base, "L2", lambda: ask(device, moved, None), caps)
+        if problem:
+            results.append(problem)
+            continue
+        same = sum(a == b for a, b in zip(_paths(once), _paths(other)))
+        results.append(_contract(f"{base}/{what}-sensitivity", same < batch.batch_size,
+                                 f"{batch.batch_size - same} of {batch.batch_size} requests changed when every {what} "
+                                 "moved by one" + (f" — the key ignores the {what}{_repro(base, seed, suite_seed)}"
+                                                   if same == batch.batch_size else ""), seed))
+    return results
+
+
+def _repro(base: str, seed: int, suite_seed: int) -> str:
+    return f" [case {base}, case seed {seed}; specsim conform --groups L2-trees --seed {suite_seed}]"
 
 
 def _trim(got, like):
@@ -291,8 +506,8 @@ def _chain_equals_tree(device, ctx) -> CheckResult:
     parents = np.concatenate([np.arange(k) - 1 for k in chain.num_draft_tokens]).astype(np.int64)
     tree = TreeBatch(chain.num_draft_tokens, parents, chain.draft_token_ids, chain.draft_probs, chain.target_logits,
                      chain.temperature, chain.top_k, chain.top_p, chain.seeds, chain.positions)
-    a, p1 = call(name, "L2", lambda: device.verify(chain, noise))
-    b, p2 = call(name, "L2", lambda: device.verify_tree(tree, noise))
+    a, p1 = call(name, "L2", lambda: ask(device, chain, noise), device.capabilities)
+    b, p2 = call(name, "L2", lambda: ask(device, tree, noise), device.capabilities)
     if p1 or p2:
         return p1 or p2
     ok = np.array_equal(np.asarray(a.output_token_ids), np.asarray(b.output_token_ids))

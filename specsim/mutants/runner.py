@@ -85,10 +85,13 @@ def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]
     return run_group(name, device, ctx)
 
 
-def hunt(device, ctx: Context, *, stop_early: bool = True) -> tuple[CheckResult | None, list[str], list[CheckResult]]:
-    """Run groups in order until one kills ``device``: (killer, groups run, all results)."""
+def hunt(device, ctx: Context, *, stop_early: bool = True,
+         groups=None) -> tuple[CheckResult | None, list[str], list[CheckResult]]:
+    """Run groups in order until one kills ``device``: (killer, groups run, all results).
+
+    ``groups``: the groups to run, in the runner's order (default: every group)."""
     seen, everything = [], []
-    for name in available_groups():
+    for name in (available_groups() if groups is None else [g for g in available_groups() if g in groups]):
         results = _run(name, device, ctx, stop_early)
         seen.append(name)
         everything += results
@@ -99,17 +102,17 @@ def hunt(device, ctx: Context, *, stop_early: bool = True) -> tuple[CheckResult 
     return (bad[0] if bad else None), seen, everything
 
 
-def judge_mutant(mutant, ctx: Context, black_box: bool = False) -> Verdict:
+def judge_mutant(mutant, ctx: Context, black_box: bool = False, groups=None) -> Verdict:
     device = BlackBox(mutant) if black_box else mutant
     start = time.perf_counter()
-    killer, seen, _ = hunt(device, ctx, stop_early=True)
+    killer, seen, _ = hunt(device, ctx, stop_early=True, groups=groups)
     return Verdict(mutant.id, mutant.bug, mutant.models, killer is not None, killer, seen,
                    time.perf_counter() - start)
 
 
-def judge_correct(name: str, device, ctx: Context) -> Verdict:
+def judge_correct(name: str, device, ctx: Context, groups=None) -> Verdict:
     start = time.perf_counter()
-    killer, seen, results = hunt(device, ctx, stop_early=False)
+    killer, seen, results = hunt(device, ctx, stop_early=False, groups=groups)
     v = Verdict(name, "(correct device)", "", killer is not None, killer, seen, time.perf_counter() - start)
     v.counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
     return v
@@ -120,7 +123,9 @@ class Job:
     """One judgement of a ``specsim mutants`` run, a pure function of its fields (so it can run on any
     worker of a campaign executor): a mutant of ``base`` (``kind="mutant"``, also ``black_box``) or a
     correct built-in device (``kind="correct"``, ``name`` its registry name); with ``family`` other than
-    ``"device"``, a mutant or correct subject of that family (``specsim.mutants.families``; ``base`` unused)."""
+    ``"device"``, a mutant or correct subject of that family (``specsim.mutants.families``; ``base`` unused).
+    ``groups``: the conformance groups that judge it (default: every group, as ``hunt``); a correct
+    device with ``black_box`` is judged behind ``BlackBox`` too."""
 
     kind: str
     name: str
@@ -130,6 +135,7 @@ class Job:
     alpha_family: float
     quick: bool
     family: str = "device"
+    groups: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -148,7 +154,8 @@ def run_job(job: Job) -> dict:
         v.family = job.family
     elif job.kind == "mutant":
         from specsim.mutants.zoo import make_mutant
-        v = judge_mutant(make_mutant(load(job.base), job.name), ctx, black_box=job.black_box)
+        v = judge_mutant(make_mutant(load(job.base), job.name), ctx, black_box=job.black_box, groups=job.groups)
     else:
-        v = judge_correct(job.name, load(job.name), ctx)
+        device = load(job.name)
+        v = judge_correct(job.name, BlackBox(device) if job.black_box else device, ctx, groups=job.groups)
     return {**v.to_json(), "counts": getattr(v, "counts", None), "where": where()}

@@ -234,6 +234,12 @@ TREE = [
            "docs/bugs.md C12 (the level loop one short)", TT,
            ("    for depth in range(D + 1):", "    for depth in range(D):"),
            killed_by="L1/trees/pattern/rrs/with-replacement"),
+    _torch("tree-sglang-inclusive", "SGLang's tree coin compared as written there, u·a <= A or t(x) >= "
+           "threshold_single: u = 0 accepts a zero-probability sibling", "docs/bugs.md #11 (SGLang #35771: "
+           "the inclusive coin <= prob_acc / threshold_acc)", TT,
+           ("    accepted = trying & real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))",
+            "    accepted = trying & real & ((t_x >= threshold_single) | (coin * threshold_acc <= running))"),
+           killed_by="L1/trees/edge/sglang-u0-zero-probability"),
 ]
 """Tree verification bugs (SPEC §11), as edits of the torch device's tree walk."""
 
@@ -535,8 +541,83 @@ SAMPLER = [
            "docs/bugs.md C2 (a row offset, the family of #7)", TS,
            ("        ban |= ~s.token_mask\n", "        ban |= ~s.token_mask.roll(1, dims=0)\n"),
            killed_by="L1-sampler/edge/mask-forbids-draft"),
+    # --- the order profile, the bonus row below min_tokens, the rules' own arithmetic ----------------------------
+    _torch("sampler-vllm-computes-canonical", "the vllm order profile declared and served, the canonical order "
+           "computed (penalties before the bias, min_p after top-p)",
+           "docs/bugs.md #41 (transformers#47932: processors applied in another place than the law assumes)", TS,
+           ("    if s.order == \"vllm\":\n        z = penalised(biased(logits, s, request), s, counts, request)",
+            "    if False:\n        z = penalised(biased(logits, s, request), s, counts, request)"),
+           ("    z = scale_by_temperature(logits, rows.temperature)\n",
+            "    order = \"canonical\"\n    z = scale_by_temperature(logits, rows.temperature)\n"),
+           killed_by="L1-sampler/edge/order-penalty-meets-bias/vllm"),
+    _torch("sampler-bonus-row-ignores-min-tokens", "the bonus row never bans the stop tokens: min_tokens applied "
+           "to the draft rows only",
+           "docs/bugs.md #54 (vLLM 0.33.0: the bonus row's min_tokens through another path), #25", TS,
+           ("    ban = sampler_bans(s, drafts, request, position, vocab_size)\n",
+            "    ban = sampler_bans(s, drafts, request, position, vocab_size)\n"
+            "    bonus = (position == num_draft_tokens[request]).unsqueeze(1)\n"
+            "    ban = torch.where(bonus, sampler_bans(s._replace(min_tokens=None), drafts, request, position, "
+            "vocab_size), ban)\n"),
+           killed_by="L1-sampler/edge/min-tokens-bonus-row-still-short"),
+    _torch("sampler-first-stop-id-only", "min_tokens bans the first stop id only (EOS), not every stop id",
+           "docs/bugs.md #25 (min_tokens ignored with spec decode)", TS,
+           ("        fields[\"stop\"] = _id_rows(sampler.stop_token_ids, batch, vocab_size, device) > 0",
+            "        fields[\"stop\"] = _id_rows([None if ids is None else np.asarray(ids)[:1] for ids in "
+            "sampler.stop_token_ids], batch, vocab_size, device) > 0"),
+           killed_by="L1-sampler/edge/min-tokens-bonus-row-still-short"),
+    _torch("sampler-min-p-strict", "min_p keeps p > min_p · max (strict): the tokens tied at the threshold dropped",
+           "docs/bugs.md C6 (a filter dropping its boundary ties; SPEC §12 keeps them)", TS,
+           ("    return wide >= min_p.to(decision_dtype).unsqueeze(-1) * wide.amax(dim=-1, keepdim=True)",
+            "    return wide > min_p.to(decision_dtype).unsqueeze(-1) * wide.amax(dim=-1, keepdim=True)"),
+           killed_by="L1-sampler/edge/min-p-threshold-ties"),
+    _torch("sampler-bias-after-temperature", "logit_bias added after the division by temperature (z/T + b for "
+           "(z + b)/T)",
+           "docs/bugs.md #41 (transformers#47932: processors applied in another place than the law assumes), #50", TD,
+           ("        target_logits = ts.process_logits(target_logits, sampler, draft_token_ids, num_draft_tokens, max_k)",
+            "        if sampler.logit_bias is not None:   # the bias lands after z / T: scaled by T beforehand\n"
+            "            sampler = sampler._replace(logit_bias=sampler.logit_bias * ts.safe_temperature(temperature)"
+            ".unsqueeze(1))\n"
+            "        target_logits = ts.process_logits(target_logits, sampler, draft_token_ids, num_draft_tokens, max_k)"),
+           killed_by="L1-sampler/edge/bias-before-temperature"),
+    _torch("sampler-repetition-divides-negative", "the repetition penalty divides every seen logit (z/r), raising "
+           "the negative ones instead of multiplying them",
+           "docs/bugs.md #51 (penalties not the non-speculative sampler's)", TS,
+           ("z = torch.where(seen, torch.where(z > 0, z / r, z * r), z)", "z = torch.where(seen, z / r, z)"),
+           killed_by="L1-sampler/edge/repetition-on-negative-logits"),
+    _torch("sampler-frequency-not-accumulating", "the frequency penalty subtracted once per seen token (as "
+           "presence), not once per occurrence",
+           "docs/bugs.md #36 (frequency penalty weakened), #51", TS,
+           ("z = z - (s.frequency_penalty[request].unsqueeze(1) * counts).to(z.dtype)",
+            "z = z - (s.frequency_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)"),
+           killed_by="L1-sampler/edge/frequency-accumulates-over-drafts"),
+    _torch("sampler-allowed-ids-not-at-bonus", "allowed_token_ids applied to the draft rows only: the bonus row "
+           "samples the whole vocabulary",
+           "docs/bugs.md #50 (the parameters and the bonus row on different paths), #54", TS,
+           ("    ban = sampler_bans(s, drafts, request, position, vocab_size)\n",
+            "    ban = sampler_bans(s, drafts, request, position, vocab_size)\n"
+            "    bonus = (position == num_draft_tokens[request]).unsqueeze(1)\n"
+            "    ban = torch.where(bonus, sampler_bans(s._replace(allowed=None), drafts, request, position, "
+            "vocab_size), ban)\n"),
+           killed_by="L1-sampler/edge/allowed-ids-at-the-bonus-row"),
+    _torch("sampler-penalties-fp16", "penalties computed in float16 behind the float32 declaration (the penalised "
+           "row rounded to half precision)",
+           "docs/bugs.md #44 (DeepSpec#31: one side in 16-bit), #51", TS,
+           ("    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)",
+            "    dtype = z.dtype\n    z = z.to(torch.float16) if dtype == torch.float32 else z   # 'half is enough'\n"
+            "    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)"),
+           ("        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z\n",
+            "        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z.to(dtype)\n"),
+           killed_by="L1-sampler/precision"),
+    _torch("sampler-penalties-bf16", "penalties computed in bfloat16 behind the float32 declaration",
+           "docs/bugs.md #44 (DeepSpec#31: one side in 16-bit), #51", TS,
+           ("    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)",
+            "    dtype = z.dtype\n    z = z.to(torch.bfloat16) if dtype == torch.float32 else z\n"
+            "    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)"),
+           ("        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z\n",
+            "        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z.to(dtype)\n"),
+           killed_by="L1-sampler/precision"),
 ]
-"""SPEC §12 bugs in the torch device's sampler path (issue 18), each killed by a named L1-sampler edge."""
+"""SPEC §12 bugs in the torch device's sampler path, each killed by a named L1-sampler check."""
 
 SOURCE_MUTANTS = INSIDE + TREE + KERNEL + SAMPLER
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""

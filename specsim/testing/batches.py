@@ -30,17 +30,20 @@ class BatchSpec:
     greedy_fraction: float = 0.25
     top_k_fraction: float = 0.25
     top_p_fraction: float = 0.25
-    placeholder_fraction: float = 0.05
+    placeholder_fraction: float = 0.05  # padding placeholders (-1, no draft: row never read; SPEC §4)
     masked_fraction: float = 0.1      # target logits set to -inf
     zero_k_fraction: float = 0.15
     closeness: float = 1.0            # std of draft logit noise around the target logits
     logit_scale: float = 2.0
     draw: str = "choice"              # drafts: "choice" (one rng.choice per row) or "inverse-cdf" (vectorised)
+    withdrawn_fraction: float = 0.0   # drawn drafts then withdrawn (-1, row read; SPEC §4); draft_probs only
 
     @property
     def needs(self) -> set[str]:
         """Capabilities a device needs to serve batches of this spec."""
         out = {"draft_probs" if self.draft_probs else "point_proposals"}
+        if self.withdrawn_fraction > 0:
+            out.add("withdrawn_drafts")
         if self.greedy_fraction > 0:
             out.add("greedy")
         if self.top_k_fraction > 0:
@@ -81,8 +84,13 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     """A ragged batch with heterogeneous per-request K and sampling parameters.
 
     Drafts are drawn from their draft rows (mostly), so acceptance is
-    realistic; a few are placeholders or arbitrary ids (draft prob possibly 0).
+    realistic; a few are arbitrary ids (draft prob possibly 0) or padding
+    placeholders (``placeholder_fraction``: id -1, their draft rows left random,
+    which SPEC §4 never reads). With ``withdrawn_fraction``, some drawn drafts
+    are withdrawn (``withdrawn_drafts``).
     """
+    if spec.withdrawn_fraction > 0 and not spec.draft_probs:
+        raise ValueError("withdrawn_fraction: a withdrawn draft needs its draft row; point proposals have none")
     B, V = spec.batch, spec.vocab_size
     k = rng.integers(0, spec.max_k + 1, size=B)
     k[rng.random(B) < spec.zero_k_fraction] = 0
@@ -98,11 +106,15 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     ids = _draw(rng, draft_probs, spec.draw)
     arbitrary = rng.random(num_tokens) < 0.1
     ids[arbitrary] = rng.integers(0, V, size=int(arbitrary.sum()))
-    ids[rng.random(num_tokens) < spec.placeholder_fraction] = PLACEHOLDER_TOKEN_ID
+    padding = rng.random(num_tokens) < spec.placeholder_fraction
+    ids[padding] = PLACEHOLDER_TOKEN_ID
     temperature = rng.choice([0.5, 0.7, 1.0, 1.3], size=B)
     temperature[rng.random(B) < spec.greedy_fraction] = 0.0
     top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
     top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
+    withdrawn = None
+    if spec.withdrawn_fraction > 0:  # drawn last: the streams of the other specs are untouched
+        withdrawn = _withdraw(rng, ids, ~arbitrary & ~padding, logits, draft_target_rows, spec.withdrawn_fraction)
     dtype = numpy_dtype(spec.dtype)
     probs = draft_probs.astype(draft_dtype(spec.dtype))  # 16-bit logits pair with float32 draft probs (SPEC §6)
     if probs.dtype == np.float32:  # renormalise in float32 so rows sum to 1 in their own dtype
@@ -112,7 +124,23 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
         draft_probs=probs if spec.draft_probs else None, target_logits=logits.astype(dtype),
         temperature=temperature.astype(np.float64), top_k=top_k.astype(np.int64), top_p=top_p.astype(np.float64),
         seeds=rng.integers(0, 2**63, size=B, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1),
-        positions=rng.integers(0, 4096, size=B).astype(np.int64))
+        positions=rng.integers(0, 4096, size=B).astype(np.int64), withdrawn=withdrawn)
+
+
+def _withdraw(rng: np.random.Generator, ids: np.ndarray, drawn: np.ndarray, logits: np.ndarray,
+              draft_target_rows: np.ndarray, fraction: float) -> np.ndarray:
+    """Withdraw about ``fraction`` of the drafts ``drawn`` from their rows (bool ``[num_tokens]``), as a
+    grammar does with a draft it forbids: the id becomes -1 (``ids [num_tokens]``, in place) and the
+    token is masked in its target row (``logits [rows, V]``, in place; ``draft_target_rows [num_tokens]``)
+    unless that would leave the row without a finite entry. Masking keeps the step lossless (SPEC §4: a
+    withdrawn draft of target probability 0 is §3's rejection of it). Returns ``withdrawn [num_tokens]``."""
+    withdrawn = drawn & (rng.random(len(ids)) < fraction)
+    for n in np.flatnonzero(withdrawn):
+        row, x = draft_target_rows[n], ids[n]
+        if np.isfinite(np.delete(logits[row], x)).any():
+            logits[row, x] = -np.inf
+        ids[n] = PLACEHOLDER_TOKEN_ID
+    return withdrawn
 
 
 def random_noise(rng: np.random.Generator, batch: VerifyBatch) -> Noise:
@@ -133,6 +161,7 @@ def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
     target = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in order])
     draft = draft.astype(np.int64)
     sub = replace(batch, num_draft_tokens=batch.num_draft_tokens[order], draft_token_ids=batch.draft_token_ids[draft],
+                  withdrawn=None if batch.withdrawn is None else batch.withdrawn[draft],
                   draft_probs=None if batch.draft_probs is None else batch.draft_probs[draft],
                   target_logits=batch.target_logits[target], temperature=batch.temperature[order],
                   top_k=batch.top_k[order], top_p=batch.top_p[order],

@@ -1,14 +1,21 @@
-"""Device output vs the reference, token for token, with per-decision waivers (SPEC §9).
+"""Device output vs the reference, token for token, with near-tie allowances (SPEC §9).
 
 A request passes when the device emits the reference's tokens. It is
-*waived* when it emits what the reference would emit after flipping at most
-``MAX_WAIVERS_PER_REQUEST`` near-tie decisions — decisions whose exact margin
-is below the declared dtype's tolerance (``specsim.testing.waivers.explain``);
-each flip is one counted waiver. A check fails on any other difference, and
-also when its waivers exceed ``waiver_cap(decisions)``: rounding flips a
-near-tie rarely, so many flips mean the device computes less precisely than
-it declares. Every comparison reports ``extra()``: the decisions on the
-reference's paths, how many are near-ties, and how many were waived.
+*allowed as near ties* when it emits what the reference would emit after
+flipping at most ``MAX_WAIVERS_PER_REQUEST`` near-tie decisions — decisions
+whose exact margin is below the declared dtype's tolerance
+(``specsim.testing.waivers.explain``), re-walked on the rows the step read
+(after SPEC §12's bans, penalties and bias: ``StepResult.processed_logits``);
+each flip is one near-tie allowance, counted toward the check's cap. A check
+fails on any other difference — among them any flip in a step whose rows
+SPEC §12.5 decides in float64 (min_p, the ``vllm`` order) — and also when its
+allowances exceed ``waiver_cap(decisions)``: rounding flips a near-tie
+rarely, so many flips mean the device computes less precisely than it
+declares. A request the exact ladder explains with no flip at all is a
+harness error (the float64 reference disagrees with its own ladder), never
+a pass. Every comparison reports ``extra()``: the decisions on the
+reference's paths, how many are near-ties, and how many near-tie allowances
+were used.
 
 The failure message says where (request, position), by how much (expected
 vs got, the flips tried, the reference's margins) and how to reproduce (the
@@ -19,8 +26,8 @@ case's seed).
 >>> want = reference_step(_tiny_batch(), None)
 >>> got = VerifyOutput(want.output_token_ids.copy(), want.num_accepted.copy())
 >>> result = compare(_tiny_batch(), got, want)
->>> result.ok, result.extra()
-(True, {'decisions': 3, 'near_ties': 0, 'waived': 0})
+>>> result.status, result.extra()
+('pass', {'decisions': 3, 'near_ties': 0, 'near_tie_allowances': 0})
 """
 
 from __future__ import annotations
@@ -39,18 +46,19 @@ TOLERANCE = {"float32": 1e-4, "float64": 1e-9, "float16": 1e-4, "bfloat16": 1e-4
 """Relative decision margin under which a device may legitimately flip a decision (SPEC §9)."""
 
 MAX_WAIVERS_PER_REQUEST = 2
-"""One rounding error flips the decision it is near, and at most one hidden cut sharing its
-row (a top-p near-tie changes the row a coin reads). More in one request means independent
-near-ties coinciding: at a near-tie rate ≤ 1e-4 per decision, about 1e-8 per request."""
+"""Near-tie allowances per request (SPEC §9). One rounding error flips the decision it is near,
+and at most one hidden cut sharing its row (a top-p near-tie changes the row a coin reads). More in
+one request means independent near-ties coinciding: at a near-tie rate ≤ 1e-4 per decision, about
+1e-8 per request."""
 
 WAIVER_RATE = 2e-5
-"""Waivers allowed per decision beyond the first two (``waiver_cap``): 20 per million. The torch
+"""Near-tie allowances per decision beyond the first two (``waiver_cap``): 20 per million. The torch
 device in float32 flipped none in 2.2 million decisions of the volume check (hpu, npu: none in
 0.22 million each), fewer than 3.1 per million at 99.9 % (docs/statistics.md)."""
 
 
 def waiver_cap(decisions: int) -> int:
-    """The most waivers a check with ``decisions`` decisions may use: ``2 + ⌊decisions × WAIVER_RATE⌋``.
+    """The most near-tie allowances a check of ``decisions`` decisions may use: ``2 + ⌊decisions × WAIVER_RATE⌋``.
 
     >>> waiver_cap(40), waiver_cap(300_000)
     (2, 8)
@@ -63,18 +71,24 @@ def reference_step(batch: VerifyBatch, noise: Noise | None) -> StepResult:
     kwargs = {} if noise is None else {"uniforms": noise.uniforms, "exponentials": noise.exponentials}
     if batch.sampler is not None:
         kwargs["sampler"] = batch.sampler.as_kwargs()
+    if batch.withdrawn is not None:
+        kwargs["withdrawn"] = batch.withdrawn
     return verify(batch.num_draft_tokens, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
                   batch.temperature, batch.top_k, batch.top_p, seeds=batch.seeds, positions=batch.positions, **kwargs)
 
 
 @dataclass
 class Comparison:
+    """One batch's verdict. ``waived`` holds the requests allowed as near ties and ``waivers`` the
+    near-tie allowances they used (one per flipped decision, each counted toward ``cap``)."""
+
     mismatches: list[str] = field(default_factory=list)   # real failures, one line each
-    waived: list[str] = field(default_factory=list)       # requests explained by near-tie flips, one line each
+    waived: list[str] = field(default_factory=list)       # requests allowed as near ties, one line each
     structure: list[str] = field(default_factory=list)    # shape, dtype, padding problems
+    errors: list[str] = field(default_factory=list)       # the reference disagrees with its exact ladder
     decisions: int = 0                                    # decisions on the reference's paths
     near_ties: int = 0                                    # of them, with 0 < margin < tolerance
-    waivers: int = 0                                      # flips used by the waived requests
+    waivers: int = 0                                      # near-tie allowances: flips used by `waived`
     cap: int = 0                                          # waiver_cap(decisions)
     beyond: list[Flip] = field(default_factory=list)      # first contradicted decision of each unexplained request
 
@@ -84,23 +98,29 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches and not self.structure and not self.over_cap
+        return not self.mismatches and not self.structure and not self.over_cap and not self.errors
+
+    @property
+    def status(self) -> str:
+        """The check's status: ``"error"`` where the harness cannot judge (the reference disagrees
+        with its own exact ladder), else ``"pass"`` or ``"fail"``."""
+        return "error" if self.errors else "pass" if self.ok else "fail"
 
     def extra(self) -> dict:
         """What every check reports about its decisions (SPEC §9)."""
-        return {"decisions": self.decisions, "near_ties": self.near_ties, "waived": self.waivers}
+        return {"decisions": self.decisions, "near_ties": self.near_ties, "near_tie_allowances": self.waivers}
 
     def summary(self, limit: int = 5) -> str:
-        lines = self.structure + self.mismatches
+        lines = self.errors + self.structure + self.mismatches
         if self.over_cap:
-            lines = [f"{self.waivers} waivers exceed the cap of {self.cap} for {self.decisions} decisions "
-                     "(SPEC §9): near-ties flip this often only when a device computes less precisely "
+            lines = [f"{self.waivers} near-tie allowances exceed the cap of {self.cap} for {self.decisions} "
+                     "decisions (SPEC §9): near-ties flip this often only when a device computes less precisely "
                      "than it declares"] + lines + self.waived
         more = len(lines) - limit
         text = "\n".join(lines[:limit]) + (f"\n... and {more} more" if more > 0 else "")
         if self.waived and not self.over_cap:
-            text += (f"\n({len(self.waived)} request(s) waived: {self.waivers} near-tie decision(s) flipped, "
-                     f"cap {self.cap}, SPEC §9)")
+            text += (f"\n({len(self.waived)} request(s) allowed as near ties: {self.waivers} near-tie "
+                     f"decision(s) flipped, cap {self.cap}, SPEC §9)")
         return text.strip()
 
 
@@ -151,18 +171,61 @@ def output_problems(batch: VerifyBatch, got: VerifyOutput, limit: int = 3) -> li
 
 
 def request_inputs(batch: VerifyBatch, want: StepResult, i: int) -> Request:
-    """Request ``i``'s inputs and the noise the reference used, for ``waivers.explain``."""
+    """Request ``i`` as the reference step read it, for ``waivers.explain``: its drafts (and which are
+    withdrawn), its rows of ``want.processed_logits`` (after SPEC §12's bans, penalties and bias: the
+    logits its §2 filters saw), its parameters and the noise the step used."""
     cu = batch.request_offsets()
     d = slice(int(cu[i]), int(cu[i + 1]))
     return Request(np.asarray(batch.draft_token_ids)[d], None if batch.draft_probs is None else batch.draft_probs[d],
-                   batch.target_logits[cu[i] + i: cu[i + 1] + i + 1], float(batch.temperature[i]),
-                   int(batch.top_k[i]), float(batch.top_p[i]), want.uniforms[d], want.exponentials[i])
+                   want.processed_logits[cu[i] + i: cu[i + 1] + i + 1], float(batch.temperature[i]),
+                   int(batch.top_k[i]), float(batch.top_p[i]), want.uniforms[d], want.exponentials[i],
+                   None if batch.withdrawn is None else np.asarray(batch.withdrawn, bool)[d])
+
+
+FLOAT64_ROWS = ("SPEC §12.5: the step uses min_p or the vllm order, whose rows the reference decides in float64 "
+                "for every request of the step, so a flip there is a mismatch, not a near-tie allowance")
+
+REFERENCE_DISAGREES = ("the exact ladder (reference.exact), walking the device's path with no flip, emits the "
+                       "device's tokens: the float64 reference disagrees with its own ladder (a harness error, "
+                       "SPEC §9), not a verdict on the device")
+
+
+def _describe(batch: VerifyBatch, want: StepResult, i: int, row: list[int], n: int, pos: int, padding_ok: bool) -> str:
+    """Where request ``i`` differs: parameters, first differing position, expected vs got."""
+    expected = want.output_token_ids[i, : want.num_accepted[i] + 1].tolist()
+    return (f"request {i} (K={batch.num_draft_tokens[i]}, T={batch.temperature[i]:g}, top_k={batch.top_k[i]}, "
+            f"top_p={batch.top_p[i]:g}): position {pos}: expected token "
+            f"{expected[pos] if pos < len(expected) else '(none)'}, got {row[pos] if pos < len(row) else '(none)'}; "
+            f"expected {expected} with {want.num_accepted[i]} accepted, got row {row} with num_accepted={n}"
+            + ("" if padding_ok else " (bad num_accepted or padding)"))
+
+
+def _explain_request(batch: VerifyBatch, want: StepResult, i: int, emitted: list[int], n: int,
+                     pos: int, tol: float) -> tuple[str, str, list[Flip]]:
+    """Why well-formed request ``i`` differs, as ``(outcome, note, flips)``: ``"allowed"`` with the
+    near-tie flips that explain it; ``"mismatch"`` with its first contradicted decision (margin inf
+    where none is named); ``"error"`` where the reference disagrees with its own exact ladder."""
+    unexplained = Flip("output", pos, float("inf"))
+    if batch.temperature[i] > 0 and not want.exactly_decided[i]:
+        return "mismatch", f"; {FLOAT64_ROWS}", [unexplained]
+    request = request_inputs(batch, want, i)
+    if batch.temperature[i] > 0:
+        flips = explain(request, emitted, n, tolerance=tol, budget=MAX_WAIVERS_PER_REQUEST)
+        if flips == []:
+            return "error", f"; {REFERENCE_DISAGREES}", []
+        if flips:
+            return "allowed", f"; allowed as near ties: {', '.join(map(str, flips))}", flips
+    first = first_divergence(request, emitted, n)
+    why = ("greedy decisions are exact" if batch.temperature[i] == 0 else
+           f"no {MAX_WAIVERS_PER_REQUEST} near-tie flips below margin {tol:g} explain it")
+    return "mismatch", f"; first contradicted decision: {first}; {why}", [first or unexplained]
 
 
 def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, tolerance: float | None = None,
             repro: str = "") -> Comparison:
-    """Compare request by request; a differing request is waived if at most
-    ``MAX_WAIVERS_PER_REQUEST`` near-tie flips (margin below ``tolerance``) explain it."""
+    """Compare request by request; a differing request is allowed as near ties if at most
+    ``MAX_WAIVERS_PER_REQUEST`` near-tie flips (margin below ``tolerance``) of decisions the
+    reference decides exactly explain it, re-walked on the rows the step read (SPEC §9, §12.5)."""
     tol = TOLERANCE[str(batch.target_logits.dtype)] if tolerance is None else tolerance
     margins, kinds = want.decisions.margin, want.decisions.kind
     result = Comparison(structure=_check_structure(batch, got), decisions=len(margins),
@@ -178,28 +241,18 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
         row, n = out[i].tolist(), int(acc[i])
         emitted = row[: n + 1] if 0 <= n <= K[i] else row
         padding_ok = 0 <= n <= K[i] and all(t == PLACEHOLDER_TOKEN_ID for t in row[n + 1:])
-        flips = None
-        if padding_ok and batch.temperature[i] > 0:
-            flips = explain(request_inputs(batch, want, i), emitted, n, tolerance=tol, budget=MAX_WAIVERS_PER_REQUEST)
         pos = next((j for j, (a, b) in enumerate(zip(emitted, expected)) if a != b), min(len(emitted), len(expected)))
-        line = (f"request {i} (K={K[i]}, T={batch.temperature[i]:g}, top_k={batch.top_k[i]}, top_p={batch.top_p[i]:g}): "
-                f"position {pos}: expected token {expected[pos] if pos < len(expected) else '(none)'}, "
-                f"got {row[pos] if pos < len(row) else '(none)'}; expected {expected} with {want.num_accepted[i]} accepted, "
-                f"got row {row} with num_accepted={n}" + ("" if padding_ok else " (bad num_accepted or padding)"))
-        if flips:
-            result.waived.append(f"{line}; waived: {', '.join(map(str, flips))}{repro}")
+        line = _describe(batch, want, i, row, n, pos, padding_ok)
+        outcome, note, flips = (_explain_request(batch, want, i, emitted, n, pos, tol) if padding_ok
+                                else ("mismatch", "", [Flip("output", pos, float("inf"))]))
+        if outcome == "allowed":
+            result.waived.append(f"{line}{note}{repro}")
             result.waivers += len(flips)
-        elif flips == []:  # the exact ladder emits the device's tokens: the float64 reference erred
-            result.waived.append(f"{line}; the exact ladder agrees with the device (a reference bug){repro}")
-        elif not padding_ok:
-            result.beyond.append(Flip("output", pos, float("inf")))
-            result.mismatches.append(f"{line}{repro}")
+        elif outcome == "error":
+            result.errors.append(f"{line}{note}{repro}")
         else:
-            first = first_divergence(request_inputs(batch, want, i), emitted, n)
-            result.beyond.append(first or Flip("output", pos, float("inf")))
-            why = ("greedy decisions are exact" if batch.temperature[i] == 0 else
-                   f"no {MAX_WAIVERS_PER_REQUEST} near-tie flips below margin {tol:g} explain it")
-            result.mismatches.append(f"{line}; first contradicted decision: {first}; {why}{repro}")
+            result.beyond.append(flips[0])
+            result.mismatches.append(f"{line}{note}{repro}")
     return result
 
 

@@ -30,10 +30,12 @@ class Request:
     top_p: float = 1.0
     uniforms: list | None = None      # [K]
     exponentials: list | None = None  # [V]
+    withdrawn: list | None = None     # [K] bool: SPEC §4's withdrawn drafts (their ids -1); None: none
 
 
 def make_batch(requests: list[Request], dtype: str = "float64", point: bool | None = None) -> tuple[VerifyBatch, Noise]:
-    """Assemble requests into a ``VerifyBatch`` and its ``Noise`` (defaults: u = 0.5, E = 1)."""
+    """Assemble requests into a ``VerifyBatch`` and its ``Noise`` (defaults: u = 0.5, E = 1); the batch's
+    ``withdrawn`` mask is None unless a request withdraws a draft."""
     point = all(r.draft_rows is None for r in requests) if point is None else point
     V = len(requests[0].logits[0])
     ids, rows, logits, u, E = [], [], [], [], []
@@ -52,8 +54,17 @@ def make_batch(requests: list[Request], dtype: str = "float64", point: bool | No
         draft_probs=None if point else np.array(rows, dtype).reshape(len(ids), V),
         target_logits=np.array(logits, dtype), temperature=np.array([r.temperature for r in requests], float),
         top_k=np.array([r.top_k for r in requests], np.int64), top_p=np.array([r.top_p for r in requests], float),
-        seeds=np.arange(1, B + 1, dtype=np.uint64), positions=np.zeros(B, np.int64))
+        seeds=np.arange(1, B + 1, dtype=np.uint64), positions=np.zeros(B, np.int64),
+        withdrawn=_withdrawn(requests))
     return batch, Noise(np.array(u, float).reshape(-1), np.array(E, float))
+
+
+def _withdrawn(requests: list[Request]) -> np.ndarray | None:
+    """The batch's ``withdrawn`` mask ``[num_tokens]`` (None when no request withdraws a draft)."""
+    if all(r.withdrawn is None for r in requests):
+        return None
+    return np.array([bool(w) for r in requests for w in (r.withdrawn or [False] * len(r.draft_ids))],
+                    bool).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -92,11 +103,11 @@ EDGES: list[Edge] = [
          [Request([1], [[0, 0, 0, 0], [0, 0, 0, 0]], [[0.5, 0.0, 0.5, 0.0]], uniforms=[0.0],
                   exponentials=[1, 0.01, 1, 1])],
          [[1]], frozenset({"draft_probs"})),
-    Edge("placeholder-full", "§4 placeholder -1: rejected, never indexed, its draft row (NaN here) never read",
+    Edge("placeholder-full", "§4 padding placeholder -1: rejected, never indexed, its draft row (NaN here) never read",
          [Request([PH, 2], [[0, 1, 2], [0, 0, 0], [0, 0, 0]], [[np.nan] * 3, [0.2, 0.3, 0.5]],
                   uniforms=[0.0, 0.0], exponentials=[0.01, 1, 1])],
          [[0]], frozenset({"draft_probs"})),
-    Edge("placeholder-point", "§4 placeholder with point proposals: residual is the full target row",
+    Edge("placeholder-point", "§4 padding placeholder with point proposals: residual is the full target row",
          [Request([PH], [[0, 0, 0], [0, 0, 0]], uniforms=[0.0], exponentials=[1, 1, 0.5])],
          [[2]], frozenset({"point_proposals"}), point=True),
     Edge("k0-random-and-greedy", "§4 K = 0: one token from the bonus row",
@@ -133,5 +144,12 @@ EDGES: list[Edge] = [
           Request([], [[NEG, NEG, 0]]),
           Request([2, 2], [[NEG, NEG, 0], [NEG, NEG, 0], [0, NEG, NEG]], [[0, 0, 1], [0, 0, 1]], uniforms=[0.0, 0.0])],
          [[0, 1], [2], [2, 2, 0]], frozenset({"draft_probs"})),
+    Edge("withdrawn-draft", "§4 a withdrawn draft (-1, drawn from its row [.5, 0, .5] against target [.5, .5, 0]): "
+         "rejected, residual max(t − d, 0) = [0, .5, 0] from its row, not t (padding's; E favours token 0)",
+         [Request([PH], [[0, 0, NEG], [0, 0, 0]], [[0.5, 0.0, 0.5]], uniforms=[0.0], exponentials=[0.01, 1, 1],
+                  withdrawn=[True]),
+          Request([0, PH], [[0, NEG, NEG], [0, 0, NEG], [0, 0, 0]], [[1, 0, 0], [0.5, 0.0, 0.5]], uniforms=[0.0, 0.0],
+                  exponentials=[0.01, 1, 1], withdrawn=[False, True])],
+         [[1], [0, 1]], frozenset({"draft_probs", "withdrawn_drafts"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

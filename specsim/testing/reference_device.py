@@ -4,7 +4,7 @@ They live in ``specsim.testing``, not ``devices/``: a device may not import
 the reference. ``ReferenceDevice`` *is* the reference, so checking it against
 the reference proves only that the harness runs. ``JudgedDevice`` runs a
 device and the reference on every call, compares them with SPEC §9's
-waivers (``specsim.testing.compare``) and returns the reference's output, so
+near-tie allowances (``specsim.testing.compare``) and returns the reference's output, so
 a multi-step run (the engine) is judged step by step and stays on the
 reference's path whatever near-tie the device flipped.
 """
@@ -20,7 +20,8 @@ from specsim.testing.trees import compare_tree, reference_tree_step
 class ReferenceDevice:
     name = "reference"
     capabilities = Capabilities(injected_noise=True, rng="philox", max_vocab_size=1 << 20, max_k=64,
-                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, tree_schemes=TREE_SCHEMES)
+                                sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, tree_schemes=TREE_SCHEMES,
+                                withdrawn_drafts=True)
 
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         result = reference_step(batch, noise)

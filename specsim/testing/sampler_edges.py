@@ -1,10 +1,17 @@
-"""Hand-built SPEC §12 edges, each with the exact answer (issue 18).
+"""Hand-built SPEC §12 edges, each with the exact answer.
 
 Each edge is a batch of ``specsim.testing.edges.Request`` s, the sampler parameters that act on
-it, the order profiles it holds in, and the tokens every request must emit. The values leave
-wide gaps (no near-tie in float32 or float64): a banned draft has target probability exactly 0,
-so it is rejected at ``u = 0`` and its residual never recovers it, however the exponentials
-favour it (``E = 0.001`` on the banned token).
+it, the order profiles it holds in, and the tokens every request must emit (per order profile
+where the profiles differ). The values leave wide gaps (no near-tie in float32 or float64): a
+banned draft has target probability exactly 0, so it is rejected at ``u = 0`` and its residual
+never recovers it, however the exponentials favour it (``E = 0.001`` on the banned token).
+
+Where the answer holds for a whole interval of coins (``SamplerEdge.coins``), the coins are drawn
+inside it from the run's seed (``SamplerEdge.batch(..., seed=)``): every seed asks a different
+point of the interval, and every point of it separates the rule from the bug the edge is built
+against. Without injected noise an edge is its exact law (``specsim.conformance.sampler``); each
+edge below is built so that the bug it names emits, with probability ≥ 1/3 per run, a sequence
+the exact law gives probability 0 (for the torch device's mutants of ``specsim.mutants.zoo.SAMPLER``).
 """
 
 from __future__ import annotations
@@ -22,22 +29,44 @@ FAVOUR = 0.001
 
 @dataclass(frozen=True)
 class SamplerEdge:
+    """One edge: ``requests`` (their logits ``[K + 1, V]``, drafts, default coins and exponentials), the
+    ``sampler`` acting on them, ``expected`` per request (or ``{order: per request}`` where the order
+    profiles differ), ``needs`` (of ``SAMPLER_PARAMETERS`` and §2's modes), the ``orders`` it holds in,
+    and ``coins``: per request, per draft, the interval ``(low, high)`` of coins over which the
+    expected answer holds (None: the requests' fixed coins, e.g. ``u = 0``)."""
+
     name: str
     why: str
     requests: list
     sampler: SamplerParams
-    expected: list                   # per request: the emitted tokens
-    needs: frozenset                 # of SAMPLER_PARAMETERS (and §2 modes: "top_k")
-    orders: tuple = ("canonical", "vllm")  # every edge so far holds in both profiles
+    expected: list | dict            # per request: the emitted tokens (a dict: per order profile)
+    needs: frozenset                 # of SAMPLER_PARAMETERS (and §2 modes: "top_k", "top_p", "greedy")
+    orders: tuple = ("canonical", "vllm")
+    coins: tuple | None = None       # per request, per draft: (low, high) with the answer fixed inside
 
-    def batch(self, order: str, dtype: str = "float64") -> tuple[VerifyBatch, Noise]:
-        """The edge's batch (its sampler in ``order``) and injected noise."""
+    def batch(self, order: str, dtype: str = "float64", seed: int | None = None) -> tuple[VerifyBatch, Noise]:
+        """The edge's batch (its sampler in ``order``) and injected noise; with ``seed`` and ``coins``,
+        each coin drawn uniformly inside its interval (deterministic in ``seed``)."""
         batch, noise = make_batch(self.requests, dtype=dtype, point=False)
+        if seed is not None and self.coins is not None:
+            rng = np.random.default_rng(seed)
+            noise = replace(noise, uniforms=np.array([rng.uniform(low, high) for request in self.coins
+                                                      for low, high in request], dtype=np.float64))
         return replace(batch, sampler=replace(self.sampler, order=order)), noise
+
+    def expected_in(self, order: str) -> list:
+        """Per request, the tokens it must emit in ``order``."""
+        return self.expected[order] if isinstance(self.expected, dict) else self.expected
 
 
 def _ids(*lists) -> tuple:
     return tuple(np.array(ids, dtype=np.int64) for ids in lists)
+
+
+def _any(*drafts) -> tuple:
+    """Coin intervals for requests with these numbers of drafts, each ``[0, 1)``: answers that hold whatever
+    the coin (the draft's target probability is 0, or its ratio t(x)/d(x) is at least 1)."""
+    return tuple([(0.0, 1.0)] * k for k in drafts)
 
 
 Z = [0.0, 0.0, 0.0, 0.0]
@@ -85,5 +114,79 @@ SAMPLER_EDGES = [
                 "(e^−1.2 = 0.30) would reject it",
                 [Request([1], [[2, 0.8, -5, -5], Z], temperature=2.0, uniforms=[0], exponentials=[1, 0.5, 1, 1])],
                 SamplerParams(min_p=np.array([0.5])), [[1, 1]], frozenset({"min_p"})),
+    # --- where the two order profiles differ: a penalty meets a bias; min_p meets top-p -------------------
+    SamplerEdge("order-penalty-meets-bias",
+                "repetition 2 on token 1 (in the prompt), bias +2 on it, top-k 1, row [0, 2, 2.5, 0]: canonical "
+                "(penalty, then bias) gives token 1 2/2 + 2 = 3 > 2.5 and accepts draft 1 (bonus 1); vllm (bias, "
+                "then penalty) gives (2 + 2)/2 = 2 < 2.5: draft 1 has target probability 0 and token 2 is emitted — "
+                "sampled (request 0) and greedy (request 1) alike",
+                [Request([1], [[0, 2, 2.5, 0], Z], top_k=1, exponentials=[1, FAVOUR, 0.5, 1]),
+                 Request([1], [[0, 2, 2.5, 0], Z], temperature=0.0)],
+                SamplerParams(prompt_token_ids=_ids([1], [1]), repetition_penalty=np.array([2.0, 2.0]),
+                              logit_bias=np.array([[0, 2.0, 0, 0], [0, 2.0, 0, 0]])),
+                {"canonical": [[1, 1], [1, 1]], "vllm": [[2], [2]]},
+                frozenset({"repetition_penalty", "logit_bias", "top_k", "greedy"}), coins=_any(1, 1)),
+    SamplerEdge("order-min-p-meets-top-p",
+                "target [0.4, 0.3, 0.2, 0.1], top-p 0.5, min_p 0.6: canonical (top-p, then min_p) keeps {0, 1} "
+                "(3/7 ≥ 0.6 · 4/7) and accepts draft 1 (bonus 1, favoured); vllm (min_p keeps {0, 1}, renormalised "
+                "to [4/7, 3/7], then top-p 0.5) keeps token 0 alone: draft 1 rejected, 0 emitted",
+                [Request([1], [list(np.log([0.4, 0.3, 0.2, 0.1]))] * 2, top_p=0.5, exponentials=[1, FAVOUR, 1, 1])],
+                SamplerParams(min_p=np.array([0.6])), {"canonical": [[1, 1]], "vllm": [[0]]},
+                frozenset({"min_p", "top_p"}), coins=_any(1)),
+    # --- the bonus row while min_tokens still holds; several stop ids ---------------------------------------
+    SamplerEdge("min-tokens-bonus-row-still-short",
+                "stop ids [1, 3] (two, not only EOS): request 0 (K = 0, min_tokens 1) and request 1 (drafts [0, 2] "
+                "accepted after output [0], min_tokens 4) reach their bonus rows below min_tokens, which ban both "
+                "stop ids: each emits 2 though 1 and 3 are favoured; request 2's draft 3 (the second stop id, "
+                "logit 3) is banned at its row (length 0 < 2): rejected, 2 emitted",
+                [Request([], [Z], exponentials=[1, FAVOUR, 0.5, FAVOUR]),
+                 Request([0, 2], [[3, 0, 0, 0], [0, 0, 3, 0], Z], exponentials=[1, FAVOUR, 0.5, FAVOUR]),
+                 Request([3], [[0, 0, 0, 3], Z], exponentials=[1, FAVOUR, 0.5, FAVOUR])],
+                SamplerParams(output_token_ids=_ids([], [0], []), min_tokens=np.array([1, 4, 2]),
+                              stop_token_ids=_ids([1, 3], [1, 3], [1, 3])),
+                [[2], [0, 2, 2], [2]], frozenset({"min_tokens"}), coins=_any(0, 2, 1)),
+    # --- ties at min_p's threshold are kept -----------------------------------------------------------------
+    SamplerEdge("min-p-threshold-ties",
+                "min_p 1 with T = 0.5 on [0, 0, −1, −1]: tokens 0 and 1 tie at the threshold (min_p · max) and are "
+                "both kept — draft 1 (probability 1/2, ratio 2) is accepted and the bonus row emits 1; a strict "
+                "comparison keeps no token",
+                [Request([1], [[0, 0, -1, -1], [0, 0, -1, -1]], temperature=0.5, exponentials=[1, 0.5, FAVOUR, 1])],
+                SamplerParams(min_p=np.array([1.0])), [[1, 1]], frozenset({"min_p"}), coins=_any(1)),
+    # --- T ≠ 1: the bias is added before temperature --------------------------------------------------------
+    SamplerEdge("bias-before-temperature",
+                "bias +3 on token 1 at T = 2 (row [4, 0, 0, 0]) and +2 at T = 0.5 (row [1.5, 0, 0, 0]), top-k 1: "
+                "(z + b)/T keeps token 0 (2 > 1.5) and token 1 (4 > 3), so request 0 rejects draft 1 and emits 0, "
+                "request 1 accepts it (bonus 1); z/T + b would keep the other token in each",
+                [Request([1], [[4, 0, 0, 0], Z], temperature=2.0, top_k=1),
+                 Request([1], [[1.5, 0, 0, 0], Z], temperature=0.5, top_k=1)],
+                SamplerParams(logit_bias=np.array([[0, 3.0, 0, 0], [0, 2.0, 0, 0]])), [[0], [1, 1]],
+                frozenset({"logit_bias", "top_k"}), coins=_any(1, 1)),
+    # --- the repetition penalty multiplies a negative logit -------------------------------------------------
+    SamplerEdge("repetition-on-negative-logits",
+                "repetition 2 on token 1 (in the prompt), row [−3, −2, −1.5, −3], top-k 1 at T = 0.5 (request 0) "
+                "and greedy (request 1): a negative logit is multiplied, −2 · 2 = −4, so token 2 wins — draft 1 "
+                "is rejected and 2 emitted; dividing it (−1) would keep token 1 and accept the draft",
+                [Request([1], [[-3, -2, -1.5, -3]] * 2, temperature=0.5, top_k=1),
+                 Request([1], [[-3, -2, -1.5, -3]] * 2, temperature=0.0)],
+                SamplerParams(prompt_token_ids=_ids([1], [1]), repetition_penalty=np.array([2.0, 2.0])),
+                [[2], [2]], frozenset({"repetition_penalty", "top_k", "greedy"}), coins=_any(1, 1)),
+    # --- the frequency penalty counts every repeat ----------------------------------------------------------
+    SamplerEdge("frequency-accumulates-over-drafts",
+                "frequency 1, top-k 1 at T = 0.7, rows [0, 2.5, 1, 0]: request 0 drafts [1, 1, 1] — row j sees "
+                "token 1 j times, 2.5 − j, so rows 0, 1 accept and row 2 (0.5 < 1) rejects and emits 2; request 1 "
+                "(output [1, 1]) meets 0.5 at its first row. Counting a repeat once (presence) would accept every "
+                "draft",
+                [Request([1, 1, 1], [[0, 2.5, 1, 0]] * 4, temperature=0.7, top_k=1),
+                 Request([1], [[0, 2.5, 1, 0]] * 2, temperature=0.7, top_k=1)],
+                SamplerParams(output_token_ids=_ids([], [1, 1]), frequency_penalty=np.array([1.0, 1.0])),
+                [[1, 1, 2], [2]], frozenset({"frequency_penalty", "top_k"}), coins=_any(3, 1)),
+    # --- allowed ids at the bonus row -----------------------------------------------------------------------
+    SamplerEdge("allowed-ids-at-the-bonus-row",
+                "allowed ids {0, 2}: request 0 (K = 0) and request 1 (drafts [0, 2] accepted) sample their bonus "
+                "rows among 0 and 2 only, and emit 2 though 1 and 3 are favoured",
+                [Request([], [Z], exponentials=[1, FAVOUR, 0.5, FAVOUR]),
+                 Request([0, 2], [[3, 0, 0, 0], [0, 0, 3, 0], Z], exponentials=[1, FAVOUR, 0.5, FAVOUR])],
+                SamplerParams(allowed_token_ids=_ids([0, 2], [0, 2])), [[2], [0, 2, 2]],
+                frozenset({"allowed_token_ids"}), coins=_any(0, 2)),
 ]
-"""The issue's edges by name; ``specsim.conformance.sampler`` runs each in every order it holds in."""
+"""The edges by name; ``specsim.conformance.sampler`` runs each in every order it holds in."""

@@ -64,8 +64,9 @@ def _softmax_rows(x: np.ndarray) -> np.ndarray:
 @st.composite
 def verify_cases(draw, *, max_batch: int = 6, max_k: int = 8, vocab_sizes=(1, 2, 3, 5, 8, 33, 257, 1024, 4096),
                  dtype: str = "float64", draft_probs: bool | None = None, greedy: bool = True,
-                 top_k: bool = True, top_p: bool = True, placeholders: bool = True):
-    """A ragged batch (K from 0 to ``max_k`` per request) and injected noise for it."""
+                 top_k: bool = True, top_p: bool = True, placeholders: bool = True, withdrawn: bool = False):
+    """A ragged batch (K from 0 to ``max_k`` per request) and injected noise for it. ``placeholders``: padding
+    (-1, SPEC §4); ``withdrawn``: with draft probabilities, some drafts withdrawn (SPEC §4's withdrawn drafts)."""
     B = draw(st.integers(1, max_batch))
     V = draw(st.sampled_from(vocab_sizes))
     K = np.array(draw(st.lists(st.integers(0, max_k), min_size=B, max_size=B)), np.int64)
@@ -104,6 +105,10 @@ def verify_cases(draw, *, max_batch: int = 6, max_k: int = 8, vocab_sizes=(1, 2,
     batch = VerifyBatch(num_draft_tokens=K, draft_token_ids=ids, draft_probs=probs if use_probs else None,
                         target_logits=logits.astype(dt), temperature=temperature, top_k=top_ks, top_p=top_ps,
                         seeds=rng.integers(0, 2**63, size=B).astype(np.uint64), positions=rng.integers(0, 2**20, size=B))
+    if withdrawn and use_probs and num_tokens:   # drawn last: the examples without it are unchanged
+        from dataclasses import replace
+        gone = (ids != PLACEHOLDER_TOKEN_ID) & (rng.random(num_tokens) < draw(st.sampled_from([0.2, 0.6, 1.0])))
+        batch = replace(batch, draft_token_ids=np.where(gone, PLACEHOLDER_TOKEN_ID, ids), withdrawn=gone)
     return batch, Noise(uniforms, exponentials)
 
 

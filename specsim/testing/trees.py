@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, TreeBatch, TreeOutput
-from reference.tree import verify_tree
+from reference.target import target_rows
+from reference.tree import children_of, level, verify_tree
 from specsim.testing.batches import _softmax_rows, numpy_dtype
 
 SHAPES = ("random", "chain", "wide", "binary")
@@ -35,11 +36,12 @@ class TreeSpec:
     greedy_fraction: float = 0.25
     top_k_fraction: float = 0.2
     top_p_fraction: float = 0.2
-    placeholder_fraction: float = 0.05
+    placeholder_fraction: float = 0.05   # placeholder siblings (SPEC §11.3: skipped, no row read)
     duplicate_fraction: float = 0.0      # point siblings replaced by an earlier sibling's token
     threshold_single: float = 1.0
     threshold_acc: float = 1.0
     logit_scale: float = 2.0
+    masked_fraction: float = 0.1         # logits set to -inf (a row keeps at least one finite)
 
     @property
     def schemes_needed(self) -> set[str]:
@@ -67,8 +69,8 @@ def _draft_tree(rng, parents: np.ndarray, drafter_rows: np.ndarray, spec: TreeSp
         taken = earlier.setdefault(slot, [])
         row = drafter_rows[slot].copy()
         if spec.drafting == "top":
-            order = [v for v in np.argsort(-row, kind="stable") if v not in taken]
-            ids[node] = order[0] if order else PLACEHOLDER_TOKEN_ID
+            seen = set(taken)
+            ids[node] = next((v for v in np.argsort(-row, kind="stable") if v not in seen), PLACEHOLDER_TOKEN_ID)
             if taken and rng.random() < spec.duplicate_fraction:
                 ids[node] = taken[int(rng.integers(len(taken)))]
         else:
@@ -86,11 +88,17 @@ def _draft_tree(rng, parents: np.ndarray, drafter_rows: np.ndarray, spec: TreeSp
 
 def random_tree_batch(rng: np.random.Generator, spec: TreeSpec) -> TreeBatch:
     """A ragged batch of trees with heterogeneous sizes, shapes' parameters and sampling parameters."""
-    B, V = spec.batch, spec.vocab_size
-    num_nodes = rng.integers(0, spec.max_nodes + 1, size=B)
-    parents = [tree_shape(rng, int(n), spec.shape) for n in num_nodes]
+    num_nodes = rng.integers(0, spec.max_nodes + 1, size=spec.batch)
+    return tree_batch_of(rng, [tree_shape(rng, int(n), spec.shape) for n in num_nodes], spec)
+
+
+def tree_batch_of(rng: np.random.Generator, parents: list[np.ndarray], spec: TreeSpec) -> TreeBatch:
+    """A batch whose request i has the tree ``parents[i]`` (``[N_i]``, request-local); rows, drafts and
+    sampling parameters drawn per ``spec`` as ``random_tree_batch`` draws them (``spec.batch`` unused)."""
+    B, V = len(parents), spec.vocab_size
+    num_nodes = np.array([len(p) for p in parents], np.int64)
     logits = rng.normal(0.0, spec.logit_scale, size=(int(num_nodes.sum()) + B, V))
-    logits[rng.random(logits.shape) < 0.1] = -np.inf
+    logits[rng.random(logits.shape) < spec.masked_fraction] = -np.inf
     dead = ~np.isfinite(logits).any(axis=1)
     logits[dead, rng.integers(0, V, size=int(dead.sum()))] = 0.0
     ids, rows, start = [], [], 0
@@ -119,6 +127,114 @@ def random_tree_batch(rng: np.random.Generator, spec: TreeSpec) -> TreeBatch:
         seeds=rng.integers(0, 2**63, size=B, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1),
         positions=rng.integers(0, 4096, size=B).astype(np.int64), scheme=spec.scheme,
         threshold_single=spec.threshold_single, threshold_acc=spec.threshold_acc)
+
+
+def layered_parents(n: int, depth: int) -> np.ndarray:
+    """``parents [n]`` of a tree of ``n`` nodes and depth ``min(n, depth)``: levels as even as possible
+    (the first ones larger), the nodes of a level hung one each from the previous level's nodes, the
+    last first — so the root has ``≈ n / depth`` children and late siblings carry the deep subtrees.
+    With ``n == depth`` it is a chain.
+
+    >>> layered_parents(7, 3).tolist()
+    [-1, -1, -1, 2, 1, 4, 3]
+    """
+    levels = min(n, depth)
+    parents: list[int] = []
+    previous: list[int] = []
+    for level in range(levels):
+        size = n // levels + (level < n % levels)
+        here = list(range(len(parents), len(parents) + size))
+        parents += [-1 if not level else previous[-1 - j % len(previous)] for j in range(size)]
+        previous = here
+    return np.array(parents, np.int64)
+
+
+def deepest_path(parents) -> list[int]:
+    """The request-local nodes of a root-to-leaf path of greatest depth; at each node the **last**
+    child on such a path (late siblings: what a device dropping siblings would miss).
+
+    >>> deepest_path(layered_parents(7, 3))
+    [2, 3, 6]
+    """
+    kids = children_of([int(p) for p in parents])
+    height = [0] * (len(parents) + 1)
+    for slot in reversed(range(len(parents) + 1)):
+        height[slot] = 1 + max((height[c + 1] for c in kids[slot]), default=0)
+    path, slot = [], 0
+    while kids[slot]:
+        best = max(height[c + 1] for c in kids[slot])
+        node = [c for c in kids[slot] if height[c + 1] == best][-1]
+        path.append(node)
+        slot = node + 1
+    return path
+
+
+def _steer_level(batch: TreeBatch, target: np.ndarray, tokens: list[int], rows, j: int) -> tuple[list, list[int]]:
+    """Coins ``[j + 1]`` and tokens for siblings ``0..j`` of one level (``target [V]``, ``tokens [m]``,
+    ``rows`` their ``[V]`` draft rows or None) under which siblings ``0..j-1`` are rejected and ``j``
+    accepted, each coin in the middle of its interval; None where the SPEC leaves no choice.
+
+    ``"sglang"`` reads the first coin only. ``"rrs"``: each sibling's acceptance ``a`` against the
+    residual it meets is ``reference.tree.level``'s; a sure one (``a = 1``) before ``j`` takes instead
+    the token its row over-proposes most, an impossible one at ``j`` (``a = 0``) the token it
+    under-proposes most — a token its row can draw, so the batch stays a valid tree."""
+    if batch.scheme == "sglang":
+        probs = level("sglang", target.tolist(), tokens, None, batch.threshold_single, batch.threshold_acc)[0]
+        below = float(sum(probs[:j]))
+        return [below + float(probs[j]) / 2 if probs[j] > 0 else None], tokens
+    r, coins, tokens = target.tolist(), [], list(tokens)
+    for k in range(j + 1):
+        d = None if rows is None else rows[k]
+        accept = lambda x: float(level("rrs", r, [x], None if d is None else [d])[0][0])  # noqa: E731
+        a = accept(tokens[k]) if tokens[k] != PLACEHOLDER_TOKEN_ID else 0.0
+        if (a >= 1) if k < j else (a <= 0):
+            drawable = np.flatnonzero(np.asarray(d) > 0) if d is not None else np.arange(len(r))
+            ratio = np.array([accept(int(v)) for v in drawable])
+            if len(drawable) and (ratio.min() < 1 if k < j else ratio.max() > 0):
+                tokens[k] = int(drawable[ratio.argmin() if k < j else ratio.argmax()])
+                a = accept(tokens[k])
+        coins.append(((1 + a) / 2 if a < 1 else None) if k < j else (a / 2 if a > 0 else None))
+        if tokens[k] != PLACEHOLDER_TOKEN_ID:
+            r = level("rrs", r, [tokens[k]], None if d is None else [d])[2]
+    return coins, tokens
+
+
+def steer_tree(batch: TreeBatch, noise: Noise, requests) -> tuple[TreeBatch, Noise]:
+    """``batch`` and ``noise`` changed so that each of ``requests`` accepts its ``deepest_path`` as far
+    as the SPEC lets it: a greedy request's path nodes carry their row's argmax (earlier siblings
+    another token); a sampled request's coins reject every earlier sibling and accept the path's node
+    (their acceptance computed by ``reference.tree.level``). The reference still decides every answer:
+    steering only makes a deep or late acceptance likely, so a device truncating trees shows it."""
+    ids, coins = np.array(batch.draft_token_ids, copy=True), np.array(noise.uniforms, dtype=np.float64, copy=True)
+    cu, V = batch.request_offsets(), batch.vocab_size
+    logits = np.asarray(batch.target_logits, dtype=np.float64)
+    paths: dict[bytes, list[int]] = {}
+    for i in requests:
+        start, parents = int(cu[i]), batch.parents[cu[i]:cu[i + 1]]
+        path = paths.setdefault(parents.tobytes(), deepest_path(parents))
+        rows = logits[start + i: int(cu[i + 1]) + i + 1]
+        T = float(batch.temperature[i])
+        probs = None if T == 0 else target_rows(rows, np.full(len(rows), T), np.full(len(rows), batch.top_k[i]),
+                                                 np.full(len(rows), batch.top_p[i]))[0]
+        kids, slot = children_of(parents.tolist()), 0
+        for node in path:
+            siblings = kids[slot]
+            j = siblings.index(node)
+            if probs is None:
+                best = int(np.argmax(rows[slot]))
+                earlier = [start + s for s in siblings[:j] if ids[start + s] == best]
+                ids[earlier] = (best + 1) % V if V > 1 else PLACEHOLDER_TOKEN_ID
+                ids[start + node] = best
+            else:
+                draft = None if batch.draft_probs is None else [batch.draft_probs[start + s].astype(np.float64)
+                                                                for s in siblings[:j + 1]]
+                level_nodes = start + np.array(siblings[:j + 1])
+                chosen, ids[level_nodes] = _steer_level(batch, probs[slot], ids[level_nodes].tolist(), draft, j)
+                for n, u in zip(level_nodes, chosen):
+                    if u is not None:
+                        coins[n] = u
+            slot = node + 1
+    return replace(batch, draft_token_ids=ids), Noise(coins, noise.exponentials)
 
 
 def random_tree_noise(rng: np.random.Generator, batch: TreeBatch) -> Noise:
@@ -150,8 +266,23 @@ def compare_tree(got: TreeOutput, want, repro: str = "") -> list[str]:
         g_row, w_row = np.asarray(got.output_token_ids)[i].tolist(), want.output_token_ids[i].tolist()
         g_nodes, w_nodes = np.asarray(got.accepted_nodes)[i].tolist(), want.accepted_nodes[i].tolist()
         if g_row != w_row or g_nodes != w_nodes or int(got.num_accepted[i]) != int(want.num_accepted[i]):
-            problems.append(f"request {i}: emitted {g_row} via nodes {g_nodes}, expected {w_row} via {w_nodes}{repro}")
+            problems.append(f"request {i}: emitted {_short(g_row)} via nodes {_short(g_nodes)}, expected "
+                            f"{_short(w_row)} via {_short(w_nodes)}{repro}")
     return problems
+
+
+def _short(row: list[int], keep: int = 12) -> str:
+    """A row for a message: its padding (trailing -1) dropped, a long one cut in the middle.
+
+    >>> _short([5, 6, -1, -1]), _short(list(range(30)))
+    ('[5, 6]', '[0, 1, 2, 3, 4, 5, …(18 more)…, 24, 25, 26, 27, 28, 29]')
+    """
+    while row and row[-1] == PLACEHOLDER_TOKEN_ID:
+        row = row[:-1]
+    if len(row) <= keep:
+        return str(row)
+    half = keep // 2
+    return f"[{', '.join(map(str, row[:half]))}, …({len(row) - keep} more)…, {', '.join(map(str, row[-half:]))}]"
 
 
 def select_tree_requests(batch: TreeBatch, order, noise: Noise | None = None):

@@ -1,4 +1,4 @@
-"""Explaining a device's differing request by waived near-tie decisions (SPEC §9).
+"""Explaining a device's differing request by near-tie allowances (SPEC §9).
 
 A device computing in float32 may flip a decision of the reference only where
 that decision is within rounding of its boundary: its **margin** is below the
@@ -6,14 +6,18 @@ declared dtype's tolerance (a *near-tie*). ``explain`` re-walks one request
 along the path the device took, deciding every step exactly
 (``reference.exact``), and returns the fewest near-tie decisions that must be
 flipped for the reference to emit the device's tokens — or None if no set of
-at most ``budget`` flips does. Each flip is one counted waiver.
+at most ``budget`` flips does. Each flip is one near-tie allowance, counted
+toward the check's cap. A ``Request``'s ``logits`` are the rows the reference
+step read — after SPEC §12's bans, penalties and bias
+(``reference.verify.StepResult.processed_logits``) — so a device that skips
+§12 is judged on the rows it should have computed.
 
 The visible decisions are checked directly against the device's output: the
 coin at each position (accepted iff the device kept the draft) and the race
 winner (the token it emitted). The hidden ones — the top-k boundary and the
 top-p cut of each row, which the device's output does not show — are tried
 as their near-tie variants (``reference.exact.near_tie_rows``: the boundary
-moved by one class), each costing one waiver. Greedy requests are exact
+moved by one class), each costing one allowance. Greedy requests are exact
 (an argmax of given values involves no rounding): they are never explained.
 
 Worked example — a point proposal with ``t(x) = 1/2`` (two equal logits):
@@ -23,7 +27,7 @@ Worked example — a point proposal with ``t(x) = 1/2`` (two equal logits):
 ...               top_k=0, top_p=1.0, uniforms=np.array([0.5]), exponentials=np.ones(2))
 >>> explain(tie, [1], 0, tolerance=1e-4, budget=2)          # u = t(x): rejected, token 1: the reference itself
 []
->>> explain(tie, [0, 0], 1, tolerance=1e-4, budget=2) is None   # accepting flips an exact tie: never waived
+>>> explain(tie, [0, 0], 1, tolerance=1e-4, budget=2) is None   # accepting flips an exact tie: never allowed
 True
 >>> near = Request(**{**tie.__dict__, "uniforms": np.array([0.49999])})   # u 2e-5 below t(x): accepted
 >>> [str(flip) for flip in explain(near, [1], 0, tolerance=1e-4, budget=2)]   # float32 may reject it
@@ -43,7 +47,9 @@ from reference import exact
 @dataclass(frozen=True)
 class Request:
     """One sampled request's inputs: ``draft_ids [K]``, ``draft_rows [K, V]`` or None (point),
-    ``logits [K+1, V]``, its parameters, ``uniforms [K]`` and ``exponentials [V]``."""
+    ``logits [K+1, V]`` (the rows the step read: after SPEC §12's bans, penalties and bias), its
+    parameters, ``uniforms [K]``, ``exponentials [V]`` and ``withdrawn [K]`` bool or None (SPEC §4's
+    withdrawn drafts, whose residual reads their draft row)."""
 
     draft_ids: np.ndarray
     draft_rows: np.ndarray | None
@@ -53,11 +59,13 @@ class Request:
     top_p: float
     uniforms: np.ndarray
     exponentials: np.ndarray
+    withdrawn: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class Flip:
-    """One waived decision: its kind (``coin``, ``race``, ``top_k ...``, ``top_p ...``), position, margin."""
+    """One flipped near-tie decision (one near-tie allowance): its kind (``coin``, ``race``,
+    ``top_k ...``, ``top_p ...``), position, margin."""
 
     kind: str
     position: int
@@ -91,7 +99,9 @@ def _contradicted(request: Request, j: int, probs, token: int) -> list[Flip]:
         if accepted:
             flips.append(Flip("coin", j, margin))
         x = int(request.draft_ids[j])
-        weights = exact.residual(x, probs, None if request.draft_rows is None or x < 0 else request.draft_rows[j])
+        withdrawn = request.withdrawn is not None and bool(request.withdrawn[j])
+        reads_row = request.draft_rows is not None and (x >= 0 or withdrawn)
+        weights = exact.residual(x, probs, request.draft_rows[j] if reads_row else None, withdrawn)
     if not 0 <= token < len(weights):
         return flips + [Flip("race", j, exact.INF)]
     winner, gaps = exact.race(weights, request.exponentials)

@@ -73,11 +73,11 @@ def test_pattern_rows_with_a_near_coincidence_are_refused():
     near = (q[0] + 1e-9, q[1] + 0.2, q[2] - 0.2, q[3], q[4] - 1e-9)   # t(0), t(4) a hair off the drafter's
     t = tp.tree((-1,), (1,), "with", rows={0: (near, q)})
     with pytest.raises(ValueError, match="pattern rows: at slot 0, sibling 0's residual and draft row nearly tie"):
-        tp.probes(tp._as_sent(t, "float64"), "rrs", np.random.default_rng(0))
+        tp.probes(tp.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
     tiny = (0.5, 0.3, 0.2 - 1e-9, 1e-9, 0.0)                       # sglang leaves t(3) = 1e-9 in the residual
     t = tp.tree((-1,), (1,), "point", rows={0: (tiny, tp.Q_ROOT)})
     with pytest.raises(ValueError, match="pattern rows: the residual at slot 0 has a positive entry"):
-        tp.probes(tp._as_sent(t, "float64"), "sglang", np.random.default_rng(0))
+        tp.probes(tp.as_sent(t, "float64"), "sglang", np.random.default_rng(0))
 
 
 def test_pattern_rows_where_target_meets_draft_are_refused():
@@ -86,17 +86,28 @@ def test_pattern_rows_where_target_meets_draft_are_refused():
     tied = (0.10, 0.35, 0.25, 0.05, 0.25)                          # tokens 0, 1, 3 equal Q_ROOT's
     t = tp.tree((-1,), (2,), "with", rows={0: (tied, tp.Q_ROOT)})
     with pytest.raises(ValueError, match="nearly tie at token 0"):
-        tp.probes(tp._as_sent(t, "float64"), "rrs", np.random.default_rng(0))
+        tp.probes(tp.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
 
 
-def test_pattern_laws_are_counted_in_the_edges_budget():
-    from specsim.conformance.exact import edge_alpha
-    caps = BlackBox(make_cpu_device()).capabilities
-    count = tp.sampled_patterns(caps)
-    assert count == sum(len(p.trees) for p in tp.PATTERNS if p.scheme != "greedy")
-    assert tp.sampled_patterns(make_cpu_device().capabilities) == 0
-    without = replace(caps, tree_schemes=())
-    assert edge_alpha(caps, Context()) < edge_alpha(without, Context())
+def test_pattern_laws_are_tests_of_the_runs_plan():
+    """Without injected noise each request of a sampled pattern is one goodness-of-fit test of the run's
+    plan (group L1-trees, n = the pattern's samples), and the law check runs each at its α there."""
+    from specsim.conformance.stat_plan import run_plan
+    device = BlackBox(make_cpu_device())
+    ctx = Context(quick=True)
+    plan = run_plan(device.capabilities, ctx)
+    planned = plan.of_group("L1-trees")
+    assert len(planned) == sum(len(p.trees) for p in tp.PATTERNS if p.scheme != "greedy")
+    assert all(t.n == tp.QUICK_SAMPLES and 0 < t.detectable_tv < 1 for t in planned)
+    assert not run_plan(make_cpu_device().capabilities, ctx).of_group("L1-trees")
+    without = run_plan(replace(device.capabilities, tree_schemes=()), ctx)
+    assert not without.of_group("L1-trees") and without.tests[-1].alpha > plan.tests[-1].alpha
+    pattern = next(p for p in tp.PATTERNS if p.name == "empty-beside-big" and p.scheme == "rrs")
+    result, = tp.pattern_checks(device, ctx, only=pattern.check)
+    tests = [t for t in planned if t.check == pattern.check]
+    assert [t.name for t in tests] == [f"{pattern.check}/request0", f"{pattern.check}/request1"]
+    assert result.status == "pass" and result.alpha == plan.alpha(tests[0].name)
+    assert result.extra["tests"] == [t.name for t in tests]
 
 
 @pytest.mark.parametrize("mutant", [m for m in TREE if m.killed_by.startswith("L1/trees/pattern/")],

@@ -251,3 +251,51 @@ def test_every_capability_both_ways():
     results = [check_row(DEVICE, row) for row in ROWS if row.name != "max_vocab_size"]
     bad = [f"{r.name}: {r.detail}" for r in results if r.status in ("fail", "error")]
     assert not bad, bad
+
+
+# --- SPEC §4 withdrawn drafts: the residual reads the withdrawn draft's row, padding's reads none ----------
+
+def _withdrawn_batch(name: str, **spec):
+    """A batch holding both kinds of placeholder. Each withdrawn draft's row puts 0.9 on its target row's
+    argmax, so that its residual ``max(t − d, 0)`` mostly leaves out the token padding's residual ``t``
+    favours: the answers of the two rules differ in most requests that emit there."""
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "withdrawn", name))
+    batch = random_batch(rng, BatchSpec(batch=8, max_k=2, vocab_size=96, withdrawn_fraction=0.8,
+                                        placeholder_fraction=0.1, greedy_fraction=0.1, zero_k_fraction=0.0, **spec))
+    probs = batch.draft_probs.copy()
+    gone = np.flatnonzero(batch.withdrawn)
+    rows = gone + np.repeat(np.arange(batch.batch_size), batch.num_draft_tokens)[gone]   # cu[i] + i + j
+    top = np.argmax(batch.target_logits[rows].astype(np.float64), axis=1)
+    probs[gone] = 0.1 / batch.vocab_size
+    probs[gone, top] += 0.9
+    return dataclasses.replace(batch, draft_probs=probs.astype(batch.draft_probs.dtype)), random_noise(rng, batch)
+
+
+@pytest.mark.parametrize("dtype,keyed", [("float64", False), ("float32", False), ("float32", True),
+                                         ("bfloat16", True)])
+def test_withdrawn_drafts_match_the_reference(dtype, keyed):
+    batch, noise = _withdrawn_batch(f"{dtype}-{keyed}", dtype=dtype)
+    noise = None if keyed else noise
+    want = reference_step(batch, noise)
+    result = compare(batch, DEVICE.verify(batch, noise), want)
+    assert result.ok, result.summary()
+    as_padding = reference_step(dataclasses.replace(batch, withdrawn=None), noise)
+    assert (as_padding.output_token_ids != want.output_token_ids).any(), "no token depends on the withdrawn rule"
+
+
+def test_withdrawn_drafts_in_chunked_rows_and_through_the_fused_sampler():
+    """Several race chunks per row (the draft row's bound per chunk), and SPEC §12's fused path (its records'
+    race reads the same draft row)."""
+    from devices.protocol import SamplerParams
+    batch, noise = _withdrawn_batch("chunked", dtype="float32", top_k_fraction=0.0, top_p_fraction=0.0)
+    chunked = td.TritonDevice("cpu", CHUNKED)
+    want = reference_step(batch, noise)
+    result = compare(batch, chunked.verify(batch, noise), want)
+    assert result.ok, result.summary()
+    as_padding = reference_step(dataclasses.replace(batch, withdrawn=None), noise)
+    assert (as_padding.output_token_ids != want.output_token_ids).any(), "no token depends on the withdrawn rule"
+    fused = dataclasses.replace(batch, sampler=SamplerParams(presence_penalty=np.full(batch.batch_size, 0.7),
+                                                             output_token_ids=tuple(np.array([3, 5]) for _ in
+                                                                                    range(batch.batch_size))))
+    result = compare(fused, DEVICE.verify(fused, noise), reference_step(fused, noise))
+    assert result.ok, result.summary()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import doctest
 import json
 
+import pytest
+
 from specsim import field
 from specsim.commands import field as field_command
 
@@ -18,7 +20,7 @@ def _checks():
 
 def test_failures_are_sorted_into_shipped_deviations_or_new():
     waivers = field.field_waivers("vllm")
-    findings = field.classify("vllm", _checks(), waivers)
+    findings = field.classify("vllm", _checks(), waivers, "vllm 0.33.0")
     by_check = {f.check: f for f in findings}
     assert by_check["L1/edge/u0-masked-point"].deviation == "inclusive-acceptance"
     assert by_check["L1/edge/u0-masked-point"].judgement == "loss of losslessness"
@@ -28,7 +30,7 @@ def test_failures_are_sorted_into_shipped_deviations_or_new():
 
 def test_table_renders_and_merges_machines(tmp_path):
     waivers = field.field_waivers("vllm")
-    findings = field.classify("vllm", _checks(), waivers)
+    findings = field.classify("vllm", _checks(), waivers, "vllm 0.33.0")
     gpu = {"devices": [field.device_entry("vllm", _checks(), None, "vllm 0.33.0", False, "H100", "specsim field ...",
                                           findings, waivers)]}
     cpu = {"devices": [field.device_entry("vllm", None, "no CUDA GPU here", "", True, "CPU", "", [], [])]}
@@ -86,7 +88,7 @@ def test_an_unconfirmed_deviation_is_new_and_rows_are_zeroed_on_the_device_side(
 def test_runs_of_one_machine_unite_group_by_group():
     def run(groups, command):
         checks = {g: _checks()[g] for g in groups}
-        findings = field.classify("vllm", checks, field.field_waivers("vllm"))
+        findings = field.classify("vllm", checks, field.field_waivers("vllm"), "vllm 0.33.0")
         return {"devices": [field.device_entry("vllm", checks, None, "vllm 0.33.0", False, "H100", command,
                                                findings, field.field_waivers("vllm"))]}
     doc = field.merge([run(["L1-edges"], "a"), run(["L2-rng"], "b")])
@@ -129,3 +131,150 @@ def test_transformers_shipped_waivers_cover_exactly_its_edge_findings():
     for w in waivers:
         assert w.reason and w.issue.startswith("https://github.com/huggingface/transformers/blob/v5.23.0/")
         assert w.judgement in JUDGEMENTS and tuple(w.devices) == ("transformers",), w
+
+
+def test_a_waiver_judged_on_another_release_marks_the_check_instead_of_waiving_it(tmp_path):
+    """vllm's waivers are judged on vllm 0.33.0: on that release the u0 edge is waived; on 0.34.0 the same
+    failure is a FAIL marked with the release of the judgement, and ``specsim field`` exits 1."""
+    waivers = field.field_waivers("vllm")
+    here = field.classify("vllm", _checks(), waivers, "vllm 0.33.0")
+    there = field.classify("vllm", _checks(), waivers, "vllm 0.34.0")
+    u0 = lambda fs: next(f for f in fs if f.check == "L1/edge/u0-masked-point")  # noqa: E731
+    assert (u0(here).standing, u0(there).standing) == (field.WAIVED, field.JUDGED_ELSEWHERE)
+    assert u0(there).judged_on == "vllm 0.33.0" and u0(there).deviation == "inclusive-acceptance"
+    entry = field.device_entry("vllm", _checks(), None, "vllm 0.34.0", False, "H100", "c", there, waivers)
+    assert entry["release"] == "0.34.0"
+    assert entry["groups"]["L1-edges"]["waived"] == 0 and entry["groups"]["L1-edges"]["judged_elsewhere"] == 1
+    text = field.render(field.merge([{"devices": [entry]}]))
+    assert "| L1-edges | FAIL (1 judged on 0.33.0) |" in text
+    assert "(judged on vllm 0.33.0; not waived on vllm 0.34.0)" in text
+    assert field.group_verdict({"fail": 2}, waived=0, judged_elsewhere=1, judged_on="0.33.0") == \
+        "FAIL (1 new, 1 judged on 0.33.0)"
+    assert field.classify("vllm", _checks(), waivers)[0].standing != field.WAIVED   # no release named: not waived
+
+    (tmp_path / "there.json").write_text(json.dumps({"devices": [entry]}))
+
+    class Args:
+        out, merge, render_only, extra = str(tmp_path / "out"), [str(tmp_path / "there.json")], True, []
+    assert field_command.run(Args) == 1
+
+
+def test_every_shipped_field_waiver_names_the_release_it_was_judged_on(tmp_path, monkeypatch):
+    import devices.field
+    for device in ("transformers", "vllm", "vllm-interpret", "flashinfer"):
+        for w in field.field_waivers(device):
+            release = field.release_of(w.judged_on)
+            assert release and f"/v{release}/" in w.issue, (device, w.check, w.judged_on, w.issue)
+    (tmp_path / "x_waivers.toml").write_text('[[waiver]]\ncheck = "conformance:L1/edge/k0"\nreason = "r"\n'
+                                             'issue = "https://x.example/1"\n')
+    monkeypatch.setattr(devices.field, "__file__", str(tmp_path / "__init__.py"))
+    from property_tests.waivers import WaiverError
+    with pytest.raises(WaiverError, match="judged_on"):
+        field.field_waivers("x")
+
+
+def test_a_judged_on_that_names_no_release_is_refused(tmp_path):
+    from property_tests.waivers import WaiverError, load
+    path = tmp_path / "w.toml"
+    path.write_text('[[waiver]]\ncheck = "conformance:x"\nreason = "r"\nissue = "https://x.example/1"\n'
+                    'judged_on = "5.23.0"\n')
+    with pytest.raises(WaiverError, match=r"entry 1: 'judged_on' must name the engine and the release"):
+        load(str(path))
+
+
+def test_conform_waivers_judged_on_another_release_waive_nothing():
+    from property_tests.waivers import Waiver
+    from specsim.conformance.results import CheckResult
+    from specsim.conformance.vendor_waivers import WaiverFile, apply
+    w = Waiver(check="conformance:L1/edge/*", reason="known", issue="https://x.example/1", source="f, entry 1",
+               judged_on="acme 1.0")
+    results = [CheckResult("L1/edge/a", "L1", "fail")]
+    kept, record = apply(results, WaiverFile("f", "0" * 64, (w,)), device_spec="dev", engine="acme 1.1")
+    assert kept[0].waiver is None and record["waived"] == []
+    assert "judged on acme 1.0; this run's device runs acme 1.1" in record["not_applicable"][0]["why"]
+    kept, record = apply(results, WaiverFile("f", "0" * 64, (w,)), device_spec="dev", engine="acme 1.0")
+    assert kept[0].waiver is not None
+
+
+def test_a_schema_1_table_still_loads_and_renders():
+    """``field.json`` before releases: no ``schema``, no ``standing``, no ``release``: judged findings are waived
+    as they were; merging writes schema 2. The stored table behind docs/field.md renders, and rewaived by
+    today's files its transformers run (on 5.23.0, the release judged) is waived as before."""
+    entry = field.device_entry("vllm", _checks(), None, "vllm 0.33.0", False, "H100", "c",
+                               field.classify("vllm", _checks(), field.field_waivers("vllm"), "vllm 0.33.0"), [])
+    old = json.loads(json.dumps({"devices": [entry]}))
+    del old["devices"][0]["release"]
+    for f in old["devices"][0]["findings"]:
+        del f["standing"], f["judged_on"]
+    for counts in old["devices"][0]["groups"].values():
+        del counts["judged_elsewhere"]
+    doc = field.merge([old])
+    assert doc["schema"] == field.SCHEMA and doc["devices"][0]["release"] == "0.33.0"
+    assert "| L1-edges | pass (1 waived) |" in field.render(doc)
+
+    import pathlib
+    stored = json.loads((pathlib.Path(__file__).parents[2] / "docs/field-results/field.json").read_text())
+    doc = field.rewaive(field.merge([stored]))
+    (hf,) = [e for e in doc["devices"] if e["device"] == "transformers"]
+    assert hf["engine"] == "transformers 5.23.0" and hf["groups"]["L1-edges"]["waived"] == 4
+    assert "| transformers 5.23.0 (`transformers`) | CPU (x86_64), no GPU | L1-edges | pass (4 waived) |" in \
+        field.render(doc)
+
+
+def _release_run(release, findings, statuses, error=None):
+    checks = {"L1-edges": [{"name": "L1/edge/draft-prob-zero", "status": "fail" if findings else "pass"},
+                           {"name": "L1/edge/k0", "status": "pass"}]}
+    waivers = field.field_waivers("transformers")
+    found = field.classify("transformers", checks, waivers, f"transformers {release}") if findings else []
+    entry = field.device_entry("transformers", None if error else checks, error, f"transformers {release}", True,
+                               "CPU", "c", found, waivers)
+    return {"release": release, "install": None if error else {"path": "/x", "pins": [f"transformers=={release}"],
+                                                               "reused": True},
+            "error": None, "entries": [entry], "statuses": {"transformers": statuses}}
+
+
+def test_the_release_table_has_a_row_per_failing_check_and_a_column_per_release():
+    runs = [_release_run("5.24.0", True, {"L1/edge/draft-prob-zero": "fail"}),
+            _release_run("5.23.0", True, {"L1/edge/draft-prob-zero": "fail"}),
+            _release_run("5.25.0", False, {"L1/edge/draft-prob-zero": "pass"}),
+            _release_run("5.17.0", False, {}, error="DeviceLoadError: ...also requires is_done_candidate...")]
+    block = field.release_runs_block("transformers", "transformers", ["transformers"], runs, where="CPU",
+                                     quick=True, groups=["L1-edges"], command="specsim field --releases ...")
+    assert [r["release"] for r in block["runs"]] == ["5.17.0", "5.23.0", "5.24.0", "5.25.0"]
+    text = "\n".join(field.render_releases(block))
+    assert "| `transformers` | 5.17.0 | 5.23.0 | 5.24.0 | 5.25.0 |" in text
+    assert ("| L1-edges | - | pass (1 waived) | FAIL (1 judged on 5.23.0) | pass |") in text
+    assert ("| `L1/edge/draft-prob-zero` | draft-prob-zero-accepted | not run | waived (judged here) | "
+            "FAIL: judged on 5.23.0 | pass |") in text
+    assert "not run: DeviceLoadError: ...also requires is_done_candidate..." in text
+
+    later = field.release_runs_block("transformers", "transformers", ["transformers"],
+                                     [_release_run("5.24.0", False, {"L1/edge/draft-prob-zero": "pass"})],
+                                     where="CPU", quick=True, groups=["L1-edges"], command="c")
+    doc = field.merge([{"devices": [], "releases": [block]}, {"devices": [], "releases": [later]}])
+    (merged,) = doc["releases"]
+    assert [r["release"] for r in merged["runs"]] == ["5.17.0", "5.23.0", "5.24.0", "5.25.0"]
+    assert merged["runs"][2]["entries"][0]["findings"] == []          # 5.24.0 from the later document
+    assert merged["command"] == "specsim field --releases ...; c"
+    assert "## Releases" in field.render(doc) and "## Verdicts" not in field.render(doc)
+
+
+def test_devices_lists_the_engine_release_a_field_adapter_runs():
+    from devices.field.hf_transformers import CAPABILITIES
+    from specsim.commands import devices as devices_command
+
+    class Adapter:
+        capabilities, engine = CAPABILITIES, "transformers 5.24.0"
+    assert devices_command._described(Adapter()).startswith("transformers 5.24.0: ")
+
+
+def test_releases_usage_errors_name_the_option(tmp_path, capsys):
+    class Args:
+        out, merge, render_only, rewaive, extra, quick, where, group_timeout = str(tmp_path), [], False, False, [], \
+            True, "here", None
+        groups, devices, engine, releases = "capabilities", ["transformers"], None, "5.23.0,latest"
+    assert field_command.run(Args) == 2 and "--releases: 'latest' is not a release number" in capsys.readouterr().out
+    Args.releases, Args.devices = "5.23.0", ["vllm"]
+    assert field_command.run(Args) == 2 and "--releases needs one engine" in capsys.readouterr().out
+    Args.releases, Args.devices, Args.engine = None, None, "transformers"
+    assert field_command.run(Args) == 2 and "--engine goes with --releases" in capsys.readouterr().out

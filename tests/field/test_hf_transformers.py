@@ -1,4 +1,5 @@
-"""The ``transformers`` device: HF transformers' ``_speculative_sampling`` under the suite (issue 10).
+"""The ``transformers`` device: HF transformers' ``_speculative_sampling`` under the suite (issue 10), on the
+installed release (tests/field/test_transformers_releases.py runs it on two).
 
 CI runs the groups that fit a batch-1 sampler at ~0.5 ms a request: every L1
 group (not_supported: no injected noise, not Philox — declared), L2-rng and
@@ -75,10 +76,29 @@ def test_declared_limits_are_unsupported_calls():
         device.verify(_batch(draft_probs=False))
 
 
-def test_another_transformers_version_is_refused(monkeypatch):
+def test_the_device_runs_the_installed_release_and_names_it(monkeypatch):
     # sys.modules' entry, not the module imported above: building a model can re-register transformers' lazy module
-    monkeypatch.setattr(sys.modules["transformers"], "__version__", "0.0.1")
-    with pytest.raises(ImportError, match=hf_transformers.PINNED_VERSION):
+    monkeypatch.setattr(sys.modules["transformers"], "__version__", "9.9.9")
+    device = hf_transformers.make_device()
+    assert (device.engine, device.release) == ("transformers 9.9.9", "9.9.9")
+    assert device.verify(_batch()).num_accepted.shape == (1,)
+
+
+def test_a_release_whose_function_changed_is_refused_naming_what_is_missing(monkeypatch):
+    """transformers 5.0 ... 5.17 took ``is_done_candidate`` as a fifth argument without a default."""
+    from transformers.generation import logits_process
+    from transformers.generation import utils as generation_utils
+
+    from devices.registry import DeviceLoadError
+
+    def _speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits, is_done_candidate):
+        raise AssertionError("not called at load")
+    monkeypatch.setattr(generation_utils, "_speculative_sampling", _speculative_sampling)
+    with pytest.raises(DeviceLoadError, match=r"transformers \S+ .*also requires is_done_candidate"):
+        hf_transformers.make_device()
+    monkeypatch.delattr(generation_utils, "_speculative_sampling")
+    monkeypatch.delattr(logits_process, "TopPLogitsWarper")
+    with pytest.raises(DeviceLoadError, match=r"_speculative_sampling is missing; .*TopPLogitsWarper is missing"):
         hf_transformers.make_device()
 
 

@@ -24,7 +24,7 @@ def test_case_list_is_frozen_and_diverse():
 
 def test_default_design_detects_tv_002_everywhere():
     plan = S.make_plan(1e-3, quick=False)  # asserts the design itself
-    assert plan.budget.checks == sum(len(S.check_names(c)) for c in C.CASES)
+    assert plan.checks == sum(len(S.check_names(c)) for c in C.CASES)
     for cp in plan.cases:
         if not cp.case.pit:
             assert max(cp.design_tv.values()) <= S.TARGET_TV * 1.0001
@@ -59,7 +59,9 @@ def test_rng_none_is_not_supported():
     assert [r.status for r in res] == ["not_supported"]
 
 
-def test_declared_batch_limit_is_respected_by_smaller_calls():
+def test_a_batch_limit_of_its_own_is_a_refusal_inside_the_declaration_and_fails():
+    """Batch size is never a declared limit (SPEC §10): the case's calls are not retried smaller, and
+    every check of the case fails naming the batch and the device's own words."""
     from devices.protocol import UnsupportedCall
 
     class Small(WalkDevice):
@@ -69,4 +71,7 @@ def test_declared_batch_limit_is_respected_by_smaller_calls():
             return super().verify(batch, noise)
 
     res = S.statistical_group(Small(), Context(seed=0, quick=True), cases={"v8-far"})
-    assert res and all(r.status == "pass" for r in res)
+    assert [r.name for r in res] == S.check_names(next(c for c in S.CASES if c.id == "v8-far"))
+    assert all(r.status == "fail" for r in res)
+    assert "device refused a call inside its declaration (B=" in res[0].detail
+    assert "batch size is never a declared limit" in res[0].detail and "batch <= 100 (got" in res[0].detail

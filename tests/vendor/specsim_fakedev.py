@@ -8,6 +8,8 @@ kind of call, keyed by the vocabulary size, so the other groups still run:
 
 - ``make_aborting``: ``os.abort()`` (SIGABRT) when V == 13;
 - ``make_hanging``: sleeps forever when V == 17 (unless ``FAKEDEV_NO_HANG=1``: the driver was fixed);
+- ``make_hanging_with_helper``: the same, after starting a helper process (as a driver's daemon
+  would) that sleeps and writes its pid to ``$FAKEDEV_HELPER_PIDFILE``;
 - ``make_raising``: raises ``RuntimeError`` when V == 19;
 - ``make_wrong_token``: emits argmax + 1 at the first rejection (every call).
 
@@ -17,6 +19,8 @@ Registered as ``"specsim_fakedev:make_aborting"`` etc. (this directory is on sys
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -73,6 +77,17 @@ class HangingDevice(GreedyDevice):
                 time.sleep(0.05)
 
 
+class HangingWithHelperDevice(HangingDevice):
+    name = "fake-hanging-with-helper"
+
+    def misbehave(self, batch):
+        if batch.vocab_size == HANG_VOCAB and os.environ.get("FAKEDEV_NO_HANG") != "1":
+            pidfile = os.environ.get("FAKEDEV_HELPER_PIDFILE", os.devnull)
+            subprocess.Popen([sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid()));"
+                              " time.sleep(600)", pidfile], stdin=subprocess.DEVNULL)
+        super().misbehave(batch)
+
+
 class RaisingDevice(GreedyDevice):
     name = "fake-raising"
 
@@ -98,6 +113,10 @@ def make_aborting():
 
 def make_hanging():
     return HangingDevice()
+
+
+def make_hanging_with_helper():
+    return HangingWithHelperDevice()
 
 
 def make_raising():

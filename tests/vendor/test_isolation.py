@@ -22,7 +22,7 @@ def fake_groups(monkeypatch):
 
 def conform_args(**kw) -> types.SimpleNamespace:
     base = dict(device="specsim_fakedev:make_good", out=None, seed=0, alpha=1e-3, groups=None, quick=True,
-                group_timeout=60.0, resume=False, in_process=False, no_report=True)
+                group_timeout=60.0, resume=False, in_process=False, no_report=True, waivers=None)
     base.update(kw)
     return types.SimpleNamespace(**base)
 

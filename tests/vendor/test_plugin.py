@@ -88,6 +88,49 @@ def test_waiver_turns_the_failure_into_xfail_and_stale_entries_are_reported(tmp_
     assert "1 waiver(s) matched no collected test" in r.stdout and "test_gone.py" in r.stdout
 
 
+def test_conformance_waiver_judged_on_another_release_waives_nothing(tmp_path):
+    """A ``conformance:`` waiver ``judged_on = "acme 1.0"`` drops its check on a device that runs acme 1.0 and
+    keeps it (a failure) on one that runs acme 1.1; the summary names the release of the judgement."""
+    (tmp_path / "acme_dev.py").write_text(textwrap.dedent('''
+        import specsim_fakedev
+
+        def make(release):
+            device = specsim_fakedev.make_wrong_token()
+            device.engine = f"acme {release}"
+            return device
+
+        def make_10():
+            return make("1.0")
+
+        def make_11():
+            return make("1.1")
+    '''))
+    waivers = tmp_path / "acme.toml"
+    waivers.write_text('[[waiver]]\ncheck = "conformance:L1/edge/a"\nreason = "r"\nissue = "https://x.example/1"\n'
+                       'judged_on = "acme 1.0"\n')
+    suite = textwrap.dedent('''
+        from specsim.conformance.results import CheckResult
+
+        def test_waive(specsim_conformance_waivers):
+            kept, waived = specsim_conformance_waivers([CheckResult("L1/edge/a", "L1", "fail")])
+            print("KEPT", [r.name for r in kept], "WAIVED", len(waived))
+    ''')
+    (tmp_path / "test_waive.py").write_text(suite)
+    env = dict(os.environ, SPECSIM_DEVICE_SURVEY="0", PYTHONPATH=os.pathsep.join([ROOT, HERE, str(tmp_path)]))
+    env.pop("SPECSIM_DEVICE", None)
+    plugin = [] if plugin_installed() else ["-p", "property_tests.plugin"]
+    outs = {}
+    for release in ("10", "11"):
+        r = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-s", "test_waive.py",
+                            f"--specsim-device=acme_dev:make_{release}", f"--specsim-waivers={waivers}"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        outs[release] = r.stdout
+    assert "KEPT [] WAIVED 1" in outs["10"]
+    assert "KEPT ['L1/edge/a'] WAIVED 0" in outs["11"]
+    assert "judged on acme 1.0: 'conformance:L1/edge/a'" in outs["11"] and "(acme 1.1)" in outs["11"]
+
+
 def test_waiver_scoped_to_devices():
     w = Waiver(check="test_greedy_tokens", reason="r", issue="https://x.example/1", devices=("other-npu",))
     assert w.matches("test_vendor_suite.py::test_greedy_tokens", "test_greedy_tokens")
@@ -163,3 +206,18 @@ def test_shipped_suite_fails_by_name_with_a_broken_device(tmp_path):
     assert r.returncode == 1
     assert "FAILED property_tests/test_device_exact.py::test_device_matches_reference_given_injected_noise[float64]" \
         in r.stdout
+
+
+def test_shipped_conformance_suite_gates_on_the_verdict(tmp_path):
+    """A device that declares nothing fails no check it is asked, yet fails the shipped suite's verdict test
+    (SPEC §10), naming the core it lacks (about 4 s)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]), SPECSIM_DEVICE_SURVEY="0")
+    env.pop("SPECSIM_DEVICE", None)
+    plugin = [] if plugin_installed() else ["-p", "property_tests.plugin"]
+    r = subprocess.run([sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
+                        "property_tests/test_conformance_groups.py", "-k", "verdict",
+                        "--specsim-device=tests.fixtures.hollow_devices:make_hollow"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "FAILED property_tests/test_conformance_groups.py::test_conformance_verdict" in r.stdout
+    assert "verdict FAIL: core profile not met" in r.stdout

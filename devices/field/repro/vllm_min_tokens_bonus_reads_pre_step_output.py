@@ -19,12 +19,12 @@ The case: min_tokens 2, stop token 3, output so far [2] (length 1), drafts [1, 3
 drafts' rows (output lengths 1, 2), the bonus row sees [2, 1, 3] (length 3). Expected stop-token
 logits: row 0 -inf (length 1 < 2), row 1 and the bonus row 0 (lengths 2, 3 ≥ 2).
 
-Run (a CUDA GPU and ``pip install vllm==0.33.0``)::
+Run (a CUDA GPU and ``pip install vllm==0.33.0``; nothing else)::
 
     python vllm_min_tokens_bonus_reads_pre_step_output.py
 
-vLLM 0.33.0 prints ``bonus row: stop token logit -inf`` and exits 1. ``--specsim-loader`` runs the
-same on vLLM's modules as specsim's loader takes them out of the pinned wheel (CPU, no vLLM install).
+Expected: the bonus row's stop-token logit 0.0 (exit 0). vLLM 0.33.0 prints ``bonus row (output
+length 3): stop token logit -inf`` and exits 1.
 """
 
 from __future__ import annotations
@@ -35,32 +35,18 @@ import types
 import torch
 
 
-def vllm_modules(use_specsim_loader: bool):
-    """``(RejectionSampler, Sampler, SamplingMetadata, LogitsProcessors, MinTokensLogitsProcessor,
-    BatchUpdate, request params, device)``."""
-    params = dict(min_tokens=2, stop_token_ids=[3])
-    if use_specsim_loader:
-        from devices.field.vllm_loader import load_rejection_sampler
-        v = load_rejection_sampler()
-        request = types.SimpleNamespace(min_tokens=2, all_stop_token_ids={3}, structured_outputs=None)
-        return (v.rejection_sampler.RejectionSampler, v.sampler.Sampler, v.sample_metadata.SamplingMetadata,
-                v.sample_metadata.LogitsProcessors, v.logits_processors.MinTokensLogitsProcessor, v.batch_update,
-                request, "cuda" if v.mode == "cuda" else "cpu")
+def main() -> int:
     import vllm
-    assert vllm.__version__ == "0.33.0", vllm.__version__
-    from vllm import SamplingParams
-    from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessors
-    from vllm.v1.sample.logits_processor.builtin import MinTokensLogitsProcessor
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    from vllm.v1.sample.logits_processor.builtin import MinTokensLogitsProcessor as MinTokens
+    from vllm.v1.sample.logits_processor.interface import BatchUpdate
     from vllm.v1.sample.metadata import SamplingMetadata
     from vllm.v1.sample.rejection_sampler import RejectionSampler
     from vllm.v1.sample.sampler import Sampler
-    return (RejectionSampler, Sampler, SamplingMetadata, LogitsProcessors, MinTokensLogitsProcessor, BatchUpdate,
-            SamplingParams(**params), "cuda")
-
-
-def main(argv: list[str]) -> int:
-    RejectionSampler, Sampler, SamplingMetadata, LogitsProcessors, MinTokens, BatchUpdate, request, device = \
-        vllm_modules("--specsim-loader" in argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"vllm {vllm.__version__}, device {device}")
+    # The request's SamplingParams(min_tokens=2, stop_token_ids=[3]) as the processor reads it (add_request).
+    request = types.SimpleNamespace(min_tokens=2, all_stop_token_ids={3}, structured_outputs=None)
     output, drafts = [2], [1, 3]
     min_tokens = MinTokens(None, torch.device(device), False)
     min_tokens.update_state(BatchUpdate(batch_size=1, removed=[], added=[(0, request, [], output)], moved=[]))
@@ -79,7 +65,7 @@ def main(argv: list[str]) -> int:
     for name, value, want in (("draft row 0 (output length 1)", rows[0, 3], "-inf"),
                               ("draft row 1 (output length 2)", rows[1, 3], "0.0"),
                               ("bonus row (output length 3)", bonus[0, 3], "0.0")):
-        print(f"{name}: stop token logit {float(value)} (SPEC: {want})")
+        print(f"{name}: stop token logit {float(value)} (expected {want})")
     if float(bonus[0, 3]) == float("-inf"):
         print("BUG: the bonus row bans the stop token by the pre-step output length (1 < min_tokens 2), "
               "though the accepted drafts made it 3")
@@ -89,4 +75,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,5 +1,6 @@
-"""vLLM 0.33.0: with a uniform draw of exactly 0, the rejection sampler accepts a draft token whose target
-probability is 0 (masked to -inf, or removed by top-k/top-p) and emits it.
+"""vLLM 0.33.0 (V1 model runner's ``RejectionSampler``): with a uniform draw of exactly 0, the rejection
+sampler accepts a draft token whose target probability is 0 (masked to -inf, or removed by top-k/top-p)
+and emits it.
 
 The random-sampling kernel accepts when ``target_prob / draft_prob >= uniform_prob``
 (vllm/v1/sample/rejection_sampler.py, ``rejection_random_sample_kernel``). Speculative
@@ -10,15 +11,12 @@ draft (PR #23803 moved the draw from float32, where it was ~2^-24, to float64); 
 comparison itself is unchanged. Fix: ``uniform_prob < target_prob / draft_prob`` (and the
 same in the synthetic-mode branch), or draw u in (0, 1].
 
-Run (a CUDA GPU and ``pip install vllm==0.33.0``)::
+Run (a CUDA GPU and ``pip install vllm==0.33.0``; nothing else)::
 
     python vllm_zero_coin_accepts_masked_token.py
 
-Expected: token 2 (target probability 0) rejected, the emitted token one of 0, 1, 3.
-vLLM 0.33.0 prints ``emitted [2, ...]``: the masked token was accepted.
-
-``--specsim-loader`` runs the same script on vLLM's sampler module as specsim's loader
-takes it out of the pinned wheel (CPU, Triton interpreter), for machines without vLLM.
+Expected: token 2 (target probability 0) rejected, the emitted token one of 0, 1, 3 (exit 0).
+vLLM 0.33.0 prints ``got: emitted [2, 0]`` and exits 1: the masked token was accepted.
 """
 
 from __future__ import annotations
@@ -28,22 +26,12 @@ import sys
 import torch
 
 
-def vllm_modules(use_specsim_loader: bool):
-    """``(rejection_sampler module, SamplingMetadata, LogitsProcessors, device)``."""
-    if use_specsim_loader:
-        from devices.field.vllm_loader import load_rejection_sampler
-        v = load_rejection_sampler()
-        return (v.rejection_sampler, v.sample_metadata.SamplingMetadata, v.sample_metadata.LogitsProcessors,
-                "cuda" if v.mode == "cuda" else "cpu")
+def main() -> int:
     import vllm
-    assert vllm.__version__ == "0.33.0", vllm.__version__
-    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.sample import rejection_sampler as rs
     from vllm.v1.sample.metadata import LogitsProcessors, SamplingMetadata
-    return rejection_sampler, SamplingMetadata, LogitsProcessors, "cuda"
-
-
-def main(argv: list[str]) -> int:
-    rs, SamplingMetadata, LogitsProcessors, device = vllm_modules("--specsim-loader" in argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"vllm {vllm.__version__}, device {device}")
     zeros = torch.zeros(1, dtype=torch.float32, device=device)
     metadata = SamplingMetadata(
         temperature=torch.ones(1, dtype=torch.float32, device=device), all_greedy=False, all_random=True,
@@ -62,7 +50,8 @@ def main(argv: list[str]) -> int:
     out = rs.rejection_sample(draft_token_ids, [1], 1, torch.tensor([1], dtype=torch.int32, device=device),
                               draft_probs, target_logits, bonus, metadata)
     emitted = [int(t) for t in out[0].tolist() if t != -1]
-    print(f"emitted {emitted}")
+    print("expected: draft 2 (target probability 0) rejected; emitted [r] with r in {0, 1, 3}")
+    print(f"got: emitted {emitted}")
     if emitted[0] == 2:
         print("BUG: token 2 has target probability 0 and was accepted (u = 0, inclusive comparison)")
         return 1
@@ -71,4 +60,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

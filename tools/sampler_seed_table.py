@@ -1,0 +1,116 @@
+"""The SPEC §12 mutants against their named L1-sampler checks over suite seeds, with injected noise and in
+black box, beside the correct torch device's whole L1-sampler group (both ways) at the same seeds.
+
+    python tools/sampler_seed_table.py [--seeds 0-19] [--quick] [--only ID,ID] [--json FILE]
+
+A mutant's cell is ``K`` when its named check (``killed_by`` in ``specsim.mutants.zoo.SAMPLER``: an edge,
+run in each order profile it holds in, or ``L1-sampler/precision``) fails at that seed, ``S`` when it passes,
+``-`` where the class has no black-box form (a precision defect is seen token for token only under
+injected noise). The correct device's cell is ``pass`` when every check of ``sampler_group`` passes. The
+edges' coins and the seeded runs' seeds both derive from the suite seed (``case_seed``), as in
+``specsim conform --groups L1-sampler --seed N``, so a cell replays with that command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from devices.torch_device import make_cpu_device
+from specsim.conformance.exact import edge_alpha
+from specsim.conformance.runner import Context
+from specsim.conformance.sampler import _edge, _edge_law, sampler_group
+from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+from specsim.mutants.runner import BlackBox
+from specsim.mutants.zoo import SAMPLER
+from specsim.testing.sampler_edges import SAMPLER_EDGES
+
+EDGE_PREFIX, PRECISION = "L1-sampler/edge/", "L1-sampler/precision"
+
+
+FIGURES: dict = {}
+"""``(seed, label) → the precision check's extra`` (decisions, beyond, tv_bound, device seconds) of each run."""
+
+
+def named_check(device, killed_by: str, ctx: Context, black_box: bool, label: str = "") -> str:
+    """``"K"`` (the named check fails or errors), ``"S"`` (it passes) or ``"-"`` (no black-box form)."""
+    if killed_by.startswith(PRECISION):
+        if black_box:
+            return "-"
+        size = SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS
+        result = sampler_precision_check(device, seed=ctx.seed, requests=size)
+        FIGURES[(ctx.seed, label)] = result.extra
+        return "K" if result.status != "pass" else "S"
+    edge_name, _, only_order = killed_by.removeprefix(EDGE_PREFIX).partition("/")
+    edge = next(e for e in SAMPLER_EDGES if e.name == edge_name)
+    dtype = "float64" if "float64" in device.capabilities.dtypes else device.capabilities.dtypes[0]
+    alpha = edge_alpha(device.capabilities, ctx) if black_box else None
+    for order in edge.orders:
+        if only_order and order != only_order:
+            continue
+        name = f"{EDGE_PREFIX}{edge.name}/{order}"
+        result = (_edge_law(device, edge, order, dtype, name, ctx, alpha) if black_box
+                  else _edge(device, edge, order, dtype, name, ctx))
+        if result.status in ("fail", "error"):
+            return "K"
+    return "S"
+
+
+def seeds_of(text: str) -> list[int]:
+    low, _, high = text.partition("-")
+    return list(range(int(low), int(high or low) + 1))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0-19")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="", help="comma-separated mutant ids (default: the whole SAMPLER list)")
+    parser.add_argument("--no-correct", action="store_true", help="skip the correct device's group")
+    parser.add_argument("--json", default="")
+    args = parser.parse_args(argv)
+    mutants = [m for m in SAMPLER if not args.only or m.id in args.only.split(",")]
+    built = {m.id: m.make() for m in mutants}
+    rows, start = [], time.time()
+    for seed in seeds_of(args.seeds):
+        ctx = Context(seed=seed, quick=args.quick)
+        row = {"seed": seed}
+        if not args.no_correct:
+            for label, device in (("torch", make_cpu_device()), ("torch (black box)", BlackBox(make_cpu_device()))):
+                results = sampler_group(device, ctx)
+                bad = [r.name for r in results if r.status in ("fail", "error")]
+                row[label] = "pass" if not bad else "FAIL " + ", ".join(bad)
+                FIGURES[(seed, label)] = next((r.extra for r in results if r.name == PRECISION), None)
+        for m in mutants:
+            row[m.id] = named_check(built[m.id], m.killed_by, ctx, False, m.id) + \
+                named_check(BlackBox(built[m.id]), m.killed_by, ctx, True)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    columns = [c for c in rows[0] if c != "seed"]
+    print(f"\n{len(rows)} seeds, {'quick' if args.quick else 'full'} sizes, {time.time() - start:.0f} s; "
+          "cell: injected-noise then black box (K killed, S survived, - no black-box form)\n")
+    print("| seed | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for row in rows:
+        print(f"| {row['seed']} | " + " | ".join(str(row[c]) for c in columns) + " |")
+    for label in sorted({label for _, label in FIGURES}):
+        runs = [FIGURES[key] for key in sorted(FIGURES) if key[1] == label and FIGURES[key]]
+        if runs:
+            print(f"{PRECISION} on {label}: beyond the tolerance per run {[r['beyond'] for r in runs]}, decisions "
+                  f"{sum(r['decisions'] for r in runs)}, largest TV bound {max(r['tv_bound'] for r in runs):.2g}, "
+                  f"device seconds per run {min(r['device_seconds'] for r in runs)}–{max(r['device_seconds'] for r in runs)}")
+    survivors = [(row["seed"], m.id) for row in rows for m in mutants if "S" in row[m.id]]
+    correct_fails = [(row["seed"], c) for row in rows for c in ("torch", "torch (black box)")
+                     if c in row and row[c] != "pass"]
+    print(f"\nsurvivals: {survivors or 'none'}; correct-device failures: {correct_fails or 'none'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "precision": {f"{seed}/{label}": extra for (seed, label), extra in FIGURES.items()}},
+                      f, indent=1)
+    return 1 if survivors or correct_fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
