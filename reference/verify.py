@@ -72,9 +72,8 @@ class StepResult:
     ``decisions``, the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``), and
     what a judge needs to re-walk a request as the step did (SPEC §9, §12.5): ``processed_logits``
     ``[num_tokens + batch, V]`` float64, the logits every row read (after §12's bans, penalties and
-    bias; the given logits when no §12 parameter acts), and ``exactly_decided`` ``[batch]`` bool,
-    the requests whose rows are §2's filters on those logits, re-decided by ``reference.exact``
-    near a tie (False: min_p or the ``vllm`` order, whose rows §12.5 decides in float64)."""
+    bias; the given logits when no §12 parameter acts), and ``computed`` ``[num_tokens + batch]`` bool,
+    the rows whose kept values a penalty or bias computed (a greedy argmax there: ``greedy_computed``)."""
 
     output_token_ids: np.ndarray
     num_accepted: np.ndarray
@@ -82,7 +81,7 @@ class StepResult:
     uniforms: np.ndarray
     exponentials: np.ndarray
     processed_logits: np.ndarray
-    exactly_decided: np.ndarray
+    computed: np.ndarray
 
     @property
     def margins(self) -> np.ndarray:
@@ -250,8 +249,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
             ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
             u[d], E[i], gone[d])
         decisions = _replace(decisions, i, exact_decisions)
-    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits,
-                      np.full(batch, plain))
+    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits, computed)
 
 
 def _part(request, position, kind: str, margin) -> tuple:
