@@ -39,7 +39,7 @@ import numpy as np
 
 from reference.layout import PLACEHOLDER_TOKEN_ID, offsets, pad_outputs
 from reference.layout import target_rows as rows_of_request
-from reference.laws import _argmax, lossless_error, num_accepted_from_law
+from reference.laws import greedy_row, lossless_error, num_accepted_from_law, spread
 from reference.target import target_rows
 from reference.validate import InvalidInput, check_step
 from reference.verify import race, step_noise_of
@@ -120,15 +120,13 @@ def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence
           threshold_single=1, threshold_acc=1) -> tuple[list, object, list]:
     """One node's verification law: (``P(accept sibling k)`` ``[m]``, ``P(none)``, residual ``[V]``).
 
-    ``target``: ``[V]`` target_probs of the node (one-hot argmax for ``"greedy"``); ``tokens``: the
-    ``m`` siblings' ids; ``draft_rows``: their ``[V]`` rows (rrs; None or None entries: point).
+    ``target``: ``[V]`` target_probs of the node (its argmax for ``"greedy"``: §11.2 is ``"rrs"`` of point
+    proposals on ``greedy_row(target)``); ``tokens``: the ``m`` siblings' ids; ``draft_rows``: their ``[V]``
+    rows (rrs; None or None entries: point).
     """
     m = len(tokens)
     if scheme == "greedy":
-        best = _argmax(target)
-        hit = next((k for k, x in enumerate(tokens) if x == best), None)
-        one_hot = [type(target[0])(v == best) for v in range(len(target))]
-        return [int(k == hit) for k in range(m)], int(hit is None), one_hot
+        scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
         a, r = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * m)
         reach, probs = 1, []
@@ -149,8 +147,7 @@ def choose(scheme: str, target: list, tokens: Sequence[int], draft_rows, coins: 
     """The accepted sibling's index (or None) under the coins: rrs reads sibling k's own coin
     ``coins[k]``; sglang reads one coin per level, the first sibling's ``coins[0]``."""
     if scheme == "greedy":
-        best = _argmax(target)
-        return next((k for k, x in enumerate(tokens) if x == best), None)
+        scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
         a, _ = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * len(tokens))
         return next((k for k, ak in enumerate(a) if coins[k] < ak), None)
@@ -236,17 +233,13 @@ def _walk(scheme, parents, ids, draft, rows, u, E, threshold_single, threshold_a
     while True:
         siblings = kids[slot]
         target = rows[slot].tolist()
-        if scheme == "greedy":
-            target = [float(v == int(np.argmax(rows[slot]))) for v in range(len(target))]
         k = choose(scheme, target, ids[siblings].tolist(), None if draft is None else list(draft[siblings]),
                    u[siblings].tolist(), threshold_single, threshold_acc) if siblings else None
         if k is None:
-            if scheme == "greedy":
-                return path, _argmax(target)
             residual = level(scheme, target, ids[siblings].tolist(),
                              None if draft is None else [list(r) for r in draft[siblings]],
                              threshold_single, threshold_acc)[2] if siblings else target
-            return path, int(race(np.array(residual, dtype=np.float64), E)[0])
+            return path, int(race(np.array(greedy_row(residual) if scheme == "greedy" else residual), E)[0])
         path.append(siblings[k])
         slot = siblings[k] + 1
 
@@ -301,21 +294,17 @@ def tree_law(parents: Sequence[int], target_row_of: Callable[[tuple], Sequence],
 
     def walk(slot: int, prefix: tuple, mass) -> None:
         target = row(target_row_of, prefix)
-        if scheme == "greedy":
-            target = [num(v == _argmax(target)) for v in range(len(target))]
+        target = greedy_row(target) if scheme == "greedy" else target
         if not kids[slot]:
-            for y, t in enumerate(target):
-                if t:
-                    law[prefix + (y,)] += mass * t
+            spread(law, prefix, mass, target)
             return
         for tokens, rows, p in sibling_draws(row(draft_row_of, prefix), len(kids[slot]), drafting):
             p_accept, p_none, residual = level(scheme, target, tokens, rows, threshold_single, threshold_acc)
             for k, pk in enumerate(p_accept):
                 if pk:
                     walk(kids[slot][k] + 1, prefix + (tokens[k],), mass * p * pk)
-            for y, r in enumerate(residual):
-                if r and p_none:
-                    law[prefix + (y,)] += mass * p * p_none * r
+            if p_none:
+                spread(law, prefix, mass * p * p_none, residual)
 
     walk(0, (), num(1))
     return dict(law)
