@@ -42,7 +42,7 @@ from reference.layout import target_rows as rows_of_request
 from reference.laws import greedy_row, lossless_error, num_accepted_from_law, spread
 from reference.target import target_rows
 from reference.validate import InvalidInput, check_step
-from reference.verify import race, step_noise_of
+from reference.verify import race, step_inputs
 
 SCHEMES = ("rrs", "sglang")
 """Schemes of a tree batch's sampled requests; greedy requests (T = 0) verify greedily (§11.2)."""
@@ -200,20 +200,16 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
         raise InvalidInput(str(e).replace("num_draft_tokens", "num_nodes").replace("num_tokens", "num_nodes_total")) \
             from None
     tree_depths = check_tree(num_nodes, parents, draft_probs, scheme, threshold_single, threshold_acc)
-    n = np.asarray(num_nodes, dtype=np.int64)
-    logits = np.asarray(target_logits, dtype=np.float64)
-    batch, V = len(n), logits.shape[1]
-    u, E = step_noise_of(n, V, uniforms, exponentials, seeds, positions)
+    n, logits, u, E = step_inputs(num_nodes, target_logits, uniforms, exponentials, seeds, positions)
     T = np.asarray(temperature, dtype=np.float64)
     cu, ids, par = offsets(n), np.asarray(draft_token_ids, np.int64), np.asarray(parents, np.int64)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     emitted, paths = [], []
-    for i in range(batch):
+    for i in range(len(n)):
         rows = logits[rows_of_request(cu, i)]
         greedy = T[i] == 0
-        if not greedy:
-            rows = target_rows(rows, np.full(len(rows), T[i]), np.full(len(rows), np.asarray(top_k)[i]),
-                               np.full(len(rows), np.asarray(top_p)[i]))[0]
+        if not greedy:  # one request's parameters, broadcast over its rows
+            rows = target_rows(rows, T[i], np.asarray(top_k)[i], np.asarray(top_p)[i])[0]
         nodes = slice(cu[i], cu[i + 1])
         path, token = _walk("greedy" if greedy else scheme, par[nodes], ids[nodes],
                             None if draft is None else draft[nodes], rows, u[nodes], E[i],
@@ -221,7 +217,7 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
         paths.append(path)
         emitted.append([int(ids[cu[i] + k]) for k in path] + [token])
     width = max((max(d, default=0) for d in tree_depths), default=0)
-    accepted = pad_outputs(paths, width) if width else np.zeros((batch, 0), np.int64)
+    accepted = pad_outputs(paths, width) if width else np.zeros((len(n), 0), np.int64)
     return TreeStepResult(pad_outputs(emitted, width + 1), np.array([len(p) for p in paths], np.int64),
                           accepted, u, E)
 

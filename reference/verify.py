@@ -151,10 +151,12 @@ def greedy_margin(logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
-def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, positions):
-    """A step's noise (SPEC §5.1) as float64 ``(uniforms [Σ counts], exponentials [batch, V])``: the
-    injected arrays checked, or — both None — drawn from the keyed streams of §5.2 for ``seeds``/``positions``.
-    ``counts [batch]``: each request's coins (drafts, or a tree's nodes)."""
+def step_inputs(counts, target_logits, uniforms, exponentials, seeds, positions):
+    """A checked step's ``(counts, logits, uniforms, exponentials)``: ``counts [batch]`` int64, each request's
+    coins (drafts, or a tree's nodes); ``target_logits`` as float64; the noise (SPEC §5.1) as float64 ``[Σ counts]``
+    and ``[batch, V]``: the injected arrays checked, or — both None — drawn from the keyed streams of §5.2."""
+    counts, logits = np.asarray(counts, dtype=np.int64), np.asarray(target_logits, dtype=np.float64)
+    V = logits.shape[1]
     if uniforms is None and exponentials is None:
         if seeds is None or positions is None:
             raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
@@ -162,7 +164,7 @@ def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, pos
     elif uniforms is None or exponentials is None:
         raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
     check_noise(uniforms, exponentials, int(np.sum(counts)), len(counts), V)
-    return np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+    return counts, logits, np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
@@ -179,10 +181,8 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     """
     check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
                temperature, top_k, top_p, seeds, positions, withdrawn)
-    k = np.asarray(num_draft_tokens, dtype=np.int64)
-    logits = np.asarray(target_logits, dtype=np.float64)
+    k, logits, u, E = step_inputs(num_draft_tokens, target_logits, uniforms, exponentials, seeds, positions)
     batch, V = len(k), logits.shape[1]
-    u, E = step_noise_of(k, V, uniforms, exponentials, seeds, positions)
     T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
     ids = np.asarray(draft_token_ids, dtype=np.int64)
     gone = np.zeros(len(ids) + 1, bool) if withdrawn is None else np.append(np.asarray(withdrawn, bool), False)
