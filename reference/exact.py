@@ -25,14 +25,16 @@ tie: rejected (strict), margin 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
-from itertools import accumulate
+from decimal import Context, Decimal, localcontext
+from itertools import accumulate, groupby
 
 import numpy as np
 
 from reference.layout import PLACEHOLDER_TOKEN_ID
 
 DIGITS = 60
+PRECISE = Context(prec=DIGITS)
+"""The context of every exact computation: ``DIGITS`` significant digits, the default rounding and traps."""
 TIE = Decimal("1e-45")
 INF = float("inf")
 
@@ -78,13 +80,7 @@ CUTS = ("top_k", "top_p", "min_p")
 def _classes(values, ids) -> list[frozenset]:
     """``ids`` grouped by equal value, largest value first."""
     order = sorted(ids, key=lambda v: values[v], reverse=True)
-    groups: list[list[int]] = []
-    for v in order:
-        if groups and values[groups[-1][0]] == values[v]:
-            groups[-1].append(v)
-        else:
-            groups.append([v])
-    return [frozenset(g) for g in groups]
+    return [frozenset(group) for _, group in groupby(order, key=lambda v: values[v])]
 
 
 def _cut(classes: list, kept: frozenset, gaps) -> Cut:
@@ -94,9 +90,7 @@ def _cut(classes: list, kept: frozenset, gaps) -> Cut:
 
 
 def _top_k(z, temperature: Decimal, top_k: int) -> Cut:
-    """§2.2 on raw logits (dividing by T > 0 keeps their order exactly): keep ``z >= z_(k)``."""
-    if not 0 < top_k < len(z):
-        return Cut(frozenset(range(len(z))))
+    """§2.2 (0 < k < V) on raw logits (dividing by T > 0 keeps their order exactly): keep ``z >= z_(k)``."""
     classes = _classes(z, range(len(z)))
     n = next(c + 1 for c, count in enumerate(accumulate(map(len, classes))) if count >= top_k)
     kth, nxt = z[min(classes[n - 1])], z[min(classes[n])] if n < len(classes) else Decimal("-Infinity")
@@ -155,14 +149,14 @@ def row(logits, temperature, top_k, top_p, min_p=0.0, order="canonical", *, keep
         cuts[name] = Cut(keep[name]) if name in keep else decide()
         return cuts[name].kept
 
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
+    with localcontext(PRECISE):
         z, t, m = [exact(v) for v in logits], exact(temperature), exact(min_p)
         everything = frozenset(range(len(z)))
         if order == "vllm" and m > 0:  # min_p first; top-k and top-p on the row it cut
             kept = cut("min_p", lambda: _min_p(_softmax(z, t, everything), m))
             z = [x if v in kept else Decimal("-Infinity") for v, x in enumerate(z)]
-        probs = _softmax(z, t, cut("top_k", lambda: _top_k(z, t, int(top_k))))
+        kept = cut("top_k", lambda: _top_k(z, t, int(top_k))) if 0 < top_k < len(z) else everything
+        probs = _softmax(z, t, kept)
         if exact(top_p) < 1:
             probs = _restricted(probs, cut("top_p", lambda: _top_p(probs, exact(top_p))))
         if order == "canonical" and m > 0:
@@ -195,8 +189,7 @@ def coin(u, t_x: Decimal, d_x) -> tuple[bool, float]:
     ``t(x) = 0`` or ``d(x) <= 0`` reject structurally (margin inf). Returns (accepted, margin)."""
     if t_x == 0 or (d_x is not None and not d_x > 0):
         return False, INF
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
+    with localcontext(PRECISE):
         ratio = t_x if d_x is None else t_x / exact(d_x)
         u = exact(u)
         gap = abs(u - ratio) / max(u, ratio)
@@ -218,8 +211,7 @@ def residual(draft_id: int, target, draft, withdrawn: bool = False) -> list[Deci
 def race(weights, exponentials) -> tuple[int, list[float]]:
     """§3: the smallest id maximising ``w/E`` over ``w > 0``. Returns (winner, ``[V]`` each token's
     relative gap below the best score: 0 for the winner and its exact ties, inf where ``w = 0``)."""
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
+    with localcontext(PRECISE):
         scores = [w / exact(e) if w > 0 else None for w, e in zip(weights, exponentials)]
         best = max(s for s in scores if s is not None)
         gaps = [INF if s is None else margin_of([(best - s) / best]) for s in scores]

@@ -78,7 +78,8 @@ def spread(law: dict, prefix: tuple, mass, row) -> None:
         law[prefix + (y,)] += mass * row[y]
 
 
-def _normalised(w: list, fallback: list) -> list:
+def normalised(w: list, fallback: list) -> list:
+    """``w`` ``[V]`` normalised to sum 1; ``fallback`` where ``w`` has no mass."""
     total = sum(w)
     return [x / total for x in w] if total > 0 else fallback
 
@@ -86,9 +87,9 @@ def _normalised(w: list, fallback: list) -> list:
 def _emission(scheme: str, x: int, target: list, draft: list) -> tuple:
     """(acceptance probability of draft x, law of the token emitted on rejection); greedy reads ``greedy_row``."""
     if scheme != "full":
-        return target[x], _normalised([0 * t if v == x else t for v, t in enumerate(target)], target)
+        return target[x], normalised([0 * t if v == x else t for v, t in enumerate(target)], target)
     ratio = min(1, target[x] / draft[x])
-    return ratio, _normalised([max(t - d, 0) for t, d in zip(target, draft)], target)
+    return ratio, normalised([max(t - d, 0) for t, d in zip(target, draft)], target)
 
 
 def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: str = "full",

@@ -39,7 +39,7 @@ import numpy as np
 
 from reference.layout import PLACEHOLDER_TOKEN_ID, offsets, pad_outputs
 from reference.layout import target_rows as rows_of_request
-from reference.laws import greedy_row, lossless_error, num_accepted_from_law, spread
+from reference.laws import greedy_row, lossless_error, normalised, num_accepted_from_law, spread
 from reference.target import target_rows
 from reference.validate import InvalidInput, check_step
 from reference.verify import race, step_inputs
@@ -75,19 +75,16 @@ def depths(parents: Sequence[int]) -> list[int]:
 
 # ------------------------------------------------------------------ §11.2–§11.4 one level
 
-def _rrs(target: list, tokens: Sequence[int], draft_rows: Sequence) -> tuple[list, list]:
+def _rrs(target: list, tokens: Sequence[int], draft_rows: Sequence | None) -> tuple[list, list]:
     """§11.3: conditional acceptance ``a_k`` of each sibling reached, and the residual after all rejections."""
     r, accept = list(target), []
-    for x, d in zip(tokens, draft_rows):
+    for x, d in zip(tokens, [None] * len(tokens) if draft_rows is None else draft_rows):
         if x == PLACEHOLDER_TOKEN_ID:           # never drawn: rejected, residual untouched
             accept.append(0)
             continue
         d = [type(r[0])(v == x) for v in range(len(r))] if d is None else d   # point proposal: one-hot
         accept.append(min(1, r[x] / d[x]) if r[x] > 0 and d[x] > 0 else 0)
-        w = [max(rv - dv, 0) for rv, dv in zip(r, d)]
-        total = sum(w)
-        if total > 0:                            # empty only by rounding, or d(x) = 0 with r = d: keep r
-            r = [v / total for v in w]
+        r = normalised([max(rv - dv, 0) for rv, dv in zip(r, d)], r)   # empty: by rounding, or d(x) = 0 with r = d
     return accept, r
 
 
@@ -109,13 +106,6 @@ def _coin_below(acc, threshold_acc):
     return 1 if threshold_acc == 0 else min(1, acc / threshold_acc)
 
 
-def _without(target: list, tokens: Sequence[int]) -> list:
-    """``target`` with the real ``tokens`` zeroed, normalised (``target`` itself if nothing is left)."""
-    w = [0 * t if v in tokens else t for v, t in enumerate(target)]
-    total = sum(w)
-    return [v / total for v in w] if total > 0 else list(target)
-
-
 def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence | None = None,
           threshold_single=1, threshold_acc=1) -> tuple[list, object, list]:
     """One node's verification law: (``P(accept sibling k)`` ``[m]``, ``P(none)``, residual ``[V]``).
@@ -124,11 +114,10 @@ def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence
     proposals on ``greedy_row(target)``); ``tokens``: the ``m`` siblings' ids; ``draft_rows``: their ``[V]``
     rows (rrs; None or None entries: point).
     """
-    m = len(tokens)
     if scheme == "greedy":
         scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
-        a, r = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * m)
+        a, r = _rrs(target, tokens, draft_rows)
         reach, probs = 1, []
         for ak in a:
             probs.append(reach * ak)
@@ -139,7 +128,7 @@ def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence
         now = 1 if single else _coin_below(acc, threshold_acc)
         probs.append(max(now - below, 0))
         below = max(below, now)
-    return probs, 1 - below, _without(target, [x for x in tokens if x != PLACEHOLDER_TOKEN_ID])
+    return probs, 1 - below, normalised([0 * t if v in tokens else t for v, t in enumerate(target)], list(target))
 
 
 def choose(scheme: str, target: list, tokens: Sequence[int], draft_rows, coins: Sequence[float],
@@ -149,7 +138,7 @@ def choose(scheme: str, target: list, tokens: Sequence[int], draft_rows, coins: 
     if scheme == "greedy":
         scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
-        a, _ = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * len(tokens))
+        a, _ = _rrs(target, tokens, draft_rows)
         return next((k for k, ak in enumerate(a) if coins[k] < ak), None)
     for k, (acc, single) in enumerate(_sglang_accepts(target, tokens, threshold_single, threshold_acc)):
         if single or (tokens[k] != PLACEHOLDER_TOKEN_ID and coins[0] * threshold_acc < acc):

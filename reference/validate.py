@@ -102,16 +102,15 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
 
 
 def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: np.ndarray) -> None:
-    cu = offsets(num_draft_tokens)
-    where = lambda r: f"row {r} (request {int(np.searchsorted(cu, r, side='right') - 1)})"  # noqa: E731
-    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} is not finite")
-    bad = np.flatnonzero((rows < 0).any(axis=1))
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} has a negative entry")
-    sums = rows.sum(axis=1, dtype=np.float64)
-    bad = np.flatnonzero(np.abs(sums - 1) > PROB_SUM_ATOL)
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} sums to "
-                            f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
+    """The first read draft row (``rows [n, V]``, ids ``row_ids [n]``) not finite, negative or not summing to 1."""
+    with np.errstate(invalid="ignore"):   # a row that is not finite is named by the first rule
+        sums = rows.sum(axis=1, dtype=np.float64)
+        rules = [(~np.isfinite(rows).all(axis=1), "is not finite"), ((rows < 0).any(axis=1), "has a negative entry"),
+                 (np.abs(sums - 1) > PROB_SUM_ATOL, f"sums to {{:.6f}}, not 1 within {PROB_SUM_ATOL}")]
+    for bad, rule in rules:
+        for r in np.flatnonzero(bad)[:1]:
+            request = int(np.searchsorted(offsets(num_draft_tokens), row_ids[r], side="right") - 1)
+            raise InvalidInput(f"draft_probs: row {row_ids[r]} (request {request}) {rule.format(sums[r])}")
 
 
 def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:

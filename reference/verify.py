@@ -194,7 +194,8 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
         logits = process_logits(logits, k, ids, **sampler)   # a row no step reads may be emptied: stand-in 0
         logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)
-    plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
+    min_p, order = sampler.get("min_p"), sampler.get("order", "canonical")
+    plain = min_p is None and order == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
     request, row_request = np.repeat(np.arange(batch), k), np.repeat(np.arange(batch), k + 1)
@@ -205,8 +206,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
     filters = (logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
     probs, cuts = target_rows(*filters) if plain else filtered_cuts(  # min_p, vllm: §12.5, in float64
-        *filters, None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request],
-        sampler.get("order", "canonical"))
+        *filters, None if min_p is None else np.asarray(min_p)[row_request], order)
     computed = ((logits != raw) & np.isfinite(logits)).any(axis=1)   # a value computed: §9's greedy_computed
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
@@ -226,12 +226,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
 
     # §9 the decisions on each path: rows and coins at positions <= num_accepted.
     on_row = row_position <= num_accepted[row_request]
-    on_draft = position <= num_accepted[request]
     sampled_row = on_row & ~greedy[row_request]
-    coin = on_draft & ~greedy[request]
+    coin = (position <= num_accepted[request]) & ~greedy[request]
     parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
              _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
-    min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
+    min_p_on = np.zeros(batch, bool) if min_p is None else np.asarray(min_p) > 0
     for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
         parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts.get(kind, row_position)[chosen]))
