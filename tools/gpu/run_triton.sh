@@ -4,7 +4,7 @@
 # stuck part leaves time for the others.
 #   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler] [seeds] [calibrate]
 # seeds and calibrate are CPU campaigns (one torch thread a process) for a machine with many cores:
-#   WORKERS (default 12), SEEDS (seed table, default 0-19), CALIBRATE_SEEDS / CALIBRATE_FIRST (default 100 / 0).
+#   WORKERS (default 12), SEEDS (seed table, default 0-19), CALIBRATE_SEEDS / CALIBRATE_FIRST (default 100 / 1000000).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -32,7 +32,7 @@ for part in ${@:-bench shapes conform suite sweep}; do
         --executor processes --workers "${WORKERS:-12}" --out "$OUT/seedtable" 2>&1 | tail -n 60 > "$OUT/seeds.log" ;;
     calibrate)  # the tree and sampler groups of a correct device over many suite seeds, declared and black box
       timeout 560 python3 -m specsim.cli calibrate --groups L1-trees,L2-trees,L3-trees,L1-sampler \
-        --seeds "${CALIBRATE_SEEDS:-100}" --first-seed "${CALIBRATE_FIRST:-0}" --executor processes \
+        --seeds "${CALIBRATE_SEEDS:-100}" --first-seed "${CALIBRATE_FIRST:-1000000}" --executor processes \
         --workers "${WORKERS:-12}" --out "$OUT/calibrate" 2>&1 | tail -n 80 > "$OUT/calibrate.log" ;;
     sweep) { timeout 150 python3 tools/gpu/triton_sweep.py
              timeout 100 python3 tools/gpu/triton_sweep.py --mode point; } 2>&1 | tee "$OUT/sweep.log" ;;
