@@ -25,13 +25,16 @@ tie: rejected (strict), margin 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
+from decimal import Context, Decimal, localcontext
+from itertools import accumulate, groupby
 
 import numpy as np
 
 from reference.layout import PLACEHOLDER_TOKEN_ID
 
 DIGITS = 60
+PRECISE = Context(prec=DIGITS)
+"""The context of every exact computation: ``DIGITS`` significant digits, the default rounding and traps."""
 TIE = Decimal("1e-45")
 INF = float("inf")
 
@@ -61,43 +64,39 @@ class Cut:
 
 @dataclass(frozen=True)
 class Row:
-    """One target row in exact arithmetic: ``probs`` ``[V]`` Decimal, its two cuts, and ``variant``
-    (``"exact"``, or the near-tie move that made it)."""
+    """One target row in exact arithmetic: ``probs`` ``[V]`` Decimal, its three cuts (``min_p``: SPEC
+    §12's) and ``variant`` (``"exact"``, or the near-tie move that made it)."""
 
     probs: tuple
     top_k: Cut
     top_p: Cut
+    min_p: Cut
     variant: str = "exact"
+
+
+CUTS = ("top_k", "top_p", "min_p")
 
 
 def _classes(values, ids) -> list[frozenset]:
     """``ids`` grouped by equal value, largest value first."""
     order = sorted(ids, key=lambda v: values[v], reverse=True)
-    groups: list[list[int]] = []
-    for v in order:
-        if groups and values[groups[-1][0]] == values[v]:
-            groups[-1].append(v)
-        else:
-            groups.append([v])
-    return [frozenset(g) for g in groups]
+    return [frozenset(group) for _, group in groupby(order, key=lambda v: values[v])]
+
+
+def _cut(classes: list, kept: frozenset, gaps) -> Cut:
+    """The cut keeping ``kept``, the first of ``classes`` (largest first), with its margin from ``gaps``."""
+    n = sum(1 for c in classes if c <= kept)
+    return Cut(kept, margin_of(gaps), classes[n - 1] if n else frozenset(), classes[n] if n < len(classes) else frozenset())
 
 
 def _top_k(z, temperature: Decimal, top_k: int) -> Cut:
-    """§2.2 on raw logits (dividing by T > 0 keeps their order exactly): keep ``z >= z_(k)``."""
-    everything = frozenset(range(len(z)))
-    if not 0 < top_k < len(z):
-        return Cut(everything)
-    classes, count = _classes(z, range(len(z))), 0
-    for c, members in enumerate(classes):
-        count += len(members)
-        if count >= top_k:
-            break
-    kept = frozenset().union(*classes[: c + 1])
-    below = classes[c + 1] if c + 1 < len(classes) else frozenset()
-    kth, nxt = z[min(members)], (z[min(below)] if below else Decimal("-Infinity"))
-    if not (kth.is_finite() and nxt.is_finite()):
-        return Cut(kept, INF, members, below)
-    return Cut(kept, margin_of([(kth - nxt) / temperature / max(abs(kth / temperature), Decimal(1))]), members, below)
+    """§2.2 (0 < k < V) on raw logits (dividing by T > 0 keeps their order exactly): keep ``z >= z_(k)``."""
+    classes = _classes(z, range(len(z)))
+    n = next(c + 1 for c, count in enumerate(accumulate(map(len, classes))) if count >= top_k)
+    kth, nxt = z[min(classes[n - 1])], z[min(classes[n])] if n < len(classes) else Decimal("-Infinity")
+    finite = kth.is_finite() and nxt.is_finite()
+    gaps = [(kth - nxt) / temperature / max(abs(kth / temperature), Decimal(1))] if finite else []
+    return _cut(classes, frozenset().union(*classes[:n]), gaps)
 
 
 def _softmax(z, temperature: Decimal, kept: frozenset) -> list[Decimal]:
@@ -110,10 +109,7 @@ def _softmax(z, temperature: Decimal, kept: frozenset) -> list[Decimal]:
 
 
 def _top_p(probs, p: Decimal) -> Cut:
-    """§2.4: m* the smallest m with ``c_m >= p``; keep ``probs >= τ`` (ties at the cut kept)."""
-    everything = frozenset(range(len(probs)))
-    if p >= 1:
-        return Cut(everything)
+    """§2.4 (p < 1): m* the smallest m with ``c_m >= p``; keep ``probs >= τ`` (ties at the cut kept)."""
     ordered = sorted(probs, reverse=True)
     cumulative, m = Decimal(0), len(ordered) - 1
     for index, q in enumerate(ordered):
@@ -122,27 +118,50 @@ def _top_p(probs, p: Decimal) -> Cut:
             m = index
             break
     tau = ordered[m]
-    kept = frozenset(v for v in everything if probs[v] >= tau)
-    classes = _classes(probs, [v for v in everything if probs[v] > 0])
-    last = next(c for c in classes if tau == probs[min(c)])
-    following = classes[classes.index(last) + 1] if last != classes[-1] else frozenset()
-    gaps = [cumulative - p, p - before] + ([(tau - probs[min(following)]) / tau] if following else [])
-    return Cut(kept, margin_of(gaps), last, following)
+    lower = max((q for q in probs if 0 < q < tau), default=None)
+    gaps = [cumulative - p, p - before] + ([(tau - lower) / tau] if lower else [])
+    kept = frozenset(v for v, q in enumerate(probs) if q >= tau)
+    return _cut(_classes(probs, [v for v, q in enumerate(probs) if q > 0]), kept, gaps)
 
 
-def row(logits, temperature, top_k, top_p, *, keep_k: frozenset | None = None,
-        keep_p: frozenset | None = None, variant: str = "exact") -> Row:
-    """SPEC §2 for one row ``[V]`` exactly; ``keep_k``/``keep_p`` impose a cut's kept set instead."""
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
-        z, t = [exact(v) for v in logits], exact(temperature)
-        cut_k = _top_k(z, t, int(top_k)) if keep_k is None else Cut(keep_k)
-        probs = _softmax(z, t, cut_k.kept)
-        cut_p = _top_p(probs, exact(top_p)) if keep_p is None else Cut(keep_p)
+def _min_p(probs, min_p: Decimal) -> Cut:
+    """§12's min_p (> 0) among the tokens ``probs > 0``: keep ``p_v >= min_p · max p`` (ties kept)."""
+    candidates, top = [v for v, q in enumerate(probs) if q > 0], max(probs)
+    ratio = {v: probs[v] / top for v in candidates}   # exp((z_v − z_max)/T): equal values, equal ratios
+    gaps = {v: abs(ratio[v] / min_p - 1) for v in candidates}
+    kept = frozenset(v for v in candidates if ratio[v] >= min_p or gaps[v] <= TIE)
+    return _cut(_classes(ratio, candidates), kept, gaps.values())
+
+
+def _restricted(probs: list, kept: frozenset) -> list:
+    """``probs`` restricted to ``kept`` and renormalised."""
+    total = sum(probs[v] for v in kept)
+    return [q / total if v in kept else Decimal(0) for v, q in enumerate(probs)]
+
+
+def row(logits, temperature, top_k, top_p, min_p=0.0, order="canonical", *, keep: dict | None = None,
+        variant: str = "exact") -> Row:
+    """SPEC §2 for one row ``[V]`` exactly, with §12's ``min_p`` where ``order`` puts it (``reference.sampler``'s
+    profiles); ``keep`` imposes a cut's kept set by name (of ``CUTS``) instead of deciding it."""
+    cuts, keep = {}, keep or {}
+
+    def cut(name: str, decide) -> frozenset:
+        cuts[name] = Cut(keep[name]) if name in keep else decide()
+        return cuts[name].kept
+
+    with localcontext(PRECISE):
+        z, t, m = [exact(v) for v in logits], exact(temperature), exact(min_p)
+        everything = frozenset(range(len(z)))
+        if order == "vllm" and m > 0:  # min_p first; top-k and top-p on the row it cut
+            kept = cut("min_p", lambda: _min_p(_softmax(z, t, everything), m))
+            z = [x if v in kept else Decimal("-Infinity") for v, x in enumerate(z)]
+        kept = cut("top_k", lambda: _top_k(z, t, int(top_k))) if 0 < top_k < len(z) else everything
+        probs = _softmax(z, t, kept)
         if exact(top_p) < 1:
-            total = sum(probs[v] for v in cut_p.kept)
-            probs = [q / total if v in cut_p.kept else Decimal(0) for v, q in enumerate(probs)]
-    return Row(tuple(probs), cut_k, cut_p, variant)
+            probs = _restricted(probs, cut("top_p", lambda: _top_p(probs, exact(top_p))))
+        if order == "canonical" and m > 0:
+            probs = _restricted(probs, cut("min_p", lambda: _min_p(probs, m)))
+    return Row(tuple(probs), *(cuts.get(name, Cut(everything)) for name in CUTS), variant)
 
 
 def _moves(cut: Cut) -> list[tuple[str, frozenset]]:
@@ -152,18 +171,16 @@ def _moves(cut: Cut) -> list[tuple[str, frozenset]]:
     return [(name, kept) for name, kept in moves if kept and kept != cut.kept]
 
 
-def near_tie_rows(logits, temperature, top_k, top_p, tolerance: float) -> list[Row]:
-    """The exact row, then the rows a device within ``tolerance`` may have used instead: each
-    near-tie cut (``0 < margin < tolerance``) moved by one class (one near-tie allowance each)."""
-    base = row(logits, temperature, top_k, top_p)
+def near_tie_rows(logits, temperature, top_k, top_p, tolerance: float, min_p=0.0, order="canonical") -> list[Row]:
+    """The exact row, then the rows a device within ``tolerance`` may have used instead: each near-tie
+    cut (``0 < margin < tolerance``, of ``CUTS``) moved by one class (one near-tie allowance each)."""
+    base = row(logits, temperature, top_k, top_p, min_p, order)
     rows = [base]
-    for name, cut in (("top_k", base.top_k), ("top_p", base.top_p)):
-        if 0 < cut.margin < tolerance:
-            for move, kept in _moves(cut):
-                if name == "top_k" and len(kept) < top_k:
-                    continue  # a top-k set never holds fewer than k tokens
-                rows.append(row(logits, temperature, top_k, top_p, variant=f"{name} {move}",
-                                **{"keep_k" if name == "top_k" else "keep_p": kept}))
+    for name in CUTS:
+        cut = getattr(base, name)
+        if 0 < cut.margin < tolerance:  # a top-k set never holds fewer than k tokens
+            rows += [row(logits, temperature, top_k, top_p, min_p, order, keep={name: kept}, variant=f"{name} {move}")
+                     for move, kept in _moves(cut) if name != "top_k" or len(kept) >= top_k]
     return rows
 
 
@@ -172,8 +189,7 @@ def coin(u, t_x: Decimal, d_x) -> tuple[bool, float]:
     ``t(x) = 0`` or ``d(x) <= 0`` reject structurally (margin inf). Returns (accepted, margin)."""
     if t_x == 0 or (d_x is not None and not d_x > 0):
         return False, INF
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
+    with localcontext(PRECISE):
         ratio = t_x if d_x is None else t_x / exact(d_x)
         u = exact(u)
         gap = abs(u - ratio) / max(u, ratio)
@@ -195,22 +211,22 @@ def residual(draft_id: int, target, draft, withdrawn: bool = False) -> list[Deci
 def race(weights, exponentials) -> tuple[int, list[float]]:
     """§3: the smallest id maximising ``w/E`` over ``w > 0``. Returns (winner, ``[V]`` each token's
     relative gap below the best score: 0 for the winner and its exact ties, inf where ``w = 0``)."""
-    with localcontext() as ctx:
-        ctx.prec = DIGITS
+    with localcontext(PRECISE):
         scores = [w / exact(e) if w > 0 else None for w, e in zip(weights, exponentials)]
         best = max(s for s in scores if s is not None)
         gaps = [INF if s is None else margin_of([(best - s) / best]) for s in scores]
     return gaps.index(0.0), gaps
 
 
-def verify_request(draft_ids, draft_rows, logits, temperature, top_k, top_p, uniforms, exponentials, withdrawn=None):
+def verify_request(draft_ids, draft_rows, logits, temperature, top_k, top_p, uniforms, exponentials, withdrawn=None,
+                   min_p=0.0, order="canonical"):
     """One sampled request (T > 0) walked exactly: ``draft_ids [K]``, ``draft_rows [K, V]`` or None,
-    ``logits [K+1, V]``, ``uniforms [K]``, ``exponentials [V]``, ``withdrawn [K]`` bool (§4) or None.
-    Returns (tokens, num_accepted, decisions ``[(kind, position, margin)]``)."""
+    ``logits [K+1, V]``, ``uniforms [K]``, ``exponentials [V]``, ``withdrawn [K]`` bool (§4) or None,
+    ``min_p`` and ``order`` (§12). Returns (tokens, num_accepted, decisions ``[(kind, position, margin)]``)."""
     decisions, tokens, V = [], [], len(logits[0])
-    filters = [name for name, on in (("top_k", 0 < top_k < V), ("top_p", top_p < 1)) if on]
+    filters = [name for name, on in zip(CUTS, (0 < top_k < V, top_p < 1, min_p > 0)) if on]
     for j in range(len(draft_ids) + 1):
-        target = row(logits[j], temperature, top_k, top_p)
+        target = row(logits[j], temperature, top_k, top_p, min_p, order)
         decisions += [(name, j, getattr(target, name).margin) for name in filters]
         if j == len(draft_ids):
             weights = list(target.probs)

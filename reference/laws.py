@@ -65,25 +65,31 @@ def _row(rows: Sequence[Row], j: int, prefix: tuple, exact: bool) -> list:
     return [Fraction(x) for x in row] if exact else [float(x) for x in row]
 
 
-def _argmax(row: list) -> int:
-    return max(range(len(row)), key=lambda v: (row[v], -v))  # ties: smallest id
+def greedy_row(row: list) -> list:
+    """The law a greedy step reads from ``row`` ``[V]``: one-hot at its argmax (ties: smallest id), in its number type.
+    A greedy step is then a point proposal's on this row: the argmax's draft is accepted, any other rejected."""
+    best = max(range(len(row)), key=lambda v: (row[v], -v))
+    return [type(row[0])(v == best) for v in range(len(row))]
 
 
-def _normalised(w: list, fallback: list) -> list:
+def spread(law: dict, prefix: tuple, mass, row) -> None:
+    """Add ``mass · row[y]`` to the law of ``prefix + (y,)`` for every token of positive weight."""
+    for y in (y for y, w in enumerate(row) if w):
+        law[prefix + (y,)] += mass * row[y]
+
+
+def normalised(w: list, fallback: list) -> list:
+    """``w`` ``[V]`` normalised to sum 1; ``fallback`` where ``w`` has no mass."""
     total = sum(w)
     return [x / total for x in w] if total > 0 else fallback
 
 
 def _emission(scheme: str, x: int, target: list, draft: list) -> tuple:
-    """(acceptance probability of draft x, law of the token emitted on rejection)."""
-    if scheme == "greedy":
-        best = _argmax(target)
-        one_hot = [type(target[0])(v == best) for v in range(len(target))]
-        return type(target[0])(x == best), one_hot
-    if scheme == "point":
-        return target[x], _normalised([0 * t if v == x else t for v, t in enumerate(target)], target)
+    """(acceptance probability of draft x, law of the token emitted on rejection); greedy reads ``greedy_row``."""
+    if scheme != "full":
+        return target[x], normalised([0 * t if v == x else t for v, t in enumerate(target)], target)
     ratio = min(1, target[x] / draft[x])
-    return ratio, _normalised([max(t - d, 0) for t, d in zip(target, draft)], target)
+    return ratio, normalised([max(t - d, 0) for t, d in zip(target, draft)], target)
 
 
 def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: str = "full",
@@ -109,12 +115,9 @@ def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: s
 
     def walk(j: int, prefix: tuple, mass) -> None:
         target = _row(target_rows, j, prefix, exact)
-        if scheme == "greedy":
-            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
+        target = greedy_row(target) if scheme == "greedy" else target
         if j == K:  # every draft accepted: the bonus row
-            for y, t in enumerate(target):
-                if t:
-                    law[prefix + (y,)] += mass * t
+            spread(law, prefix, mass, target)
             return
         draft = _row(draft_rows, j, prefix, exact)
         gone = () if withdrawn is None else withdrawn[j](prefix) if callable(withdrawn[j]) else withdrawn[j]
@@ -126,9 +129,8 @@ def emitted_law(target_rows: Sequence[Row], draft_rows: Sequence[Row], scheme: s
                 a, rejected = 0 * d, target if withdrawn_as_padding else rejected
             if a:
                 walk(j + 1, prefix + (x,), mass * d * a)
-            for y, r in enumerate(rejected):
-                if r and a != 1:
-                    law[prefix + (y,)] += mass * d * (1 - a) * r
+            if a != 1:
+                spread(law, prefix, mass * d * (1 - a), rejected)
 
     walk(0, (), Fraction(1) if exact else 1.0)
     return dict(law)
@@ -156,8 +158,7 @@ def lossless_error(law: dict[tuple, object], target_rows: Sequence[Row], greedy:
     worst = Fraction(0) if exact else 0.0
     for prefix, tokens in conditional_token_laws(law).items():
         target = _row(target_rows, len(prefix), prefix, exact)
-        if greedy:
-            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
+        target = greedy_row(target) if greedy else target
         total = sum(tokens.values())
         for y, t in enumerate(target):
             worst = max(worst, abs(tokens.get(y, 0) / total - t))

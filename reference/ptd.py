@@ -150,25 +150,17 @@ def prepare_ptd_inputs(token_ids, positions, slot_mapping, query_start_loc, num_
     if buffer_rows is not None and total > buffer_rows:
         raise PtdInputError(f"buffer_rows: the drafter needs {total} rows but its buffers hold {buffer_rows}; "
                             "size them max_num_batched_tokens + max_num_seqs × draft_len")
-    rows = {name: [] for name in ("token_ids", "positions", "slot_mapping", "is_mask", "source_index")}
+    rows = []   # (token id, position, slot, is mask, source index) per output row; each request keeps >= 1
     for i in range(batch):
-        for r in range(kept[i]):
-            src = int(query_start_loc[i]) + r
-            for name, value in (("token_ids", token_ids[src]), ("positions", positions[src]),
-                                ("slot_mapping", slot_mapping[src]), ("is_mask", False), ("source_index", src)):
-                rows[name].append(value)
-        last_pos = int(positions[last_input[i]])
-        for m in range(num_mask[i]):
-            pos = last_pos + 1 + m
+        rows += [(token_ids[src], positions[src], slot_mapping[src], False, src)
+                 for src in range(int(query_start_loc[i]), int(query_start_loc[i]) + int(kept[i]))]
+        last = int(positions[last_input[i]])
+        for pos in range(last + 1, last + 1 + int(num_mask[i])):
             inside = pos < max_model_len
             slot = int(block_table[i, pos // block_size]) * block_size + pos % block_size if inside else PADDING_SLOT_ID
-            for name, value in (("token_ids", mask_token_id), ("positions", pos if inside else max_model_len - 1),
-                                ("slot_mapping", slot), ("is_mask", True), ("source_index", -1)):
-                rows[name].append(value)
-    as_array = lambda name, dtype: np.array(rows[name], dtype).reshape(-1)  # noqa: E731
-    return PtdInputs(out_qsl, as_array("token_ids", np.int64), as_array("positions", np.int64),
-                     as_array("slot_mapping", np.int64), as_array("is_mask", bool), as_array("source_index", np.int64),
-                     kept.astype(np.int64), num_mask, out_qsl[:-1] + kept - 1)
+            rows.append((mask_token_id, pos if inside else max_model_len - 1, slot, True, -1))
+    arrays = [np.array(c, dtype) for c, dtype in zip(zip(*rows), (np.int64, np.int64, np.int64, bool, np.int64))]
+    return PtdInputs(out_qsl, *arrays, kept.astype(np.int64), num_mask, out_qsl[:-1] + kept - 1)
 
 
 def ptd_draft_rows(row_of: Callable[[Sequence[int]], np.ndarray], context: Sequence[int], k: int,

@@ -99,12 +99,6 @@ def target_rows(logits: np.ndarray, temperature, top_k, top_p) -> tuple[np.ndarr
     return probs, {"top_k": margin_k, "top_p": margin_p}
 
 
-def target_row(logits: np.ndarray, temperature: float, top_k: int, top_p: float) -> tuple[np.ndarray, float]:
-    """One row ``[V]`` → (``[V]`` target_probs, its smallest filter margin)."""
-    probs, margins = target_rows(logits, temperature, top_k, top_p)
-    return probs, float(min(margins["top_k"], margins["top_p"]))
-
-
 def target_probs(logits: np.ndarray, temperature: float, top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
     """``target_probs`` of ``[V]`` or ``[rows, V]`` logits sharing one set of parameters (T > 0)."""
     if not temperature > 0:

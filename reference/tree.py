@@ -39,10 +39,10 @@ import numpy as np
 
 from reference.layout import PLACEHOLDER_TOKEN_ID, offsets, pad_outputs
 from reference.layout import target_rows as rows_of_request
-from reference.laws import _argmax, lossless_error, num_accepted_from_law
+from reference.laws import greedy_row, lossless_error, normalised, num_accepted_from_law, spread
 from reference.target import target_rows
 from reference.validate import InvalidInput, check_step
-from reference.verify import race, step_noise_of
+from reference.verify import race, step_inputs
 
 SCHEMES = ("rrs", "sglang")
 """Schemes of a tree batch's sampled requests; greedy requests (T = 0) verify greedily (§11.2)."""
@@ -75,19 +75,16 @@ def depths(parents: Sequence[int]) -> list[int]:
 
 # ------------------------------------------------------------------ §11.2–§11.4 one level
 
-def _rrs(target: list, tokens: Sequence[int], draft_rows: Sequence) -> tuple[list, list]:
+def _rrs(target: list, tokens: Sequence[int], draft_rows: Sequence | None) -> tuple[list, list]:
     """§11.3: conditional acceptance ``a_k`` of each sibling reached, and the residual after all rejections."""
     r, accept = list(target), []
-    for x, d in zip(tokens, draft_rows):
+    for x, d in zip(tokens, [None] * len(tokens) if draft_rows is None else draft_rows):
         if x == PLACEHOLDER_TOKEN_ID:           # never drawn: rejected, residual untouched
             accept.append(0)
             continue
         d = [type(r[0])(v == x) for v in range(len(r))] if d is None else d   # point proposal: one-hot
         accept.append(min(1, r[x] / d[x]) if r[x] > 0 and d[x] > 0 else 0)
-        w = [max(rv - dv, 0) for rv, dv in zip(r, d)]
-        total = sum(w)
-        if total > 0:                            # empty only by rounding, or d(x) = 0 with r = d: keep r
-            r = [v / total for v in w]
+        r = normalised([max(rv - dv, 0) for rv, dv in zip(r, d)], r)   # empty: by rounding, or d(x) = 0 with r = d
     return accept, r
 
 
@@ -109,28 +106,18 @@ def _coin_below(acc, threshold_acc):
     return 1 if threshold_acc == 0 else min(1, acc / threshold_acc)
 
 
-def _without(target: list, tokens: Sequence[int]) -> list:
-    """``target`` with the real ``tokens`` zeroed, normalised (``target`` itself if nothing is left)."""
-    w = [0 * t if v in tokens else t for v, t in enumerate(target)]
-    total = sum(w)
-    return [v / total for v in w] if total > 0 else list(target)
-
-
 def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence | None = None,
           threshold_single=1, threshold_acc=1) -> tuple[list, object, list]:
     """One node's verification law: (``P(accept sibling k)`` ``[m]``, ``P(none)``, residual ``[V]``).
 
-    ``target``: ``[V]`` target_probs of the node (one-hot argmax for ``"greedy"``); ``tokens``: the
-    ``m`` siblings' ids; ``draft_rows``: their ``[V]`` rows (rrs; None or None entries: point).
+    ``target``: ``[V]`` target_probs of the node (its argmax for ``"greedy"``: §11.2 is ``"rrs"`` of point
+    proposals on ``greedy_row(target)``); ``tokens``: the ``m`` siblings' ids; ``draft_rows``: their ``[V]``
+    rows (rrs; None or None entries: point).
     """
-    m = len(tokens)
     if scheme == "greedy":
-        best = _argmax(target)
-        hit = next((k for k, x in enumerate(tokens) if x == best), None)
-        one_hot = [type(target[0])(v == best) for v in range(len(target))]
-        return [int(k == hit) for k in range(m)], int(hit is None), one_hot
+        scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
-        a, r = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * m)
+        a, r = _rrs(target, tokens, draft_rows)
         reach, probs = 1, []
         for ak in a:
             probs.append(reach * ak)
@@ -141,7 +128,7 @@ def level(scheme: str, target: list, tokens: Sequence[int], draft_rows: Sequence
         now = 1 if single else _coin_below(acc, threshold_acc)
         probs.append(max(now - below, 0))
         below = max(below, now)
-    return probs, 1 - below, _without(target, [x for x in tokens if x != PLACEHOLDER_TOKEN_ID])
+    return probs, 1 - below, normalised([0 * t if v in tokens else t for v, t in enumerate(target)], list(target))
 
 
 def choose(scheme: str, target: list, tokens: Sequence[int], draft_rows, coins: Sequence[float],
@@ -149,10 +136,9 @@ def choose(scheme: str, target: list, tokens: Sequence[int], draft_rows, coins: 
     """The accepted sibling's index (or None) under the coins: rrs reads sibling k's own coin
     ``coins[k]``; sglang reads one coin per level, the first sibling's ``coins[0]``."""
     if scheme == "greedy":
-        best = _argmax(target)
-        return next((k for k, x in enumerate(tokens) if x == best), None)
+        scheme, target, draft_rows = "rrs", greedy_row(target), None
     if scheme == "rrs":
-        a, _ = _rrs(target, tokens, draft_rows if draft_rows is not None else [None] * len(tokens))
+        a, _ = _rrs(target, tokens, draft_rows)
         return next((k for k, ak in enumerate(a) if coins[k] < ak), None)
     for k, (acc, single) in enumerate(_sglang_accepts(target, tokens, threshold_single, threshold_acc)):
         if single or (tokens[k] != PLACEHOLDER_TOKEN_ID and coins[0] * threshold_acc < acc):
@@ -203,20 +189,16 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
         raise InvalidInput(str(e).replace("num_draft_tokens", "num_nodes").replace("num_tokens", "num_nodes_total")) \
             from None
     tree_depths = check_tree(num_nodes, parents, draft_probs, scheme, threshold_single, threshold_acc)
-    n = np.asarray(num_nodes, dtype=np.int64)
-    logits = np.asarray(target_logits, dtype=np.float64)
-    batch, V = len(n), logits.shape[1]
-    u, E = step_noise_of(n, V, uniforms, exponentials, seeds, positions)
+    n, logits, u, E = step_inputs(num_nodes, target_logits, uniforms, exponentials, seeds, positions)
     T = np.asarray(temperature, dtype=np.float64)
     cu, ids, par = offsets(n), np.asarray(draft_token_ids, np.int64), np.asarray(parents, np.int64)
     draft = None if draft_probs is None else np.asarray(draft_probs, dtype=np.float64)
     emitted, paths = [], []
-    for i in range(batch):
+    for i in range(len(n)):
         rows = logits[rows_of_request(cu, i)]
         greedy = T[i] == 0
-        if not greedy:
-            rows = target_rows(rows, np.full(len(rows), T[i]), np.full(len(rows), np.asarray(top_k)[i]),
-                               np.full(len(rows), np.asarray(top_p)[i]))[0]
+        if not greedy:  # one request's parameters, broadcast over its rows
+            rows = target_rows(rows, T[i], np.asarray(top_k)[i], np.asarray(top_p)[i])[0]
         nodes = slice(cu[i], cu[i + 1])
         path, token = _walk("greedy" if greedy else scheme, par[nodes], ids[nodes],
                             None if draft is None else draft[nodes], rows, u[nodes], E[i],
@@ -224,7 +206,7 @@ def verify_tree(num_nodes, parents, draft_token_ids, draft_probs, target_logits,
         paths.append(path)
         emitted.append([int(ids[cu[i] + k]) for k in path] + [token])
     width = max((max(d, default=0) for d in tree_depths), default=0)
-    accepted = pad_outputs(paths, width) if width else np.zeros((batch, 0), np.int64)
+    accepted = pad_outputs(paths, width) if width else np.zeros((len(n), 0), np.int64)
     return TreeStepResult(pad_outputs(emitted, width + 1), np.array([len(p) for p in paths], np.int64),
                           accepted, u, E)
 
@@ -235,37 +217,16 @@ def _walk(scheme, parents, ids, draft, rows, u, E, threshold_single, threshold_a
     kids, slot, path = children_of(parents.tolist()), 0, []
     while True:
         siblings = kids[slot]
-        tokens = ids[siblings].tolist()
-        if scheme == "greedy":
-            best = int(np.argmax(rows[slot]))
-            k = next((k for k, x in enumerate(tokens) if x == best), None)
-            if k is None:
-                return path, best
-        elif scheme == "rrs":
-            k, residual = _rrs_walk(rows[slot], tokens, None if draft is None else draft[siblings], u[siblings])
-        else:
-            k = choose(scheme, rows[slot], tokens, None, u[siblings].tolist(), threshold_single,
-                       threshold_acc) if siblings else None
-            residual = _without(rows[slot].tolist(), [x for x in tokens if x != PLACEHOLDER_TOKEN_ID])
+        target = rows[slot].tolist()
+        k = choose(scheme, target, ids[siblings].tolist(), None if draft is None else list(draft[siblings]),
+                   u[siblings].tolist(), threshold_single, threshold_acc) if siblings else None
         if k is None:
-            return path, int(race(np.asarray(residual, dtype=np.float64), E)[0])
+            residual = level(scheme, target, ids[siblings].tolist(),
+                             None if draft is None else [list(r) for r in draft[siblings]],
+                             threshold_single, threshold_acc)[2] if siblings else target
+            return path, int(race(np.array(greedy_row(residual) if scheme == "greedy" else residual), E)[0])
         path.append(siblings[k])
         slot = siblings[k] + 1
-
-
-def _rrs_walk(target: np.ndarray, tokens: list, draft_rows: np.ndarray | None, coins: np.ndarray):
-    """``_rrs`` under the coins, in float64 arrays (the noisy step's speed at V ~ 10⁵): (the accepted
-    sibling's index or None, the residual ``[V]`` when none is). ``draft_rows [m, V]`` or None (point)."""
-    r = np.asarray(target, dtype=np.float64)
-    for k, x in enumerate(tokens):
-        if x == PLACEHOLDER_TOKEN_ID:            # never drawn: rejected, residual untouched
-            continue
-        d = np.eye(1, len(r), x)[0] if draft_rows is None else np.asarray(draft_rows[k], dtype=np.float64)
-        if r[x] > 0 and d[x] > 0 and coins[k] < min(1.0, r[x] / d[x]):
-            return k, None
-        w = np.maximum(r - d, 0.0)
-        r = w / w.sum() if w.sum() > 0 else r
-    return None, r
 
 
 # ------------------------------------------------------------------ §11.8 exact laws
@@ -318,21 +279,17 @@ def tree_law(parents: Sequence[int], target_row_of: Callable[[tuple], Sequence],
 
     def walk(slot: int, prefix: tuple, mass) -> None:
         target = row(target_row_of, prefix)
-        if scheme == "greedy":
-            target = [num(v == _argmax(target)) for v in range(len(target))]
+        target = greedy_row(target) if scheme == "greedy" else target
         if not kids[slot]:
-            for y, t in enumerate(target):
-                if t:
-                    law[prefix + (y,)] += mass * t
+            spread(law, prefix, mass, target)
             return
         for tokens, rows, p in sibling_draws(row(draft_row_of, prefix), len(kids[slot]), drafting):
             p_accept, p_none, residual = level(scheme, target, tokens, rows, threshold_single, threshold_acc)
             for k, pk in enumerate(p_accept):
                 if pk:
                     walk(kids[slot][k] + 1, prefix + (tokens[k],), mass * p * pk)
-            for y, r in enumerate(residual):
-                if r and p_none:
-                    law[prefix + (y,)] += mass * p * p_none * r
+            if p_none:
+                spread(law, prefix, mass * p * p_none, residual)
 
     walk(0, (), num(1))
     return dict(law)

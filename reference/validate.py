@@ -35,26 +35,19 @@ def _require(condition: bool, message: str) -> None:
         raise InvalidInput(message)
 
 
-def _int_array(name: str, a, shape: tuple) -> np.ndarray:
+_KIND_RULES = {"iu": "must be an integer array", "iuf": "must be real numbers"}
+
+
+def _array(name: str, a, shape: tuple, dtypes: str | tuple = "iu") -> np.ndarray:
+    """``a`` as an array of ``shape`` whose dtype is of the kinds ``dtypes`` (``"iu"``: integers; ``"iuf"``: real
+    numbers, returned as float64) or, given a tuple, named in it."""
     a = np.asarray(a)
-    _require(a.dtype.kind in "iu", f"{name}: must be an integer array, got dtype {a.dtype}")
+    if isinstance(dtypes, tuple):
+        _require(a.dtype.name in dtypes, f"{name}: dtype must be one of {', '.join(dtypes)}, got {a.dtype}")
+    else:
+        _require(a.dtype.kind in dtypes, f"{name}: {_KIND_RULES[dtypes]}, got dtype {a.dtype}")
     _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
-    return a
-
-
-def _float_array(name: str, a, shape: tuple, dtypes: tuple = FLOAT_DTYPES) -> np.ndarray:
-    a = np.asarray(a)
-    _require(a.dtype.name in dtypes, f"{name}: dtype must be one of {', '.join(dtypes)}, got {a.dtype}")
-    _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
-    return a
-
-
-def _real_array(name: str, a, shape: tuple) -> np.ndarray:
-    """A per-request parameter: any real dtype (ints and floats), as float64."""
-    a = np.asarray(a)
-    _require(a.dtype.kind in "iuf", f"{name}: must be real numbers, got dtype {a.dtype}")
-    _require(a.shape == shape, f"{name}: shape must be {shape}, got {a.shape}")
-    return a.astype(np.float64)
+    return a.astype(np.float64) if dtypes == "iuf" else a
 
 
 def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
@@ -70,13 +63,13 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
     _require(logits.ndim == 2 and logits.shape[1] >= 1,
              f"target_logits: must be 2-D [num_tokens + batch, V] with V >= 1, got shape {logits.shape}")
     V = logits.shape[1]
-    given = _float_array("target_logits", logits, (num_tokens + batch, V), LOGIT_DTYPES)
+    given = _array("target_logits", logits, (num_tokens + batch, V), LOGIT_DTYPES)
     logits = given.astype(np.float64, copy=False)  # 16-bit values up-cast exactly
     _require(not np.isnan(logits).any(), "target_logits: contains NaN")
     _require(not np.isposinf(logits).any(), "target_logits: contains +inf")
     dead = np.flatnonzero(~np.isfinite(logits).any(axis=1))
     _require(dead.size == 0, f"target_logits: row {dead[:1].tolist()} has no finite value (every token masked)")
-    ids = _int_array("draft_token_ids", draft_token_ids, (num_tokens,))
+    ids = _array("draft_token_ids", draft_token_ids, (num_tokens,))
     bad = np.flatnonzero(((ids < 0) | (ids >= V)) & (ids != PLACEHOLDER_TOKEN_ID))
     _require(bad.size == 0, f"draft_token_ids: id {ids[bad[:1]].tolist()[0] if bad.size else ''} at index "
                             f"{bad[:1].tolist()[0] if bad.size else ''} is outside [0, {V}) and is not the placeholder -1")
@@ -88,37 +81,36 @@ def check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
     _require(draft_probs is not None or not gone.any(), "withdrawn: a withdrawn draft's residual reads its draft row, "
                                                         "but draft_probs is None (a point proposal cannot be withdrawn)")
     if draft_probs is not None:
-        probs = _float_array("draft_probs", draft_probs, (num_tokens, V))
+        probs = _array("draft_probs", draft_probs, (num_tokens, V), FLOAT_DTYPES)
         want = draft_dtype(given.dtype.name)
         _require(probs.dtype.name == want, f"draft_probs: dtype must be {want} with {given.dtype} target_logits, "
                                            f"got {probs.dtype}")
         read = (ids != PLACEHOLDER_TOKEN_ID) | gone  # a padding placeholder's row is never read; a withdrawn one's is
         _check_draft_rows(probs[read], np.flatnonzero(read), k)
-    t = _real_array("temperature", temperature, (batch,))
+    t = _array("temperature", temperature, (batch,), "iuf")
     _require(bool(np.isfinite(t).all() and (t >= 0).all()), f"temperature: must be finite and >= 0, got {t.tolist()}")
-    tk = _int_array("top_k", top_k, (batch,))
+    tk = _array("top_k", top_k, (batch,))
     _require(bool((tk >= 0).all()), f"top_k: must be >= 0 (0 = off), got {tk.tolist()}")
-    tp = _real_array("top_p", top_p, (batch,))
+    tp = _array("top_p", top_p, (batch,), "iuf")
     _require(bool(((tp > 0) & (tp <= 1)).all()), f"top_p: must be in (0, 1] (1 = off), got {tp.tolist()}")
     if seeds is not None:
-        s = _int_array("seeds", seeds, (batch,))
+        s = _array("seeds", seeds, (batch,))
         _require(bool((s >= 0).all()), f"seeds: must be in [0, 2**64), got {s.tolist()}")
     if positions is not None:
-        L = _int_array("positions", positions, (batch,))
+        L = _array("positions", positions, (batch,))
         _require(bool(((L >= 0) & (L < 2**32)).all()), f"positions: must be in [0, 2**32), got {L.tolist()}")
 
 
 def _check_draft_rows(rows: np.ndarray, row_ids: np.ndarray, num_draft_tokens: np.ndarray) -> None:
-    cu = offsets(num_draft_tokens)
-    where = lambda r: f"row {r} (request {int(np.searchsorted(cu, r, side='right') - 1)})"  # noqa: E731
-    bad = np.flatnonzero(~np.isfinite(rows).all(axis=1))
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} is not finite")
-    bad = np.flatnonzero((rows < 0).any(axis=1))
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} has a negative entry")
-    sums = rows.sum(axis=1, dtype=np.float64)
-    bad = np.flatnonzero(np.abs(sums - 1) > PROB_SUM_ATOL)
-    _require(bad.size == 0, f"draft_probs: {where(row_ids[bad[0]]) if bad.size else ''} sums to "
-                            f"{sums[bad[0]] if bad.size else 0:.6f}, not 1 within {PROB_SUM_ATOL}")
+    """The first read draft row (``rows [n, V]``, ids ``row_ids [n]``) not finite, negative or not summing to 1."""
+    with np.errstate(invalid="ignore"):   # a row that is not finite is named by the first rule
+        sums = rows.sum(axis=1, dtype=np.float64)
+        rules = [(~np.isfinite(rows).all(axis=1), "is not finite"), ((rows < 0).any(axis=1), "has a negative entry"),
+                 (np.abs(sums - 1) > PROB_SUM_ATOL, f"sums to {{:.6f}}, not 1 within {PROB_SUM_ATOL}")]
+    for bad, rule in rules:
+        for r in np.flatnonzero(bad)[:1]:
+            request = int(np.searchsorted(offsets(num_draft_tokens), row_ids[r], side="right") - 1)
+            raise InvalidInput(f"draft_probs: row {row_ids[r]} (request {request}) {rule.format(sums[r])}")
 
 
 def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:
@@ -145,7 +137,7 @@ def check_sampler(sampler: dict, batch: int, num_tokens: int, V: int) -> None:
 
 def check_noise(uniforms, exponentials, num_tokens: int, batch: int, V: int) -> None:
     """SPEC §5.1 shapes and ranges of injected noise."""
-    u = _float_array("uniforms", uniforms, (num_tokens,))
+    u = _array("uniforms", uniforms, (num_tokens,), FLOAT_DTYPES)
     _require(bool(((u >= 0) & (u < 1)).all()), "uniforms: must lie in [0, 1)")
-    e = _float_array("exponentials", exponentials, (batch, V))
+    e = _array("exponentials", exponentials, (batch, V), FLOAT_DTYPES)
     _require(bool((np.isfinite(e) & (e > 0)).all()), "exponentials: must be finite and > 0")

@@ -72,9 +72,8 @@ class StepResult:
     ``decisions``, the noise used (``uniforms [num_tokens]``, ``exponentials [batch, V]``), and
     what a judge needs to re-walk a request as the step did (SPEC §9, §12.5): ``processed_logits``
     ``[num_tokens + batch, V]`` float64, the logits every row read (after §12's bans, penalties and
-    bias; the given logits when no §12 parameter acts), and ``exactly_decided`` ``[batch]`` bool,
-    the requests whose rows are §2's filters on those logits, re-decided by ``reference.exact``
-    near a tie (False: min_p or the ``vllm`` order, whose rows §12.5 decides in float64)."""
+    bias; the given logits when no §12 parameter acts), and ``computed`` ``[num_tokens + batch]`` bool,
+    the rows whose kept values a penalty or bias computed (a greedy argmax there: ``greedy_computed``)."""
 
     output_token_ids: np.ndarray
     num_accepted: np.ndarray
@@ -82,7 +81,7 @@ class StepResult:
     uniforms: np.ndarray
     exponentials: np.ndarray
     processed_logits: np.ndarray
-    exactly_decided: np.ndarray
+    computed: np.ndarray
 
     @property
     def margins(self) -> np.ndarray:
@@ -152,10 +151,12 @@ def greedy_margin(logits: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ordered[..., 1]), gap, INF)
 
 
-def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, positions):
-    """A step's noise (SPEC §5.1) as float64 ``(uniforms [Σ counts], exponentials [batch, V])``: the
-    injected arrays checked, or — both None — drawn from the keyed streams of §5.2 for ``seeds``/``positions``.
-    ``counts [batch]``: each request's coins (drafts, or a tree's nodes)."""
+def step_inputs(counts, target_logits, uniforms, exponentials, seeds, positions):
+    """A checked step's ``(counts, logits, uniforms, exponentials)``: ``counts [batch]`` int64, each request's
+    coins (drafts, or a tree's nodes); ``target_logits`` as float64; the noise (SPEC §5.1) as float64 ``[Σ counts]``
+    and ``[batch, V]``: the injected arrays checked, or — both None — drawn from the keyed streams of §5.2."""
+    counts, logits = np.asarray(counts, dtype=np.int64), np.asarray(target_logits, dtype=np.float64)
+    V = logits.shape[1]
     if uniforms is None and exponentials is None:
         if seeds is None or positions is None:
             raise InvalidInput("seeds: seeds and positions are required when no noise is injected (SPEC §5.2)")
@@ -163,7 +164,7 @@ def step_noise_of(counts: np.ndarray, V: int, uniforms, exponentials, seeds, pos
     elif uniforms is None or exponentials is None:
         raise InvalidInput("uniforms: inject both uniforms and exponentials, or neither (SPEC §5.1)")
     check_noise(uniforms, exponentials, int(np.sum(counts)), len(counts), V)
-    return np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
+    return counts, logits, np.asarray(uniforms, dtype=np.float64), np.asarray(exponentials, dtype=np.float64)
 
 
 def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temperature, top_k, top_p,
@@ -180,10 +181,8 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     """
     check_step(num_draft_tokens, draft_token_ids, draft_probs, target_logits,
                temperature, top_k, top_p, seeds, positions, withdrawn)
-    k = np.asarray(num_draft_tokens, dtype=np.int64)
-    logits = np.asarray(target_logits, dtype=np.float64)
+    k, logits, u, E = step_inputs(num_draft_tokens, target_logits, uniforms, exponentials, seeds, positions)
     batch, V = len(k), logits.shape[1]
-    u, E = step_noise_of(k, V, uniforms, exponentials, seeds, positions)
     T, top_k, top_p = (np.asarray(a) for a in (temperature, top_k, top_p))
     ids = np.asarray(draft_token_ids, dtype=np.int64)
     gone = np.zeros(len(ids) + 1, bool) if withdrawn is None else np.append(np.asarray(withdrawn, bool), False)
@@ -195,7 +194,8 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     if sampler:  # §12: every rule that is not a filter acts on the logits; greedy reads them too
         logits = process_logits(logits, k, ids, **sampler)   # a row no step reads may be emptied: stand-in 0
         logits = np.where(np.isfinite(logits).any(axis=1, keepdims=True), logits, 0.0)
-    plain = sampler.get("min_p") is None and sampler.get("order", "canonical") == "canonical"
+    min_p, order = sampler.get("min_p"), sampler.get("order", "canonical")
+    plain = min_p is None and order == "canonical"
 
     # §1 layout: each draft's request and position; each target row's request and position.
     request, row_request = np.repeat(np.arange(batch), k), np.repeat(np.arange(batch), k + 1)
@@ -206,8 +206,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
     # §2 every target row, §3 every coin (sampled) or argmax test (greedy), then the first rejection.
     filters = (logits, np.where(greedy, 1.0, T)[row_request], top_k[row_request], top_p[row_request])
     probs, cuts = target_rows(*filters) if plain else filtered_cuts(  # min_p, vllm: §12.5, in float64
-        *filters, None if sampler.get("min_p") is None else np.asarray(sampler["min_p"])[row_request],
-        sampler.get("order", "canonical"))
+        *filters, None if min_p is None else np.asarray(min_p)[row_request], order)
     computed = ((logits != raw) & np.isfinite(logits)).any(axis=1)   # a value computed: §9's greedy_computed
     coins, coin_margin = accept(ids, probs[draft_row_target], draft, u)
     argmax = np.argmax(logits, axis=1)
@@ -227,12 +226,11 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
 
     # §9 the decisions on each path: rows and coins at positions <= num_accepted.
     on_row = row_position <= num_accepted[row_request]
-    on_draft = position <= num_accepted[request]
     sampled_row = on_row & ~greedy[row_request]
-    coin = on_draft & ~greedy[request]
+    coin = (position <= num_accepted[request]) & ~greedy[request]
     parts = [_part(request[coin], position[coin], "coin", coin_margin[coin]),
              _part(np.flatnonzero(~greedy), num_accepted[~greedy], "race", race_margin[~greedy])]
-    min_p_on = np.zeros(batch, bool) if sampler.get("min_p") is None else np.asarray(sampler["min_p"]) > 0
+    min_p_on = np.zeros(batch, bool) if min_p is None else np.asarray(min_p) > 0
     for kind, active in (("top_k", (top_k > 0) & (top_k < V)), ("top_p", top_p < 1), ("min_p", min_p_on)):
         chosen = sampled_row & active[row_request]
         parts.append(_part(row_request[chosen], row_position[chosen], kind, cuts.get(kind, row_position)[chosen]))
@@ -250,8 +248,7 @@ def verify(num_draft_tokens, draft_token_ids, draft_probs, target_logits, temper
             ids[d], None if draft is None else draft[d], logits[target_rows_of(cu, i)], T[i], top_k[i], top_p[i],
             u[d], E[i], gone[d])
         decisions = _replace(decisions, i, exact_decisions)
-    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits,
-                      np.full(batch, plain))
+    return StepResult(pad_outputs(emitted, int(k.max()) + 1), num_accepted, decisions, u, E, logits, computed)
 
 
 def _part(request, position, kind: str, margin) -> tuple:

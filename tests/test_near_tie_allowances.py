@@ -1,6 +1,7 @@
 """SPEC §9 near-tie allowances on the rows the step read (§12.5): a §12 request is explained on its
-processed logits, a step with min_p or the vllm order allows no flip, a reference that disagrees with
-its own exact ladder is a harness error, and every allowance counts toward the cap.
+processed logits with every §9 decision kind — min_p's cut, the vllm order's cuts on the row min_p
+cut, a greedy argmax of computed values — a reference that disagrees with its own exact ladder is a
+harness error, and every allowance counts toward the cap.
 
 The stripped device (the torch device with ``batch.sampler`` dropped, same capabilities) is the
 defect these rules catch: explained on the unprocessed logits, its differing requests read as
@@ -23,7 +24,7 @@ from specsim.conformance.runner import Context
 from specsim.conformance.sampler import sampler_group
 from specsim.conformance.sizes import sizes_group
 from specsim.testing import compare as compare_module
-from specsim.testing.compare import FLOAT64_ROWS, REFERENCE_DISAGREES, compare, reference_step, waiver_cap
+from specsim.testing.compare import REFERENCE_DISAGREES, compare, reference_step, waiver_cap
 
 
 class StrippedDevice:
@@ -71,7 +72,7 @@ def test_a_section_12_near_tie_is_allowed_on_the_processed_logits():
     ladder agrees with the device' there."""
     batch, noise = _biased(_t0() * (1 - 3e-5), [0.0, 0.0, -1.0])
     want = reference_step(batch, noise)
-    assert want.num_accepted.tolist() == [1] and want.exactly_decided.tolist() == [True]
+    assert want.num_accepted.tolist() == [1] and want.computed.tolist() == [True, True]
     result = compare(batch, _rejected_token_1(), want)
     assert result.status == "pass", result.summary()
     assert result.waivers == 1 and "allowed as near ties: coin at position 0 (margin 3e-05)" in result.waived[0]
@@ -87,15 +88,16 @@ def test_a_device_ignoring_the_bias_is_a_mismatch_not_an_allowance():
     assert "first contradicted decision: coin at position 0 (margin 0.3)" in result.mismatches[0]
 
 
-@pytest.mark.parametrize("order, min_p", [("vllm", None), ("canonical", 0.0)])
-def test_a_step_decided_in_float64_allows_no_flip(order, min_p):
-    """SPEC §12.5: with min_p or the vllm order the reference decides rows in float64, so even the
-    near-tie coin of the first test is a mismatch."""
+@pytest.mark.parametrize("order, min_p", [("vllm", None), ("canonical", 0.0), ("vllm", 0.0)])
+def test_a_step_with_min_p_or_the_vllm_order_is_re_walked_too(order, min_p):
+    """SPEC §12.5: the reference decides these rows in float64; the judge re-walks them exactly, so the
+    near-tie coin of the first test is one allowance there as well."""
     batch, noise = _biased(_t0() * (1 - 3e-5), [0.0, 0.0, -1.0], order, min_p)
     want = reference_step(batch, noise)
-    assert want.num_accepted.tolist() == [1] and want.exactly_decided.tolist() == [False]
+    assert want.num_accepted.tolist() == [1]
     result = compare(batch, _rejected_token_1(), want)
-    assert result.status == "fail" and result.waivers == 0 and FLOAT64_ROWS in result.mismatches[0]
+    assert result.status == "pass" and result.waivers == 1, result.summary()
+    assert "allowed as near ties: coin at position 0 (margin 3e-05)" in result.waived[0]
 
 
 def _disagreeing_reference(batch, noise):
@@ -108,8 +110,12 @@ def _disagreeing_reference(batch, noise):
     return want, replace(want, output_token_ids=out)
 
 
-def test_a_reference_disagreeing_with_its_own_ladder_is_an_error():
-    batch, noise = _biased(0.35, [0.0, 0.0, -5.0])
+@pytest.mark.parametrize("case", ["bias", "min_p", "vllm", "greedy_computed", "greedy"])
+def test_a_reference_disagreeing_with_its_own_ladder_is_an_error(case):
+    """Every decision kind's walk: a float64 answer the exact walk contradicts with no flip is the harness's."""
+    batch, noise = {"bias": lambda: _biased(0.35, [0.0, 0.0, -5.0]), "min_p": lambda: _min_p_tie(3e-3),
+                    "vllm": lambda: _vllm_top_p_tie("vllm"), "greedy_computed": lambda: _greedy(1 - 3e-3),
+                    "greedy": lambda: _greedy(1 - 3e-3, bias=False)}[case]()
     true, wrong = _disagreeing_reference(batch, noise)
     got = VerifyOutput(true.output_token_ids.copy(), true.num_accepted.copy())
     result = compare(batch, got, wrong)
@@ -150,6 +156,127 @@ def test_every_allowance_counts_toward_the_cap(count):
     result = compare(batch, got, want)
     assert len(result.waived) == count and result.waivers == count and waiver_cap(result.decisions) == 2
     assert result.status == ("pass" if count <= 2 else "fail"), result.summary()
+
+
+def _one(logits, drafts, T: float, sampler, u=(), E=(1.0, 1.0, 1.0), top_p: float = 1.0):
+    """One float32 request: ``logits [K+1, V]``, ``drafts [K]`` (point proposal), §12 ``sampler``."""
+    batch = VerifyBatch(np.array([len(drafts)]), np.array(drafts, np.int64), None, np.array(logits, np.float32),
+                        np.array([T]), np.array([0]), np.array([top_p]), sampler=sampler)
+    return batch, Noise(np.array(u, np.float64), np.array([E], np.float64))
+
+
+def _tiled(batch: VerifyBatch, noise: Noise, count: int):
+    """``count`` copies of a one-request batch."""
+    return (replace(batch, num_draft_tokens=np.tile(batch.num_draft_tokens, count),
+                    draft_token_ids=np.tile(batch.draft_token_ids, count),
+                    target_logits=np.tile(batch.target_logits, (count, 1)),
+                    temperature=np.tile(batch.temperature, count), top_k=np.tile(batch.top_k, count),
+                    top_p=np.tile(batch.top_p, count), sampler=batch.sampler.tiled(count)),
+            Noise(np.tile(noise.uniforms, count), np.tile(noise.exponentials, (count, 1))))
+
+
+def _emitted(*tokens, num_accepted: int, width: int = 1):
+    return VerifyOutput(np.array([list(tokens) + [-1] * (width - len(tokens))]), np.array([num_accepted]))
+
+
+def _min_p_tie(gap: float):
+    """The bonus row [0, 0, log(0.1·(1 + gap))] under min_p 0.1: token 2's ratio sits ``gap`` above the
+    threshold, so the reference keeps it and E = 0.01 makes it win the race; a device whose float32 ratio
+    lands below drops it and emits token 0 (tokens 0 and 1 tie: the smallest id)."""
+    return _one([[0.0, 0.0, np.log(0.1 * (1 + gap))]], [], 1.0, SamplerParams(min_p=np.array([0.1])),
+                E=(1.0, 1.0, 0.01))
+
+
+def test_a_float32_flip_at_a_min_p_near_tie_is_one_allowance():
+    batch, noise = _min_p_tie(3e-5)
+    want = reference_step(batch, noise)
+    assert want.output_token_ids.tolist() == [[2]]
+    assert [(kind, round(m, 6)) for kind, _, m in want.decisions.of(0) if kind == "min_p"] == [("min_p", 3e-5)]
+    result = compare(batch, _emitted(0, num_accepted=0), want)
+    assert result.status == "pass" and result.waivers == 1 and result.near_ties == 1, result.summary()
+    assert "allowed as near ties: min_p drop last at position 0 (margin 3e-05)" in result.waived[0]
+
+
+def test_a_flip_beyond_the_tolerance_at_min_p_fails():
+    batch, noise = _min_p_tie(3e-3)
+    result = compare(batch, _emitted(0, num_accepted=0), reference_step(batch, noise))
+    assert result.status == "fail" and result.waivers == 0 and not result.errors, result.summary()
+    assert "no 2 near-tie flips below margin 0.0001 explain it" in result.mismatches[0]
+
+
+def _vllm_top_p_tie(order: str):
+    """Bonus row [0, 0, log 0.5, −5], min_p 0.1, top_p 0.8·(1 + 3e-5). The vllm order cuts token 3 first:
+    the row is [0.4, 0.4, 0.2, 0], whose top-p cut keeps token 2 by 2.4e-5 of mass (a float32 near-tie).
+    The canonical order's top-p sees token 3's mass too: c_2 = 0.798, 2e-3 from p, no near-tie."""
+    return _one([[0.0, 0.0, np.log(0.5), -5.0]], [], 1.0, SamplerParams(order=order, min_p=np.array([0.1])),
+                E=(1.0, 1.0, 0.01, 1.0), top_p=0.8 * (1 + 3e-5))
+
+
+@pytest.mark.parametrize("order", ["vllm", "canonical"])
+def test_the_vllm_orders_top_p_near_tie_on_the_row_min_p_cut_is_allowed(order):
+    batch, noise = _vllm_top_p_tie(order)
+    want = reference_step(batch, noise)
+    assert want.output_token_ids.tolist() == [[2]]
+    result = compare(batch, _emitted(0, num_accepted=0), want)
+    if order == "vllm":
+        assert result.status == "pass" and result.waivers == 1, result.summary()
+        assert "allowed as near ties: top_p drop last at position 0 (margin 2.4e-05)" in result.waived[0]
+    else:
+        assert result.status == "fail" and result.waivers == 0, result.summary()
+
+
+def _greedy(second: float, third: float = 0.0, bias: bool = True):
+    """A greedy request, K = 1: each row's values [1, ``second``, ``third``] — computed by a logit bias on zero
+    logits (``bias``), or given as the logits themselves with a zero bias (no value computed)."""
+    values = np.array([[1.0, second, third]], np.float32)
+    logits = np.zeros((2, 3)) if bias else np.tile(values, (2, 1))
+    sampler = SamplerParams(logit_bias=values if bias else np.zeros((1, 3), np.float32))
+    return _one(logits, [0], 0.0, sampler, u=(0.5,))
+
+
+def test_a_greedy_computed_near_tie_flip_to_the_runner_up_is_allowed():
+    """Draft 0 is the argmax: the reference accepts it; a device whose float32 bias makes token 1 the
+    argmax rejects it and emits 1 — the runner-up, 3e-5 below: one flip."""
+    batch, noise = _greedy(1 - 3e-5)
+    want = reference_step(batch, noise)
+    assert want.output_token_ids.tolist() == [[0, 0]] and want.computed.tolist() == [True, True]
+    result = compare(batch, _emitted(1, num_accepted=0, width=2), want)
+    assert result.status == "pass" and result.waivers == 1 and result.near_ties == 2, result.summary()
+    assert "allowed as near ties: greedy_computed at position 0 (margin 3e-05)" in result.waived[0]
+
+
+def test_a_greedy_computed_draft_accepted_as_the_runner_up_is_allowed():
+    """Draft 1, the runner-up: the reference rejects it and emits 0; a device accepting it is one flip."""
+    batch, noise = _greedy(1 - 3e-5)
+    batch = replace(batch, draft_token_ids=np.array([1]))
+    want = reference_step(batch, noise)
+    assert want.output_token_ids.tolist() == [[0, -1]]
+    result = compare(batch, _emitted(1, 0, num_accepted=1, width=2), want)
+    assert result.status == "pass" and result.waivers == 1, result.summary()
+
+
+@pytest.mark.parametrize("second, third, bias, token, why", [
+    (1 - 3e-5, 0.0, False, 1, "greedy at position 0 (margin 3e-05)"),              # given values: never flips
+    (1 - 3e-3, 0.0, True, 1, "greedy_computed at position 0 (margin 0.003)"),      # beyond the tolerance
+    (1 - 1e-5, 1 - 3e-5, True, 2, "greedy_computed at position 0 (margin 3e-05)"),  # token 2 is not the runner-up
+])
+def test_a_greedy_flip_beyond_the_allowance_is_a_mismatch(second, third, bias, token, why):
+    batch, noise = _greedy(second, third, bias)
+    want = reference_step(batch, noise)
+    assert want.output_token_ids.tolist() == [[0, 0]] and want.computed.tolist() == [bias, bias]
+    result = compare(batch, _emitted(token, num_accepted=0, width=2), want)
+    assert result.status == "fail" and result.waivers == 0 and not result.errors, result.summary()
+    assert f"first contradicted decision: {why}" in result.mismatches[0], result.mismatches[0]
+
+
+@pytest.mark.parametrize("case, got", [(lambda: _min_p_tie(3e-5), [0, -1]), (lambda: _vllm_top_p_tie("vllm"), [0, -1]),
+                                       (lambda: _greedy(1 - 3e-5), [1, -1])])
+def test_each_new_kind_of_flip_counts_toward_the_cap(case, got):
+    batch, noise = _tiled(*case(), 3)
+    want = reference_step(batch, noise)
+    result = compare(batch, VerifyOutput(np.array([got[: batch.max_k + 1]] * 3), np.zeros(3, np.int64)), want)
+    assert len(result.waived) == 3 and result.waivers == 3 and waiver_cap(result.decisions) == 2
+    assert result.status == "fail" and result.summary().startswith("3 near-tie allowances exceed the cap of 2")
 
 
 def _random_sampler_checks(device, quick: bool):

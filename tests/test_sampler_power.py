@@ -11,8 +11,8 @@ from devices.protocol import Capabilities, SamplerParams, UnsupportedCall, Verif
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from reference.verify import KINDS, verify
 from specsim.conformance.runner import Context
+from specsim.conformance.stat_plan import run_plan
 from specsim.conformance.sampler import _edge, _edge_law
-from specsim.conformance.exact import edge_alpha
 from specsim.conformance.volume import sampler_precision_check
 from specsim.mutants.runner import BlackBox
 from specsim.mutants.zoo import MUTANTS, SAMPLER
@@ -67,9 +67,9 @@ def test_each_new_mutant_fails_its_edge_with_injected_noise_and_in_black_box(mut
     broken, correct = mutant.make(), make_cpu_device()
     assert _edge(correct, edge, order, "float64", name, ctx).status == "pass"
     assert _edge(broken, edge, order, "float64", name, ctx).status == "fail"
-    alpha = edge_alpha(BlackBox(correct).capabilities, ctx)
-    assert _edge_law(BlackBox(correct), edge, order, "float64", name, ctx, alpha).status == "pass"
-    result = _edge_law(BlackBox(broken), edge, order, "float64", name, ctx, alpha)
+    plan = run_plan(BlackBox(correct).capabilities, ctx)
+    assert _edge_law(BlackBox(correct), edge, order, "float64", name, ctx, plan).status == "pass"
+    result = _edge_law(BlackBox(broken), edge, order, "float64", name, ctx, plan)
     assert result.status == "fail" and "which the exact law gives probability 0" in result.detail, result.detail
 
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
-from reference.laws import _argmax
+from reference.laws import spread
 from reference.target import target_probs
 from reference.tree import children_of, depths, level
 from specsim.testing.seeds import case_seed
@@ -223,16 +223,14 @@ def step_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequenc
     kids, law = children_of(parents), defaultdict(int)
 
     def walk(slot: int, prefix: tuple, mass) -> None:
-        siblings, target = kids[slot], list(target_rows[slot])
-        if scheme == "greedy":
-            target = [type(target[0])(v == _argmax(target)) for v in range(len(target))]
+        siblings, target = kids[slot], list(target_rows[slot])   # "greedy": level takes the argmax (§11.2)
         rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
         p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
                                            threshold_acc)
         for k in (k for k, pk in enumerate(p_accept) if pk):
             walk(siblings[k] + 1, prefix + (tokens[siblings[k]],), mass * p_accept[k])
-        for y in (y for y, r in enumerate(residual) if r and p_none):
-            law[prefix + (y,)] += mass * p_none * residual[y]
+        if p_none:
+            spread(law, prefix, mass * p_none, residual)
 
     walk(0, (), 1)
     return dict(law)

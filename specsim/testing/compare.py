@@ -5,10 +5,11 @@ A request passes when the device emits the reference's tokens. It is
 flipping at most ``MAX_WAIVERS_PER_REQUEST`` near-tie decisions — decisions
 whose exact margin is below the declared dtype's tolerance
 (``specsim.testing.waivers.explain``), re-walked on the rows the step read
-(after SPEC §12's bans, penalties and bias: ``StepResult.processed_logits``);
-each flip is one near-tie allowance, counted toward the check's cap. A check
-fails on any other difference — among them any flip in a step whose rows
-SPEC §12.5 decides in float64 (min_p, the ``vllm`` order) — and also when its
+(after SPEC §12's bans, penalties and bias: ``StepResult.processed_logits``)
+with every decision kind of SPEC §9 — coins, races, the top-k, top-p and
+min_p cuts in the request's order profile, and greedy argmaxes of values
+§12 computed; each flip is one near-tie allowance, counted toward the
+check's cap. A check fails on any other difference, and also when its
 allowances exceed ``waiver_cap(decisions)``: rounding flips a near-tie
 rarely, so many flips mean the device computes less precisely than it
 declares. A request the exact ladder explains with no flip at all is a
@@ -173,17 +174,18 @@ def output_problems(batch: VerifyBatch, got: VerifyOutput, limit: int = 3) -> li
 def request_inputs(batch: VerifyBatch, want: StepResult, i: int) -> Request:
     """Request ``i`` as the reference step read it, for ``waivers.explain``: its drafts (and which are
     withdrawn), its rows of ``want.processed_logits`` (after SPEC §12's bans, penalties and bias: the
-    logits its §2 filters saw), its parameters and the noise the step used."""
+    logits its filters saw) and which of them §12 computed, its parameters (with §12's min_p and order
+    profile) and the noise the step used."""
     cu = batch.request_offsets()
-    d = slice(int(cu[i]), int(cu[i + 1]))
+    d, rows = slice(int(cu[i]), int(cu[i + 1])), slice(int(cu[i]) + i, int(cu[i + 1]) + i + 1)
+    sampler = batch.sampler
+    min_p = 0.0 if sampler is None or sampler.min_p is None else float(sampler.min_p[i])
     return Request(np.asarray(batch.draft_token_ids)[d], None if batch.draft_probs is None else batch.draft_probs[d],
-                   want.processed_logits[cu[i] + i: cu[i + 1] + i + 1], float(batch.temperature[i]),
-                   int(batch.top_k[i]), float(batch.top_p[i]), want.uniforms[d], want.exponentials[i],
-                   None if batch.withdrawn is None else np.asarray(batch.withdrawn, bool)[d])
+                   want.processed_logits[rows], float(batch.temperature[i]), int(batch.top_k[i]),
+                   float(batch.top_p[i]), want.uniforms[d], want.exponentials[i],
+                   None if batch.withdrawn is None else np.asarray(batch.withdrawn, bool)[d], min_p,
+                   "canonical" if sampler is None else sampler.order, want.computed[rows])
 
-
-FLOAT64_ROWS = ("SPEC §12.5: the step uses min_p or the vllm order, whose rows the reference decides in float64 "
-                "for every request of the step, so a flip there is a mismatch, not a near-tie allowance")
 
 REFERENCE_DISAGREES = ("the exact ladder (reference.exact), walking the device's path with no flip, emits the "
                        "device's tokens: the float64 reference disagrees with its own ladder (a harness error, "
@@ -205,27 +207,23 @@ def _explain_request(batch: VerifyBatch, want: StepResult, i: int, emitted: list
     """Why well-formed request ``i`` differs, as ``(outcome, note, flips)``: ``"allowed"`` with the
     near-tie flips that explain it; ``"mismatch"`` with its first contradicted decision (margin inf
     where none is named); ``"error"`` where the reference disagrees with its own exact ladder."""
-    unexplained = Flip("output", pos, float("inf"))
-    if batch.temperature[i] > 0 and not want.exactly_decided[i]:
-        return "mismatch", f"; {FLOAT64_ROWS}", [unexplained]
     request = request_inputs(batch, want, i)
-    if batch.temperature[i] > 0:
-        flips = explain(request, emitted, n, tolerance=tol, budget=MAX_WAIVERS_PER_REQUEST)
-        if flips == []:
-            return "error", f"; {REFERENCE_DISAGREES}", []
-        if flips:
-            return "allowed", f"; allowed as near ties: {', '.join(map(str, flips))}", flips
+    flips = explain(request, emitted, n, tolerance=tol, budget=MAX_WAIVERS_PER_REQUEST)
+    if flips == []:
+        return "error", f"; {REFERENCE_DISAGREES}", []
+    if flips:
+        return "allowed", f"; allowed as near ties: {', '.join(map(str, flips))}", flips
     first = first_divergence(request, emitted, n)
-    why = ("greedy decisions are exact" if batch.temperature[i] == 0 else
-           f"no {MAX_WAIVERS_PER_REQUEST} near-tie flips below margin {tol:g} explain it")
-    return "mismatch", f"; first contradicted decision: {first}; {why}", [first or unexplained]
+    why = f"no {MAX_WAIVERS_PER_REQUEST} near-tie flips below margin {tol:g} explain it" + (
+        "" if batch.temperature[i] > 0 else " (a greedy argmax flips only to the runner-up of values §12 computed)")
+    return "mismatch", f"; first contradicted decision: {first}; {why}", [first or Flip("output", pos, float("inf"))]
 
 
 def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, tolerance: float | None = None,
             repro: str = "") -> Comparison:
     """Compare request by request; a differing request is allowed as near ties if at most
-    ``MAX_WAIVERS_PER_REQUEST`` near-tie flips (margin below ``tolerance``) of decisions the
-    reference decides exactly explain it, re-walked on the rows the step read (SPEC §9, §12.5)."""
+    ``MAX_WAIVERS_PER_REQUEST`` near-tie flips (margin below ``tolerance``) of SPEC §9's decisions,
+    decided exactly, explain it, re-walked on the rows the step read (SPEC §9, §12.5)."""
     tol = TOLERANCE[str(batch.target_logits.dtype)] if tolerance is None else tolerance
     margins, kinds = want.decisions.margin, want.decisions.kind
     result = Comparison(structure=_check_structure(batch, got), decisions=len(margins),

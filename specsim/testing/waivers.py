@@ -14,28 +14,34 @@ step read — after SPEC §12's bans, penalties and bias
 
 The visible decisions are checked directly against the device's output: the
 coin at each position (accepted iff the device kept the draft) and the race
-winner (the token it emitted). The hidden ones — the top-k boundary and the
-top-p cut of each row, which the device's output does not show — are tried
-as their near-tie variants (``reference.exact.near_tie_rows``: the boundary
-moved by one class), each costing one allowance. Greedy requests are exact
-(an argmax of given values involves no rounding): they are never explained.
+winner (the token it emitted). The hidden ones — the top-k boundary, the
+top-p cut and §12's min_p cut of each row (in the request's order profile:
+with ``"vllm"``, top-k and top-p on the row min_p cut), which the device's
+output does not show — are tried as their near-tie variants
+(``reference.exact.near_tie_rows``: the boundary moved by one class), each
+costing one allowance. A greedy row's argmax is visible: where a §12 penalty or
+bias computed the row's values (``Request.computed``) the device may emit the
+runner-up within the tolerance (one allowance); an argmax of given values
+involves no rounding and never flips.
 
 Worked example — a point proposal with ``t(x) = 1/2`` (two equal logits):
 
 >>> import numpy as np
+>>> from dataclasses import replace
 >>> tie = Request(draft_ids=np.array([0]), draft_rows=None, logits=np.zeros((2, 2)), temperature=1.0,
 ...               top_k=0, top_p=1.0, uniforms=np.array([0.5]), exponentials=np.ones(2))
 >>> explain(tie, [1], 0, tolerance=1e-4, budget=2)          # u = t(x): rejected, token 1: the reference itself
 []
 >>> explain(tie, [0, 0], 1, tolerance=1e-4, budget=2) is None   # accepting flips an exact tie: never allowed
 True
->>> near = Request(**{**tie.__dict__, "uniforms": np.array([0.49999])})   # u 2e-5 below t(x): accepted
+>>> near = replace(tie, uniforms=np.array([0.49999]))   # u 2e-5 below t(x): accepted
 >>> [str(flip) for flip in explain(near, [1], 0, tolerance=1e-4, budget=2)]   # float32 may reject it
 ['coin at position 0 (margin 2e-05)']
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,10 +52,11 @@ from reference import exact
 
 @dataclass(frozen=True)
 class Request:
-    """One sampled request's inputs: ``draft_ids [K]``, ``draft_rows [K, V]`` or None (point),
-    ``logits [K+1, V]`` (the rows the step read: after SPEC §12's bans, penalties and bias), its
-    parameters, ``uniforms [K]``, ``exponentials [V]`` and ``withdrawn [K]`` bool or None (SPEC §4's
-    withdrawn drafts, whose residual reads their draft row)."""
+    """One request's inputs: ``draft_ids [K]``, ``draft_rows [K, V]`` or None (point), ``logits [K+1, V]``
+    (the rows the step read: after SPEC §12's bans, penalties and bias), its parameters (``min_p`` and
+    ``order``: SPEC §12's), ``uniforms [K]``, ``exponentials [V]``, ``withdrawn [K]`` bool or None (SPEC §4's
+    withdrawn drafts, whose residual reads their draft row) and ``computed [K+1]`` bool or None (the rows
+    whose values a §12 penalty or bias computed: ``StepResult.computed``)."""
 
     draft_ids: np.ndarray
     draft_rows: np.ndarray | None
@@ -60,12 +67,20 @@ class Request:
     uniforms: np.ndarray
     exponentials: np.ndarray
     withdrawn: np.ndarray | None = None
+    min_p: float = 0.0
+    order: str = "canonical"
+    computed: np.ndarray | None = None
+
+    @functools.cached_property
+    def memo(self) -> dict:
+        """The exact rows computed so far, by ``(position, tolerance)`` (``_rows``)."""
+        return {}
 
 
 @dataclass(frozen=True)
 class Flip:
     """One flipped near-tie decision (one near-tie allowance): its kind (``coin``, ``race``,
-    ``top_k ...``, ``top_p ...``), position, margin."""
+    ``top_k ...``, ``top_p ...``, ``min_p ...``, ``greedy_computed``), position, margin."""
 
     kind: str
     position: int
@@ -114,11 +129,22 @@ def _emission(request: Request, j: int, probs, token: int, tolerance: float) -> 
     return flips if all(_near(flip.margin, tolerance) for flip in flips) else None
 
 
+def _rows(request: Request, j: int, tolerance: float | None = None) -> list:
+    """Row ``j`` decided exactly (``tolerance`` None), or with its near-tie variants (``exact.near_tie_rows``);
+    each computed once per request (``explain`` and ``first_divergence`` walk the same rows)."""
+    memo, args = request.memo, (request.logits[j], request.temperature, request.top_k, request.top_p)
+    if (j, tolerance) not in memo:
+        memo[j, tolerance] = [exact.row(*args, request.min_p, request.order)] if tolerance is None else \
+            exact.near_tie_rows(*args, tolerance, request.min_p, request.order)
+        memo.setdefault((j, None), memo[j, tolerance][:1])
+    return memo[j, tolerance]
+
+
 def _walk(request: Request, tokens: list[int], n: int, j: int, tolerance: float, budget: int):
     """The fewest flips (≤ ``budget``) from position ``j`` on, or None."""
-    best = None
-    for row in exact.near_tie_rows(request.logits[j], request.temperature, request.top_k, request.top_p, tolerance):
-        flips = [] if row.variant == "exact" else [Flip(row.variant, j, min(row.top_k.margin, row.top_p.margin))]
+    best, rows = None, _rows(request, j, tolerance)
+    for row in rows:   # a variant costs one flip, at the margin of the cut it moved
+        flips = [] if row.variant == "exact" else [Flip(row.variant, j, getattr(rows[0], row.variant.split()[0]).margin)]
         if j < n:
             accepted, margin = _coin(request, j, row.probs)
             if not accepted:
@@ -141,20 +167,47 @@ def explain(request: Request, tokens: list[int], num_accepted: int, *, tolerance
         return None
     if [int(x) for x in request.draft_ids[:num_accepted]] != list(tokens[:num_accepted]):
         return None  # an accepted position must emit its draft: no rounding explains another token
+    if request.temperature == 0:
+        return _greedy_walk(request, list(tokens), num_accepted, tolerance, budget)
     return _walk(request, list(tokens), num_accepted, 0, tolerance, budget)
 
 
-def _greedy_divergence(request: Request, tokens: list[int], num_accepted: int) -> Flip | None:
-    """The first argmax the device contradicts, margin ``(z_best − z_token) / max(|z_best|, 1)``."""
+def _argmax(request: Request, j: int, token: int) -> tuple[Flip | None, bool]:
+    """The argmax of row ``j`` that emitting ``token`` contradicts (None: ``token`` is it), margin
+    ``(z_best − z_token) / max(|z_best|, 1)`` on the float64 values the step read (kind ``greedy_computed``
+    where §12 computed them), and whether ``token`` is the runner-up (the argmax with the best removed)."""
+    z = np.asarray(request.logits[j], dtype=np.float64)
+    best = int(np.argmax(z))
+    if token == best:
+        return None, False
+    kind = "greedy_computed" if request.computed is not None and request.computed[j] else "greedy"
+    if not 0 <= token < len(z):
+        return Flip(kind, j, exact.INF), False
+    runner_up = int(np.argmax(np.where(np.arange(len(z)) == best, -np.inf, z)))
+    return Flip(kind, j, (z[best] - z[token]) / max(abs(z[best]), 1.0)), token == runner_up
+
+
+def _greedy_path(request: Request, tokens: list[int], num_accepted: int):
+    """Each greedy row's decision along the device's path, as ``(flip or None, runner-up)``; None where
+    the device rejected a draft yet emitted it (no argmax does that)."""
+    decisions = []
     for j in range(num_accepted + 1):
-        z = np.asarray(request.logits[j], dtype=np.float64)
-        best = int(np.argmax(z))
-        if tokens[j] != best:
-            y = tokens[j]
-            return Flip("greedy", j, (z[best] - z[y]) / max(abs(z[best]), 1.0) if 0 <= y < len(z) else exact.INF)
-        if j == num_accepted < len(request.draft_ids) and int(request.draft_ids[j]) == best:
-            return Flip("greedy", j, exact.INF)  # a draft equal to the argmax was rejected
-    return None
+        if j == num_accepted < len(request.draft_ids) and tokens[j] == int(request.draft_ids[j]):
+            return decisions + [(Flip("greedy", j, exact.INF), False)]
+        decisions.append(_argmax(request, j, tokens[j]))
+    return decisions
+
+
+def _greedy_walk(request: Request, tokens: list[int], num_accepted: int, tolerance: float, budget: int):
+    """Greedy rows: each contradicted argmax is one visible flip, allowed only as a ``greedy_computed``
+    near-tie whose runner-up the device emitted (SPEC §9); the flips, or None."""
+    flips = []
+    for flip, runner_up in _greedy_path(request, tokens, num_accepted):
+        if flip is not None:
+            if not (flip.kind == "greedy_computed" and runner_up and _near(flip.margin, tolerance)):
+                return None
+            flips.append(flip)
+    return flips if len(flips) <= budget else None
 
 
 def first_divergence(request: Request, tokens: list[int], num_accepted: int) -> Flip | None:
@@ -163,13 +216,12 @@ def first_divergence(request: Request, tokens: list[int], num_accepted: int) -> 
     A token the exact row gives weight 0 is charged to that row's filter cut, with the cut's margin.
     The margin tells a precision defect (just past the tolerance) from a logic bug (far from any tie)."""
     if request.temperature == 0:
-        return _greedy_divergence(request, tokens, num_accepted)
+        return next((flip for flip, _ in _greedy_path(request, tokens, num_accepted) if flip is not None), None)
     for j in range(num_accepted + 1):
-        row = exact.row(request.logits[j], request.temperature, request.top_k, request.top_p)
+        row = _rows(request, j)[0]
         if j == num_accepted:
             flip = next(iter(_contradicted(request, j, row.probs, tokens[j])), None)
-            cuts = [(cut.margin, name) for name, cut in (("top_k", row.top_k), ("top_p", row.top_p))
-                    if cut.margin < exact.INF]
+            cuts = [(getattr(row, name).margin, name) for name in exact.CUTS if getattr(row, name).margin < exact.INF]
             if flip is not None and flip.kind == "race" and flip.margin == exact.INF and cuts:
                 return Flip(f"{min(cuts)[1]} cut", j, min(cuts)[0])
             return flip

@@ -29,7 +29,7 @@ def test_target_probs_is_the_reference_in_float64(ties):
     logits, T, k, p = _rows(rng, 64, 33, ties)
     rows = ts.SamplingRows(torch.tensor(T), torch.tensor(k), torch.tensor(p))
     got = ts.target_probs(torch.tensor(logits), rows).numpy()
-    want = np.stack([ref_target.target_row(z, t, kk, pp)[0] for z, t, kk, pp in zip(logits, T, k, p)])
+    want = np.stack([ref_target.target_probs(z, t, kk, pp) for z, t, kk, pp in zip(logits, T, k, p)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
     assert ((got > 0) == (want > 0)).all()
     kept = ts.filter_kept(ts.scale_by_temperature(torch.tensor(logits), rows.temperature), rows).numpy()

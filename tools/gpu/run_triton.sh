@@ -2,7 +2,9 @@
 # On the device machine, from the repo root: benchmarks, conformance, the whole suite, a sweep.
 # Logs go to $OUT (the device tool brings them back). Each part is bounded by `timeout` so that one
 # stuck part leaves time for the others.
-#   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler]
+#   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler] [seeds] [calibrate]
+# seeds and calibrate are CPU campaigns (one torch thread a process) for a machine with many cores:
+#   WORKERS (default 12), SEEDS (seed table, default 0-19), CALIBRATE_SEEDS / CALIBRATE_FIRST (default 100 / 1000000).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -25,6 +27,13 @@ for part in ${@:-bench shapes conform suite sweep}; do
     sampler)  # SPEC §12 (issue 18): every parameter on, fused and unfused, then the compiled device vs torch-cuda
       { timeout 200 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown
         timeout 200 python3 tools/gpu/sampler_check.py --seeds 1 --filters both; } 2>&1 | tee "$OUT/sampler.log" ;;
+    seeds)  # the seed x mutant table of the tree and sampler mutants, injected and black box (docs/statistics.md)
+      timeout 560 python3 -m specsim.cli mutants --seeds "${SEEDS:-0-19}" --kinds tree,sampler --black-box \
+        --executor processes --workers "${WORKERS:-12}" --out "$OUT/seedtable" 2>&1 | tail -n 60 > "$OUT/seeds.log" ;;
+    calibrate)  # the tree and sampler groups of a correct device over many suite seeds, declared and black box
+      timeout 560 python3 -m specsim.cli calibrate --groups L1-trees,L2-trees,L3-trees,L1-sampler \
+        --seeds "${CALIBRATE_SEEDS:-100}" --first-seed "${CALIBRATE_FIRST:-1000000}" --executor processes \
+        --workers "${WORKERS:-12}" --out "$OUT/calibrate" 2>&1 | tail -n 80 > "$OUT/calibrate.log" ;;
     sweep) { timeout 150 python3 tools/gpu/triton_sweep.py
              timeout 100 python3 tools/gpu/triton_sweep.py --mode point; } 2>&1 | tee "$OUT/sweep.log" ;;
   esac
