@@ -300,7 +300,18 @@ def interpreter_scalars_as_compiled() -> None:
     of vLLM's modules only (by ``__module__``, and the device functions they call), the interpreter gets ``__index__`` via
     ``.item()`` and a ``tl.range`` yielding int32 scalars. No arithmetic of vLLM's or anybody's
     changes; compiled kernels are untouched; other interpreted kernels see the interpreter as is.
+
+    Two shortcuts, inside a vLLM kernel's grid only, neither changing a value: the interpreter patches
+    ``triton.language`` again at every device-function call (``inspect.getmembers`` of the module each time; a
+    third of the V2 verifier's time) and never restores those patches, so a call whose language modules this
+    grid has patched already skips the repeat, which would set the same attributes to equivalent wrappers;
+    and without ``debug`` the interpreter computes each 32-bit integer operation's overflow check
+    (``sanitize_overflow``) only to hand it to a ``device_assert`` that drops it, so the check is not computed
+    (compiled kernels drop it the same way).
     """
+    import dataclasses
+    import inspect
+
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -314,22 +325,35 @@ def interpreter_scalars_as_compiled() -> None:
     inside = threading.local()   # a vLLM kernel's grid is running: its nested device calls get the fix too
 
     def fix(scope) -> None:
-        plain_range = tl.range
+        plain_range = inside.plain_range
         scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0].item()))
         scope.set_attr(tl, "range", lambda *args, **kwargs: (scalar(i) for i in plain_range(*args, **kwargs)))
 
+    def languages(fn) -> set:
+        return {id(v) for v in getattr(fn, "__globals__", {}).values() if inspect.ismodule(v) and v in (tl, tl.core)}
+
     def patch_lang(fn):
+        if getattr(inside, "vllm", False):           # a device function called from a vLLM kernel
+            langs = languages(fn)
+            if langs <= inside.patched:
+                return interpreter._LangPatchScope()
+            scope = original(fn)
+            inside.patched |= langs
+            fix(scope)
+            return scope
         scope = original(fn)
-        if (getattr(fn, "__module__", None) or "").startswith("vllm.") and not getattr(inside, "vllm", False):
-            inside.vllm = True                       # the outermost call: its scope is restored at the end
-            restore = scope.restore
+        if (getattr(fn, "__module__", None) or "").startswith("vllm."):
+            inside.vllm, inside.patched, inside.plain_range = True, languages(fn), tl.range
+            restore = scope.restore                  # the outermost call: its scope is restored at the end
 
             def restore_and_leave():
-                inside.vllm = False
+                inside.vllm, inside.patched = False, set()
                 restore()
             scope.restore = restore_and_leave
-        if getattr(inside, "vllm", False):
             fix(scope)
+            builder = interpreter.interpreter_builder
+            if not builder.options.debug and builder.options.sanitize_overflow:
+                scope.set_attr(builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False))
         return scope
 
     patch_lang.specsim_vllm = True
