@@ -186,10 +186,11 @@ def refuse_empty_rows(logits, layout: Layout) -> None:
         raise InvalidInput(f"token_mask: row {r} (request {i}, position {j}) allows no token after every ban")
 
 
-def draft_logits(batch: VerifyBatch, layout: Layout, device: str):
-    """The drafter's cached logits ``[batch, max(K, 1), V]`` float32: ``T_i · log(draft_probs)`` at request i's
-    step j (softmax at T gives the row back); ``log(draft_probs)`` for a greedy request (V2 never reads them);
-    None for point proposals."""
+def draft_logits(batch: VerifyBatch, layout: Layout, slots: np.ndarray, device: str):
+    """The drafter's cached logits ``[batch, max(K, 1), V]`` float32, indexed as V2 indexes them, by request
+    slot (``slots[i]``: request i's ``RequestState`` slot): ``T_i · log(draft_probs)`` at request i's step j
+    (softmax at T gives the row back); ``log(draft_probs)`` for a greedy request (V2 never reads them); None
+    for point proposals."""
     import torch
     if batch.draft_probs is None:
         return None
@@ -200,7 +201,7 @@ def draft_logits(batch: VerifyBatch, layout: Layout, device: str):
         logs = np.log(rows)
     for i in range(batch.batch_size):
         t = float(batch.temperature[i])
-        out[i, : layout.k[i]] = logs[cu[i]: cu[i + 1]] * (t if t > 0 else 1.0)
+        out[slots[i], : layout.k[i]] = logs[cu[i]: cu[i + 1]] * (t if t > 0 else 1.0)
     return torch.as_tensor(out.astype(np.float32), device=device)
 
 
@@ -307,7 +308,7 @@ class VllmV2Device:
             return VerifyOutput(ids, np.zeros(batch.batch_size, np.int64))
         rs = runner.rejection_sampler
         sampled, num_sampled, _, _ = rs._verify_in_chunks(
-            logits, inputs, draft_logits(batch, layout, self.device), input_ids, pos,
+            logits, inputs, draft_logits(batch, layout, runner.slots, self.device), input_ids, pos,
             v2.rejection_sampler.get_max_chunk_logits(batch.vocab_size), v2.sample_states.NO_LOGPROBS, input_ids)
         return _spec_layout(sampled.cpu().numpy(), num_sampled.cpu().numpy(), batch.max_k)
 

@@ -57,6 +57,18 @@ def test_the_rows_positions_and_input_tokens_follow_v2s_layout():
     assert params.repetition_penalty == 1.5 and params.seed == vllm_v2_device.generator_seed(1, 9)
 
 
+def test_the_drafters_logits_sit_at_each_requests_slot_scaled_by_its_temperature():
+    """V2 reads ``draft_logits[req_state_idx, step]``: request i's rows go to its slot, T · log q."""
+    from devices.protocol import VerifyBatch
+    q = np.array([[0.5, 0.5, 0.0], [0.25, 0.75, 0.0], [0.2, 0.2, 0.6]], np.float32)
+    batch = VerifyBatch(np.array([2, 1]), np.array([0, 1, 2]), q, np.zeros((5, 3), np.float32), np.array([2.0, 0.5]),
+                        np.zeros(2, np.int64), np.ones(2), np.array([1, 2], np.uint64), np.array([0, 0]))
+    out = vllm_v2_device.draft_logits(batch, vllm_v2_device.Layout(batch), np.array([1, 0]), "cpu").numpy()
+    with np.errstate(divide="ignore"):
+        assert np.array_equal(out[1], np.float32(2.0 * np.log(q[:2].astype(np.float64))))
+        assert np.array_equal(out[0, 0], np.float32(0.5 * np.log(q[2].astype(np.float64))))
+
+
 def test_v2s_own_limits_are_refused_by_name():
     from devices.protocol import UnsupportedCall
     import types
@@ -101,6 +113,12 @@ sampled = VerifyBatch(k, np.array([1, 2, 3, 4, 5, 6]), rng.dirichlet(np.ones(16)
                       np.full(4, 0.8), np.zeros(4, np.int64), np.ones(4), np.arange(4, dtype=np.uint64), np.arange(4))
 first, second = device.verify(sampled), device.verify(sampled)
 assert first.output_token_ids.tolist() == second.output_token_ids.tolist()
+# ... and each request alone gives its tokens in the batch (its draft rows found at its own slot)
+from specsim.testing.batches import select_requests
+for i in range(4):
+    alone = device.verify(select_requests(sampled, [i])[0])
+    n = int(first.num_accepted[i]) + 1
+    assert alone.output_token_ids[0, :n].tolist() == first.output_token_ids[i, :n].tolist(), i
 assert ((first.output_token_ids >= -1) & (first.output_token_ids < 16)).all()
 print("ok")
 """
