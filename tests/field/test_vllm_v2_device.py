@@ -32,6 +32,17 @@ def test_the_project_declares_both_v2_devices_and_the_registry_knows_them_withou
     assert entries["vllm-v2-interpret"].target == "devices.field.vllm_v2_device:make_interpreter_device"
 
 
+def test_the_projects_own_installed_entry_point_is_one_declaration_and_a_clash_still_an_error(monkeypatch):
+    from importlib import metadata
+    own = metadata.EntryPoint("vllm-v2", registry.FIELD["vllm-v2"], registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [own])
+    assert registry.entries()["vllm-v2"].origin == "field adapter"
+    other = metadata.EntryPoint("vllm-v2", "acme.device:make_device", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [other])
+    with pytest.raises(registry.DeviceLoadError, match="'vllm-v2' .* is already registered"):
+        registry.entries()
+
+
 def test_every_executed_v2_member_is_pinned():
     assert set(vllm_v2_loader.V2_MODULES) <= set(VLLM_WHEEL.pins)
     assert set(V2_PINNED) <= set(vllm_v2_loader.V2_MODULES)
