@@ -144,7 +144,7 @@ def cached(spec: WheelSpec, cache: pathlib.Path, name: str) -> bytes | None:
 
 # -- local wheels --------------------------------------------------------------------------------------------
 class LocalWheel:
-    """A wheel file on this machine, read with ``zipfile`` (CRC-32 checked by it)."""
+    """A wheel file on the local disk, read with ``zipfile`` (CRC-32 checked by it)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = pathlib.Path(path)

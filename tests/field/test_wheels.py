@@ -60,7 +60,7 @@ def offline(monkeypatch):
 
 @pytest.fixture
 def no_pip_config(monkeypatch):
-    """pip configured with nothing but what a test sets (this machine's pip.conf and PIP_* are hidden)."""
+    """pip configured with nothing but what a test sets (the host's pip.conf and PIP_* are hidden)."""
     monkeypatch.setattr(wheels, "pip_config", lambda: {})
     for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", wheels.WHEELHOUSE_ENV):
         monkeypatch.delenv(name, raising=False)
