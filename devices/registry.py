@@ -38,6 +38,20 @@ EMULATED: frozenset[str] = frozenset({"triton-interpret"})
 """Built-ins that emulate a GPU on CPU (Triton's interpreter, numpy per program): listed and loadable,
 but too slow for runs over every device (``specsim mutants``' correct devices); name them to run them."""
 
+FIELD: dict[str, str] = {
+    "transformers": "devices.field.hf_transformers:make_device",
+    "vllm": "devices.field.vllm_device:make_device",
+    "vllm-interpret": "devices.field.vllm_device:make_interpreter_device",
+    "vllm-v2": "devices.field.vllm_v2_device:make_device",
+    "vllm-v2-interpret": "devices.field.vllm_v2_device:make_interpreter_device",
+    "flashinfer": "devices.field.flashinfer_device:make_device",
+    "sglang": "devices.field.sglang_device:make_device",
+}
+"""The field adapters, as this package's ``pyproject.toml`` declares them (entry points of ``specsim.devices``).
+Known here too because an editable install's entry points are those of the metadata written when it was
+installed: a checkout that adds an adapter lists it without reinstalling. An installed entry point of the same
+name and target is the same declaration, not a clash."""
+
 FIELD_PACKAGE = "devices.field."
 """Adapters of the field's real samplers (vLLM, FlashInfer, SGLang, transformers: ``devices/field/``): their
 code is another project's, held to SPEC and reported in docs/field.md, never a 'correct device' of specsim."""
@@ -59,9 +73,12 @@ class Entry:
 def entries() -> dict[str, Entry]:
     """Every known device name → where it lives. Duplicate names are an error."""
     found = {name: Entry(name, target, "builtin") for name, target in BUILTIN.items()}
+    found.update({name: Entry(name, target, "field adapter") for name, target in FIELD.items()})
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         origin = f"entry point ({dist.name if dist else '?'})"
+        if ep.name in FIELD and ep.value == FIELD[ep.name]:
+            continue   # this package's own declaration, read from its installed metadata
         if ep.name in found:
             raise DeviceLoadError(f"device name {ep.name!r} from {origin} is already registered by {found[ep.name].origin}")
         found[ep.name] = Entry(ep.name, ep.value, origin)

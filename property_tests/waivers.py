@@ -139,13 +139,16 @@ JUDGED_ON_FORMAT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*) ([0-9][0-9A-Za-z.+
 
 
 def same_release(judged_on: str, engine: str | None) -> bool:
-    """Whether ``engine`` (a device's ``"<name> <release>"``) is the release ``judged_on`` names (names compared
-    without case; an engine string with no release is no release).
+    """Whether ``engine`` (a device's ``"<name> <release>"``, perhaps followed by what part of the engine it
+    covers in parentheses: ``"vllm 0.33.0 (V1 runner)"``) is the release ``judged_on`` names (names compared
+    without case; an engine string with no release is no release). Which part a waiver covers is its
+    ``devices`` list's business.
 
-    >>> [same_release("vllm 0.33.0", e) for e in ("vLLM 0.33.0", "vllm", "vllm 0.33.1")]
-    [True, False, False]
+    >>> [same_release("vllm 0.33.0", e) for e in ("vLLM 0.33.0", "vllm", "vllm 0.33.1", "vllm 0.33.0 (V1 runner)")]
+    [True, False, False, True]
     """
-    a, b = JUDGED_ON_FORMAT.match(judged_on.strip()), JUDGED_ON_FORMAT.match((engine or "").strip())
+    engine = re.sub(r"\s*\([^()]*\)$", "", (engine or "").strip())
+    a, b = JUDGED_ON_FORMAT.match(judged_on.strip()), JUDGED_ON_FORMAT.match(engine)
     return bool(a and b) and a.group(1).lower() == b.group(1).lower() and a.group(2) == b.group(2)
 
 

@@ -28,6 +28,17 @@ Every stand-in is one of three kinds, and nothing else:
   when called: FLy and synthetic verification, logprobs, the aiter/XPU/
   FlashInfer sampler back ends. The adapter never asks for them, so a call reaching one is a
   bug in the adapter, reported as such — never silently wrong.
+
+``build_v2`` adds what the Model Runner V2 verifier's members import (``vllm_v2_loader``),
+of the same kinds: plumbing (``vllm.envs`` values at their defaults in vLLM 0.33.0's
+``envs.py``, ``MAX_LOGPROB_TOKEN_IDS`` at ``sampling_params.py``'s 128, annotation-only
+names, ``tldevice`` as ``vllm.triton_utils`` binds it — under the interpreter, which has no
+libdevice, its ``log1p`` as NumPy's: ``InterpreterLibdevice``); vLLM's own fallback for host
+buffers without pinned memory (``is_uva_available()`` false, so ``buffer_utils`` takes
+its ``NonUvaBuffer``: the same values, copied instead of mapped); and absent features
+(watermarking — a Triton stand-in whose ``tl.static_assert`` fails the compilation of a
+kernel that takes that branch —, trace replay, NaN counting, the runner's post-step
+bookkeeping ``get_num_sampled_and_rejected``, UVA views of ``vllm._C``).
 """
 
 from __future__ import annotations
@@ -105,6 +116,10 @@ class _Platform:
 
     def is_xpu(self) -> bool:
         return False
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.kind == "cuda" else "cpu"
 
     def get_cpu_architecture(self) -> CpuArchEnum:
         return CpuArchEnum.X86
@@ -268,7 +283,92 @@ def _custom_ops(platform: str) -> types.ModuleType:
     return module
 
 
-REEXPORTS = {"vllm.v1.sample.logits_processor.state": ("vllm.v1.sample.logits_processor", ("LogitsProcessors",))}
+V2_ENVS = {"VLLM_COMPUTE_NANS_IN_LOGITS": False, "VLLM_MAX_NUM_BAD_WORDS": 128,
+           "VLLM_MAX_BAD_WORDS_TOTAL_TOKENS": 1024, "VLLM_USE_FLASHINFER_SAMPLER": False}
+"""``vllm.envs`` as the V2 runner's sampler reads it: the first three at their defaults (vLLM 0.33.0
+``envs.py``, lines 115, 116 and 259). ``VLLM_USE_FLASHINFER_SAMPLER`` off: it only decides whether
+``Sampler.sample`` may hand a step without drafts to FlashInfer's fused sampler, which vLLM does only when
+no request carries an explicit seed (``fused_sampler_eligible``); every request the adapter builds carries
+one, so the value changes no path taken, and no FlashInfer import is attempted."""
+
+
+def _absent_class(what: str) -> type:
+    class Absent:
+        def __init__(self, *args, **kwargs):
+            raise StandInError(f"vllm_loader stand-in: {what} is not part of the loaded modules")
+    Absent.__name__ = what.replace(" ", "_")
+    return Absent
+
+
+def _watermark_argmax_stand_in():
+    """``philox_gumbel_block_argmax`` (``vllm/v1/worker/gpu/sample/watermark.py``): referenced by
+    ``_resample_kernel`` under ``if WATERMARK:`` (a ``tl.constexpr``), so Triton needs a JIT function by that
+    name to compile the kernel; one that takes the branch fails to compile, naming watermarking."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def philox_gumbel_block_argmax(residual_logits, mask, block_idx, contexts_ptr, key_0, key_1, CONTEXT_WIDTH,
+                                   BLOCK_SIZE):
+        tl.static_assert(False, "vllm_loader stand-in: watermarking is not part of the loaded verifier modules")
+        return residual_logits, block_idx
+    return philox_gumbel_block_argmax
+
+
+class InterpreterLibdevice:
+    """``tldevice`` (``triton.language.extra.libdevice``) under Triton's CPU interpreter, which has none: in
+    Triton 3.6 its functions are stubs the compiler maps to the backend's library (CUDA's libdevice) and the
+    interpreter leaves returning None. The one function the loaded kernels call, ``log1p``, is NumPy's
+    ``log1p`` on the tensor's values, in their dtype (float32: within a few ulp of libdevice's ``__nv_log1pf``).
+    Compiled kernels get the real module."""
+
+    @staticmethod
+    def log1p(x):
+        import numpy as np
+        from triton import language as tl
+        from triton.runtime import interpreter
+        data = x.handle.data
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.log1p(data).astype(data.dtype, copy=False)
+        return tl.core.tensor(interpreter.TensorHandle(out, x.handle.dtype), x.type)
+
+
+def build_v2(platform: str) -> dict[str, types.ModuleType]:
+    """``build(platform)`` plus what the Model Runner V2 verifier imports (see the module docstring)."""
+    import triton.language.extra.libdevice as tldevice
+    modules = build(platform)
+    envs = modules["vllm.envs"]
+    envs.__dict__.update(V2_ENVS)
+    modules["vllm.triton_utils"].tldevice = tldevice if platform == "cuda" else InterpreterLibdevice()
+    modules["vllm.config"].VllmConfig = _Placeholder
+    modules["vllm.config"].SpeculativeConfig = _Placeholder
+    modules["vllm.utils.platform_utils"].is_uva_available = lambda: False
+    modules["vllm.utils.torch_utils"].get_accelerator_view_from_cpu_tensor = _absent("UVA views of vllm._C")
+    modules["vllm.v1.outputs"].SamplingMaskLists = _absent("SamplingMaskLists")
+    added = [
+        _module("vllm.sampling_params", SamplingParams=_Placeholder, MAX_LOGPROB_TOKEN_IDS=128),
+        _module("vllm.v1.watermarking"),
+        _module("vllm.v1.watermarking.gpu_sampler", GPUWatermarkSampler=_absent_class("GPUWatermarkSampler")),
+        _module("vllm.v1.worker"),
+        _module("vllm.v1.worker.gpu"),
+        _module("vllm.v1.worker.gpu.metrics"),
+        _module("vllm.v1.worker.gpu.metrics.logits", get_num_nans=_absent("NaN counting")),
+        _module("vllm.v1.worker.gpu.input_batch", InputBatch=_Placeholder,
+                get_num_sampled_and_rejected=_absent("the runner's post-step bookkeeping")),
+        _module("vllm.v1.worker.gpu.sample"),
+        _module("vllm.v1.worker.gpu.sample.logits_processor"),   # re-exports from its interface member
+        _module("vllm.v1.worker.gpu.sample.trace_replay", TraceReplayState=_absent_class("trace replay")),
+        _module("vllm.v1.worker.gpu.sample.watermark", philox_gumbel_block_argmax=_watermark_argmax_stand_in()),
+        _module("vllm.v1.worker.gpu.spec_decode"),
+    ]
+    modules.update({m.__name__: m for m in added})
+    return modules
+
+
+REEXPORTS = {"vllm.v1.sample.logits_processor.state": ("vllm.v1.sample.logits_processor", ("LogitsProcessors",)),
+             "vllm.v1.worker.gpu.sample.logits_processor.interface": (
+                 "vllm.v1.worker.gpu.sample.logits_processor",
+                 ("LogitsContext", "LogitsProcessor", "LogitsProcRequestState"))}
 """Names a package's ``__init__`` re-exports from a member (the package itself is a stand-in)."""
 
 

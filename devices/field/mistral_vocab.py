@@ -8,9 +8,10 @@
   tokenizers spell it (GPT-2's byte-to-unicode map: a space is ``Ġ``), which
   is what vLLM's ``VocabMapping`` reads through ``get_vocab()``.
 
-Only the two data members are fetched (HTTP range requests on the wheel,
-``remote_wheel``; about 2.8 MB), each checked against its pinned sha256 and
-cached under ``$SPECSIM_VOCAB_CACHE`` or the user's cache dir; nothing of
+Only the two data members are fetched (from ``$SPECSIM_MISTRAL_COMMON_WHEEL``,
+a wheelhouse, or pip's index by HTTP range requests: ``wheels``; about 2.8 MB),
+each checked against its pinned sha256 and the wheel's ``RECORD``, and cached
+under ``$SPECSIM_VOCAB_CACHE`` or the user's cache dir; nothing of
 mistral-common is imported or committed. This module returns the piece
 strings (id = index); ``specsim.vocab.vllm`` builds tokenizers from them.
 
@@ -26,17 +27,20 @@ import base64
 import json
 import pathlib
 
+from devices.field.wheels import PinnedWheelError, WheelSpec, fetch_members
+
 VERSION = "1.13.1"
-WHEEL_URL = ("https://files.pythonhosted.org/packages/e5/9c/58411e76b2bdd31a012a756dd0d13a624669cdd728e8966d709113d0"
-             "d437/mistral_common-1.13.1-py3-none-any.whl")
-WHEEL_SIZE = 6_589_302
-WHEEL_SHA256 = "98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af"
-"""The index's hash of the whole wheel (for the record; the members are checked below)."""
+RECORD = "mistral_common-1.13.1.dist-info/RECORD"
 SENTENCEPIECE = "mistral_common/data/tokenizer.model.v1"
 TEKKEN = "mistral_common/data/tekken_240718.json"
 PINNED = {SENTENCEPIECE: "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055",
-          TEKKEN: "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516"}
+          TEKKEN: "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516",
+          RECORD: "c862b8ea145641de0f8f67f2d9a544230bc0ed4b52d3ae8d73dfc15b7f4033ee"}
 CACHE_ENV = "SPECSIM_VOCAB_CACHE"
+WHEEL = WheelSpec(project="mistral-common", version=VERSION, filename="mistral_common-1.13.1-py3-none-any.whl",
+                  size=6_589_302, sha256="98b4d0755b8d90bf4691fa8f1b70cb3b4a8cd4dc1653c4ed08ef3d1c7d2c29af",
+                  record=RECORD, pins=PINNED, cache_env=CACHE_ENV, wheel_env="SPECSIM_MISTRAL_COMMON_WHEEL")
+"""The wheel (its index's size and sha256) and the members taken out of it."""
 
 
 class VocabFetchError(RuntimeError):
@@ -45,26 +49,17 @@ class VocabFetchError(RuntimeError):
 
 def cache_dir() -> pathlib.Path:
     """``$SPECSIM_VOCAB_CACHE``, else ``$XDG_CACHE_HOME/specsim/mistral-common-1.13.1``, else ``~/.cache/...``."""
-    from devices.field.vllm_loader import user_cache_dir
-    return user_cache_dir(CACHE_ENV, f"mistral-common-{VERSION}")
+    return WHEEL.cache_dir()
 
 
 def member(name: str) -> bytes:
-    """One pinned member's bytes, from the cache or fetched into it."""
-    from devices.field.vllm_loader import _sha256, _write_atomic
-    path = cache_dir() / name
-    if path.is_file() and _sha256(data := path.read_bytes()) == PINNED[name]:
-        return data
-    from devices.field.remote_wheel import RemoteWheel, WheelFetchError
+    """One pinned member's bytes, from the cache or fetched into it (with the wheel's RECORD, checked)."""
     try:
-        data = RemoteWheel(WHEEL_URL, WHEEL_SIZE).read(name)
-    except WheelFetchError as e:
-        raise VocabFetchError(f"fetching {name} from mistral-common {VERSION}'s wheel failed: {e}; without "
-                              f"network, point {CACHE_ENV} at a copy") from e
-    if _sha256(data) != PINNED[name]:
-        raise VocabFetchError(f"{name}: sha256 {_sha256(data)} is not the pinned {PINNED[name]}")
-    _write_atomic(path, data)
-    return data
+        cache = fetch_members(WHEEL)
+    except PinnedWheelError as e:
+        raise VocabFetchError(f"mistral-common {VERSION}'s vocabularies: {e}; without network, point "
+                              f"{CACHE_ENV} at a copy") from e
+    return (cache / name).read_bytes()
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:

@@ -1,5 +1,7 @@
-"""vLLM 0.33.0's V1 rejection sampler as a device: ``vllm`` (compiled Triton kernels on a CUDA GPU) and
-``vllm-interpret`` (the same kernels in Triton's CPU interpreter).
+"""vLLM 0.33.0's V1 runner's rejection sampler as a device: ``vllm`` (compiled Triton kernels on a CUDA GPU) and
+``vllm-interpret`` (the same kernels in Triton's CPU interpreter). vLLM 0.33.0 runs Model Runner V2 by default,
+whose verifier is another code path (``vllm/v1/worker/gpu/spec_decode/``): the ``vllm-v2`` devices
+(``vllm_v2_device``). This one is what the V1 runner (``vllm/v1/sample/``) runs, where V2 is not used.
 
 **vLLM's code** (loaded by ``vllm_loader`` from the pinned wheel, never copied here):
 ``RejectionSampler.forward`` end to end — target rows cast to float32, its
@@ -374,7 +376,7 @@ class VllmDevice:
         self.device = device
         self.interpret = device == "cpu"
         self.name = "vllm-interpret" if self.interpret else "vllm"
-        self.engine = f"vllm {VLLM_VERSION}"
+        self.engine = f"vllm {VLLM_VERSION} (V1 runner)"
         self._vllm = None
 
     @property
@@ -450,7 +452,7 @@ def _loadable(name: str, interpret: bool) -> None:
 
 
 def make_device() -> VllmDevice:
-    """vLLM's kernels compiled for a CUDA GPU."""
+    """vLLM's V1 runner's kernels compiled for a CUDA GPU."""
     _loadable("vllm", interpret=False)
     import torch
     if not torch.cuda.is_available():
@@ -460,6 +462,6 @@ def make_device() -> VllmDevice:
 
 
 def make_interpreter_device() -> VllmDevice:
-    """vLLM's kernels in Triton's CPU interpreter (any machine; slow)."""
+    """vLLM's V1 runner's kernels in Triton's CPU interpreter (any machine; slow)."""
     _loadable("vllm-interpret", interpret=True)
     return VllmDevice("cpu")

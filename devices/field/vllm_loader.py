@@ -4,10 +4,13 @@ vLLM's full install is GBs of CUDA packages and its wheel alone (336 MiB) is
 over what the GPU box can carry. The sampler is a handful of Python files
 with Triton kernels. This loader
 
-1. fetches exactly those members of the vLLM 0.33.0 wheel on PyPI by HTTP
-   range requests (``remote_wheel``: the zip's central directory, then each
-   member — about 1 MiB of traffic, not 336 MiB), into a cache outside the
-   repository (``cache_dir()``);
+1. fetches exactly those members of the vLLM 0.33.0 wheel into a cache
+   outside the repository (``cache_dir()``), from a local wheel
+   (``$SPECSIM_VLLM_WHEEL``, read with ``zipfile``), a wheelhouse
+   (``$SPECSIM_WHEELHOUSE``), or the package index pip is configured with
+   (its PEP 691 page; HTTP range requests, ``remote_wheel``: the zip's
+   central directory, then each member — about 1 MiB of traffic, not
+   336 MiB); ``wheels`` says where it looks, in which order;
 2. checks every member's sha256 against the wheel's own ``RECORD`` *and*
    against the hashes pinned below (``RECORD`` itself is pinned too), on
    every load, not only on download;
@@ -20,7 +23,7 @@ with Triton kernels. This loader
 If vLLM 0.33.0 itself is installed, its modules are used instead (the same
 files; ``source`` says which). No vLLM code is in this repository.
 
-The members: ``vllm/v1/sample/rejection_sampler.py`` (the sampler and its
+The members of the V1 runner's sampler (``MODULES``): ``vllm/v1/sample/rejection_sampler.py`` (the sampler and its
 Triton kernels), ``vllm/v1/sample/ops/topk_topp_sampler.py`` and
 ``topk_topp_triton.py`` (``apply_top_k_top_p``: vLLM's top-k/top-p, the
 Triton "Qrita" kernels on a Triton host), ``vllm/v1/sample/metadata.py`` and
@@ -31,11 +34,17 @@ the bonus row's), ``ops/penalties.py`` and ``ops/bad_words.py`` (penalties and
 bad words along the drafts), ``logits_processor/{interface,state,builtin}.py``
 (``MinTokensLogitsProcessor``), and named definitions out of three larger
 files (``PARTS``: the penalty arithmetic, the padding helper, ``async_tensor_h2d``).
+The Model Runner V2 verifier's members (``V2_PINNED``) are pinned here too, so that one
+fetch fills the cache for both; ``vllm_v2_loader`` executes them.
 
 For a machine without network (the GPU box), fetch here and carry the cache::
 
     python -m devices.field.vllm_loader fetch --cache .carry/field/vllm-cache
     # on the box:  export SPECSIM_VLLM_CACHE=$PWD/.carry/field/vllm-cache
+
+Offline, from a wheel already on disk (its members are checked against the same pins)::
+
+    python -m devices.field.vllm_loader fetch --wheel /path/to/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl
 
 For same-run comparisons (``specsim bench``)::
 
@@ -47,24 +56,23 @@ For same-run comparisons (``specsim bench``)::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
 import importlib.metadata
-import os
 import pathlib
 import sys
 import threading
 import types
 from dataclasses import dataclass
 
+from devices.field.wheels import (PinnedWheelError, WheelSpec, cached, fetch_members, record_hashes, sha256_hex,
+                                  verify, write_atomic)
+
 VLLM_VERSION = "0.33.0"
 WHEEL_FILENAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
-WHEEL_URL = ("https://files.pythonhosted.org/packages/8b/a8/92e278093df40fde4c4bfd6572704bb8f398d6a2280d8c82cb5efaf12"
-             "047/" + WHEEL_FILENAME)
 WHEEL_SIZE = 336_361_138
 WHEEL_SHA256 = "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa"
-"""The index's hash of the whole wheel (for the record: the range reader never holds the whole file,
-so it checks the members instead, below)."""
+"""The whole wheel's size and sha256 as its index lists them: an index listing the file otherwise is refused
+(the range reader never holds the whole file, so the members are checked, below)."""
 
 RECORD = "vllm-0.33.0.dist-info/RECORD"
 PINNED: dict[str, str] = {
@@ -85,10 +93,33 @@ PINNED: dict[str, str] = {
     "vllm/v1/sample/rejection_sampler.py": "9f035dd0c5af33b29ffcc63e2192f7b2fb85f8a6b4ac89275ecb5698f7ca2ff1",
     "vllm/v1/spec_decode/vocab_mapping.py": "563cdbcde7e199b0e5fe5d95bf82fa10b88299e8fdc0ad26d28aa70e3b22a516",
 }
-"""sha256 (hex) of each member used, as in the 0.33.0 wheel; checked on every load."""
+"""sha256 (hex) of each member the V1 runner's sampler uses, as in the 0.33.0 wheel; checked on every load."""
+
+V2_PINNED: dict[str, str] = {
+    "vllm/utils/math_utils.py": "33a8fa109989654855abdc32c48e499349caf8339a5642f06b4d625572e472b1",
+    "vllm/v1/worker/gpu/buffer_utils.py": "e8789b87f4185c0805bd8e2a39b50581e882102bc852ab7e6e1963af7115a475",
+    "vllm/v1/worker/gpu/states.py": "ae5d600c17fbad3a529a27b234ca48ffd3ffe21a99e6866c9570906a76f3115f",
+    "vllm/v1/worker/gpu/sample/gumbel.py": "1eca2fb5fb3407c12138b7ea88187cc48a9b290dea0000229b8564985f51f777",
+    "vllm/v1/worker/gpu/sample/min_p.py": "4cb5e2f45e1ced6f9685283a7a5c8cfd7204d9a249822e866cfff756c7f04f62",
+    "vllm/v1/worker/gpu/sample/states.py": "1eb8100c15ffefb45d7a71312bc5e7a508d771228f244474de0efe27c91627d8",
+    "vllm/v1/worker/gpu/sample/logits_processor/interface.py":
+        "4172bdc4d3b736cb6670323f84aa8eb310567cd4f288c6ea4ab29e4bb6c9bcdd",
+    "vllm/v1/worker/gpu/sample/logit_bias.py": "39dc683f5dc58ee7a266702b1ddcd1e1e1f44457d5ff689a88bae3401305f5c2",
+    "vllm/v1/worker/gpu/sample/penalties.py": "6f462b64e53ef91dde3047d5c88821c1db6eae275e1ea477162b6aa0d275aac7",
+    "vllm/v1/worker/gpu/sample/bad_words.py": "85c2f1a4a34eac0f1784cd75bd9ed317e1ef3b82a953c07de02a548a48b4aad4",
+    "vllm/v1/worker/gpu/sample/logprob.py": "ac58bfedaa325ae29e7b652063455239c7354a2af4751396930d5670f890ce2d",
+    "vllm/v1/worker/gpu/sample/output.py": "05083221ebf85457baf8e4039b1a5dca6285fda1f91aeb327cca4ff02b5340f2",
+    "vllm/v1/worker/gpu/sample/thinking_budget.py": "89d4255450c1659c6d3f49dbfc0e8af5035904cdd98e3e8fc0a1bd21650203d0",
+    "vllm/v1/worker/gpu/sample/sampler.py": "7f9941f9d7d04a7481ec393925ed5d000d4d77ee6db2ca6a8d9547c211d00a09",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py":
+        "a4167068d1d10a36c130e2924b12cbf01f99c968f2fcf47e75a1129d3d8022c8",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py":
+        "0cbfc55f4d98ffa740ca9e1b4092c16eb635192c8ee86a15b88e3c21215d5920",
+}
+"""sha256 (hex) of the Model Runner V2 verifier's members (``vllm_v2_loader``), as in the 0.33.0 wheel."""
 
 MODULES = [name for name in PINNED if name.endswith(".py")]
-"""The members executed, in dependency order."""
+"""The V1 runner's sampler members executed, in dependency order."""
 
 PARTS: dict[str, tuple[str, ...]] = {
     "vllm/utils/torch_utils.py": ("T", "TORCH_DTYPE_TO_NUMPY_DTYPE", "async_tensor_h2d", "make_ndarray_with_pad",
@@ -104,6 +135,12 @@ calls: ``apply_all_penalties`` → ``make_tensor_with_pad`` (padding with V) →
 ``apply_repetition_penalties_torch``)."""
 
 CACHE_ENV = "SPECSIM_VLLM_CACHE"
+WHEEL_ENV = "SPECSIM_VLLM_WHEEL"
+
+VLLM_WHEEL = WheelSpec(project="vllm", version=VLLM_VERSION, filename=WHEEL_FILENAME, size=WHEEL_SIZE,
+                       sha256=WHEEL_SHA256, record=RECORD, pins={**PINNED, **V2_PINNED}, cache_env=CACHE_ENV,
+                       wheel_env=WHEEL_ENV)
+"""The pinned wheel and every member taken out of it (both runners')."""
 
 
 class VllmLoadError(RuntimeError):
@@ -129,77 +166,41 @@ class VllmSampler:
     batch_update: type | None = None                   # vllm.v1.sample.logits_processor.interface.BatchUpdate
 
 
-def user_cache_dir(env: str, name: str) -> pathlib.Path:
-    """``$env``, else ``$XDG_CACHE_HOME/specsim/name``, else ``~/.cache/specsim/name``."""
-    if os.environ.get(env):
-        return pathlib.Path(os.environ[env])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "specsim" / name
-
-
 def cache_dir() -> pathlib.Path:
     """``$SPECSIM_VLLM_CACHE``, else ``$XDG_CACHE_HOME/specsim/vllm-0.33.0``, else ``~/.cache/...``."""
-    return user_cache_dir(CACHE_ENV, f"vllm-{VLLM_VERSION}")
+    return VLLM_WHEEL.cache_dir()
 
 
 def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
-def _record_hashes(record: bytes) -> dict[str, str]:
-    """RECORD lines ``path,sha256=<b64>,size`` → path → ``sha256=<b64>``."""
-    out = {}
-    for line in record.decode("utf-8").splitlines():
-        path, digest, _ = line.rsplit(",", 2)
-        out[path] = digest
-    return out
+_record_hashes = record_hashes
+_write_atomic = write_atomic
 
 
-def _verify(name: str, data: bytes, record: dict[str, str] | None) -> None:
-    from devices.field.remote_wheel import member_hash
-    if _sha256(data) != PINNED[name]:
-        raise VllmLoadError(f"{name}: sha256 {_sha256(data)} is not the pinned {PINNED[name]} of vLLM {VLLM_VERSION}; "
-                            "delete the cache entry and fetch again")
-    if record is not None and record.get(name) != member_hash(data):
-        raise VllmLoadError(f"{name}: hash {member_hash(data)} differs from the wheel's RECORD ({record.get(name)})")
+def _verify(name: str, data: bytes, record: dict[str, str] | None, spec: WheelSpec = VLLM_WHEEL) -> None:
+    try:
+        verify(spec, name, data, record)
+    except PinnedWheelError as e:
+        raise VllmLoadError(str(e)) from None
 
 
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def _cached(cache: pathlib.Path, name: str, spec: WheelSpec = VLLM_WHEEL) -> bytes | None:
+    return cached(spec, cache, name)
 
 
-def _cached(cache: pathlib.Path, name: str) -> bytes | None:
-    path = cache / name
-    if not path.is_file():
-        return None
-    data = path.read_bytes()
-    return data if _sha256(data) == PINNED[name] else None
-
-
-def fetch(cache: pathlib.Path | None = None) -> pathlib.Path:
-    """Make sure every pinned member is in ``cache`` (default ``cache_dir()``), verified; download only what
-    is missing or corrupt. Returns the cache directory. Safe to run concurrently (atomic writes)."""
-    cache = pathlib.Path(cache) if cache is not None else cache_dir()
-    missing = [name for name in PINNED if _cached(cache, name) is None]
-    if missing:
-        from devices.field.remote_wheel import RemoteWheel, WheelFetchError
-        try:
-            wheel = RemoteWheel(WHEEL_URL, WHEEL_SIZE)
-            got = {name: wheel.read(name) for name in missing}
-        except WheelFetchError as e:
-            raise VllmLoadError(f"fetching vLLM {VLLM_VERSION}'s sampler members from {WHEEL_URL} failed: {e}. "
-                                f"Without network, fetch elsewhere and point {CACHE_ENV} at the copy "
-                                "(python -m devices.field.vllm_loader fetch --cache DIR)") from e
-        record_bytes = got.get(RECORD) or _cached(cache, RECORD)
-        _verify(RECORD, record_bytes, None)
-        record = _record_hashes(record_bytes)
-        for name, data in got.items():
-            _verify(name, data, None if name == RECORD else record)
-            _write_atomic(cache / name, data)
-    return cache
+def fetch(cache: pathlib.Path | None = None, spec: WheelSpec = VLLM_WHEEL, wheel=None, wheelhouse=None) -> pathlib.Path:
+    """Make sure every pinned member of ``spec`` is in ``cache`` (default ``cache_dir()``), verified; read only
+    what is missing or corrupt, from ``wheel`` (a local file; default ``$SPECSIM_VLLM_WHEEL``), a
+    ``wheelhouse`` (default ``$SPECSIM_WHEELHOUSE``) or pip's index (``wheels.open_wheel``). Returns the cache
+    directory. Safe to run concurrently (atomic writes)."""
+    try:
+        return fetch_members(spec, pathlib.Path(cache) if cache is not None else spec.cache_dir(), wheel, wheelhouse)
+    except PinnedWheelError as e:
+        raise VllmLoadError(f"vLLM {spec.version}'s members: {e}. Without network, fetch elsewhere and point "
+                            f"{spec.cache_env} at the copy (python -m devices.field.vllm_loader fetch --cache DIR)"
+                            ) from e
 
 
 def _installed_vllm() -> bool:
@@ -253,20 +254,27 @@ def _part(member: str, data: bytes, names: tuple[str, ...]):
     return compile(ast.Module(body=body, type_ignores=[]), member, "exec")
 
 
-def _execute_members(cache: pathlib.Path, platform: str) -> dict[str, types.ModuleType]:
+def _execute_members(cache: pathlib.Path, platform: str, members: list[str] | None = None,
+                     parts: dict[str, tuple[str, ...]] | None = None, build=None,
+                     spec: WheelSpec = VLLM_WHEEL) -> dict[str, types.ModuleType]:
+    """Execute ``members`` (default the V1 runner's ``MODULES``; ``parts``: members of which only some
+    definitions run, default ``PARTS``) out of ``cache``, each verified first, over the stand-ins ``build``
+    returns for ``platform`` (default ``_vllm_standins.build``). Returns every module by name."""
     from devices.field import _vllm_standins as standins
-    record = _record_hashes((cache / RECORD).read_bytes())
-    modules = standins.build(platform)
+    members = MODULES if members is None else members
+    parts = PARTS if parts is None else parts
+    record = _record_hashes((cache / spec.record).read_bytes())
+    modules = (build or standins.build)(platform)
     builtins_for_members = _vllm_import(modules)
     with standins.installed(modules):
-        for member in MODULES:
+        for member in members:
             path = cache / member
             data = path.read_bytes()
-            _verify(member, data, record)
+            _verify(member, data, record, spec)
             name = _module_name(member)
-            if member in PARTS:   # only some definitions, into the stand-in module of that name
+            if member in parts:   # only some definitions, into the stand-in module of that name
                 module = modules.setdefault(name, standins._module(name))
-                code = _part(str(path), data, PARTS[member])
+                code = _part(str(path), data, parts[member])
             else:
                 module = types.ModuleType(name)
                 module.__package__ = name.rpartition(".")[0]
@@ -300,7 +308,18 @@ def interpreter_scalars_as_compiled() -> None:
     of vLLM's modules only (by ``__module__``, and the device functions they call), the interpreter gets ``__index__`` via
     ``.item()`` and a ``tl.range`` yielding int32 scalars. No arithmetic of vLLM's or anybody's
     changes; compiled kernels are untouched; other interpreted kernels see the interpreter as is.
+
+    Two shortcuts, inside a vLLM kernel's grid only, neither changing a value: the interpreter patches
+    ``triton.language`` again at every device-function call (``inspect.getmembers`` of the module each time; a
+    third of the V2 verifier's time) and never restores those patches, so a call whose language modules this
+    grid has patched already skips the repeat, which would set the same attributes to equivalent wrappers;
+    and without ``debug`` the interpreter computes each 32-bit integer operation's overflow check
+    (``sanitize_overflow``) only to hand it to a ``device_assert`` that drops it, so the check is not computed
+    (compiled kernels drop it the same way).
     """
+    import dataclasses
+    import inspect
+
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -314,22 +333,35 @@ def interpreter_scalars_as_compiled() -> None:
     inside = threading.local()   # a vLLM kernel's grid is running: its nested device calls get the fix too
 
     def fix(scope) -> None:
-        plain_range = tl.range
+        plain_range = inside.plain_range
         scope.set_attr(tl.core.tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0].item()))
         scope.set_attr(tl, "range", lambda *args, **kwargs: (scalar(i) for i in plain_range(*args, **kwargs)))
 
+    def languages(fn) -> set:
+        return {id(v) for v in getattr(fn, "__globals__", {}).values() if inspect.ismodule(v) and v in (tl, tl.core)}
+
     def patch_lang(fn):
+        if getattr(inside, "vllm", False):           # a device function called from a vLLM kernel
+            langs = languages(fn)
+            if langs <= inside.patched:
+                return interpreter._LangPatchScope()
+            scope = original(fn)
+            inside.patched |= langs
+            fix(scope)
+            return scope
         scope = original(fn)
-        if (getattr(fn, "__module__", None) or "").startswith("vllm.") and not getattr(inside, "vllm", False):
-            inside.vllm = True                       # the outermost call: its scope is restored at the end
-            restore = scope.restore
+        if (getattr(fn, "__module__", None) or "").startswith("vllm."):
+            inside.vllm, inside.patched, inside.plain_range = True, languages(fn), tl.range
+            restore = scope.restore                  # the outermost call: its scope is restored at the end
 
             def restore_and_leave():
-                inside.vllm = False
+                inside.vllm, inside.patched = False, set()
                 restore()
             scope.restore = restore_and_leave
-        if getattr(inside, "vllm", False):
             fix(scope)
+            builder = interpreter.interpreter_builder
+            if not builder.options.debug and builder.options.sanitize_overflow:
+                scope.set_attr(builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False))
         return scope
 
     patch_lang.specsim_vllm = True
@@ -409,13 +441,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devices.field.vllm_loader",
                                      description=f"Fetch and verify vLLM {VLLM_VERSION}'s sampler members.")
     sub = parser.add_subparsers(dest="command", required=True)
-    f = sub.add_parser("fetch", help="download the pinned members (range requests) into a cache and verify them")
+    f = sub.add_parser("fetch", help="put the pinned members into a cache, verified (from a local wheel, a "
+                                      "wheelhouse, or pip's index by range requests)")
     f.add_argument("--cache", default=None, help=f"cache directory (default ${CACHE_ENV} or {cache_dir()})")
+    f.add_argument("--wheel", default=None, help=f"a local {WHEEL_FILENAME} (default ${WHEEL_ENV})")
+    f.add_argument("--wheelhouse", default=None, help="a directory holding it (default $SPECSIM_WHEELHOUSE)")
     args = parser.parse_args(argv)
-    cache = fetch(pathlib.Path(args.cache) if args.cache else None)
-    for name in PINNED:
-        print(f"{PINNED[name][:16]}…  {name}")
-    print(f"vLLM {VLLM_VERSION}: {len(PINNED)} members verified in {cache}")
+    cache = fetch(pathlib.Path(args.cache) if args.cache else None, wheel=args.wheel, wheelhouse=args.wheelhouse)
+    for name, digest in VLLM_WHEEL.pins.items():
+        print(f"{digest[:16]}…  {name}")
+    print(f"vLLM {VLLM_VERSION}: {len(VLLM_WHEEL.pins)} members verified in {cache}")
     return 0
 
 
