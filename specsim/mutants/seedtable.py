@@ -9,8 +9,9 @@ stops at its first killing check, as ``hunt`` does:
   (``group_of``: ``L1/trees/...`` is ``L1-trees``);
 * in black box (no injected noise, a ``"seeded"`` RNG), that group's stand-ins
   (``BLACK_BOX_STAND_INS``): the groups that judge the same law from the
-  device's own randomness — ``L1-trees`` by ``L2-trees`` and ``L3-trees``,
-  ``L1-sampler`` by its own edge laws and L3's SPEC §12 cases.
+  device's own randomness — ``L1-trees`` by its own sibling patterns' laws,
+  ``L2-trees`` and ``L3-trees``, ``L1-sampler`` by its own edge laws and L3's
+  SPEC §12 cases.
 
 A ``killed_by`` that names no known group, or ``hunt="all"``, runs every
 group. The correct device (the base, and its black-box twin with black-box
@@ -56,7 +57,7 @@ BLACK_BOX_STAND_INS: dict[str, tuple[str, ...]] = {
     "L1-sizes": ("L2-sizes",),
     "L1-volume": ("L3-statistical",),
     "L1-sampler": ("L1-sampler", "L3-statistical"),
-    "L1-trees": ("L2-trees", "L3-trees"),
+    "L1-trees": ("L1-trees", "L2-trees", "L3-trees"),   # L1-trees: the sibling patterns' exact laws
 }
 """For a group that needs injected noise or Philox replay to judge a law token for token, the groups
 that judge it without them (a black-box twin); any other group judges a black box itself."""

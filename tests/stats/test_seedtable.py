@@ -65,13 +65,13 @@ def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_pass
     assert set(rows) == {(m, mode) for m in ("tree-sibling-order", "tree-thresholds-relaxed")
                          for mode in ("injected", "black box")}
     assert rows["tree-sibling-order", "injected"]["groups"] == ["L1-trees"]
-    assert rows["tree-sibling-order", "black box"]["groups"] == ["L2-trees", "L3-trees"]
+    assert rows["tree-sibling-order", "black box"]["groups"] == ["L1-trees", "L2-trees", "L3-trees"]
     for (mutant, mode), r in rows.items():
         assert [c["seed"] for c in r["cells"]] == [0, 1] and r["zoo_kind"] == "tree"
         assert all(c["check"].startswith(MUTANTS[mutant].killed_by if mode == "injected" else "L")
                    for c in r["cells"]), r
     correct = {r["mode"]: r for r in doc["correct"]}
-    assert set(correct) == {"injected", "black box"} and correct["black box"]["groups"] == ["L2-trees", "L3-trees"]
+    assert set(correct) == {"injected", "black box"} and correct["black box"]["groups"] == ["L1-trees", "L2-trees", "L3-trees"]
     assert all("check" not in c for r in correct.values() for c in r["cells"])
     table = (tmp_path / "seedtable.md").read_text()
     assert "| tree-sibling-order | tree | black box | L2-trees, L3-trees |" in table
