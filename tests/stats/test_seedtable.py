@@ -74,7 +74,7 @@ def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_pass
     assert set(correct) == {"injected", "black box"} and correct["black box"]["groups"] == ["L1-trees", "L2-trees", "L3-trees"]
     assert all("check" not in c for r in correct.values() for c in r["cells"])
     table = (tmp_path / "seedtable.md").read_text()
-    assert "| tree-sibling-order | tree | black box | L2-trees, L3-trees |" in table
+    assert "| tree-sibling-order | tree | black box | L1-trees, L2-trees, L3-trees |" in table
     assert "| correct torch | — | injected | L1-trees | pass | pass |" in table
 
 
