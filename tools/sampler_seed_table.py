@@ -19,7 +19,7 @@ import sys
 import time
 
 from devices.torch_device import make_cpu_device
-from specsim.conformance.exact import edge_alpha
+from specsim.conformance.stat_plan import run_plan
 from specsim.conformance.runner import Context
 from specsim.conformance.sampler import _edge, _edge_law, sampler_group
 from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
@@ -46,12 +46,12 @@ def named_check(device, killed_by: str, ctx: Context, black_box: bool, label: st
     edge_name, _, only_order = killed_by.removeprefix(EDGE_PREFIX).partition("/")
     edge = next(e for e in SAMPLER_EDGES if e.name == edge_name)
     dtype = "float64" if "float64" in device.capabilities.dtypes else device.capabilities.dtypes[0]
-    alpha = edge_alpha(device.capabilities, ctx) if black_box else None
+    plan = run_plan(device.capabilities, ctx) if black_box else None
     for order in edge.orders:
         if only_order and order != only_order:
             continue
         name = f"{EDGE_PREFIX}{edge.name}/{order}"
-        result = (_edge_law(device, edge, order, dtype, name, ctx, alpha) if black_box
+        result = (_edge_law(device, edge, order, dtype, name, ctx, plan) if black_box
                   else _edge(device, edge, order, dtype, name, ctx))
         if result.status in ("fail", "error"):
             return "K"
