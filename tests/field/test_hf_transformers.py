@@ -1,4 +1,4 @@
-"""The ``transformers`` device: HF transformers' ``_speculative_sampling`` under the suite (issue 10), on the
+"""The ``transformers`` device: HF transformers' ``_speculative_sampling`` under the suite, on the
 installed release (tests/field/test_transformers_releases.py runs it on two).
 
 CI runs the groups that fit a batch-1 sampler at ~0.5 ms a request: every L1
