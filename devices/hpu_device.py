@@ -51,7 +51,7 @@ import torch
 
 from devices import torch_philox
 from devices import torch_sampling as ts
-from devices._validate import check_call
+from devices.validate import check_call
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
 BATCH_BUCKETS = tuple(2**i for i in range(17))

@@ -57,7 +57,7 @@ import torch
 
 from devices import torch_philox
 from devices import torch_sampling as ts
-from devices._validate import check_call
+from devices.validate import check_call
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, VerifyBatch, VerifyOutput
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=32,

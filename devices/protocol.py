@@ -82,7 +82,7 @@ class UnsupportedCall(Exception):
 
     Raise it only for something the capabilities declare absent: a call past
     ``max_k`` or ``max_vocab_size``, an undeclared dtype, mode, tree scheme or
-    sampler parameter (``devices._validate.check_call`` raises exactly these).
+    sampler parameter (``devices.validate.check_call`` raises exactly these).
     The conformance harness records a refused call outside the declaration as
     ``not_supported``, and a refused call inside it — any batch size (never a
     declared limit), a V up to ``max_vocab_size``, a declared mode — as

@@ -85,19 +85,44 @@ def entries() -> dict[str, Entry]:
     return found
 
 
-def _resolve(target: str) -> object:
+class UnresolvedTarget(LookupError):
+    """A ``"module:attr"`` string that names nothing importable. ``missing`` is what is absent (the module, or
+    the module's attribute); ``None`` when the string is malformed or the module raised while importing."""
+
+    def __init__(self, message: str, missing: str | None = None):
+        super().__init__(message)
+        self.missing = missing
+
+
+def resolve(target: str, what: str = "target") -> object:
+    """The object a ``"module:attr"`` string names (``attr`` may be dotted): the one resolver of every lazy
+    registry here and in specsim (devices, conformance groups, commands, proposers, mutants).
+
+    ``what`` names the argument in the error (``"device spec"``, ``"group 'L1'"``).
+
+    >>> resolve("devices.protocol:Capabilities.__name__")
+    'Capabilities'
+    >>> resolve("devices.protocol", "device spec")
+    Traceback (most recent call last):
+    ...
+    devices.registry.UnresolvedTarget: device spec 'devices.protocol': expected 'module:attr'
+    """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise DeviceLoadError(f"device spec {target!r}: expected a registered name or 'module:attr'")
+        raise UnresolvedTarget(f"{what} {target!r}: expected 'module:attr'")
     try:
         obj = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        missing = e.name if e.name is not None and module_name.startswith(e.name) else None
+        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {e!r}", missing) from e
     except Exception as e:
-        raise DeviceLoadError(f"device spec {target!r}: importing {module_name!r} failed: {e!r}") from e
+        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {e!r}") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError as e:
-            raise DeviceLoadError(f"device spec {target!r}: module {module_name!r} has no attribute {attr!r}") from e
+            raise UnresolvedTarget(f"{what} {target!r}: module {module_name!r} has no attribute {attr!r}",
+                                   f"{module_name}:{attr}") from e
     return obj
 
 
@@ -108,7 +133,10 @@ def load(spec: str) -> Device:
     if ":" not in target:
         raise DeviceLoadError(f"unknown device {spec!r}: not a registered name ({', '.join(sorted(known))}) "
                               "and not a 'module:attr' string")
-    obj = _resolve(target)
+    try:
+        obj = resolve(target, "device spec")
+    except UnresolvedTarget as e:
+        raise DeviceLoadError(str(e)) from e
     if not isinstance(obj, Device):
         try:
             obj = obj()  # a factory

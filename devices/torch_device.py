@@ -46,7 +46,7 @@ Lower-level API (tensors already on the device; used by GPU benchmarks)::
                    withdrawn=None,     # [num_tokens] bool: withdrawn drafts (SPEC §4), or None
                    ) -> (output_token_ids [batch, max_k + 1] int64, num_accepted [batch] int64)
 
-It does not validate (call ``devices._validate.validate`` on the numpy
+It does not validate (call ``devices.validate.validate`` on the numpy
 batch for that). With ``max_k`` and ``modes`` given it never synchronises
 with the device (CUDA-graph capturable); ``batch_modes`` computes ``modes``.
 
@@ -70,7 +70,7 @@ import torch
 from devices import torch_philox
 from devices import torch_sampling as ts
 from devices import torch_tree
-from devices._validate import check_call, check_repeated, check_tree_call
+from devices.validate import check_call, check_repeated, check_tree_call
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, InvalidInput,
                               Noise, SamplerParams, TreeBatch, TreeOutput, VerifyBatch, VerifyOutput)
 

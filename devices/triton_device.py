@@ -330,7 +330,7 @@ class TritonDevice:
                                 sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS, withdrawn_drafts=True,
                                 tree_schemes=("greedy", "rrs", "sglang"),   # SPEC §11: devices/triton_tree.py
                                 max_tree_nodes=MAX_TREE_NODES)
-    # (compiled: held to the reference on an H100 by ``specsim.tree_bench --check``, docs/trees.md)
+    # (compiled: held to the reference on an H100 by ``specsim.bench.trees --check``, docs/trees.md)
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
                  name: str | None = None):
@@ -352,7 +352,7 @@ class TritonDevice:
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
 
-        from devices._validate import check_call
+        from devices.validate import check_call
         check_call(batch, noise, self.capabilities)
         # The compute dtype: float64 for float64 logits, else float32 (16-bit logits are up-cast in the kernels).
         dtype = np.float64 if batch.target_logits.dtype == np.float64 else np.float32
@@ -424,7 +424,7 @@ class TritonDevice:
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
         """SPEC §11: a torch pre-pass (target rows, argmax, keyed noise), then one program per request
         walking its tree (``devices.triton_tree``)."""
-        from devices._validate import check_tree_call
+        from devices.validate import check_tree_call
         depths = check_tree_call(batch, noise, self.capabilities)
         out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(self.tree_kernels, batch, noise, depths,
                                                                         self.device)

@@ -169,7 +169,7 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
     """A validated ``TreeBatch`` made ready for the kernel: the pre-pass runs here, on ``device``.
 
     Returns ``(launch, (tok [B, D + 1], acc [B], nodes [B, max(D, 1)]))``: ``launch()`` runs ``tree_walk``
-    once into those output tensors (``specsim.tree_bench --kernel`` times it alone).
+    once into those output tensors (``specsim.bench.trees --kernel`` times it alone).
     """
     import torch
 

@@ -10,7 +10,7 @@ Options (also ``pytest --help``, group "specsim"):
 - ``--specsim-device=SPEC``: a registered device name or ``module:attr``
   (default: ``$SPECSIM_DEVICE``, else ``torch``);
 - ``--specsim-waivers=FILE``: expected failures, each with a reason and an
-  issue URL (``property_tests/waivers.py`` has the format; default
+  issue URL (``specsim/conformance/waivers.py`` has the format; default
   ``$SPECSIM_WAIVERS``). Waived tests are marked ``xfail`` (not strict: a
   statistical test of a buggy device can pass by chance) or ``skip``; entries
   that match no collected test are listed in the terminal summary.
@@ -95,7 +95,7 @@ def pytest_configure(config):
     st = _state(config)
     path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
     if path:
-        from property_tests.waivers import WaiverError, load
+        from specsim.conformance.waivers import WaiverError, load
         try:
             st.waivers = load(path)
         except WaiverError as e:
@@ -210,7 +210,7 @@ def pytest_collection_modifyitems(config, items):
     st = _state(config)
     if not st.waivers:
         return
-    from property_tests.waivers import check_id
+    from specsim.conformance.waivers import check_id
     spec = device_choice(config)[0]
     for item in items:
         cid = check_id(item.nodeid)

@@ -8,7 +8,7 @@ import pytest
 from devices.protocol import UnsupportedCall
 from specsim.conformance._common import missing
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
-from specsim.testing.compare import reference_step
+from specsim.judge.compare import reference_step
 
 CASES = BAD_INPUTS + [NO_NOISE_WITHOUT_SEEDS]
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, reject
 
 from specsim.conformance._common import missing
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.strategies import verify_cases
 

@@ -15,7 +15,7 @@
   SPEC §8's law, mean ``(1 − α^{K+1}) / (1 − α)``.
 
 Statistical family (one run of this file): 6 checks, family α = 1e-3 split by
-``specsim.stats.Budget``; every engine seed is ``case_seed(SUITE_SEED, case)``.
+``specsim.judge.stats.Budget``; every engine seed is ``case_seed(SUITE_SEED, case)``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from specsim.engine import (DraftModelProposer, EagleProposer, Engine, NgramProp
                             SchedulerConfig, ToyLM)
 from specsim.engine.kv import BlockPool
 from specsim.engine.proposers import make_platform_proposer
-from specsim.stats import Budget, case_seed, gof_test, sequence_law_test
-from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
+from specsim.judge.stats import Budget, case_seed, gof_test, sequence_law_test
+from specsim.judge.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=6)

@@ -15,12 +15,12 @@ with the same processors, enumerated exactly.
   or batched on torch / the reference / the device under test with another
   order, ``max_num_seqs``, budget and forced preemptions;
 * law: the law of whole sequences equals non-speculative sampling with the same
-  processors (G / Cressie–Read through ``specsim.stats.sequence_law_test``), one
+  processors (G / Cressie–Read through ``specsim.judge.stats.sequence_law_test``), one
   case per order profile; the drafter drafts from the processed row (draft model)
   or ignores every processor (n-gram): losslessness rests on the verifier.
 
 Statistical family (one run of this file): 2 checks, family α = 1e-3 split by
-``specsim.stats.Budget`` (its own family, beside ``test_engine_properties.py``'s);
+``specsim.judge.stats.Budget`` (its own family, beside ``test_engine_properties.py``'s);
 engine seeds are ``case_seed(SUITE_SEED, case)``; n = 3000 sequences per case
 (detectable TV printed by each check's report).
 """
@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from property_tests import test_engine_properties as engine_properties
 from property_tests.test_engine_properties import assert_sequence_law, run_engine
 from specsim.engine import SamplingParams, ToyLM
-from specsim.stats import Budget, case_seed
+from specsim.judge.stats import Budget, case_seed
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=2)

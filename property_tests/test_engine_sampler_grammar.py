@@ -21,7 +21,7 @@ token. Skipped when llguidance is absent (``pip install 'specsim[grammar]'``).
   drafts under the grammar and with one that ignores it.
 
 Statistical family (one run of this file): 2 checks, family α = 1e-3 split by
-``specsim.stats.Budget`` (its own family); engine seeds ``case_seed(SUITE_SEED, case)``;
+``specsim.judge.stats.Budget`` (its own family); engine seeds ``case_seed(SUITE_SEED, case)``;
 n = 3000 sequences per case (detectable TV printed by each check's report).
 """
 
@@ -39,7 +39,7 @@ from property_tests import test_engine_properties as engine_properties  # noqa: 
 from property_tests.test_engine_properties import assert_sequence_law, run_engine  # noqa: E402
 from specsim.engine import SamplingParams, ToyLM  # noqa: E402
 from specsim.engine.grammar import list_grammar  # noqa: E402
-from specsim.stats import Budget, case_seed  # noqa: E402
+from specsim.judge.stats import Budget, case_seed  # noqa: E402
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=2)

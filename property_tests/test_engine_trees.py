@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 from property_tests import test_engine_properties as engine_properties
 from reference.target import target_probs
 from specsim.engine import SamplingParams, ToyLM
-from specsim.stats import Budget, case_seed
-from specsim.testing.reference_device import JudgedDevice, ReferenceDevice
+from specsim.judge.stats import Budget, case_seed
+from specsim.judge.reference_device import JudgedDevice, ReferenceDevice
 
 SUITE_SEED = 0
 BUDGET = Budget(alpha_family=1e-3, checks=1)

@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from specsim.engine import (DraftModelProposer, Engine, NgramProposer, SamplingParams, SchedulerConfig, Status,
                             ToyLM)
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.judge.reference_device import ReferenceDevice
 
 V = 5
 

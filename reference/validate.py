@@ -1,6 +1,6 @@
 """SPEC §6: the input rules. Every violation raises ``InvalidInput`` naming the argument.
 
-Devices implement the same rules independently (``devices/_validate.py``):
+Devices implement the same rules independently (``devices/validate.py``):
 the duplication is deliberate, since a device may not import the reference
 that judges it.
 

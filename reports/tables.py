@@ -26,7 +26,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specsim.conformance.results import STATUSES
+
+
+def statuses(*docs: dict) -> list[str]:
+    """The check statuses, in the order the documents' ``summary`` lists them (every status, zeros included):
+    the JSON carries its own vocabulary, so a report reads any run's document without importing specsim."""
+    return list(dict.fromkeys(s for doc in docs for s in (doc.get("summary") or {})))
 
 
 @dataclass
@@ -84,7 +89,7 @@ def provenance(doc: dict) -> dict[str, str]:
         "α family budget": fmt(doc.get("alpha_family")),
         "sample sizes": (f"n = {fmt(min(ns))} … {fmt(max(ns))} over {len(ns)} checks that sample" if ns
                          else "no statistical checks"),
-        "checks": ", ".join(f"{(doc.get('summary') or {}).get(s, 0)} {s}" for s in STATUSES),
+        "checks": ", ".join(f"{n} {s}" for s, n in (doc.get("summary") or {}).items()),
         "verdict": verdict_text(doc),
         **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
         "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
@@ -156,13 +161,14 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
     if not conformance:
         return None
     rows, classes = [], []
+    columns = statuses(*(doc for _, doc in conformance))
     for src, doc in conformance:
         s = doc.get("summary") or {}
         verdict = verdict_status(doc)
-        rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in STATUSES] + [src])
+        rows.append([device_label(doc), verdict_text(doc)] + [fmt(s.get(k, 0)) for k in columns] + [src])
         shade = VERDICT_CLASSES.get(verdict, "fail")
-        classes.append(["", shade] + ["", "", "", "", ""])
-    return Table("Conformance summary", ["device", "verdict", *STATUSES, "source"], rows,
+        classes.append(["", shade] + [""] * (len(columns) + 1))
+    return Table("Conformance summary", ["device", "verdict", *columns, "source"], rows,
                  note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
                       "failed or errored; PASS-WITH-WAIVERS: the same but for failing checks the vendor's waiver "
                       "file covers, none of them carrying the core's evidence (they count in fail/error); "
@@ -206,12 +212,13 @@ def layer_table(doc: dict) -> Table | None:
     checks = checks_of(doc)
     if not checks:
         return None
+    columns = statuses(doc) or list(dict.fromkeys(str(c.get("status")) for c in checks))
     layers: dict[str, dict[str, int]] = {}
     for c in checks:
-        row = layers.setdefault(str(c.get("layer", "?")), {s: 0 for s in STATUSES})
+        row = layers.setdefault(str(c.get("layer", "?")), dict.fromkeys(columns, 0))
         row[c.get("status")] = row.get(c.get("status"), 0) + 1
-    return Table(f"By layer — {device_label(doc)}", ["layer", *STATUSES],
-                 [[k, *(fmt(v.get(s, 0)) for s in STATUSES)] for k, v in sorted(layers.items())])
+    return Table(f"By layer — {device_label(doc)}", ["layer", *columns],
+                 [[k, *(fmt(v.get(s, 0)) for s in columns)] for k, v in sorted(layers.items())])
 
 
 def problem_table(doc: dict) -> Table | None:

@@ -1,9 +1,8 @@
-"""specsim: the simulated engine, the testing toolkit and the ``specsim`` command.
+"""specsim: the reference and conformance kit for speculative decoding.
 
-The layers (see README): ``reference`` is the ground truth (numpy only),
-``devices`` the implementations held to it, ``specsim`` the engine, the
-conformance runner and the statistics, ``property_tests`` the shipped suites,
-``reports`` the renderers.
+The repository's layers: ``reference`` is the ground truth (numpy only), ``devices`` the
+implementations held to it, ``specsim`` everything that holds them (its rooms are drawn in
+docs/architecture.md), ``property_tests`` the shipped pytest suites, ``reports`` the renderers.
 """
 
 __version__ = "0.1.0"

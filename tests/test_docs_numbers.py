@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from specsim import docs_numbers
+from specsim.figures import numbers as docs_numbers
 
 
 def test_every_marked_figure_in_the_docs_is_current():
     stale = docs_numbers.stale()
-    assert not stale, "stale figures (python -m specsim.docs_numbers --write):\n" + "\n".join(stale)
+    assert not stale, "stale figures (python -m specsim.figures.numbers --write):\n" + "\n".join(stale)
 
 
 def test_every_measured_figure_names_its_command():

@@ -49,8 +49,8 @@ def test_reference_stays_small_enough_to_audit():
 
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
                    "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "devices.torch_tree", "specsim.testing.batches", "specsim.testing.sampler_params", "specsim.testing.trees",
-                   "specsim.testing.compare", "specsim.testing.waivers", "specsim.testing.seeds", "specsim.testing.bad_inputs",
-                   "specsim.commands.bench", "specsim.tree_bench"]
+                   "specsim.judge.compare", "specsim.judge.allowances", "specsim.testing.seeds", "specsim.testing.bad_inputs",
+                   "specsim.commands.bench", "specsim.bench.trees", "devices.registry", "specsim.figures.architecture"]
 
 
 @pytest.mark.parametrize("name", DOCTEST_MODULES)
@@ -64,3 +64,25 @@ def test_vocab_sits_below_the_engine():
     code = "import sys, specsim.vocab; print(sorted(m for m in sys.modules if m.startswith('specsim.engine')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", f"importing specsim.vocab loaded {out.stdout.strip()}"
+
+
+def test_the_import_map_of_docs_architecture_is_the_code_and_keeps_the_house_rules():
+    """No import circle between rooms, the rules of docs/architecture.md hold, and its drawn map is current."""
+    from specsim.figures import architecture
+    assert architecture.stale() == []
+
+
+def test_the_house_rules_catch_a_circle_and_a_wrong_arrow():
+    from specsim.figures.architecture import problems
+    arrows = {"specsim.judge": {"specsim.conformance": ["specsim.judge.x"]},
+              "specsim.conformance": {"specsim.judge": ["specsim.conformance.y"], "property_tests": ["specsim.conformance.z"]},
+              "reports": {"specsim.conformance": ["reports.tables"]}}
+    assert problems(arrows) == [
+        "import circle: specsim.conformance ↔ specsim.judge",
+        "specsim.conformance → property_tests (specsim.conformance.z): nothing may import property_tests",
+        "reports → specsim.conformance (reports.tables): reports read JSON and import no room"]
+
+
+def test_specsim_root_holds_only_packages_and_the_command():
+    loose = sorted(p.name for p in (ROOT / "specsim").glob("*.py"))
+    assert loose == ["__init__.py", "cli.py"], f"modules at specsim/'s root: {loose}; give each a room"

@@ -10,11 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from devices._validate import validate
+from devices.validate import validate
 from devices.protocol import Capabilities, InvalidInput, UnsupportedCall
 from reference.validate import InvalidInput as ReferenceInvalidInput
 from specsim.testing.batches import BatchSpec, numpy_dtype, random_batch
-from specsim.testing.compare import reference_step
+from specsim.judge.compare import reference_step
 
 LOW = ["bfloat16", "float16"]
 

@@ -23,8 +23,8 @@ from specsim.conformance.exact import injected_noise_group, judge
 from specsim.conformance.runner import Context
 from specsim.conformance.sampler import sampler_group
 from specsim.conformance.sizes import sizes_group
-from specsim.testing import compare as compare_module
-from specsim.testing.compare import REFERENCE_DISAGREES, compare, reference_step, waiver_cap
+from specsim.judge import compare as compare_module
+from specsim.judge.compare import REFERENCE_DISAGREES, compare, reference_step, waiver_cap
 
 
 class StrippedDevice:

@@ -89,7 +89,7 @@ def test_builtin_devices_serve_every_declared_capability_and_refuse_the_rest(nam
 
 @pytest.mark.parametrize("mode", ["greedy", "point_proposals", "top_k", "top_p", "draft_probs", "injected_noise"])
 def test_an_undeclared_mode_raises_unsupported_call_through_the_shared_preamble(mode):
-    """``devices._validate.check_call`` refuses every undeclared mode: the group passes both ways."""
+    """``devices.validate.check_call`` refuses every undeclared mode: the group passes both ways."""
     device = torch_device.TorchDevice()
     device.capabilities = dataclasses.replace(device.capabilities, **{mode: False})
     results = {r.name: r for r in capabilities_group(device, None)}
@@ -144,7 +144,7 @@ class ChainZero:
 
     def verify(self, batch, noise=None):
         import numpy as np
-        from devices._validate import check_call
+        from devices.validate import check_call
         from devices.protocol import PLACEHOLDER_TOKEN_ID, VerifyOutput
         check_call(batch, noise, self.capabilities)
         out = np.full((batch.batch_size, batch.max_k + 1), PLACEHOLDER_TOKEN_ID, np.int64)

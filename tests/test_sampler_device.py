@@ -14,7 +14,7 @@ from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device, til
 from reference.sampler import process_logits
 from specsim.conformance.runner import Context
 from specsim.conformance.sampler import CASES, random_case, sampler_group
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.judge.reference_device import ReferenceDevice
 
 
 @pytest.mark.parametrize("order", SAMPLER_ORDERS)
@@ -90,7 +90,7 @@ def test_repeated_calls_carry_the_sampler():
 
 
 def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
     results = sampler_group(BlackBox(make_cpu_device()), Context(quick=True))
     edges = [r for r in results if "/edge/" in r.name]
@@ -106,7 +106,7 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistic
     docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and each
     request's test is one of the run's statistical plan, at its α there."""
     from specsim.conformance.stat_plan import run_plan
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
     ctx = Context(quick=True)
     device = BlackBox(make_cpu_device())
@@ -150,7 +150,7 @@ def test_a_black_box_twin_keeps_to_its_declaration_and_refuses_injected_noise():
     survived the real checks."""
     from devices.protocol import UnsupportedCall
     from specsim.conformance.runner import run_group
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     batch, noise = SAMPLER_EDGES[0].batch("canonical")
     with pytest.raises(UnsupportedCall, match="injected noise"):

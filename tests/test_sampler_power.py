@@ -14,11 +14,11 @@ from specsim.conformance.runner import Context
 from specsim.conformance.stat_plan import run_plan
 from specsim.conformance.sampler import _edge, _edge_law
 from specsim.conformance.volume import sampler_precision_check
-from specsim.mutants.runner import BlackBox
+from specsim.conformance.black_box import BlackBox
 from specsim.mutants.zoo import MUTANTS, SAMPLER
 from specsim.testing.bad_inputs import SAMPLER_BAD_INPUTS
-from specsim.testing.compare import reference_step
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.judge.compare import reference_step
+from specsim.judge.reference_device import ReferenceDevice
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.seeds import case_seed
 

@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from devices._validate import validate
+from devices.validate import validate
 from devices.protocol import InvalidInput as DeviceInvalidInput, SamplerParams, VerifyBatch
 from reference.laws import emitted_law, lossless_error
 from reference.sampler import prefix_rows, process_logits

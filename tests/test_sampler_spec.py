@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from devices import registry
-from devices._validate import check_call, validate
+from devices.validate import check_call, validate
 from devices.protocol import Capabilities, InvalidInput, SamplerParams, UnsupportedCall, VerifyBatch
 from reference.sampler import process_logits, sampler_rows
 from reference.target import target_rows

@@ -10,7 +10,7 @@ from devices.protocol import VerifyOutput
 from specsim.conformance.runner import Context, run_group
 from specsim.conformance.sizes import (RESIDUAL_TVS, small_residual_batch, sizes_group, spread_tokens,
                                        vocab_batch)
-from specsim.testing.compare import reference_step
+from specsim.judge.compare import reference_step
 
 torch_device = pytest.importorskip("devices.torch_device")
 

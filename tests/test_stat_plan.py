@@ -22,7 +22,7 @@ from devices.protocol import Capabilities
 from devices.registry import load
 from specsim.conformance import stat_plan
 from specsim.conformance.runner import Context, document, run_group
-from specsim.mutants.runner import BlackBox
+from specsim.conformance.black_box import BlackBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "specsim" / "conformance"

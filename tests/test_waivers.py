@@ -10,7 +10,7 @@ from devices.protocol import Noise, VerifyBatch, VerifyOutput
 from reference import exact
 from reference.verify import verify
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, reference_step, waiver_cap
+from specsim.judge.compare import compare, reference_step, waiver_cap
 from specsim.testing.seeds import case_seed
 
 NEG = -np.inf

@@ -21,7 +21,7 @@ from specsim.conformance.exact import edge_group
 from specsim.conformance.runner import Context
 from specsim.testing.bad_inputs import BAD_INPUTS
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.seeds import case_seed
 
@@ -244,7 +244,7 @@ class EveryPlaceholderWithdrawn:
 
 
 def test_the_field_experiment_confirms_the_withdrawn_reading_and_only_it():
-    from specsim.field import confirm_placeholder_row_read
+    from specsim.field.table import confirm_placeholder_row_read
     from specsim.conformance.exact import _run_cases
     device = EveryPlaceholderWithdrawn()
     failing = [r.name for r in _run_cases(device, Context(quick=True), "L1/injected", injected=True)

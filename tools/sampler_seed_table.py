@@ -23,7 +23,7 @@ from specsim.conformance.stat_plan import run_plan
 from specsim.conformance.runner import Context
 from specsim.conformance.sampler import _edge, _edge_law, sampler_group
 from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
-from specsim.mutants.runner import BlackBox
+from specsim.conformance.black_box import BlackBox
 from specsim.mutants.zoo import SAMPLER
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 

@@ -2,7 +2,7 @@
 
 For every mutant of ``specsim.mutants.zoo.TREE`` whose named check (``killed_by``) is an L1-trees
 pattern, and every suite seed, runs that check with injected noise and on its black-box twin
-(``specsim.mutants.runner.BlackBox``: no injected noise, so the pattern's exact law is tested), and
+(``specsim.conformance.black_box.BlackBox``: no injected noise, so the pattern's exact law is tested), and
 names the first failing pattern of the whole pattern list with injected noise (the check a
 ``specsim mutants`` hunt would report). With ``--correct`` it also runs the correct torch device
 through L1-trees and L3-trees at each seed.
@@ -33,7 +33,7 @@ def mutant_row(mutant, seeds: list[int], quick: bool) -> tuple[list[str], list[s
     """(cells, first killers) of one mutant over the seeds."""
     from specsim.conformance.runner import Context
     from specsim.conformance.tree_patterns import pattern_checks
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     device = mutant.make()
     cells, firsts = [], []
     for seed in seeds:

@@ -22,7 +22,7 @@ launch, randomness from its in-kernel Philox keyed by a per-request ``seed`` and
   kernel); ``rng = "seeded"``: request i's ``seed`` tensor entry is a 63-bit
   hash of (seed, position) and its ``offset`` 0, so its tokens depend on its own
   key only (FlashInfer's per-request seed/offset tensors).
-* *input rules*: SPEC §6 by specsim's shared preamble (``devices._validate``).
+* *input rules*: SPEC §6 by specsim's shared preamble (``devices.validate``).
 
 Declared: draft probabilities only (no point proposals: FlashInfer's chain
 kernel needs draft rows), no greedy (SGLang verifies T = 0 by a separate
@@ -89,7 +89,7 @@ class FlashInferDevice:
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
 
-        from devices._validate import check_call
+        from devices.validate import check_call
         if noise is not None:
             raise UnsupportedCall("injected noise: FlashInfer draws its uniforms inside the kernel")
         check_call(batch, noise, self.capabilities)

@@ -33,7 +33,7 @@ What the adapter supplies, and nothing more:
   ``torch.random.fork_rng``, which saves and restores its state, so the
   caller's global RNG is neither read nor advanced (L2) and a request's
   tokens depend on its own seed and position only (``rng="seeded"``);
-* **the input rules** of SPEC §6 (``devices._validate.check_call``) before
+* **the input rules** of SPEC §6 (``devices.validate.check_call``) before
   anything runs, and ``UnsupportedCall`` for what transformers' function does
   not do (below).
 
@@ -45,7 +45,7 @@ Declared honestly:
   ``_speculative_sampling``);
 * ``greedy=False`` — greedy verification is inline code of
   ``_assisted_decoding`` (an argmax match), not a function the adapter could
-  call; copying it would test the adapter (``specsim.engines``' end-to-end
+  call; copying it would test the adapter (``specsim.field.engines``' end-to-end
   check covers transformers' greedy path token for token through ``generate``);
 * ``injected_noise=False`` — the function's coin and draw are torch calls on
   the global generator, with no hook for given uniforms or exponentials;
@@ -74,7 +74,7 @@ import hashlib
 
 import numpy as np
 
-from devices._validate import check_call
+from devices.validate import check_call
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Capabilities, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
 JUDGED_RELEASE = "5.23.0"
@@ -82,7 +82,7 @@ JUDGED_RELEASE = "5.23.0"
 and CI installs; the adapter runs on any release that passes :func:`check_release`."""
 
 PINNED_VERSION = JUDGED_RELEASE
-"""The release ``specsim.engines``' end-to-end checks of transformers (``hf_assisted``, ``hf_candidates``) hold to."""
+"""The release ``specsim.field.engines``' end-to-end checks of transformers (``hf_assisted``, ``hf_candidates``) hold to."""
 
 SPECULATIVE_SAMPLING_ARGUMENTS = ("candidate_input_ids", "candidate_logits", "candidate_length", "new_logits")
 """What the adapter passes ``_speculative_sampling``, in order; any further parameter must have a default."""
@@ -105,7 +105,7 @@ def request_seed(seed: int, position: int) -> int:
 def warpers(temperature: float, top_k: int, top_p: float):
     """transformers' warpers for one request, as ``GenerationMixin._get_logits_processor`` builds them for sampling.
 
-    Shared with ``specsim.engines.hf_assisted`` (the target's next-token law there).
+    Shared with ``specsim.field.engines.hf_assisted`` (the target's next-token law there).
     """
     from transformers.generation import logits_process as lp
     chain = lp.LogitsProcessorList()

@@ -60,7 +60,7 @@ the same rows; vLLM's draft rows run penalties before the bans, which commute wi
   "seeded"``), every random request gets its own ``torch.Generator`` seeded by
   a hash of (seed, position) — vLLM's per-request generators, which it draws
   from in its own order (bonus, uniforms, recovered).
-* *input rules*: SPEC §6 by specsim's shared preamble (``devices._validate``);
+* *input rules*: SPEC §6 by specsim's shared preamble (``devices.validate``);
   vLLM itself asserts only shapes. A row every ban leaves empty (§12.4) is
   ``InvalidInput``, checked on vLLM's processed rows (``refuse_empty_rows``).
 
@@ -410,7 +410,7 @@ class VllmDevice:
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
 
-        from devices._validate import check_call
+        from devices.validate import check_call
         check_call(batch, noise, self.capabilities)
         vllm = self.vllm
         rs = vllm.rejection_sampler

@@ -51,7 +51,7 @@ against them, and min_tokens bans stop tokens while ``pos + 1 < prompt_len + min
   own positions are the request's token positions, which its min_tokens reads, and SPEC's
   ``positions`` and output lengths are independent inputs. Every request carries a seed,
   as ``seed=`` in vLLM does: no draw from numpy's or torch's global generators.
-* *input rules*: SPEC §6 by specsim's shared preamble (``devices._validate``); a row every
+* *input rules*: SPEC §6 by specsim's shared preamble (``devices.validate``); a row every
   ban leaves empty (§12.4) is ``InvalidInput``, checked on V2's processed rows. V2's own
   per-request limits (``logit_bias.py``: at most 1024 allowed ids, 128 stop tokens;
   ``envs``: 128 bad words of 1024 tokens in all) are ``UnsupportedCall`` naming the limit.
@@ -290,7 +290,7 @@ class VllmV2Device:
     def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
         import torch
 
-        from devices._validate import check_call
+        from devices.validate import check_call
         check_call(batch, noise, self.capabilities)
         v2 = self.v2
         layout = Layout(batch)

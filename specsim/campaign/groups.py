@@ -75,7 +75,7 @@ def run_group_shard(shard: GroupShard) -> dict:
     from specsim.campaign.executors import one_torch_thread
     from specsim.campaign.tasks import where
     from specsim.conformance.runner import Context, run_group
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     with one_torch_thread():
         device = load(shard.device)
         device = BlackBox(device) if shard.mode == "black-box" else device
@@ -121,7 +121,7 @@ def summary(done: dict, seeds, modes, alpha_family: float, level: float = FALSE_
     bound, KS per mode, each statistical case's α, n and detectable TV."""
     import numpy as np
     from scipy import stats as st
-    from specsim.commands.calibrate import calibrated_p_values
+    from specsim.campaign.calibration import calibrated_p_values
     from specsim.conformance.results import CheckResult
     seeds, modes = list(seeds), list(modes)
     false_fails, p_by_mode, cases, group_seconds = [], {m: [] for m in modes}, {}, {}

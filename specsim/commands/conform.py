@@ -15,6 +15,8 @@ import argparse
 import os
 import sys
 
+from specsim.conformance.runner import GROUPS
+
 HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS, "
         "PASS-WITH-WAIVERS, PARTIAL or QUICK")
 
@@ -69,7 +71,8 @@ def add_arguments(p):
     p.add_argument("--alpha", type=float, default=1e-3,
                    help="false-fail budget of all the run's statistical tests together (split over them: "
                         "conformance.json's statistical_plan)")
-    p.add_argument("--groups", default=None, help="comma-separated group names (default: all)")
+    p.add_argument("--groups", default=None, metavar="G1,G2",
+                   help=f"comma-separated group names (default: all of {', '.join(GROUPS)})")
     p.add_argument("--quick", action="store_true",
                    help="small sizes, for testing the harness: never a verdict (status QUICK, exit 0, if "
                         "nothing failed; FAIL, exit 1, otherwise)")

@@ -17,14 +17,14 @@ then, with the GPU box's run copied back, the merged table::
 
 writes ``DIR/field.json`` and ``DIR/field.md``, and ``DIR/upstream/``: one report per confirmed
 deviation judged a loss of losslessness or an RNG-contract break, written for the engine's tracker
-(``specsim.field_reports``; its reproduction is run unless ``--no-repro-run``).
+(``specsim.field.upstream``; its reproduction is run unless ``--no-repro-run``).
 
 One engine across its releases (``--releases``, with ``--devices`` of one engine or ``--engine``)::
 
     specsim field --out /tmp/rel --releases 5.23.0,5.24.0 --devices transformers --quick --groups L1-edges
 
-installs each release beside the environment (``specsim.releases``: pip with the user's configuration, cached
-under ``~/.cache/specsim/releases/``), runs ``specsim field`` with that release first on ``PYTHONPATH``, and
+installs each release beside the environment (``specsim.field.releases``: pip with the user's configuration, cached
+under ``~/.cache/specsim/field/releases/``), runs ``specsim field`` with that release first on ``PYTHONPATH``, and
 renders one table: a column a release, a row a group or a failing check.
 
 Exit status: 1 when a failing check is new or covered only by a waiver judged on another release, 0 when
@@ -33,13 +33,16 @@ every failing check is waived on the release it ran on; 2 for bad usage.
 
 from __future__ import annotations
 
+from specsim.conformance.runner import GROUPS
+
 HELP = "run the field's real samplers (devices/field/) and write the field table (field.json, field.md)"
 
 
 def add_arguments(p):
     p.add_argument("--out", required=True, help="directory for field.json, field.md and each device's run")
     p.add_argument("--devices", nargs="+", default=None, help="field devices to run (default: every one registered)")
-    p.add_argument("--groups", default=None, help="comma-separated conformance groups (default: all)")
+    p.add_argument("--groups", default=None, metavar="G1,G2",
+                   help=f"comma-separated conformance groups (default: all of {', '.join(GROUPS)})")
     p.add_argument("--quick", action="store_true", help="the groups' quick sizes")
     p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
                    help="each group's time limit (default: specsim conform's); past it the group is an error")
@@ -56,7 +59,7 @@ def add_arguments(p):
     p.add_argument("--releases", default=None, metavar="A,B,...",
                    help="run one engine's releases side by side (with --devices of one engine, or --engine): each "
                         "installed by pip into a cached directory (SPECSIM_RELEASE_CACHE, default "
-                        "~/.cache/specsim/releases) and put first on PYTHONPATH for its run")
+                        "~/.cache/specsim/field/releases) and put first on PYTHONPATH for its run")
     p.add_argument("--engine", default=None, help="with --releases: the engine (its devices run; e.g. transformers)")
 
 
@@ -86,7 +89,7 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
     import json
     import os
 
-    from specsim import field
+    from specsim.field import table as field
     from specsim.conformance.isolation import group_path, run_isolated
     from specsim.conformance.runner import Context, available_groups
     ctx = Context(seed=0, quick=quick)
@@ -113,7 +116,7 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
     import subprocess
     import sys
 
-    from specsim import releases
+    from specsim.field import releases
     from specsim.conformance.isolation import group_path
     run = {"release": release, "quick": args.quick, "groups": names, "install": None, "error": None, "entries": [],
            "by_group": {}}
@@ -153,7 +156,7 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
 
 def _releases_block(args, names: list[str], where: str, known) -> dict:
     """``--releases``: every release's run, as ``field.json``'s ``releases`` entry."""
-    from specsim import field, releases
+    from specsim.field import releases, table as field
     name, engine = releases.engine_of(args.devices, args.engine)
     wanted = [releases.check_release(r) for r in args.releases.split(",") if r.strip()]
     if not wanted:
@@ -174,7 +177,7 @@ def _releases_block(args, names: list[str], where: str, known) -> dict:
 def _write_upstream_reports(doc: dict, out_dir: str, run_repros: bool) -> None:
     import os
 
-    from specsim import field_reports
+    from specsim.field import upstream as field_reports
     written = field_reports.write_reports(doc, out_dir, run_repros=run_repros)
     folder = os.path.join(out_dir, "upstream")
     print(f"wrote {folder}: {len(written)} upstream report(s)" + (f" ({', '.join(written)})" if written else ""))
@@ -185,7 +188,7 @@ def run(args) -> int:
     import os
 
     from devices.registry import is_field, survey
-    from specsim import field
+    from specsim.field import table as field
     from specsim.conformance.runner import available_groups, write_json_atomic
 
     docs = []

@@ -1,5 +1,5 @@
 """``specsim mutants``: run the conformance suite against the mutant zoo and the correct devices, and every
-mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.proposer_check``)
+mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.conformance.proposers``)
 against its check and its correct subjects.
 
 ``--seeds A-B`` (or ``--seeds N --first-seed S``) judges every mutant at every suite seed instead, by the

@@ -1,4 +1,4 @@
-"""``specsim proposer NAME``: are a drafter's drafts drawn from the ``draft_probs`` it reports? (``specsim.proposer_check``)
+"""``specsim proposer NAME``: are a drafter's drafts drawn from the ``draft_probs`` it reports? (``specsim.conformance.proposers``)
 
 NAME is a registered proposer (``specsim.engine.proposers.checked.PROPOSERS``),
 ``mutant:ID`` (``specsim.mutants.proposers``) or ``module:attr`` (a proposer,
@@ -18,7 +18,8 @@ Example::
 
 from __future__ import annotations
 
-HELP = "check a proposer: drafts distributed as the q it reports, greedy = argmax q, q as declared; exit 0/1/2"
+HELP = ("check a proposer: drafts distributed as the draft_probs it reports, greedy = argmax draft_probs, "
+        "draft_probs as declared; exit 0/1/2")
 
 
 def add_arguments(p):
@@ -48,7 +49,7 @@ def calibrate(proposer, seeds: range, **kw) -> dict:
     """
     from scipy import stats
 
-    from specsim.proposer_check import check
+    from specsim.conformance.proposers import check
     p_values, failed = [], []
     for seed in seeds:
         result = check(proposer, suite_seed=seed, **kw)
@@ -68,7 +69,8 @@ def run(args) -> int:
 
     from specsim.engine.proposers.checked import FIELD, PROPOSERS, load
     from specsim.mutants.proposers import MUTANTS
-    from specsim.proposer_check import ALPHA_FAMILY, DesignError, check
+    from specsim.mutants.proposers import make as make_mutant
+    from specsim.conformance.proposers import ALPHA_FAMILY, DesignError, check
 
     if args.list:
         for name, target in sorted({**PROPOSERS, **FIELD}.items()):
@@ -80,7 +82,8 @@ def run(args) -> int:
         print("specsim proposer: name a proposer (--list shows the registered ones)", file=sys.stderr)
         return 2
     try:
-        proposer = load(args.proposer)
+        proposer = (make_mutant(args.proposer.removeprefix("mutant:")) if args.proposer.startswith("mutant:")
+                    else load(args.proposer))
     except Exception as e:  # noqa: BLE001 - any load failure is exit 2, said
         print(f"specsim proposer: cannot load {args.proposer!r}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@
 A device may refuse a call (``UnsupportedCall``) only outside what it declares (SPEC §10). Every
 group calls the device through ``ask`` (directly or via ``formed``/``call``), which turns a
 refusal into ``Refusal`` carrying the call; ``refused`` then judges it from the call itself with
-``devices._validate.check_call`` / ``check_tree_call``: a call those refuse for the declaration is
+``devices.validate.check_call`` / ``check_tree_call``: a call those refuse for the declaration is
 ``not_supported``; any other refusal — a batch size (never a declared limit), a V within
 ``max_vocab_size``, a declared mode — is a ``fail`` naming the declaration it contradicts.
 """
@@ -15,10 +15,10 @@ import traceback
 
 import numpy as np
 
-from devices._validate import as_chain_batch, check_call, check_tree_call
+from devices.validate import as_chain_batch, check_call, check_tree_call
 from devices.protocol import Capabilities, InvalidInput, TreeBatch, UnsupportedCall
 from specsim.conformance.results import CheckResult
-from specsim.testing.compare import output_problems
+from specsim.judge.compare import output_problems
 
 
 def missing(caps: Capabilities, needs, *, vocab_size: int = 0, max_k: int = 0, dtype: str | None = None) -> str | None:

@@ -27,7 +27,7 @@ import numpy as np
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise,
                               SamplerParams, TreeBatch, UnsupportedCall, VerifyBatch)
 from specsim.conformance.results import CheckResult
-from specsim.testing.compare import output_problems
+from specsim.judge.compare import output_problems
 
 V, K = 8, 2
 """The base call's vocabulary and draft count: small, so every device answers in milliseconds."""

@@ -13,7 +13,7 @@ acceptance and residual):
   residual comes from its draft row", "the bonus comes from row K" — and where the law is one sequence (greedy, one-hot rows) it is the exact
   answer. No α is spent.
 * **the law, statistically**, where it has more than one sequence: a pooled goodness-of-fit test
-  (``specsim.stats.gof_test``) per request whose law has more than one sequence, each one test
+  (``specsim.judge.stats.gof_test``) per request whose law has more than one sequence, each one test
   of the run-wide statistical plan (``stat_plan``: ``alpha_family`` split evenly over every
   statistical test of the run — these, L1-sampler's SPEC §12 edges, L3's checks — each run at
   a tenth of its share). Each check states its n, α and the smallest total-variation distance
@@ -39,7 +39,7 @@ from devices.protocol import PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, VerifyBat
 from reference.sampler import sampler_rows
 from reference.target import target_probs
 from reference.verify import residual
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance._common import missing
 from specsim.testing.edges import Edge, Request, make_batch
 

@@ -19,7 +19,7 @@ from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
 from specsim.conformance.stat_plan import StatPlan, run_plan
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, output_problems, reference_step
+from specsim.judge.compare import compare, output_problems, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.seeds import case_seed
 

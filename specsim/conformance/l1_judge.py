@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 
 
 def judge(name: str, device, batch, noise, seed: int | None, note: str = "") -> CheckResult:

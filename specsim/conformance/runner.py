@@ -9,7 +9,6 @@ than nothing, so the report shows what was not checked.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import platform
@@ -19,7 +18,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-from specsim.conformance.results import SCHEMA_VERSION, CheckResult
+from devices.registry import UnresolvedTarget, resolve
+from specsim.conformance.results import SCHEMA_VERSION, STATUSES, CheckResult
 
 GROUPS: dict[str, str] = {
     "L1-injected": "specsim.conformance.exact:injected_noise_group",
@@ -68,17 +68,13 @@ class MissingGroup(RuntimeError):
 
 def resolve_group(name: str) -> Callable:
     """The group's function; ``MissingGroup`` (naming group, module and attribute) if absent."""
-    module_name, _, attr = GROUPS[name].partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and module_name.startswith(e.name):
-            raise MissingGroup(f"group {name!r}: its module {module_name} is missing from this checkout "
-                               f"({e}); a check that vanishes is an error, never a skip") from e
-        raise
-    if not hasattr(module, attr):
-        raise MissingGroup(f"group {name!r}: {module_name} has no {attr}")
-    return getattr(module, attr)
+        return resolve(GROUPS[name], f"group {name!r}")
+    except UnresolvedTarget as e:
+        if e.missing is None:
+            raise
+        raise MissingGroup(f"group {name!r}: {e.missing} is missing from this checkout; a check that vanishes "
+                           "is an error, never a skip") from e
 
 
 def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
@@ -170,7 +166,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
     ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
     ``StatPlan`` to list instead (a campaign profile that is a family of its own).
     """
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not_supported", "error")}
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}   # every status, in order: reports read the columns from it
     checks = [r.to_json() for r in results]
     caps = getattr(device, "capabilities", None)
     judged = verdict_of(device, checks, ctx, groups)

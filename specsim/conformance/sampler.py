@@ -41,13 +41,13 @@ import numpy as np
 
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
 from specsim.conformance._common import ask, call, missing
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance.edge_laws import sampler_edge_lacking, sampler_edge_laws, sampler_lacking, sampler_samples
 from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
 from specsim.conformance.stat_plan import StatPlan, run_plan
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import make_batch
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reference.laws import num_accepted_law
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance import tree_cases, tree_pattern_cases
 from specsim.conformance._common import missing
 from specsim.conformance.cases import CASES, Built, Case, build, capability_needs

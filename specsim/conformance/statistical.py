@@ -33,7 +33,7 @@ import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, UnsupportedCall, VerifyBatch
 from reference.laws import num_accepted_law
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance._common import Refusal, ask, refused
 from specsim.conformance.cases import CASES, Built, Case
 from specsim.conformance.results import CheckResult

@@ -52,7 +52,7 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import Noise, TreeBatch
 from reference.tree import children_of, level
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
 from specsim.conformance.stat_plan import run_plan

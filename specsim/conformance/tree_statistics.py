@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, TreeBatch
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
 from specsim.conformance.stat_plan import StatPlan, run_plan

@@ -1,6 +1,6 @@
 """A vendor's waivers in ``specsim conform --waivers FILE``: known failures, each with a reason and a link.
 
-One format for both routes: the file of ``pytest --specsim-waivers`` (``property_tests/waivers.py``
+One format for both routes: the file of ``pytest --specsim-waivers`` (``specsim/conformance/waivers.py``
 reads and validates it). ``specsim conform`` applies its ``conformance:`` entries, each naming
 conformance checks (``CheckResult.name``) exactly or by a ``*``/``?`` pattern::
 
@@ -27,7 +27,7 @@ file is a usage error naming the file and the entry. What a waiver does to a run
 
 Example::
 
-    >>> from property_tests.waivers import Waiver
+    >>> from specsim.conformance.waivers import Waiver
     >>> from specsim.conformance.results import CheckResult
     >>> w = Waiver(check="conformance:L1/edge/*", reason="known", issue="https://x.example/1", source="f, entry 1")
     >>> wf = WaiverFile("f", "0" * 64, (w,))
@@ -45,7 +45,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 
-from property_tests.waivers import Waiver, WaiverError, load
+from specsim.conformance.waivers import Waiver, WaiverError, load
 from specsim.conformance.results import CheckResult
 
 OPTION = "--waivers"

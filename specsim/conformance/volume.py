@@ -46,7 +46,7 @@ from scipy import stats
 from specsim.conformance._common import ask, call, missing
 from specsim.conformance.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import TOLERANCE, compare, reference_step, waiver_cap
+from specsim.judge.compare import TOLERANCE, compare, reference_step, waiver_cap
 from specsim.testing.seeds import case_seed
 
 VOLUME_REQUESTS = 100_000

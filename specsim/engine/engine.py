@@ -2,7 +2,7 @@
 
 >>> from specsim.engine.models import ToyLM
 >>> from specsim.engine.proposers import DraftModelProposer
->>> from specsim.testing.reference_device import ReferenceDevice
+>>> from specsim.judge.reference_device import ReferenceDevice
 >>> target = ToyLM(8, order=2, seed=3)
 >>> engine = Engine(target, DraftModelProposer(target.mixed(0.8, seed=4)), device=ReferenceDevice(),
 ...                 num_speculative_tokens=3, seed=0)

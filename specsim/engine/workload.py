@@ -68,7 +68,7 @@ def make_proposer(w: Workload, target: ToyLM):
 
 def _device(name: str):
     if name == "reference":
-        from specsim.testing.reference_device import ReferenceDevice
+        from specsim.judge.reference_device import ReferenceDevice
         return ReferenceDevice()
     return name
 

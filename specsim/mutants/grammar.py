@@ -15,7 +15,7 @@ the outputs with the **correct** grammar's fresh matcher:
   token the step emitted raises ``GrammarError`` in the engine, the symptom the
   field reports ("Failed to advance FSM"), and that fails the check too;
 * ``grammar/law``: the law of constrained sequences against
-  ``ToyLM.sequence_law_given`` (``specsim.stats.sequence_law_test``), for mutants
+  ``ToyLM.sequence_law_given`` (``specsim.judge.stats.sequence_law_test``), for mutants
   that keep every output in the grammar and bend only its law (none so far:
   both mutants here die at ``grammar/outputs``; the correct grammar passes both).
 
@@ -109,7 +109,7 @@ def check_outputs(grammar, *, seed: int = 0, num_requests: int = OUTPUT_REQUESTS
 def check_law(grammar, *, seed: int = 0, n: int = LAW_N, alpha: float = 1e-3, device="torch") -> CheckResult:
     """``grammar/law``: the law of constrained sequences (max_tokens 5) against non-speculative constrained
     sampling, enumerated exactly (``ToyLM.sequence_law_given``), at level ``alpha``."""
-    from specsim.stats import sequence_law_test
+    from specsim.judge.stats import sequence_law_test
     try:
         out, engine = _run(grammar, seed=seed, num_requests=n, max_tokens=5, device=device)
     except Exception as e:

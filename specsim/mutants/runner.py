@@ -15,8 +15,9 @@ the statistical layer has power on its own.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from specsim.conformance.black_box import BlackBox
 from specsim.conformance.results import CheckResult
 from specsim.conformance.runner import Context, available_groups, run_group
 
@@ -47,32 +48,6 @@ class Verdict:
         return {"name": self.name, "family": self.family, "bug": self.bug, "models": self.models, "killed": self.killed,
                 "killer": self.killer.to_json() if self.killer else None, "evidence": self.evidence(),
                 "groups_run": self.groups_run, "seconds": round(self.seconds, 2)}
-
-
-class BlackBox:
-    """Wraps a device, declaring no injected noise and a ``"seeded"`` RNG — and keeping to it: given noise,
-    it raises ``UnsupportedCall`` as a device without injected noise must (answering instead, every black-box
-    twin that survived the other groups was "killed" by ``capabilities/injected_noise``, a kill of the
-    wrapper, not of the mutant)."""
-
-    def __init__(self, device):
-        self.inner = device
-        self.name = f"{device.name} (black box)"
-        self.capabilities = replace(device.capabilities, injected_noise=False, rng="seeded")
-        if not callable(getattr(device, "verify_tree", None)):   # a wrapper of chains only: no trees to ask
-            self.capabilities = replace(self.capabilities, tree_schemes=())
-
-    def verify(self, batch, noise=None):
-        if noise is not None:
-            from devices.protocol import UnsupportedCall
-            raise UnsupportedCall("injected noise (black box: the device draws its own)")
-        return self.inner.verify(batch, noise)
-
-    def verify_tree(self, batch, noise=None):
-        if noise is not None:
-            from devices.protocol import UnsupportedCall
-            raise UnsupportedCall("injected noise (black box: the device draws its own)")
-        return self.inner.verify_tree(batch, noise)
 
 
 def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:

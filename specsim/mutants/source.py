@@ -38,6 +38,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devices.registry import resolve
+
 
 class StaleAnchor(AssertionError):
     """A mutant's anchor text no longer occurs exactly once in its module."""
@@ -102,8 +104,7 @@ class SourceMutant:
     def make(self) -> "MutatedDevice":
         """Build the device from the mutated module (a fresh copy each call)."""
         if self.make_from is not None:
-            module, _, function = self.make_from.partition(":")
-            return MutatedDevice(self, getattr(importlib.import_module(module), function)(self, self.mutated_source()))
+            return MutatedDevice(self, resolve(self.make_from, f"mutant {self.id!r} make_from")(self, self.mutated_source()))
         modules = {self.module: _load_copy(self, self.module, self.mutated_source(), {})}
         for name in (*self.via, self.build[0]):
             if name not in modules:

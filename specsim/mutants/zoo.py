@@ -33,7 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from devices._validate import validate
+from devices.validate import validate
 from devices.triton_device import KernelConfig
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
 from specsim.mutants.source import Edit, SourceMutant

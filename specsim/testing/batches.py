@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from devices._validate import draft_dtype
+from devices.validate import draft_dtype
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch
 
 

@@ -24,15 +24,22 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from reference.verify import verify
 from specsim.vocab.tokenizers import ToyTokenizer
 
-if TYPE_CHECKING:   # any model with next_logits(tokens) serves; the engine's proposers import this package
-    from specsim.engine.models import ToyLM
+
+
+class NextTokenModel(Protocol):
+    """Any model with a vocabulary size and next-token logits serves (the engine's ``ToyLM`` does); named by
+    its duck type because the engine's proposers import this package, not the other way round."""
+
+    vocab_size: int
+
+    def next_logits(self, tokens: Sequence[int]) -> np.ndarray: ...
 
 Drafter = Callable[[list, int], list]
 """``drafter(draft_context_ids, k) -> draft ids`` (at most k, greedy), in the draft vocabulary."""
@@ -48,7 +55,7 @@ class SlemResult:
     accepted_per_step: list[int] = field(default_factory=list)
 
 
-def greedy_generate(target: ToyLM, prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
+def greedy_generate(target: NextTokenModel, prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
     """The target's plain greedy continuation (argmax, lowest id on ties), ``max_tokens`` ids."""
     tokens = list(prompt_ids)
     for _ in range(max_tokens):
@@ -56,7 +63,7 @@ def greedy_generate(target: ToyLM, prompt_ids: Sequence[int], max_tokens: int) -
     return tokens[len(prompt_ids):]
 
 
-def lm_drafter(draft: ToyLM) -> Drafter:
+def lm_drafter(draft: NextTokenModel) -> Drafter:
     """A toy draft model over the draft vocabulary, drafting greedily."""
     def propose(context: list, k: int) -> list:
         tokens = list(context)
@@ -66,7 +73,7 @@ def lm_drafter(draft: ToyLM) -> Drafter:
     return propose
 
 
-def oracle_drafter(target: ToyLM, target_tok: ToyTokenizer, draft_tok: ToyTokenizer, lookahead: int = 4) -> Drafter:
+def oracle_drafter(target: NextTokenModel, target_tok: ToyTokenizer, draft_tok: ToyTokenizer, lookahead: int = 4) -> Drafter:
     """A drafter that knows the target but only through **text**: it re-tokenises
     its draft context into target ids, runs the target greedily, and spells the
     result in draft ids. Its proposals miss only where re-tokenisation changes
@@ -80,7 +87,7 @@ def oracle_drafter(target: ToyLM, target_tok: ToyTokenizer, draft_tok: ToyTokeni
     return propose
 
 
-def slem_generate(target: ToyLM, target_tok: ToyTokenizer, drafter: Drafter, draft_tok: ToyTokenizer,
+def slem_generate(target: NextTokenModel, target_tok: ToyTokenizer, drafter: Drafter, draft_tok: ToyTokenizer,
                   prompt_ids: Sequence[int], max_tokens: int, k: int) -> SlemResult:
     """Greedy speculative decoding across vocabularies; returns the target ids and the string.
 

@@ -89,7 +89,7 @@ def test_resuming_another_campaign_is_refused(tmp_path):
                      out_dir=str(tmp_path), resume=True)
 
 
-@pytest.mark.parametrize("name", ["specsim.conformance.statistical", "specsim.campaign.run", "specsim.engines.check"])
+@pytest.mark.parametrize("name", ["specsim.conformance.statistical", "specsim.campaign.run", "specsim.field.engines.check"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from devices import torch_philox as tp
-from devices._validate import validate
+from devices.validate import validate
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import InvalidInput, Noise, UnsupportedCall, VerifyBatch
 from devices.torch_device import Modes, make_cpu_device, make_cuda_device, target_probs, verify_tensors
 from reference import rng as ref_rng
 from specsim.testing import batches as batches_module
-from specsim.testing import compare as compare_module
+from specsim.judge import compare as compare_module
 
 NEG = -np.inf
 DEVICE = make_cpu_device()

@@ -85,7 +85,7 @@ def test_tree_statistics_pass_on_torch_in_quick_mode():
 
 
 def test_tree_bench_times_three_calls_on_torch():
-    from specsim.tree_bench import bench, tree_parents
+    from specsim.bench.trees import bench, tree_parents
     row = bench(make_cpu_device(), 2, 50, tree_parents(2, 2, 1), warmup=0, repeat=1)
     assert set(row) == {"chain K=D", "chain K=N", "tree"} and all(v > 0 for v in row.values())
 
@@ -95,7 +95,7 @@ def test_tree_bench_sized_check_compares_request_by_request_and_sees_a_wrong_tok
     batch's output, padding past a chunk's width required) pass on torch and flag one changed token."""
     import dataclasses
 
-    from specsim import tree_bench as tb
+    from specsim.bench import trees as tb
     device = make_cpu_device()
     _, batch, noise = tb.sized_batches([6], [40])[0]
     got = device.verify_tree(batch, noise)

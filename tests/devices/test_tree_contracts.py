@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from devices._validate import check_tree_call
+from devices.validate import check_tree_call
 from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from specsim.conformance.capabilities import ROWS, capabilities_group, check_row

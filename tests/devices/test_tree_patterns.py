@@ -14,7 +14,7 @@ from reference.tree import depths
 from specsim.conformance import tree_patterns as tp
 from specsim.conformance.runner import Context
 from specsim.conformance.tree_sizes import ENGINE_CASES, QUICK_V, engine_requests, ragged_requests, size_checks
-from specsim.mutants.runner import BlackBox
+from specsim.conformance.black_box import BlackBox
 from specsim.mutants.zoo import TREE
 from specsim.testing.trees import reference_tree_step
 

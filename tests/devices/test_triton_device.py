@@ -27,7 +27,7 @@ from devices import triton_device as td  # noqa: E402
 from devices.protocol import InvalidInput, Noise  # noqa: E402
 from reference import rng as ref_rng  # noqa: E402
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests  # noqa: E402
-from specsim.testing.compare import compare, reference_step  # noqa: E402
+from specsim.judge.compare import compare, reference_step  # noqa: E402
 from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 

@@ -9,7 +9,7 @@ from reference.verify import verify
 from specsim.engine import (DraftModelProposer, Engine, EngineError, NgramProposer, SamplingParams, SchedulerConfig,
                             Status, ToyLM)
 from specsim.engine.workload import Workload, build_engine
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.judge.reference_device import ReferenceDevice
 
 
 def test_a_run_never_touches_the_global_rngs(torch_device):

@@ -6,7 +6,7 @@ import pytest
 
 from specsim.engine import DraftModelProposer, Engine, NgramProposer, SamplingParams, ToyLM
 from specsim.engine.proposers.tree import TreeProposer
-from specsim.testing.reference_device import ReferenceDevice
+from specsim.judge.reference_device import ReferenceDevice
 
 
 class Spy(ReferenceDevice):

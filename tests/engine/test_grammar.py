@@ -9,7 +9,7 @@ llguidance = pytest.importorskip("llguidance", reason="structured output needs l
 from specsim.engine import DraftModelProposer, Engine, SamplingParams, ToyLM  # noqa: E402
 from specsim.engine import grammar as grammar_module  # noqa: E402
 from specsim.engine.grammar import Grammar, GrammarError, list_grammar  # noqa: E402
-from specsim.testing.reference_device import ReferenceDevice  # noqa: E402
+from specsim.judge.reference_device import ReferenceDevice  # noqa: E402
 
 
 def test_llguidance_is_the_pinned_release_and_another_is_refused_with_a_clear_error(monkeypatch):

@@ -5,7 +5,7 @@ import pytest
 
 from reference.rng import DRAFT, exponential, stream_words
 from specsim.engine import DraftModelProposer, EagleProposer, NgramProposer, Request, SamplingParams, ToyLM, top1_propose
-from specsim.stats import case_seed, gof_test
+from specsim.judge.stats import case_seed, gof_test
 
 
 def _req(rid, tokens, seed=0, t=1.0):

@@ -50,10 +50,10 @@ def test_proposer_layout_is_topological_with_distinct_siblings():
 def test_tree_decoding_draws_the_targets_whole_sequence_law():
     """Several tree steps per sequence (keyed noise at each step's position): the law of the whole
     continuation is the target's, by enumeration (``ToyLM.sequence_law``). 4000 sequences, 64 cells
-    pooled to 19, α = 1e-4: detects worst-case TV 0.071 with power 0.999 (``specsim.stats.min_detectable_tv``).
+    pooled to 19, α = 1e-4: detects worst-case TV 0.071 with power 0.999 (``specsim.judge.stats.min_detectable_tv``).
     Opt-in (``--run-slow``, ~40 s)."""
     from reference.target import target_probs
-    from specsim.stats import gof_test
+    from specsim.judge.stats import gof_test
     target = ToyLM(4, order=2, seed=11)
     proposer = TreeProposer(target.mixed(0.6, seed=12), depth=2, branch=2, width=1)
     law = target.sequence_law([1, 2], 3, lambda z: target_probs(z, 1.0))

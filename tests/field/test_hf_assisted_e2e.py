@@ -4,7 +4,7 @@ V = 8, three new tokens (512 sequences), tiny random-weight Llama target and
 assistant built from configs (CPU, no download). Each configuration's
 sequence-law test runs at α = 1e-3 (nominal 1e-4) on 800 sequences, which
 detects a worst-case TV of about 0.2-0.25 with power 0.9 (stated in each
-result's detail); ``python -m specsim.engines.hf_assisted --samples 20000``
+result's detail); ``python -m specsim.field.engines.hf_assisted --samples 20000``
 is the larger run recorded in docs/field.md.
 """
 
@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from specsim.engines.check import check_engine  # noqa: E402
-from specsim.engines.hf_assisted import CONFIGS, engines  # noqa: E402
-from specsim.engines.protocol import GenerateEngine  # noqa: E402
+from specsim.field.engines.check import check_engine  # noqa: E402
+from specsim.field.engines.hf_assisted import CONFIGS, engines  # noqa: E402
+from specsim.field.engines.protocol import GenerateEngine  # noqa: E402
 
 SAMPLES = 800
 

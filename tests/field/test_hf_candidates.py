@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from specsim.engine.proposers.checked import load  # noqa: E402
-from specsim.proposer_check import check  # noqa: E402
+from specsim.conformance.proposers import check  # noqa: E402
 
 
 @pytest.fixture(scope="module")

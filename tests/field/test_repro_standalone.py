@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from specsim import field_reports as reports
+from specsim.field import upstream as reports
 
 REPRO = reports.repro_dir()
 RUNNER = "on_vllm_members.py"

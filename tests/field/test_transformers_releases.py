@@ -1,5 +1,5 @@
 """The ``transformers`` device on two releases: the one its waivers were judged on and the newest other one
-pip's index offers, each installed beside the environment (``specsim.releases``: ``pip install --no-deps
+pip's index offers, each installed beside the environment (``specsim.field.releases``: ``pip install --no-deps
 --target`` of what this environment lacks for it) into a cache kept between runs; and ``specsim field
 --releases`` building the table across both.
 
@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from devices.field.hf_transformers import JUDGED_RELEASE
-from specsim import releases
+from specsim.field import releases
 
 CACHE = os.environ.get("SPECSIM_RELEASE_CACHE") or os.path.join(tempfile.gettempdir(), "specsim-release-cache")
 

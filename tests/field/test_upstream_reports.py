@@ -1,4 +1,4 @@
-"""``specsim field``'s upstream reports (``specsim.field_reports``): the kinds, the shipped report material,
+"""``specsim field``'s upstream reports (``specsim.field.upstream``): the kinds, the shipped report material,
 and the generator on a fake confirmed deviation (a ``field.json`` fixture, a fake engine package, a fake
 reproduction run without specsim)."""
 
@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from property_tests.waivers import JUDGEMENTS, UPSTREAM_STATUS, Waiver, WaiverError, parse_entry
-from specsim import field_reports as reports
-from specsim.field import field_waivers
+from specsim.conformance.waivers import JUDGEMENTS, UPSTREAM_STATUS, Waiver, WaiverError, parse_entry
+from specsim.field import upstream as reports
+from specsim.field.table import field_waivers
 
 FIELD_DEVICES = ("vllm", "vllm-interpret", "flashinfer", "transformers")
 

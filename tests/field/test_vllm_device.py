@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from devices.field import vllm_device
-from property_tests.waivers import JUDGEMENTS, load
+from specsim.conformance.waivers import JUDGEMENTS, load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 GROUPS = ("L1-edges", "L1-injected", "input-rules")

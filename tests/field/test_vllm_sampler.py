@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from devices.field import vllm_device
-from property_tests.waivers import load
+from specsim.conformance.waivers import load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 
@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 from devices.field.vllm_device import make_interpreter_device
 from specsim.conformance.runner import Context, run_group
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 device = make_interpreter_device()
 found = {r.name: r.status for r in run_group("L1-sampler", device, Context(seed=0))}

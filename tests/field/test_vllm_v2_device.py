@@ -18,7 +18,7 @@ import pytest
 from devices import registry
 from devices.field import _vllm_standins, vllm_v2_device, vllm_v2_loader
 from devices.field.vllm_loader import V2_PINNED, VLLM_WHEEL
-from property_tests.waivers import JUDGEMENTS, load
+from specsim.conformance.waivers import JUDGEMENTS, load
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WAIVERS = pathlib.Path(vllm_v2_device.__file__).with_name("vllm_v2_waivers.toml")
@@ -94,7 +94,7 @@ GLUE = """
 import numpy as np
 from devices.field.vllm_v2_device import make_interpreter_device
 from devices.protocol import SamplerParams, VerifyBatch
-from specsim.testing.compare import reference_step
+from specsim.judge.compare import reference_step
 
 device = make_interpreter_device()
 rng = np.random.default_rng(7)

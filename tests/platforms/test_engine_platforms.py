@@ -10,7 +10,7 @@ from devices.hpu_device import HpuDevice
 from devices.npu_device import NpuDevice
 from specsim.engine import Engine, SamplingParams, SchedulerConfig, ToyLM
 from specsim.engine.proposers import PtdProposer, UniversalDraftProposer
-from specsim.testing.reference_device import JudgedDevice
+from specsim.judge.reference_device import JudgedDevice
 from specsim.vocab import VocabMapping, random_tokenizer
 
 T_TOK, D_TOK = random_tokenizer("abc ", 8, seed=1), random_tokenizer("abc ", 10, seed=2, marker="▁")

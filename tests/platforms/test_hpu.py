@@ -10,7 +10,7 @@ from devices.hpu_device import HpuDevice, pad_batch, prepare_decode_inputs, veri
 from devices.protocol import Noise, VerifyBatch
 from reference.hpu_layout import decode_layout
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.seeds import case_seed
 
 

@@ -13,7 +13,7 @@ from reference.rng import exponential as ref_exponential
 from specsim.engine import Engine, SamplingParams, ToyLM
 from specsim.engine.proposers import UniversalDraftProposer
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.seeds import case_seed
 from specsim.vocab import VocabMapping, random_tokenizer
 

@@ -19,7 +19,7 @@ def test_every_groups_checks_map_back_to_it(group):
     """``group_of`` is how a mutant's ``killed_by`` picks the group that judges it: a check whose name
     maps elsewhere would leave its mutant judged by a group that never runs that check."""
     from devices.registry import load
-    from specsim.mutants.runner import BlackBox
+    from specsim.conformance.black_box import BlackBox
     names = {r.name for d in (load("torch"), BlackBox(load("torch")))
              for r in run_group(group, d, Context(quick=True))}
     assert names

@@ -1,4 +1,4 @@
-"""Tests of ``specsim.stats``: size (null p-values uniform), power, planner soundness, pooling, budget."""
+"""Tests of ``specsim.judge.stats``: size (null p-values uniform), power, planner soundness, pooling, budget."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from specsim import stats
+from specsim.judge import stats
 
 
 def _row(rng, V, scale=2.0, zeros=0):
@@ -131,7 +131,7 @@ def test_report_names_every_figure():
         assert word in text
 
 
-@pytest.mark.parametrize("name", ["specsim.stats", "specsim.conformance.cases", "specsim.mutants.walk",
+@pytest.mark.parametrize("name", ["specsim.judge.stats", "specsim.conformance.cases", "specsim.mutants.walk",
                                   "specsim.mutants.zoo"])
 def test_docstring_examples_run(name):
     import doctest

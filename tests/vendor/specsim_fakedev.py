@@ -148,7 +148,7 @@ class WrongFirstTokenDevice:
 
 
 def make_wrong_reference():
-    from specsim.testing.reference_device import make_device
+    from specsim.judge.reference_device import make_device
     return WrongFirstTokenDevice(make_device())
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from devices.protocol import Capabilities
-from property_tests.waivers import Waiver
+from specsim.conformance.waivers import Waiver
 from specsim import cli
 from specsim.conformance import profiles, runner
 from specsim.conformance.results import CheckResult

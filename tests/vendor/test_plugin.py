@@ -14,7 +14,7 @@ from importlib import metadata
 
 import pytest
 
-from property_tests.waivers import Waiver, WaiverError, check_id, load
+from specsim.conformance.waivers import Waiver, WaiverError, check_id, load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

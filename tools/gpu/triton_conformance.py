@@ -34,7 +34,7 @@ from devices import triton_kernels as tk  # noqa: E402
 from devices import torch_device  # noqa: E402
 from devices.protocol import VerifyBatch, VerifyOutput  # noqa: E402
 from reference import rng as ref_rng  # noqa: E402
-from specsim.testing.compare import TOLERANCE, compare, reference_step  # noqa: E402
+from specsim.judge.compare import TOLERANCE, compare, reference_step  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 
 CUDA = torch.device(os.environ.get("CHECK_DEVICE", "cuda"))  # "cpu" + TRITON_INTERPRET=1: a dry run

@@ -10,9 +10,9 @@ A name maps to ``"module:attr"``; ``load`` takes a name or any ``module:attr``
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
+
+from devices.registry import resolve
 
 from specsim.engine.models import ToyLM
 from specsim.engine.proposers.draft_model import DraftModelProposer
@@ -68,25 +68,22 @@ PROPOSERS = {
     "processed_draft": "specsim.engine.proposers.checked:processed_draft",
     "large_logits_draft": "specsim.engine.proposers.checked:large_logits_draft",
 }
-"""The project's own proposers (each must pass ``specsim proposer``); mutants: ``specsim.mutants.proposers``."""
+"""The project's own proposers (each must pass ``specsim proposer``); their mutants (``mutant:ID``) are
+``specsim.mutants.proposers``."""
 
 FIELD = {
-    "transformers-assisted": "specsim.engines.hf_candidates:make_proposer",
+    "transformers-assisted": "specsim.field.engines.hf_candidates:make_proposer",
 }
 """The field's proposers (their packages are optional extras): what ``specsim proposer`` finds is in docs/field.md."""
 
 
 def load(spec: str):
-    """A proposer from a registered name (here or a mutant's ``mutant:ID``) or ``module:attr``."""
-    if spec.startswith("mutant:"):
-        from specsim.mutants.proposers import make
-        return make(spec.removeprefix("mutant:"))
+    """A proposer from a registered name or ``module:attr`` (a factory, called, or a proposer)."""
     target = PROPOSERS.get(spec) or FIELD.get(spec, spec)
-    module, sep, attr = target.partition(":")
-    if not sep:
-        raise ValueError(f"proposer: {spec!r} is neither a registered name ({', '.join(sorted(PROPOSERS))}, "
-                         f"mutant:ID) nor module:attr")
-    obj = getattr(importlib.import_module(module), attr)
+    if ":" not in target:
+        raise ValueError(f"proposer: {spec!r} is neither a registered name ({', '.join(sorted(PROPOSERS))}) "
+                         f"nor module:attr")
+    obj = resolve(target, "proposer")
     return obj() if callable(obj) and not hasattr(obj, "propose") else obj
 
 

@@ -7,7 +7,7 @@ enumerates it over all V^n sequences (pruning zero branches), exactly in
 float64. Lossless speculative generation draws from exactly this law, so:
 
 * ``E2E/<engine>/sequence-law``: ``samples`` sequences, each from its own
-  seed, tested against it (pooled Cressie-Read 2/3, ``specsim.stats``) at
+  seed, tested against it (pooled Cressie-Read 2/3, ``specsim.judge.stats``) at
   the stated α, with the worst-case TV it detects with power 1-β at that n;
 * ``E2E/<engine>/support``: no sampled sequence of target probability 0
   (exact, no α);
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim import stats
+from specsim.judge import stats
 from specsim.conformance.results import CheckResult
-from specsim.engines.protocol import GenerateEngine
+from specsim.field.engines.protocol import GenerateEngine
 
 
 def sequence_index(tokens, vocab_size: int) -> int:

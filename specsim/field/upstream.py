@@ -1,7 +1,7 @@
 """Upstream reports: one markdown file per confirmed field deviation that an engine's maintainers should fix.
 
 ``specsim field --out DIR`` sorts every failing check of a field adapter into a
-known deviation (``specsim.field``). The deviations judged a **loss of
+known deviation (``specsim.field.table``). The deviations judged a **loss of
 losslessness** or an **RNG-contract break** get a report, ``DIR/upstream/
 <engine>-<deviation>.md``, written for the engine's tracker: the engine, its
 release and runner, the kind, "Known upstream?" (the waiver's
@@ -40,7 +40,7 @@ KINDS = {
                                                "not a correctness bug",
     "adapter limitation": "the adapter's own limit, not the engine's",
 }
-"""Each judgement of ``property_tests.waivers.JUDGEMENTS``, gravest first, with what it means for a report."""
+"""Each judgement of ``specsim.conformance.waivers.JUDGEMENTS``, gravest first, with what it means for a report."""
 
 REPORTED = ("loss of losslessness", "RNG-contract break")
 """The judgements that get an upstream report."""
@@ -177,7 +177,7 @@ def confirmed_deviations(doc: dict, waivers_of=None, entries: list[Entry] | None
     the gravest judgement of its findings and the ``upstream_status`` its waiver entries record
     (``waivers_of(device)``: the device's waivers; default ``specsim.field.field_waivers``)."""
     if waivers_of is None:
-        from specsim.field import field_waivers as waivers_of
+        from specsim.field.table import field_waivers as waivers_of
     entries = [] if entries is None else entries
     out: dict[tuple, Deviation] = {}
     for e in doc["devices"]:

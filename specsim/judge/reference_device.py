@@ -4,7 +4,7 @@ They live in ``specsim.testing``, not ``devices/``: a device may not import
 the reference. ``ReferenceDevice`` *is* the reference, so checking it against
 the reference proves only that the harness runs. ``JudgedDevice`` runs a
 device and the reference on every call, compares them with SPEC §9's
-near-tie allowances (``specsim.testing.compare``) and returns the reference's output, so
+near-tie allowances (``specsim.judge.compare``) and returns the reference's output, so
 a multi-step run (the engine) is judged step by step and stays on the
 reference's path whatever near-tie the device flipped.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise, TreeBatch,
                               TreeOutput, VerifyBatch, VerifyOutput)
-from specsim.testing.compare import compare, reference_step
+from specsim.judge.compare import compare, reference_step
 from specsim.testing.trees import compare_tree, reference_tree_step
 
 

@@ -42,7 +42,7 @@ class HFAssisted:
         import torch
         import transformers
         if transformers.__version__ != PINNED_VERSION:
-            raise ImportError(f"specsim.engines.hf_assisted is checked against transformers {PINNED_VERSION}, "
+            raise ImportError(f"specsim.field.engines.hf_assisted is checked against transformers {PINNED_VERSION}, "
                               f"found {transformers.__version__}")
         self.torch = torch
         self.target, self.assistant = target, assistant
@@ -91,13 +91,13 @@ def engines(configs=CONFIGS) -> list[HFAssisted]:
 
 
 def main(argv=None) -> int:
-    """``python -m specsim.engines.hf_assisted --samples N [--out FILE]``: the check, printed and as JSON."""
+    """``python -m specsim.field.engines.hf_assisted --samples N [--out FILE]``: the check, printed and as JSON."""
     import argparse
     import json
     import sys
     import time
 
-    from specsim.engines.check import check_engine
+    from specsim.field.engines.check import check_engine
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", type=int, default=1000, help="sequences sampled per configuration")
     p.add_argument("--alpha", type=float, default=1e-3, help="α of each configuration's sequence-law test")
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     seconds = time.perf_counter() - start
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": "python -m specsim.engines.hf_assisted " + " ".join(sys.argv[1:] if argv is None
+            json.dump({"command": "python -m specsim.field.engines.hf_assisted " + " ".join(sys.argv[1:] if argv is None
                                                                                      else argv),
                        "seconds": round(seconds, 1), "checks": [r.to_json() for r in results]}, f, indent=1)
     return 0 if all(r.status == "pass" for r in results) else 1

@@ -59,7 +59,7 @@ from scipy import stats as scipy_stats
 
 from reference.target import target_probs
 from specsim.engine.state import Request, SamplingParams
-from specsim.stats import (DEFAULT_BETA, Budget, case_seed, design_cells, dkwm_test, min_detectable_tv, min_samples,
+from specsim.judge.stats import (DEFAULT_BETA, Budget, case_seed, design_cells, dkwm_test, min_detectable_tv, min_samples,
                            pool_cells, pooled)
 
 ALPHA_FAMILY = 1e-3

@@ -4,7 +4,7 @@ A countable figure in a Markdown file is written between markers naming what it 
 
     split over the statistical checks (<!-- specsim:l3_checks -->90<!-- /specsim --> checks)
 
-``python -m specsim.docs_numbers --check`` recomputes every marked figure (``NUMBERS``: name →
+``python -m specsim.figures.numbers --check`` recomputes every marked figure (``NUMBERS``: name →
 a cheap function of this checkout) and exits 1 naming each file, line, figure and its value
 now; ``--write`` rewrites them in place. ``tests/test_docs_numbers.py`` runs ``--check`` in CI.
 
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "BENCHMARKS.md", "docs/*.md", "reference/SPEC.md")
 """The Markdown files scanned (globs, relative to the repository root)."""
 
@@ -155,7 +155,7 @@ def render(text: str, numbers: dict[str, Callable[[], str]] = NUMBERS, cache: di
     def value(m: re.Match) -> str:
         name = m["name"]
         if name not in numbers:
-            raise KeyError(f"docs number {name!r}: not in specsim.docs_numbers.NUMBERS")
+            raise KeyError(f"docs number {name!r}: not in specsim.figures.numbers.NUMBERS")
         if name not in cache:
             cache[name] = numbers[name]()
         return f"<!-- specsim:{name} -->{cache[name]}<!-- /specsim -->"
@@ -196,7 +196,7 @@ def check_measured(root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specsim.docs_numbers", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m specsim.figures.numbers", description=__doc__.split("\n\n")[0])
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1 if a marked figure is stale")
     mode.add_argument("--write", action="store_true", help="rewrite every marked figure in place")

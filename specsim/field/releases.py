@@ -1,6 +1,6 @@
 """Releases of a field engine, each installed beside the running environment: what ``specsim field --releases`` runs.
 
-A release lives in a directory of its own under :func:`cache_root` (``~/.cache/specsim/releases/`` unless
+A release lives in a directory of its own under :func:`cache_root` (``~/.cache/specsim/field/releases/`` unless
 ``SPECSIM_RELEASE_CACHE`` or ``XDG_CACHE_HOME`` says otherwise), reused by every later run. It holds the
 release itself and whatever of its requirements the running environment does not already satisfy: pip's own
 resolver says which (``pip install --dry-run --report``, against this environment), then ``pip install
@@ -94,8 +94,8 @@ def engine_of(devices: list[str] | None, engine: str | None) -> tuple[str, Engin
 
 
 def cache_root() -> str:
-    """Where installed releases are kept: ``$SPECSIM_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/specsim/releases``,
-    else ``~/.cache/specsim/releases``."""
+    """Where installed releases are kept: ``$SPECSIM_RELEASE_CACHE``, else ``$XDG_CACHE_HOME/specsim/field/releases``,
+    else ``~/.cache/specsim/field/releases``."""
     if os.environ.get("SPECSIM_RELEASE_CACHE"):
         return os.environ["SPECSIM_RELEASE_CACHE"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -6,7 +6,7 @@
   speculation;
 * ``check`` — the law of every sequence of ``new_tokens`` tokens computed
   exactly by enumeration from the target's next-token laws, the engine's
-  samples tested against it (``specsim.stats``, stated α and detectable TV),
+  samples tested against it (``specsim.judge.stats``, stated α and detectable TV),
   and greedy output compared token for token;
 * ``hf_assisted`` — HF transformers' assisted generation
   (``generate(..., assistant_model=...)``) with tiny random-weight models.

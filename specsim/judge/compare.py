@@ -4,7 +4,7 @@ A request passes when the device emits the reference's tokens. It is
 *allowed as near ties* when it emits what the reference would emit after
 flipping at most ``MAX_WAIVERS_PER_REQUEST`` near-tie decisions — decisions
 whose exact margin is below the declared dtype's tolerance
-(``specsim.testing.waivers.explain``), re-walked on the rows the step read
+(``specsim.judge.allowances.explain``), re-walked on the rows the step read
 (after SPEC §12's bans, penalties and bias: ``StepResult.processed_logits``)
 with every decision kind of SPEC §9 — coins, races, the top-k, top-p and
 min_p cuts in the request's order profile, and greedy argmaxes of values
@@ -40,7 +40,7 @@ import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
 from reference.verify import KINDS, StepResult, verify
-from specsim.testing.waivers import Flip, Request, explain, first_divergence
+from specsim.judge.allowances import Flip, Request, explain, first_divergence
 
 TOLERANCE = {"float32": 1e-4, "float64": 1e-9, "float16": 1e-4, "bfloat16": 1e-4}
 # 16-bit logits: the reference computes from the given values exactly, a device in float32 (SPEC §6).

@@ -8,7 +8,7 @@ with the processors ``generate`` prepares for the request's ``do_sample``,
 ``get_candidates`` call: the drafts are the candidate ids after the prompt,
 ``draft_probs`` the softmax (float64) of the ``candidate_logits`` it hands the
 verifier (``_speculative_sampling`` softmaxes the same tensor). The models are
-``specsim.engines.hf_assisted.tiny_llama`` (random weights from a seed, no
+``specsim.field.engines.hf_assisted.tiny_llama`` (random weights from a seed, no
 download, CPU; V = 8). Randomness: the global torch generator seeded with the
 request's seed inside ``torch.random.fork_rng`` (the caller's state is
 neither read nor advanced). The attention mask is all ones: the models' pad
@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from devices.field.hf_transformers import PINNED_VERSION
-from specsim.engines.hf_assisted import VOCAB_SIZE, tiny_llama
+from specsim.field.engines.hf_assisted import VOCAB_SIZE, tiny_llama
 
 
 class _Captured(Exception):
@@ -58,7 +58,7 @@ class AssistedCandidates:
         import transformers
         from transformers.generation import candidate_generator
         if transformers.__version__ != PINNED_VERSION:
-            raise ImportError(f"specsim.engines.hf_candidates is checked against transformers {PINNED_VERSION}, "
+            raise ImportError(f"specsim.field.engines.hf_candidates is checked against transformers {PINNED_VERSION}, "
                               f"found {transformers.__version__}")
         from transformers.utils import logging
         logging.set_verbosity_error()
@@ -105,7 +105,7 @@ class AssistedCandidates:
 
 
 def make_proposer(target_seed: int = 1, assistant_seed: int = 2) -> AssistedCandidates:
-    """The checked configuration: target and assistant as ``specsim.engines.hf_assisted.engines`` builds them."""
+    """The checked configuration: target and assistant as ``specsim.field.engines.hf_assisted.engines`` builds them."""
     return AssistedCandidates(tiny_llama(VOCAB_SIZE, target_seed), tiny_llama(VOCAB_SIZE, assistant_seed))
 
 

@@ -57,7 +57,7 @@ def field_waivers(device_name: str) -> list:
 
     Every entry of those files names the release it was judged on; one that does not is a WaiverError."""
     import devices.field
-    from property_tests.waivers import WaiverError, load
+    from specsim.conformance.waivers import WaiverError, load
     out = []
     for path in sorted(glob.glob(os.path.join(os.path.dirname(devices.field.__file__), WAIVER_GLOB))):
         for w in load(path):
@@ -75,7 +75,7 @@ def release_of(engine: str | None) -> str | None:
     >>> release_of("flashinfer 0.7.2.post1"), release_of("transformers")
     ('0.7.2.post1', None)
     """
-    from property_tests.waivers import JUDGED_ON_FORMAT
+    from specsim.conformance.waivers import JUDGED_ON_FORMAT
     m = JUDGED_ON_FORMAT.match((engine or "").strip())
     return m.group(2) if m else None
 
@@ -192,7 +192,7 @@ def confirm_placeholder_row_read(device, check: str, quick: bool) -> str:
     (padding's convention), the device agrees with the reference token for token; and the reference reading
     every placeholder as a withdrawn draft (its row read) agrees with the device as given. Both hold iff the
     device applies the withdrawn-draft rule to every -1 and the case differs only there."""
-    from specsim.testing.compare import compare, reference_step
+    from specsim.judge.compare import compare, reference_step
     batch, noise = _injected_case(device, check, quick)
     rows = np.asarray(batch.draft_token_ids) == PLACEHOLDER_TOKEN_ID
     want = reference_step(batch, noise)   # SPEC reads no padding row: the same for the zeroed batch
@@ -402,7 +402,7 @@ def _rewaive_entry(e: dict) -> None:
 RELEASES_INTRO = (
     "One engine's releases side by side: `specsim field --out DIR --releases A,B,... --devices D` (or `--engine E`) "
     "installs each release with pip, under the user's own pip configuration, into a directory of its own under "
-    "`~/.cache/specsim/releases/` (reused by later runs; `SPECSIM_RELEASE_CACHE` moves it) holding the release and "
+    "`~/.cache/specsim/field/releases/` (reused by later runs; `SPECSIM_RELEASE_CACHE` moves it) holding the release and "
     "whatever of its requirements the environment lacks, and runs the field groups with that directory first on "
     "`PYTHONPATH`. A column is a release; a row is a group, or a check that fails on some release. A waiver counts "
     "only on the release it was judged on (`judged_on` in the waiver files): there its checks read `waived (judged "

@@ -1,4 +1,4 @@
-"""Time a tree step against chain steps on one device: ``python -m specsim.tree_bench --device triton``.
+"""Time a tree step against chain steps on one device: ``python -m specsim.bench.trees --device triton``.
 
 For each (batch, V) the same random logits feed three calls, end to end
 through the numpy protocol (host-to-device copies included, CUDA synchronised):
@@ -136,7 +136,7 @@ def bench_kernels(device, batch: int, vocab_size: int, parents: np.ndarray, warm
 
     import torch
 
-    from devices._validate import check_tree_call
+    from devices.validate import check_tree_call
     from devices.triton_device import verify_tensors
     tk, N, gen = device.tree_kernels, len(parents), torch.Generator(device="cuda").manual_seed(0)
     cuda = dict(device="cuda")

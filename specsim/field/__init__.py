@@ -1,0 +1,10 @@
+"""The field: the real engines' samplers and generate() held to SPEC.
+
+* ``table`` — ``specsim field``: every field adapter through the conformance groups, each failing check
+  sorted into a judged deviation (the adapter's waiver file) or a new one; field.json and field.md;
+* ``releases`` — one engine's releases side by side (``specsim field --releases``);
+* ``upstream`` — a deviation as the report an engine's project would read: a standalone reproduction,
+  the upstream lines, the judgement;
+* ``engines`` — end-to-end checks of an engine's speculative generate() against the exact law of whole
+  sequences.
+"""
