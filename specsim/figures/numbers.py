@@ -1,16 +1,18 @@
-"""Numbers in the docs that a command produces, so they cannot drift (issue 16.7).
+"""Figures in the docs that a command produces, so they cannot drift.
 
 A countable figure in a Markdown file is written between markers naming what it counts::
 
     split over the statistical checks (<!-- specsim:l3_checks -->90<!-- /specsim --> checks)
 
-``python -m specsim.figures.numbers --check`` recomputes every marked figure (``NUMBERS``: name →
-a cheap function of this checkout) and exits 1 naming each file, line, figure and its value
-now; ``--write`` rewrites them in place. ``tests/test_docs_numbers.py`` runs ``--check`` in CI.
+A measured figure (a timing, a campaign's outcome) comes from a record of the command that measured it
+(``specsim.figures.records``): a whole table as ``<!-- specsim:table RECORD/TABLE -->`` … ``<!-- /specsim:table -->``,
+one value as ``<!-- specsim:results:RECORD/KEY -->…<!-- /specsim -->``.
 
-Add a figure: one entry in ``NUMBERS``, then the markers in the doc. Measured figures (timings,
-GPU results) are not recomputed here; ``check_measured`` asks that each sits on a line (or the
-line before it) naming the command that produced it (``specsim …``, ``python …``, ``pytest …``).
+``python -m specsim.figures.numbers --check`` recomputes every marked figure (``NUMBERS``: name →
+a cheap function of this checkout), re-renders every record's table and value, and lists each figure
+outside any marker (``unmarked``: a number with a unit of time, a ratio, a percentage, a bandwidth or a
+count of passes, checks, tests, mutants or seeds); it exits 1 naming each file and line. ``--write``
+rewrites the marked figures and tables in place. ``tests/test_docs_numbers.py`` runs the check in CI.
 
     >>> render("<!-- specsim:edges -->3<!-- /specsim -->", {"edges": lambda: "17"})
     '<!-- specsim:edges -->17<!-- /specsim -->'
@@ -25,11 +27,16 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from specsim.figures import records
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "BENCHMARKS.md", "docs/*.md", "reference/SPEC.md")
 """The Markdown files scanned (globs, relative to the repository root)."""
 
-SPAN = re.compile(r"<!-- specsim:(?P<name>[\w.-]+) -->(?P<value>.*?)<!-- /specsim -->")
+SPAN = re.compile(r"<!-- specsim:(?P<name>[\w.:/-]+) -->(?P<value>.*?)<!-- /specsim -->")
+TABLE = re.compile(r"<!-- specsim:table (?P<name>[\w.-]+)/(?P<table>[\w.-]+) -->\n(?P<body>.*?)<!-- /specsim:table -->",
+                   re.S)
+RESULTS_PREFIX = "results:"
 
 
 @functools.lru_cache(maxsize=2)
@@ -148,18 +155,31 @@ NUMBERS: dict[str, Callable[[], str]] = {
 """Name → its value now, as the doc prints it. Each must be cheap (CI runs them all)."""
 
 
-def render(text: str, numbers: dict[str, Callable[[], str]] = NUMBERS, cache: dict | None = None) -> str:
-    """``text`` with every marked figure recomputed (an unknown name raises ``KeyError``)."""
+def _figure(name: str, numbers: dict[str, Callable[[], str]], results: Path) -> str:
+    if name.startswith(RESULTS_PREFIX):
+        record, _, key = name.removeprefix(RESULTS_PREFIX).partition("/")
+        return records.value(records.load(record, results), key)
+    if name not in numbers:
+        raise KeyError(f"docs number {name!r}: not in specsim.figures.numbers.NUMBERS")
+    return numbers[name]()
+
+
+def render(text: str, numbers: dict[str, Callable[[], str]] = NUMBERS, cache: dict | None = None,
+           results: Path = records.RESULTS) -> str:
+    """``text`` with every marked figure recomputed and every record's table re-rendered (an unknown name
+    raises ``KeyError``, a missing record or table ``records.RecordError``)."""
     cache = {} if cache is None else cache
 
     def value(m: re.Match) -> str:
         name = m["name"]
-        if name not in numbers:
-            raise KeyError(f"docs number {name!r}: not in specsim.figures.numbers.NUMBERS")
         if name not in cache:
-            cache[name] = numbers[name]()
+            cache[name] = _figure(name, numbers, results)
         return f"<!-- specsim:{name} -->{cache[name]}<!-- /specsim -->"
-    return SPAN.sub(value, text)
+
+    def table(m: re.Match) -> str:
+        body = records.render_table(records.load(m["name"], results), m["table"])
+        return f"<!-- specsim:table {m['name']}/{m['table']} -->\n{body}\n<!-- /specsim:table -->"
+    return SPAN.sub(value, TABLE.sub(table, text))
 
 
 def files(root: Path = ROOT) -> list[Path]:
@@ -167,38 +187,57 @@ def files(root: Path = ROOT) -> list[Path]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    """One line per marked figure that differs from its value now: ``file:line: name is X, now Y``."""
+    """One line per marked figure or record table that differs from its value now: ``file:line: …``."""
     out, cache = [], {}
+    results = root / "docs" / "results"
     for path in files(root):
         text = path.read_text()
-        for m in SPAN.finditer(text):
-            now = render(m[0], cache=cache)
+        for m in [*TABLE.finditer(text), *SPAN.finditer(text)]:
+            line = text.count("\n", 0, m.start()) + 1
+            try:
+                now = render(m[0], cache=cache, results=results)
+            except (KeyError, records.RecordError) as e:
+                out.append(f"{path.relative_to(root)}:{line}: {e}")
+                continue
             if now != m[0]:
-                line = text.count("\n", 0, m.start()) + 1
-                out.append(f"{path.relative_to(root)}:{line}: {m['name']} is {m['value']!r}, now "
-                           f"{SPAN.match(now)['value']!r}")
+                what = (f"{m['name']} is {m['value']!r}, now {SPAN.match(now)['value']!r}" if m.re is SPAN
+                        else f"table {m['name']}/{m['table']} differs from its record")
+                out.append(f"{path.relative_to(root)}:{line}: {what}")
     return out
 
 
-MEASURED = re.compile(r"<!-- specsim:measured -->")
-COMMAND = re.compile(r"`(specsim|python|pytest|\.ci/|bash)[^`]*`")
+FIGURE = re.compile(
+    r"(?<![\w.§/#-])\d[\d,.]*\s?(?:ms|µs|us|s|min|%|×|x|GB/s|TB/s|GiB|MiB|KiB|passed|pass|failed|fail|skipped|"
+    r"checks?|tests?|mutants?|seeds|cases|not supported)(?![\w/])"
+    r"|\bKS p\s?[=≈]?\s?0\.\d+|\bp\s?[=≈]\s?0\.\d+")
+"""A figure a reader would take for a measurement: a number with a unit of time, a ratio, a percentage, a
+bandwidth or size, a count of passes, checks, tests, mutants or seeds, or a p-value."""
+UNMARKED_DOCS = ("README.md", "BENCHMARKS.md", "docs/*.md")
 
 
-def check_measured(root: Path = ROOT) -> list[str]:
-    """Each ``<!-- specsim:measured -->`` figure must name its command on its line or the line before."""
+def _without_marked(text: str) -> str:
+    """``text`` with code blocks, inline code, marked figures and record tables blanked (lines kept)."""
+    blank = lambda m: "\n" * m[0].count("\n")   # noqa: E731
+    for pattern in (r"```.*?```", TABLE.pattern, SPAN.pattern, r"`[^`\n]*`", r"<!--.*?-->"):
+        text = re.sub(pattern, blank, text, flags=re.S)
+    return text
+
+
+def unmarked(root: Path = ROOT) -> list[str]:
+    """Each figure outside a marker, code or a record's table: ``file:line: 'figure'``. Such a figure
+    either gets a marker (a ``NUMBERS`` entry or a record of the command that measured it) or goes."""
     out = []
-    for path in files(root):
-        lines = path.read_text().splitlines()
-        for i, line in enumerate(lines):
-            if MEASURED.search(line) and not (COMMAND.search(line) or (i and COMMAND.search(lines[i - 1]))):
-                out.append(f"{path.relative_to(root)}:{i + 1}: a measured figure without the command that gave it")
+    for path in sorted({p for pattern in UNMARKED_DOCS for p in root.glob(pattern)}):
+        for i, line in enumerate(_without_marked(path.read_text()).splitlines()):
+            out += [f"{path.relative_to(root)}:{i + 1}: {m[0]!r}" for m in FIGURE.finditer(line)]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m specsim.figures.numbers", description=__doc__.split("\n\n")[0])
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="exit 1 if a marked figure is stale")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if a marked figure or record table is stale, or a figure is unmarked")
     mode.add_argument("--write", action="store_true", help="rewrite every marked figure in place")
     args = p.parse_args(argv)
     if args.write:
@@ -210,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(new)
                 print(f"wrote {path.relative_to(ROOT)}")
         return 0
-    problems = stale() + check_measured()
+    problems = stale() + [f"{u}: a figure outside any marker" for u in unmarked()]
     for line in problems:
         print(line, file=sys.stderr)
     return 1 if problems else 0
