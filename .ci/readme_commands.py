@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Print the README's commands (the ```sh blocks under "## The two commands"), so that
-CI runs them verbatim and cannot drift from what a newcomer reads (issue 15).
+CI runs them verbatim and cannot drift from what a newcomer reads.
 
     python3 .ci/readme_commands.py 1     # the first command: install and conform
     python3 .ci/readme_commands.py 2     # the second: install the test extra and run the tests

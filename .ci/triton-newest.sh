@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newest Triton release the [triton] extra admits, beside the pinned one the suite ran with
-# (issue 12: a new release broke the interpreter while CI only saw the pin). It is laid over the
+# (a new release can break the interpreter while the suite sees only the pin). It is laid over the
 # venv's triton through PYTHONPATH in a temporary directory, and the Triton device's interpreter
 # tests (kernels, every SPEC §4 edge, random batches vs the reference, PTD) run again with it.
 set -euo pipefail

@@ -8,7 +8,7 @@ helpers (``tl.sum``, ``tl.philox``…) are decorated when it is first imported.
 An interpreted kernel cannot call a compiled helper, nor the reverse. So a
 module that set ``TRITON_INTERPRET=1`` at import switched every Triton kernel
 of the process to the interpreter — ``pytest --specsim-device=triton`` on a
-GPU ran the CPU interpreter (issue 16). Now:
+GPU ran the CPU interpreter. So:
 
 * ``enter(interpret, who)`` puts an undecided process (``triton.language`` not
   imported yet) into the mode ``who`` needs — for the interpreter it sets

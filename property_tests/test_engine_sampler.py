@@ -1,4 +1,4 @@
-"""The engine's properties with SPEC §12's sampler parameters on (issue 18; ``specsim/engine/sampling.py``).
+"""The engine's properties with SPEC §12's sampler parameters on (``specsim/engine/sampling.py``).
 
 Requests carry penalties, bad words, min_tokens with stop ids, logit bias,
 allowed ids and min_p; the engine hands each verify call a ``SamplerParams``

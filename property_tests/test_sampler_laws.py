@@ -1,4 +1,4 @@
-"""L0 with SPEC §12 rows (issue 18): the step's exact law, by enumeration over the drafts.
+"""L0 with SPEC §12 rows: the step's exact law, by enumeration over the drafts.
 
 Rows depend on the drafts before them (``reference.sampler.prefix_rows``), so the law is
 enumerated prefix by prefix (``reference.laws`` with callable rows). Two statements:

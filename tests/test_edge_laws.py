@@ -1,4 +1,4 @@
-"""Issue 16.8: every SPEC §4 edge reaches a seeded, draft-probs-only device (HF transformers' profile)."""
+"""Every SPEC §4 edge reaches a seeded, draft-probs-only device (HF transformers' profile)."""
 
 from __future__ import annotations
 

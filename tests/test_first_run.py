@@ -1,4 +1,4 @@
-"""Issue 15: the README's first command, run in a fresh environment, writes ``report.html``
+"""The README's first command, run in a fresh environment, writes ``report.html``
 with its plots — real embedded PNGs that decode, not just ``<img>`` tags.
 
 CI (``.ci/run``) runs that command verbatim (``.ci/readme_commands.py`` reads it out of

@@ -1,4 +1,4 @@
-"""specsim proposer: the project's own proposers pass; malformed proposals fail the exact checks (issue 18)."""
+"""specsim proposer: the project's own proposers pass; malformed proposals fail the exact checks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Mutant proposers (specsim.mutants.proposers): each killed by its named check, at a design that detects
-less than the mutant's exact TV (issue 18)."""
+less than the mutant's exact TV."""
 
 from __future__ import annotations
 

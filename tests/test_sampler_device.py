@@ -1,4 +1,4 @@
-"""The torch device's SPEC §12 path and the L1-sampler group (issue 18)."""
+"""The torch device's SPEC §12 path and the L1-sampler group."""
 
 import math
 from dataclasses import replace

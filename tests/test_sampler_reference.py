@@ -1,4 +1,4 @@
-"""The reference step with SPEC §12 rows (issue 18): ``reference.verify`` reads each row's
+"""The reference step with SPEC §12 rows: ``reference.verify`` reads each row's
 processed logits along the drafts before it, and its law is ``reference.laws``' with those rows."""
 
 from collections import Counter

@@ -1,4 +1,4 @@
-"""SPEC §12's reference pipeline, protocol extension and input rules (issue 18, first piece)."""
+"""SPEC §12's reference pipeline, protocol extension and input rules."""
 
 import dataclasses
 

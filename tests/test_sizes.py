@@ -1,4 +1,4 @@
-"""L1-sizes and L2-sizes (issue 11): the cases do what they claim; a correct device passes; a device
+"""L1-sizes and L2-sizes: the cases do what they claim; a correct device passes; a device
 with malformed output gets a failing check in every group, never a crash."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks that vanish (issue 16.5): a missing group or command is an error, never a silent drop."""
+"""Checks that vanish: a missing group or command is an error, never a silent drop."""
 
 from __future__ import annotations
 

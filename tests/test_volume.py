@@ -1,4 +1,4 @@
-"""The L1 volume check (SPEC §9, issue 11): a correct float32 device passes with its figure; devices
+"""The L1 volume check (SPEC §9): a correct float32 device passes with its figure; devices
 computing below their declared float32 — bf16 logits, an fp16 softmax — fail with theirs."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_rounded_logits_below_the_declared_float32_fail(low):
 
 
 def test_an_fp16_softmax_fails():
-    """The reduced-precision intermediate of issue 11 (the zoo's mutant edits the same function)."""
+    """A reduced-precision intermediate (the zoo's mutant edits the same function)."""
     result = volume.volume_check(make_fp16_softmax(), seed=0, requests=REQUESTS, budget_s=None)
     assert result.status == "fail" and result.extra["beyond_per_million"] > 30, result.detail
 

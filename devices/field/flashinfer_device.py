@@ -131,7 +131,7 @@ def make_device() -> FlashInferDevice:
     import importlib.util
     if importlib.util.find_spec("flashinfer") is None:
         raise ImportError(f"the flashinfer device needs flashinfer-python=={FLASHINFER_VERSION} "
-                          "(its wheel is 62 MB; docs/field.md says how it was carried to the GPU box)")
+                          "(its wheel is 62 MB; docs/field.md says how to install it on a CUDA machine without network)")
     version = importlib.metadata.version("flashinfer-python")
     if version != FLASHINFER_VERSION:
         raise ImportError(f"the flashinfer device is pinned to flashinfer-python=={FLASHINFER_VERSION}, found {version}")

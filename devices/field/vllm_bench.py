@@ -23,14 +23,13 @@ logprobs, its default ``raw_logprobs`` mode); ``apply_sampling_constraints``
 ``[batch, V]`` and the recovered-token kernel, the acceptance kernel). About
 six passes over ``[batch·(K+1), V]`` float32 against the project step's one.
 
-``make_rejection_sample_step()`` times ``rejection_sample`` alone (the row
-issue 12 quoted, 1.341 ms at the anchor): the target rows already gathered,
+``make_rejection_sample_step()`` times ``rejection_sample`` alone: the target rows already gathered,
 processed and float32, the bonus tokens already drawn — not a step an engine
 can run by itself, but the kernels' share of it.
 
-On the GPU box (no network) the loader reads its pre-fetched members from
+On a machine without network the loader reads its pre-fetched members from
 ``SPECSIM_VLLM_CACHE`` (``python -m devices.field.vllm_loader fetch --cache DIR``
-here, then carry DIR; see ``vllm_loader``).
+on a machine with network, then copy DIR over; see ``vllm_loader``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """vLLM's rejection sampler without vLLM: its modules out of the pinned wheel.
 
-vLLM's full install is GBs of CUDA packages and its wheel alone (336 MiB) is
-over what the GPU box can carry. The sampler is a handful of Python files
-with Triton kernels. This loader
+vLLM's full install is GBs of CUDA packages and its wheel alone is 336 MiB;
+the sampler is a handful of Python files with Triton kernels. This loader
 
 1. fetches exactly those members of the vLLM 0.33.0 wheel into a cache
    outside the repository (``cache_dir()``), from a local wheel
@@ -37,10 +36,12 @@ files (``PARTS``: the penalty arithmetic, the padding helper, ``async_tensor_h2d
 The Model Runner V2 verifier's members (``V2_PINNED``) are pinned here too, so that one
 fetch fills the cache for both; ``vllm_v2_loader`` executes them.
 
-For a machine without network (the GPU box), fetch here and carry the cache::
+For a machine without network, fetch on one with network, copy the directory over and point the
+loader at it::
 
-    python -m devices.field.vllm_loader fetch --cache .carry/field/vllm-cache
-    # on the box:  export SPECSIM_VLLM_CACHE=$PWD/.carry/field/vllm-cache
+    python -m devices.field.vllm_loader fetch --cache DIR
+    # on the machine without network, after copying DIR there:
+    export SPECSIM_VLLM_CACHE=DIR
 
 Offline, from a wheel already on disk (its members are checked against the same pins)::
 

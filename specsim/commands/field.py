@@ -11,7 +11,7 @@ Example (CPU: vLLM's kernels in Triton's interpreter, at the quick sizes)::
 
     specsim field --out /tmp/field --quick --devices vllm-interpret
 
-then, with the GPU box's run copied back, the merged table::
+then, with a CUDA machine's run copied back, the merged table::
 
     specsim field --out docs-run --merge gpu/field.json cpu/field.json --render-only
 

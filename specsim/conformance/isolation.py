@@ -64,7 +64,7 @@ GROUP_FILE_KIND = "specsim.conformance.group"
 DEFAULT_GROUP_TIMEOUT_S = 600.0
 GROUP_TIMEOUT_OVERRIDES_S = {"L3-statistical": 3600.0}
 """Default limits of groups that legitimately run long: the statistical layer draws ~10⁶ steps on CPU
-(about 6 minutes on a loaded 2-core machine at the default budget). An explicit ``--group-timeout`` applies
+(about 6 minutes on a loaded CPU with 2 cores at the default budget). An explicit ``--group-timeout`` applies
 to every group."""
 
 

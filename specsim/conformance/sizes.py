@@ -1,4 +1,4 @@
-"""The sizes real kernels run at (issue 11): batch thresholds, real vocabularies, tiny residuals.
+"""The sizes real kernels run at: batch thresholds, real vocabularies, tiny residuals.
 
 Kernels change code path with size — a second launch above a batch limit, a
 partial last vocabulary tile, a split grid, a shortcut below a threshold — so a

@@ -5,7 +5,7 @@ machine through the conformance groups, sorts each failing check into a known
 deviation (a ``conformance:`` waiver shipped beside the adapter: reason, link,
 deviation id, judgement) or a NEW one, re-checks the deviations that have a
 confirming experiment (``CONFIRM``), and writes ``DIR/field.json`` and
-``DIR/field.md``. Runs on other machines (the GPU box) are folded in with
+``DIR/field.md``. Runs on other machines (a CUDA machine's) are folded in with
 ``--merge``; ``docs/field.md`` is such a merged table.
 
 A row of the table is one implementation × one layer (conformance group):
@@ -365,7 +365,7 @@ def release_key(release: str) -> tuple:
 
 def rewaive(doc: dict) -> dict:
     """Sort the stored failing checks of ``doc`` (a merged ``field.json``) again by this checkout's waiver files:
-    a deviation judged after the run (on a GPU box run once) reaches the table without re-running it. A finding
+    a deviation judged after the run (say, of a CUDA machine run once) reaches the table without re-running it. A finding
     whose confirming experiment did not confirm stays NEW; one that needs an experiment never run stays NEW.
     Each waiver is held to the entry's engine release (``judged_on``), in the release tables too."""
     entries = list(doc["devices"]) + [e for block in doc.get("releases", []) for run in block["runs"]

@@ -142,7 +142,7 @@ INSIDE = [
             "    rank = torch.argsort(torch.argsort(-z, dim=-1, stable=True), dim=-1, stable=True)\n"
             "    return ~active | (rank < top_k.unsqueeze(-1))"),
            killed_by="L1/edge/top-k-boundary-ties"),
-    # Size classes (issue 11): correct at the small shapes of L1-injected, wrong past a size or threshold.
+    # Size classes: correct at the small shapes of L1-injected, wrong past a size or threshold.
     _torch("second-launch-row-offset", "batches above 256 requests run in two launches; the second's emission rows "
            "are offset by its local request index, not the global one",
            "docs/bugs.md #14 (vLLM PR #48055: wrong decisions in large batches), #7 (row offsets)", TD,

@@ -1,4 +1,4 @@
-"""The campaign layer: shards merge exactly, whatever ran them; resume; a killed worker loses nothing (issue 14)."""
+"""The campaign layer: shards merge exactly, whatever ran them; resume; a killed worker loses nothing."""
 
 from __future__ import annotations
 

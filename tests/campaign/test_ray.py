@@ -1,4 +1,4 @@
-"""The Ray executor on a local 2-worker cluster: the in-process counts exactly; a killed worker's shard reruns (issue 14)."""
+"""The Ray executor on a local 2-worker cluster: the in-process counts exactly; a killed worker's shard reruns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""transformers 5.23.0's AssistedCandidateGenerator through ``specsim proposer`` (issue 18, proposer conformance).
+"""transformers 5.23.0's AssistedCandidateGenerator through ``specsim proposer`` (proposer conformance).
 
 What the check finds (docs/field-results/transformers-proposer.md): the drafts
 follow the q handed to the verifier (lossless), but that q applies the

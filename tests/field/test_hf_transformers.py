@@ -39,7 +39,7 @@ SEEDED_EDGE_FINDINGS = {
     "L1/edge/placeholder-point": "draft id -1 indexes the last column: the placeholder is accepted",
     "L1/edge/top-p-cut-ties": "TopPLogitsWarper keeps only part of a tie at the top-p cut (SPEC §2 keeps the whole tie)",
 }
-"""What SPEC §4's edges, run on their law without injected noise (issue 16.8), find in transformers
+"""What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""
 
 

@@ -1,4 +1,4 @@
-"""Where the Triton device's top-k/top-p step goes (issue 18): torch.profiler over the bench's
+"""Where the Triton device's top-k/top-p step goes: torch.profiler over the bench's
 'triton filters' row, per variant — the kernels' device time each, what they add up to, and the
 wall time a call (events around it): the gap between the two is host work and syncs.
 
