@@ -2,7 +2,13 @@
 'triton filters' row, per variant — the kernels' device time each, what they add up to, and the
 wall time a call (events around it): the gap between the two is host work and syncs.
 
-    python tools/gpu/filter_profile.py [--batch 256 --k 4 --vocab 128256] [--reps 20]
+    python tools/gpu/filter_profile.py [--batch 256 --k 4 --vocab 128256] [--reps 20] [--record FILE]
+
+``--record FILE`` writes what it printed as a record (``specsim.figures.records``; GPU, torch, Triton,
+CUDA and driver versions): table ``variants`` (a row a variant: wall time a call, kernels' device time,
+gaps, syncs a call, requests differing from the whole-row float64 step) and table ``kernels`` (the
+graph variant's kernels, longest first). docs/triton-device.md shows them from
+``docs/results/triton-filters.json``.
 
 Variants: ``copy`` (a code base whose ``devices.triton_device`` has no ``filter_cuts``: the
 filtered copy of the rows, ``filter_logits``, then the plain step — run this file from such a
@@ -62,6 +68,8 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--top", type=int, default=12, help="kernels listed per variant")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="write the figures as a record (specsim.figures.records), e.g. docs/results/triton-filters.json")
     args = p.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -76,8 +84,10 @@ def main(argv=None) -> int:
     temperature = sets[0]["temperature"].cpu().numpy()
     top_k, top_p = np.full(B, FILTERS["top_k"]), np.full(B, FILTERS["top_p"])
     want = whole_row_step(torch, td, sets[0], top_k, top_p) if hasattr(td, "filter_cuts") else None
+    profiles = []
     for label, fn in variants(td, kernel_module).items():
         call = lambda i, fn=fn: fn(sets[i % len(sets)], cu, temperature, top_k, top_p)  # noqa: E731
+        differ = None
         if want is not None:  # three calls on set 0: a graph's eager call, its capture, a replay
             differ = [int(((o != want[0]).any(1) | (a != want[1])).sum()) for o, a in (call(0), call(2), call(4))]
             print(f"{label}: {differ} of {B} requests differ from the step on the whole-row float64 filtered "
@@ -98,7 +108,39 @@ def main(argv=None) -> int:
               f"device ms, so {wall * 1e3 - busy / 1e3:.3f} ms of gaps (host work, syncs); per call {syncs}")
         for name, t in kernels[:args.top]:
             print(f"  {t / 1e3:8.3f} ms  {name[:110]}")
+        profiles.append({"label": label, "wall_ms": wall * 1e3, "busy_ms": busy / 1e3, "syncs": syncs,
+                         "differ": differ, "kernels": [(name, t / 1e3) for name, t in kernels[:args.top]]})
+    if args.record:
+        write_record(args, profiles)
     return 0
+
+
+def write_record(args, profiles: list[dict]) -> None:
+    """The printed figures as a record: a row a variant, and the kernels of the last (the graph, where the
+    checkout has one)."""
+    from gpu_record import gpu_record
+
+    from specsim.figures import records
+    record = gpu_record("tools/gpu/filter_profile.py")
+    shape = f"{args.batch} × {args.k} × {args.vocab}"
+    record["tables"]["variants"] = {
+        "columns": ["variant", "wall ms a call", "kernels, device ms", "gaps ms", "syncs a call",
+                    f"requests differing (of {args.batch}; calls 1, 2, 3)"],
+        "rows": [[p["label"], f"{p['wall_ms']:.3f}", f"{p['busy_ms']:.3f}", f"{p['wall_ms'] - p['busy_ms']:.3f}",
+                  str(sum(p["syncs"].values())), "-" if p["differ"] is None else ", ".join(map(str, p["differ"]))]
+                 for p in profiles],
+        "note": f"{shape}, float32, draft probabilities, top-k/top-p on every request; median of {args.reps} calls; "
+                "gaps: wall minus the kernels' device time (host work, syncs)."}
+    last = profiles[-1]
+    record["tables"]["kernels"] = {"columns": ["kernel", "device ms a call"],
+                                   "rows": [[f"`{name[:80]}`", f"{ms:.3f}"] for name, ms in last["kernels"]],
+                                   "note": f"The kernels of '{last['label']}', longest first."}
+    for p in profiles:
+        key = p["label"].replace(" ", "-").replace(".", "")
+        record["values"][f"{key}-wall-ms"] = f"{p['wall_ms']:.3f}"
+        record["values"][f"{key}-device-ms"] = f"{p['busy_ms']:.3f}"
+    records.write(record, args.record)
+    print(f"wrote {args.record}")
 
 
 if __name__ == "__main__":

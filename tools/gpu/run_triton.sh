@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# On the device machine, from the repo root: benchmarks, conformance, the whole suite, a sweep.
-# Logs go to $OUT (the device tool brings them back). Each part is bounded by `timeout` so that one
-# stuck part leaves time for the others.
-#   bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler] [field-v2] [seeds] [calibrate]
+# On a CUDA machine, from the repository root: the Triton device's benchmarks, conformance, the whole suite, a sweep.
+# Logs go to $OUT. Each part is bounded by `timeout` so that one stuck part leaves time for the others.
+#   OUT=DIR bash tools/gpu/run_triton.sh [bench] [shapes] [conform] [suite] [sweep] [sampler] [filters] [field-v2] [seeds] [calibrate]
 # seeds and calibrate are CPU campaigns (one torch thread a process) for a machine with many cores:
 #   WORKERS (default 12), SEEDS (seed table, default 0-19), CALIBRATE_SEEDS / CALIBRATE_FIRST (default 100 / 1000000).
-# field-v2 needs vLLM's pinned members, fetched here before the call and carried (.carry/field):
-#   python -m devices.field.vllm_loader fetch --cache .carry/field/vllm-cache
+# filters writes the record behind docs/triton-device.md's filter profile (RESULTS, default docs/results).
+# field-v2 is tools/gpu/field.sh vllm-v2: it needs vLLM's pinned members in SPECSIM_VLLM_CACHE (see there).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp}
@@ -26,20 +25,13 @@ for part in ${@:-bench shapes conform suite sweep}; do
       { timeout 300 python3 -m specsim.cli conform --device triton --out /tmp/conform-triton
         timeout 120 python3 -m pytest -q -p no:cacheprovider property_tests/test_device_exact.py \
           property_tests/test_bad_input.py --specsim-device=triton; } 2>&1 | tee "$OUT/suite.log" ;;
-    sampler)  # SPEC §12 (issue 18): every parameter on, fused and unfused, then the compiled device vs torch-cuda
+    sampler)  # SPEC §12: every parameter on, fused and unfused, then the compiled device vs torch-cuda
       { timeout 200 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown
         timeout 200 python3 tools/gpu/sampler_check.py --seeds 1 --filters both; } 2>&1 | tee "$OUT/sampler.log" ;;
-    field-v2)  # vLLM 0.33.0's Model Runner V2 verifier (devices/field/vllm_v2_device.py), compiled: every group,
-      # three specsim field processes side by side so that Triton's compiles overlap; the tables merged into $OUT
-      export SPECSIM_VLLM_CACHE=${SPECSIM_VLLM_CACHE:-$PWD/.carry/field/vllm-cache}
-      F="python3 -m specsim.cli field --devices vllm-v2 --group-timeout 280"
-      { timeout 320 $F --out /tmp/v2a --groups L1-edges,L1-sampler,L2-rng,capabilities,input-rules,L1-injected,L1-keyed,L1-trees,L2-trees,L3-trees,L1-volume > /tmp/v2a.log 2>&1 &
-        timeout 320 $F --out /tmp/v2b --groups L3-statistical > /tmp/v2b.log 2>&1 &
-        timeout 320 $F --out /tmp/v2c --groups L1-sizes,L2-sizes > /tmp/v2c.log 2>&1 &
-        wait
-        python3 -m specsim.cli field --out /tmp/v2 --merge $(ls /tmp/v2[abc]/field.json) --render-only
-        cp /tmp/v2/field.json "$OUT/field-v2.json"; cp /tmp/v2/field.md "$OUT/field-v2.md"
-        tail -n 3 /tmp/v2[abc].log; } 2>&1 | tee "$OUT/field-v2.log" ;;
+    field-v2) OUT="$OUT/field-v2" bash tools/gpu/field.sh vllm-v2 2>&1 | tee "$OUT/field-v2.log" ;;
+    filters)  # where the top-k/top-p step's time goes, per variant (docs/triton-device.md)
+      timeout 200 python3 tools/gpu/filter_profile.py --record "${RESULTS:-docs/results}/triton-filters.json" 2>&1 \
+        | tee "$OUT/filters.log" ;;
     seeds)  # the seed x mutant table of the tree and sampler mutants, injected and black box (docs/statistics.md)
       timeout 560 python3 -m specsim.cli mutants --seeds "${SEEDS:-0-19}" --kinds tree,sampler --black-box \
         --executor processes --workers "${WORKERS:-12}" --out "$OUT/seedtable" 2>&1 | tail -n 60 > "$OUT/seeds.log" ;;
