@@ -18,6 +18,8 @@ then, with a CUDA machine's run copied back, the merged table::
 writes ``DIR/field.json`` and ``DIR/field.md``, and ``DIR/upstream/``: one report per confirmed
 deviation judged a loss of losslessness or an RNG-contract break, written for the engine's tracker
 (``specsim.field.upstream``; its reproduction is run unless ``--no-repro-run``).
+docs/field.md shows the stored merged table, ``docs/field-results/field.json``, in a block that
+``python -m specsim.field.table --write docs/field.md`` renders.
 
 One engine across its releases (``--releases``, with ``--devices`` of one engine or ``--engine``)::
 

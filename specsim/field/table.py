@@ -6,7 +6,7 @@ deviation (a ``conformance:`` waiver shipped beside the adapter: reason, link,
 deviation id, judgement) or a NEW one, re-checks the deviations that have a
 confirming experiment (``CONFIRM``), and writes ``DIR/field.json`` and
 ``DIR/field.md``. Runs on other machines (a CUDA machine's) are folded in with
-``--merge``; ``docs/field.md`` is such a merged table.
+``--merge``; ``docs/field.md`` shows such a merged table.
 
 A row of the table is one implementation × one layer (conformance group):
 
@@ -27,13 +27,27 @@ failure, marked with the release of the judgement, so a judgement is never carri
 
 ``specsim field --releases A,B`` runs one engine's releases side by side (:func:`release_runs_block`): the
 rows are the groups and the failing checks, the columns the releases.
+
+A Markdown page shows a stored table between markers naming its ``field.json`` (relative to the page)::
+
+    <!-- specsim:field field-results/field.json -->
+    …the verdicts, commands, deviations and release tables, rendered…
+    <!-- /specsim:field -->
+
+``python -m specsim.field.table --write docs/field.md`` renders the block from that file, ``--check`` exits 1
+when it differs (``tests/field/test_field_table.py`` runs the check), so every figure in it is the stored run's.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import glob
+import json
 import os
+import re
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -358,7 +372,6 @@ def release_key(release: str) -> tuple:
     >>> sorted(["5.10.0", "5.9.0", "5.24.0rc1", "5.24.0"], key=release_key)
     ['5.9.0', '5.10.0', '5.24.0rc1', '5.24.0']
     """
-    import re
     parts = re.findall(r"\d+|[A-Za-z]+", release)
     return tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in parts) + ((2, 0, ""),)
 
@@ -513,12 +526,7 @@ def render(doc: dict) -> str:
              "and machine that gave it). Real implementations of speculative-decoding verification, each held to "
              "SPEC through its adapter in `devices/field/`; every failing check is sorted into a known deviation "
              "(a waiver shipped beside the adapter, with its judgement) or reported as NEW.", ""]
-    if doc["devices"]:
-        lines += _render_devices(doc)
-    if doc.get("releases"):
-        lines += ["## Releases", "", RELEASES_INTRO, ""]
-        for block in doc["releases"]:
-            lines += render_releases(block)
+    lines += _body(doc)
     for title, text in doc.get("extras", {}).items():
         lines += [f"## {title}", "", text.rstrip(), ""]
     return "\n".join(lines) + "\n"
@@ -578,3 +586,77 @@ def _judged_note(finding: dict, entry: dict) -> str:
 
 def _cell(text: str | None) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _body(doc: dict) -> list[str]:
+    """The verdicts, commands, deviations and release tables of ``doc``: what a page's block shows."""
+    lines = _render_devices(doc) if doc["devices"] else []
+    if doc.get("releases"):
+        lines += ["## Releases", "", RELEASES_INTRO, ""]
+        for block in doc["releases"]:
+            lines += render_releases(block)
+    return lines
+
+
+# -- the block of a Markdown page rendered from a stored field.json ----------------------------------------------
+BLOCK = re.compile(r"<!-- specsim:field (?P<source>[\w./-]+) -->\n(?P<body>.*?)<!-- /specsim:field -->", re.S)
+"""A page's generated block and the ``field.json`` it is rendered from (relative to the page)."""
+
+
+def render_block(doc: dict) -> str:
+    """The body of a page's block from a stored ``field.json`` (merged as ``specsim field --merge`` merges).
+
+    >>> render_block({"devices": [], "releases": []})
+    ''
+    """
+    lines = _body(merge([doc]))
+    return "\n".join(lines).rstrip("\n") + "\n" if lines else ""
+
+
+def with_blocks(text: str, page: Path) -> str:
+    """``text`` (the Markdown of ``page``) with every field block rendered from the file its marker names."""
+    def block(m: re.Match) -> str:
+        source = page.parent / m["source"]
+        if not source.is_file():
+            raise FileNotFoundError(f"{page}: the field block names {m['source']}, and {source} does not exist")
+        body = render_block(json.loads(source.read_text()))
+        return f"<!-- specsim:field {m['source']} -->\n{body}<!-- /specsim:field -->"
+    return BLOCK.sub(block, text)
+
+
+def stale_blocks(page: Path) -> list[str]:
+    """One line per field block of ``page`` that differs from its ``field.json`` rendered now."""
+    text = page.read_text()
+    out = []
+    for m in BLOCK.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        if with_blocks(m[0], page) != m[0]:
+            out.append(f"{page}:{line}: the field block differs from {m['source']} rendered "
+                       f"(python -m specsim.field.table --write {page})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specsim.field.table",
+                                description="render the field blocks of Markdown pages from their field.json")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="exit 1 if a block differs from its field.json")
+    mode.add_argument("--write", action="store_true", help="rewrite every block in place")
+    p.add_argument("pages", nargs="+", type=Path, help="Markdown files holding <!-- specsim:field ... --> blocks")
+    args = p.parse_args(argv)
+    problems = []
+    for page in args.pages:
+        if not BLOCK.search(page.read_text()):
+            problems.append(f"{page}: no <!-- specsim:field FIELD_JSON --> block")
+        elif args.write:
+            page.write_text(with_blocks(page.read_text(), page))
+            print(f"wrote {page}")
+        else:
+            problems += stale_blocks(page)
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -215,10 +215,16 @@ bandwidth or size, a count of passes, checks, tests, mutants or seeds, or a p-va
 UNMARKED_DOCS = ("README.md", "BENCHMARKS.md", "docs/*.md")
 
 
+FIELD_BLOCK = r"<!-- specsim:field [\w./-]+ -->\n.*?<!-- /specsim:field -->"
+"""A field table rendered from its stored ``field.json`` (``specsim.field.table.BLOCK``): its figures are the
+stored run's, re-rendered and compared by ``python -m specsim.field.table --check`` (tests/field/test_field_table.py)."""
+
+
 def _without_marked(text: str) -> str:
-    """``text`` with code blocks, inline code, marked figures and record tables blanked (lines kept)."""
+    """``text`` with code blocks, inline code, marked figures, record tables and field blocks blanked (lines
+    kept)."""
     blank = lambda m: "\n" * m[0].count("\n")   # noqa: E731
-    for pattern in (r"```.*?```", TABLE.pattern, SPAN.pattern, r"`[^`\n]*`", r"<!--.*?-->"):
+    for pattern in (r"```.*?```", TABLE.pattern, FIELD_BLOCK, SPAN.pattern, r"`[^`\n]*`", r"<!--.*?-->"):
         text = re.sub(pattern, blank, text, flags=re.S)
     return text
 

@@ -278,3 +278,40 @@ def test_releases_usage_errors_name_the_option(tmp_path, capsys):
     assert field_command.run(Args) == 2 and "--releases needs one engine" in capsys.readouterr().out
     Args.releases, Args.devices, Args.engine = None, None, "transformers"
     assert field_command.run(Args) == 2 and "--engine goes with --releases" in capsys.readouterr().out
+
+
+def test_docs_field_md_shows_the_stored_table_as_it_renders_now():
+    """docs/field.md's block is ``docs/field-results/field.json`` rendered: every figure in it is the stored runs'.
+    (``python -m specsim.figures.numbers`` leaves the block to this check.)"""
+    import pathlib
+    page = pathlib.Path(__file__).parents[2] / "docs" / "field.md"
+    assert field.BLOCK.search(page.read_text()), "docs/field.md has no <!-- specsim:field ... --> block"
+    assert field.stale_blocks(page) == []
+
+
+def test_a_changed_figure_in_a_field_block_is_stale_and_write_restores_it(tmp_path):
+    waivers = field.field_waivers("vllm")
+    entry = field.device_entry("vllm", _checks(), None, "vllm 0.33.0", False, "H100", "specsim field ...",
+                               field.classify("vllm", _checks(), waivers, "vllm 0.33.0"), waivers)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "field.json").write_text(json.dumps({"devices": [entry]}))
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n<!-- specsim:field results/field.json -->\n<!-- /specsim:field -->\n\nHand-written.\n")
+    assert field.main(["--check", str(page)]) == 1                  # empty: differs from the rendered table
+    assert field.main(["--write", str(page)]) == 0 and field.main(["--check", str(page)]) == 0
+    text = page.read_text()
+    assert "| L1-edges | pass (1 waived) | 1 | 1 |" in text and text.endswith("<!-- /specsim:field -->\n\nHand-written.\n")
+    page.write_text(text.replace("| L1-edges | pass (1 waived) | 1 | 1 |", "| L1-edges | pass (1 waived) | 9 | 1 |"))
+    assert len(field.stale_blocks(page)) == 1
+    page.write_text("no block\n")
+    assert field.main(["--check", str(page)]) == 1
+
+
+def test_the_figures_check_skips_exactly_the_field_block():
+    from specsim.figures import numbers
+    text = ("took 5 s\n<!-- specsim:field results/field.json -->\n| 3 pass | 2.0 s |\n<!-- /specsim:field -->\n"
+            "then 7 checks\n")
+    kept = numbers._without_marked(text)
+    assert kept.count("\n") == text.count("\n")
+    assert [m[0] for m in numbers.FIGURE.finditer(kept)] == ["5 s", "7 checks"]
+    assert numbers.re.search(numbers.FIELD_BLOCK, text, numbers.re.S)[0] == field.BLOCK.search(text)[0]
