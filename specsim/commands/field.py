@@ -1,4 +1,4 @@
-"""``specsim field --out DIR``: the field table (docs/field.md) from the field adapters this machine can run.
+"""``specsim field --out DIR``: the field table (docs/field.md) from the field adapters that load where it runs.
 
 Every device registered from ``devices/field/`` (``specsim devices`` lists
 them) is loaded; each that loads runs the conformance groups (each in a

@@ -1,7 +1,7 @@
 """The field table: the real samplers of ``devices/field/`` held to SPEC, their deviations judged.
 
-``specsim field --out DIR`` runs every field adapter that loads on this
-machine through the conformance groups, sorts each failing check into a known
+``specsim field --out DIR`` runs every field adapter that loads where it runs
+through the conformance groups, sorts each failing check into a known
 deviation (a ``conformance:`` waiver shipped beside the adapter: reason, link,
 deviation id, judgement) or a NEW one, re-checks the deviations that have a
 confirming experiment (``CONFIRM``), and writes ``DIR/field.json`` and
@@ -459,7 +459,7 @@ def _release_cell(finding: dict | None, status: str | None, run: dict, entry: di
 
 
 def _why_not_run(run: dict, entry: dict | None) -> str:
-    """Why a release's column has no run, its install directory (this machine's cache) named as such."""
+    """Why a release's column has no run, its install directory (a local cache) named as such."""
     why = run.get("error") or (entry or {}).get("why_not") or "?"
     path = (run.get("install") or {}).get("path")
     return why.replace(path, "<release dir>") if path else why

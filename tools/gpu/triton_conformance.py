@@ -1,4 +1,4 @@
-"""GPU conformance of the Triton device at real sizes (run on the device machine).
+"""GPU conformance of the Triton device at real sizes (run on a CUDA GPU).
 
     PYTHONUNBUFFERED=1 python3 tools/gpu/triton_conformance.py [--quick] [--out DIR]
 

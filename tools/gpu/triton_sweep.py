@@ -1,4 +1,4 @@
-"""Launch-shape and noise-mode sweep of the Triton device at one shape (device machine).
+"""Launch-shape and noise-mode sweep of the Triton device at one shape (on a CUDA GPU).
 
     PYTHONUNBUFFERED=1 python3 tools/gpu/triton_sweep.py [--batch 256 --k 4 --vocab 128256 --mode draft]
 
