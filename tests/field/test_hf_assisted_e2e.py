@@ -1,4 +1,4 @@
-"""End to end: transformers' assisted generation has the target's whole-sequence law; greedy is the target's (issue 10).
+"""End to end: transformers' assisted generation has the target's whole-sequence law; greedy is the target's.
 
 V = 8, three new tokens (512 sequences), tiny random-weight Llama target and
 assistant built from configs (CPU, no download). Each configuration's
