@@ -9,7 +9,8 @@ through the numpy protocol (host-to-device copies included, CUDA synchronised):
   point proposals (EAGLE's top-k trees).
 
 Prints a Markdown table of median milliseconds over ``--repeat`` calls after
-``--warmup`` calls. docs/trees.md quotes it with the command that gave it.
+``--warmup`` calls; ``--record FILE`` also writes the printed tables (and the
+check's outcome) as a record of ``specsim.figures.records`` for the docs.
 
 ``--check`` first holds the device's trees to the reference (the L1-trees and
 L2-trees groups at full size, 27 random batches of up to V = 3000, and at every
@@ -217,8 +218,9 @@ def start_references(batches, vocab_sizes):
                   for k, lo, hi, keyed in jobs}
 
 
-def check(device, refs=None) -> bool:
-    """The device's trees against the reference; prints every disagreement, returns True if none.
+def check(device, refs=None, summary: bool = False):
+    """The device's trees against the reference; prints every disagreement, returns True if none
+    (``summary``: ``(problems, tree checks passed, tree checks)`` instead).
 
     ``refs``: ``start_references``' jobs, for the batches at the table's sizes (optional)."""
     import dataclasses
@@ -250,9 +252,9 @@ def check(device, refs=None) -> bool:
         if r.status != "pass":
             problems += 1
             print(f"{r.name}: {r.status}: {r.detail[:200]}")
-    print(f"check {device.name}: {problems} problem(s); {sum(r.status == 'pass' for r in results)} of {len(results)} "
-          "tree checks pass", flush=True)
-    return problems == 0
+    passed = sum(r.status == "pass" for r in results)
+    print(f"check {device.name}: {problems} problem(s); {passed} of {len(results)} tree checks pass", flush=True)
+    return (problems, passed, len(results)) if summary else problems == 0
 
 
 def main(argv=None) -> None:
@@ -267,39 +269,99 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="hold the device's trees to the reference first")
     parser.add_argument("--kernel", action="store_true", help="also time the kernels alone (compiled triton)")
+    parser.add_argument("--record", default=None, metavar="FILE",
+                        help="also write the printed tables as a record for the docs (specsim.figures.records), "
+                             "e.g. docs/results/tree-bench-h100.json")
     a = parser.parse_args(argv)
     pool, refs = start_references(a.batch, a.vocab) if a.check else (None, None)
+    tables, values = {}, {}
     for name in a.device:
-        run_device(name, a, refs)
+        run_device(name, a, refs, tables, values)
     if pool is not None:
         pool.terminate()
+    if a.record:
+        from specsim.figures import records
+        records.write(record(tables, values, records.command_line("python -m specsim.bench.trees")), a.record)
+        print(f"wrote {a.record}")
 
 
-def run_device(name: str, a, refs) -> None:
-    """``--check``, the end-to-end table and (``--kernel``) the kernel-only table for one device."""
+E2E_COLUMNS = ("batch", "V", "chain K=D", "chain K=N", "tree")
+KERNEL_COLUMNS = ("batch", "V", "chain kernels K=N", "tree pre-pass", "tree kernel, rejected at root",
+                  "tree kernel, accepted to depth (accepted)")
+
+
+def e2e_cells(batch: int, vocab_size: int, r: dict) -> list[str]:
+    """A row of the end-to-end table from ``bench``'s medians (ms)."""
+    return [str(batch), str(vocab_size), f"{r['chain K=D']:.2f}", f"{r['chain K=N']:.2f}", f"{r['tree']:.2f}"]
+
+
+def kernel_cells(batch: int, vocab_size: int, r: dict) -> list[str]:
+    """A row of the kernel-only table from ``bench_kernels``' medians (ms) and mean accepted length."""
+    return [str(batch), str(vocab_size), f"{r['chain K=N']:.3f}", f"{r['tree pre-pass']:.3f}",
+            f"{r['tree kernel, rejected at root']:.3f}",
+            f"{r['tree kernel, accepted to depth']:.3f} ({r['tree kernel, accepted to depth accepted']:.2f})"]
+
+
+def markdown_row(cells) -> str:
+    """One row as printed (and as a record's table renders it).
+
+    >>> markdown_row(["8", "32000", "0.12"])
+    '| 8 | 32000 | 0.12 |'
+    """
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown_header(columns) -> str:
+    return markdown_row(columns) + "\n|" + "---|" * len(columns)
+
+
+def run_device(name: str, a, refs, tables: dict | None = None, values: dict | None = None) -> None:
+    """``--check``, the end-to-end table and (``--kernel``) the kernel-only table for one device; each table
+    printed goes into ``tables`` (``<name>`` and ``<name>-kernel``, ``name`` as given, as a record's tables), the check's
+    outcome into ``values``."""
     from devices.registry import load
+    tables = {} if tables is None else tables
+    values = {} if values is None else values
     device = load(name)
     if a.check:
-        check(device, refs)
+        problems, passed, total = check(device, refs, summary=True)
+        values[f"{name}-check-problems"] = str(problems)
+        values[f"{name}-tree-checks-pass"] = f"{passed} of {total}"
     parents = tree_parents(a.depth, a.branch, a.width)
-    print(f"device {device.name}; tree depth {a.depth} x branch {a.branch}, width {a.width} = {len(parents)} nodes; "
-          f"median ms of {a.repeat} calls (numpy in and out, host copies included)")
-    print("| batch | V | chain K=D | chain K=N | tree |\n|---|---|---|---|---|")
+    title = (f"device {device.name}; tree depth {a.depth} x branch {a.branch}, width {a.width} = {len(parents)} "
+             f"nodes; median ms of {a.repeat} calls (numpy in and out, host copies included)")
+    print(title)
+    print(markdown_header(E2E_COLUMNS))
+    rows = []
     for batch in a.batch:
         for V in a.vocab:
-            r = bench(device, batch, V, parents, a.warmup, a.repeat)
-            print(f"| {batch} | {V} | {r['chain K=D']:.2f} | {r['chain K=N']:.2f} | {r['tree']:.2f} |", flush=True)
+            rows.append(e2e_cells(batch, V, bench(device, batch, V, parents, a.warmup, a.repeat)))
+            print(markdown_row(rows[-1]), flush=True)
+    tables[name] = {"columns": list(E2E_COLUMNS), "rows": rows, "note": title}
     if a.kernel and device.name == "triton":
-        print(f"\nkernel only (device tensors in, CUDA events), median ms of {a.repeat} after {a.warmup}; "
-              f"chain at K = {len(parents)} (the tree's target rows); accepted = mean accepted length")
-        print("| batch | V | chain kernels K=N | tree pre-pass | tree kernel, rejected at root | "
-              "tree kernel, accepted to depth (accepted) |\n|---|---|---|---|---|---|")
+        title = (f"kernel only (device tensors in, CUDA events), median ms of {a.repeat} after {a.warmup}; "
+                 f"chain at K = {len(parents)} (the tree's target rows); accepted = mean accepted length")
+        print(f"\n{title}")
+        print(markdown_header(KERNEL_COLUMNS))
+        rows = []
         for batch in a.batch:
             for V in a.vocab:
-                r = bench_kernels(device, batch, V, parents, a.warmup, a.repeat)
-                print(f"| {batch} | {V} | {r['chain K=N']:.3f} | {r['tree pre-pass']:.3f} | "
-                      f"{r['tree kernel, rejected at root']:.3f} | {r['tree kernel, accepted to depth']:.3f} "
-                      f"({r['tree kernel, accepted to depth accepted']:.2f}) |", flush=True)
+                rows.append(kernel_cells(batch, V, bench_kernels(device, batch, V, parents, a.warmup, a.repeat)))
+                print(markdown_row(rows[-1]), flush=True)
+        tables[f"{name}-kernel"] = {"columns": list(KERNEL_COLUMNS), "rows": rows, "note": title}
+
+
+def record(tables: dict, values: dict, command: str) -> dict:
+    """The run's tables and check outcomes as a record (``specsim.figures.records``), with the hardware and
+    versions it ran on."""
+    import torch
+
+    from specsim.bench.harness import environment
+    from specsim.figures import records
+    hardware, versions = environment(torch)
+    rec = records.new_record(command, hardware=hardware, versions=versions)
+    rec["tables"], rec["values"] = dict(tables), dict(values)
+    return rec
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def run_task(task: ShardTask) -> dict:
     The sign-off profile calls the device's ``verify_repeated`` where it has one
     (same draws and result as ``verify``; at V = 128k only ids cross per call).
     """
-    from specsim.conformance.statistical import run_shard
+    from specsim.conformance.shards import run_shard
     device = device_for(task.device)
     start = time.perf_counter()
     tally = run_shard(device, case_plan(task), task.suite_seed, task.index, task.shard_trials,

@@ -63,7 +63,7 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true", help="continue the campaign in --out DIR")
     p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
     p.add_argument("--shard-trials", type=int, default=None,
-                   help="trials per shard (default specsim.conformance.statistical.SHARD_TRIALS); part of the draw")
+                   help="trials per shard (default specsim.conformance.shards.SHARD_TRIALS); part of the draw")
     p.add_argument("--max-hours", type=float, default=None,
                    help="stop after the first shards if the estimate for the rest exceeds this")
     add_executor_arguments(p)

@@ -89,7 +89,7 @@ def test_resuming_another_campaign_is_refused(tmp_path):
                      out_dir=str(tmp_path), resume=True)
 
 
-@pytest.mark.parametrize("name", ["specsim.conformance.statistical", "specsim.campaign.run", "specsim.field.engines.check"])
+@pytest.mark.parametrize("name", ["specsim.conformance.shards", "specsim.conformance.tally", "specsim.campaign.run", "specsim.field.engines.check"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib
@@ -100,7 +100,8 @@ def test_docstring_examples_run(name):
 def test_verify_repeated_counts_exactly_what_verify_counts():
     """The sign-off profile's transport (rows once, ids per call) changes nothing: same draws, same tallies."""
     from devices.registry import load
-    from specsim.conformance.statistical import make_plan, run_shard
+    from specsim.conformance.shards import run_shard
+    from specsim.conformance.stat_plan import make_plan
     device = load("torch")
     for cp in make_plan(1e-3, True).cases:
         if cp.case.id in ("v8-hetero", "v8-point", "v32-topp"):   # greedy, point and placeholder, top-p

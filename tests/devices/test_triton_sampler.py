@@ -74,7 +74,7 @@ def test_the_benchmark_parameters_give_the_torch_devices_tokens(device, order="v
     import dataclasses
 
     from devices.torch_device import make_cpu_device
-    from specsim.commands.bench import FILTERS, sampler_params
+    from specsim.bench.workloads import FILTERS, sampler_params
     rng = np.random.default_rng(5)
     B, K, V = 3, 3, 130
     ids = rng.integers(0, V, B * K)
@@ -125,7 +125,7 @@ def test_the_fused_path_gives_the_torch_devices_tokens_with_keyed_noise(device, 
     import dataclasses
 
     from devices.torch_device import make_cpu_device
-    from specsim.commands.bench import sampler_params
+    from specsim.bench.workloads import sampler_params
     rng = np.random.default_rng(7)
     B, K, V = 4, 3, 300  # V past one 256-wide tile: two race chunks, tiles ending mid-word
     ids = rng.integers(0, V, B * K)
@@ -162,7 +162,7 @@ def test_the_fused_path_with_several_chunks_and_record_steps(monkeypatch):
 
     from devices.torch_device import make_cpu_device
     from devices.triton_device import KernelConfig
-    from specsim.commands.bench import sampler_params
+    from specsim.bench.workloads import sampler_params
     dev = make_interpreter_device(KernelConfig(block=64, num_warps=1, programs=24, race_block=32, race_warps=1))
     monkeypatch.setattr(dev.sampler_kernels, "FUSED_EDIT_BLOCK", 8)
     monkeypatch.setattr(dev.kernels, "EDIT_SCAN", 8)
@@ -191,7 +191,7 @@ def test_the_fused_path_with_one_parameter_at_a_time(device, only):
     import dataclasses
 
     from devices.torch_device import make_cpu_device
-    from specsim.commands.bench import sampler_params
+    from specsim.bench.workloads import sampler_params
     rng = np.random.default_rng(13)
     k, V = np.array([2, 0, 3]), 90
     ids = rng.integers(0, V, int(k.sum()))

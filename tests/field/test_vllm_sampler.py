@@ -87,7 +87,7 @@ from devices.field.vllm_bench import make_step
 from devices.field.vllm_device import served_only
 from devices.protocol import VerifyBatch
 from devices.torch_device import make_cpu_device
-from specsim.commands.bench import sampler_params
+from specsim.bench.workloads import sampler_params
 B, K, V = 4, 2, 16
 params = {}
 call, label = make_step("cpu", sampler=lambda x: params[id(x)])

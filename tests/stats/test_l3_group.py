@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.conformance import cases as C
+from specsim.conformance import stat_plan as P
 from specsim.conformance import statistical as S
 from specsim.conformance.runner import Context
 from specsim.mutants.walk import Hooks, WalkDevice
@@ -23,11 +24,11 @@ def test_case_list_is_frozen_and_diverse():
 
 
 def test_default_design_detects_tv_002_everywhere():
-    plan = S.make_plan(1e-3, quick=False)  # asserts the design itself
-    assert plan.checks == sum(len(S.check_names(c)) for c in C.CASES)
+    plan = P.make_plan(1e-3, quick=False)  # asserts the design itself
+    assert plan.checks == sum(len(P.check_names(c)) for c in C.CASES)
     for cp in plan.cases:
         if not cp.case.pit:
-            assert max(cp.design_tv.values()) <= S.TARGET_TV * 1.0001
+            assert max(cp.design_tv.values()) <= P.TARGET_TV * 1.0001
 
 
 def _small(ids):
@@ -71,7 +72,7 @@ def test_a_batch_limit_of_its_own_is_a_refusal_inside_the_declaration_and_fails(
             return super().verify(batch, noise)
 
     res = S.statistical_group(Small(), Context(seed=0, quick=True), cases={"v8-far"})
-    assert [r.name for r in res] == S.check_names(next(c for c in S.CASES if c.id == "v8-far"))
+    assert [r.name for r in res] == P.check_names(next(c for c in C.CASES if c.id == "v8-far"))
     assert all(r.status == "fail" for r in res)
     assert "device refused a call inside its declaration (B=" in res[0].detail
     assert "batch size is never a declared limit" in res[0].detail and "batch <= 100 (got" in res[0].detail

@@ -27,7 +27,8 @@ def test_every_groups_checks_map_back_to_it(group):
 
 
 def test_l3_statistical_check_names_map_to_it():
-    from specsim.conformance.statistical import CASES, check_names
+    from specsim.conformance.cases import CASES
+    from specsim.conformance.stat_plan import check_names
     names = [n for c in CASES for n in check_names(c)]
     assert names and {st.group_of(n) for n in names} == {"L3-statistical"}
 

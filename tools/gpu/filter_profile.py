@@ -76,7 +76,8 @@ def main(argv=None) -> int:
 
     from devices import triton_device as td
     from devices.triton_mode import kernel_module
-    from specsim.commands.bench import FILTERS, _median, _time, make_inputs
+    from specsim.bench.harness import median, time_calls
+    from specsim.bench.workloads import FILTERS, make_inputs
 
     B, K, V = args.batch, args.k, args.vocab
     sets = [make_inputs(torch, B, K, V, torch.float32, "draft", seed) for seed in range(2)]
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
             differ = [int(((o != want[0]).any(1) | (a != want[1])).sum()) for o, a in (call(0), call(2), call(4))]
             print(f"{label}: {differ} of {B} requests differ from the step on the whole-row float64 filtered "
                   f"copy (calls 1, 2, 3)")
-        wall = _median(_time(torch, call, args.reps, warmup=5))  # a graph per set: eager, capture
+        wall = median(time_calls(torch, call, args.reps, warmup=5))  # a graph per set: eager, capture
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for i in range(args.reps):
                 call(i)

@@ -1,6 +1,6 @@
 """SPEC §12 on a GPU at engine sizes: the compiled Triton device against the torch device on CUDA.
 
-Every §12 parameter on (``specsim.commands.bench.sampler_params``, both order profiles), keyed
+Every §12 parameter on (``specsim.bench.workloads.sampler_params``, both order profiles), keyed
 Philox noise (SPEC §5.2: same seeds, same tokens), draft probabilities and point proposals,
 float32 logits. Prints, per case, the requests whose output differs (the two devices
 decide top-k/top-p/min_p in float64 alike; a difference is a bug or a float32 near-tie of
@@ -31,7 +31,7 @@ def case(batch: int, k: int, vocab: int, order: str, point: bool, seed: int, fil
     """A ``VerifyBatch`` with every §12 parameter on (``order``), T = 1 (a quarter greedy);
     ``filters`` False: top-k, top-p and min_p off (the Triton device's fused §12 path)."""
     from devices.protocol import VerifyBatch
-    from specsim.commands.bench import FILTERS, sampler_params
+    from specsim.bench.workloads import FILTERS, sampler_params
     rng = np.random.default_rng(seed)
     logits = (rng.standard_normal((batch * (k + 1), vocab), dtype=np.float32) * 2)
     draft = None

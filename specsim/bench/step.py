@@ -1,0 +1,382 @@
+"""One verification step timed on a GPU against its floors, beside vLLM's sampler: ``specsim bench``.
+
+Every device runs the same inputs (``workloads.make_inputs``), timed as
+``harness`` times (CUDA events around each call, warm-up, median of many,
+enough input sets rotated that each call reads memory, not L2), and set
+against the two floors of ``workloads.floor_bytes`` over the device-to-device
+copy bandwidth measured in the same run.
+
+Rows, per shape and mode:
+
+* ``triton graph`` — a CUDA graph of the step captured here and replayed: the
+  kernels alone, as an engine that graphs its whole step runs them;
+* ``triton eager`` — ``devices.triton_step.TritonStep`` called from Python each
+  step, as an engine calls its sampler eagerly (it replays a CUDA graph it
+  holds per call signature; see that module);
+* ``triton launches`` — ``verify_tensors`` from Python each step: the two
+  Triton launches and their host overhead, no graph;
+* ``vllm`` — vLLM's rejection sampler on the same inputs, in the same run,
+  where ``field.vllm_step`` can load it: its whole ``RejectionSampler.forward``,
+  bonus sample included (what vLLM runs per step; the ``vs vllm`` ratio's base);
+* ``vllm rejection_sample`` — its ``rejection_sample`` function alone, the
+  target rows already processed and the bonus drawn outside the timed call;
+* ``torch`` — the torch device (it synchronises once per call);
+* with ``sampler="all"``, the SPEC §12 rows of ``sampler_variants``.
+
+``measure`` runs the shapes and prints one line per row as it is measured;
+``table_lines`` is the table printed at the end; ``record`` is the same table
+(and the kernel breakdown) as a record of ``specsim.figures.records``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from specsim.bench import harness, workloads
+from specsim.bench.field import vllm_rejection_sample_step, vllm_step, vllm_version
+
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+DEVICES = ("triton", "vllm", "torch")
+MODES = ("draft", "point", "greedy")
+
+
+@dataclass
+class Options:
+    """What ``measure`` times: the cross product of ``batch`` × ``k`` × ``vocab`` × ``modes`` for ``devices``."""
+
+    devices: list = field(default_factory=lambda: list(DEVICES))
+    batch: list = field(default_factory=lambda: [256])
+    k: list = field(default_factory=lambda: [4])
+    vocab: list = field(default_factory=lambda: [128256])
+    dtype: str = "float32"
+    modes: list = field(default_factory=lambda: list(MODES))
+    reps: int = 50
+    warmup: int = 5
+    no_graph: bool = False
+    no_launches: bool = False
+    breakdown: bool = False
+    block: int | None = None
+    warps: int | None = None
+    programs: int | None = None
+    sampler: str = "off"
+
+
+@dataclass
+class BenchResult:
+    """What one ``measure`` found: the rows (one dict per device, shape and mode), the kernel breakdowns
+    (``breakdown``) and what the figures depend on (hardware, versions, copy bandwidth, Triton config)."""
+
+    hardware: str
+    versions: dict
+    gpu: str
+    copy_bw: float
+    config: str
+    vllm: str
+    rows: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+
+
+HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
+          "% of alg floor", "% of all-rows floor", "vs vllm")
+KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
+SAMPLER_ROWS = ("triton §12", "triton §12 unfused", "triton filters", "triton filters eager",
+                "triton filters torch.topk", "triton §12+filters")
+"""The §12 rows a breakdown profiles beside the plain Triton step."""
+
+
+def cells(r: dict) -> tuple:
+    """One printed row of ``HEADER`` from a row dict of ``measure``."""
+    return (r["device"], r["batch"], r["K"], r["V"], r["mode"], r["dtype"], f"{r['median_ms']:.3f}",
+            f"{r['alg_floor_mb']:.0f}", f"{r['alg_floor_ms']:.3f}", f"{r['pct_alg_floor']:.0f}%",
+            f"{r['pct_all_rows_floor']:.0f}%", f"{r['vs_vllm']:.2f}x" if "vs_vllm" in r else "-")
+
+
+def kernel_cells(k: dict) -> tuple:
+    """One row of ``KERNEL_HEADER``: a row's device milliseconds per call, kernel by kernel."""
+    return (k["device"], k["batch"], k["K"], k["V"], k["mode"], kernels_text(k["seconds"]))
+
+
+def kernels_text(seconds: dict[str, float]) -> str:
+    """``{kernel: s}`` as ``stats 0.220, step 0.108`` (device ms per call).
+
+    >>> kernels_text({"stats_kernel": 0.00022, "step_kernel": 0.000108, "other": 0.0})
+    'stats 0.220, step 0.108, other 0.000'
+    """
+    return ", ".join(f"{n.replace('_kernel', '')} {p * 1e3:.3f}" for n, p in seconds.items())
+
+
+def table_lines(header: tuple, rows: list[tuple]) -> list[str]:
+    """The table as printed: columns right-aligned to their widest cell.
+
+    >>> table_lines(("a", "bb"), [("10", "1")])
+    [' a  bb', '10   1']
+    """
+    table = [header, *rows]
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
+    return ["  ".join(f"{str(c):>{w}}" for c, w in zip(r, widths)) for r in table]
+
+
+def measure(torch, opts: Options, out=print) -> BenchResult:
+    """Every shape and mode of ``opts`` on the GPU, one line through ``out`` per row as it is measured."""
+    import triton
+
+    from devices.triton_device import KernelConfig
+    base = KernelConfig()
+    config = KernelConfig(block=opts.block or base.block, num_warps=opts.warps or base.num_warps,
+                          programs=opts.programs or base.programs)
+    props = torch.cuda.get_device_properties(0)
+    copy_bw = harness.copy_bandwidth(torch)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    gpu = f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB"
+    out(f"GPU: {gpu}; torch {torch.__version__}, triton {triton.__version__}")
+    out(f"measured device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
+    out(f"triton config: {config}")
+    vllm_call, vllm_label = vllm_step() if "vllm" in opts.devices else (None, "not asked for")
+    out(f"vllm: {vllm_label}")
+    kernel_call, kernel_label = vllm_rejection_sample_step() if vllm_call else (None, "")
+    if kernel_call is not None:
+        out(f"vllm rejection_sample: {kernel_label}")
+    hardware, versions = harness.environment(torch)
+    if vllm_call is not None and vllm_version():
+        versions["vllm"] = vllm_version()
+    result = BenchResult(hardware, versions, gpu, copy_bw, str(config), vllm_label)
+    for V in opts.vocab:
+        for B in opts.batch:
+            for K in opts.k:
+                for mode in opts.modes:
+                    measure_shape(torch, opts, config, (B, K, V, mode), l2, (vllm_call, kernel_call), result, out)
+                    torch.cuda.empty_cache()
+    return result
+
+
+def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_calls: tuple, result: BenchResult,
+                  out=print) -> None:
+    """One ``(batch, K, V, mode)``: its rows into ``result.rows``, its breakdown into ``result.kernels``."""
+    B, K, V, mode = shape
+    dtype = getattr(torch, opts.dtype)
+    logit_size = torch.empty(0, dtype=dtype).element_size()
+    prob_size = torch.empty(0, dtype=workloads.draft_dtype(torch, dtype)).element_size()
+    alg, all_rows = workloads.floor_bytes(B, K, V, logit_size, prob_size, mode)
+    nsets = workloads.input_sets(l2, all_rows)
+    sets = [workloads.make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
+    variants = step_variants(torch, opts, config, sets, mode, vllm_calls)
+    measured = {}
+    for label, fn, extra_warmup in variants:
+        t = harness.median(harness.time_calls(torch, fn, opts.reps, opts.warmup + extra_warmup))
+        measured[label] = t
+        result.rows.append(dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=opts.dtype,
+                                median_ms=t * 1e3, alg_floor_mb=alg / 1e6, alg_floor_ms=alg / result.copy_bw * 1e3,
+                                pct_alg_floor=100 * alg / result.copy_bw / t,
+                                pct_all_rows_floor=100 * all_rows / result.copy_bw / t))
+        out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
+    for r in result.rows:  # vLLM's time is known once its row ran: fill the ratio in
+        if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode) and "vllm" in measured:
+            r["vs_vllm"] = r["median_ms"] / (measured["vllm"] * 1e3)
+    if opts.breakdown and "triton" in opts.devices:
+        breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode), result, out)
+
+
+def triton_call(call):
+    """``call``, a ``verify_tensors``-shaped function, as ``f(x)`` on an input set of ``make_inputs``."""
+    return lambda x: call(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
+                          max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"])
+
+
+def torch_step(torch):
+    """The torch device's ``verify_tensors`` as ``f(x)``, filters off (top-k 0, top-p 1)."""
+    from devices.torch_device import verify_tensors as torch_verify
+    filters = {}
+
+    def call(x):
+        b = x["temperature"].shape[0]
+        if b not in filters:
+            filters[b] = (torch.zeros(b, device="cuda", dtype=torch.int64),
+                          torch.ones(b, device="cuda", dtype=torch.float64))
+        top_k, top_p = filters[b]
+        return torch_verify(x["num_draft_tokens"], x["draft_token_ids"], x["draft_probs"], x["target_logits"],
+                            x["temperature"], top_k, top_p, seeds=x["seeds"], positions=x["positions"],
+                            max_k=x["max_k"])
+    return call
+
+
+def step_variants(torch, opts: Options, config, sets: list, mode: str, vllm_calls: tuple) -> list:
+    """The rows of one shape: ``(label, fn(i), extra warm-up)``, ``fn(i)`` the step on input set ``i mod n``."""
+    from devices.triton_device import verify_tensors
+    from devices.triton_step import TritonStep
+    nsets = len(sets)
+    vllm_call, kernel_call = vllm_calls
+    variants = []
+    if "triton" in opts.devices:
+        launches = triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw))
+        if not opts.no_graph:
+            graphs = harness.graphs(torch, launches, sets)
+            variants.append(("triton graph", lambda i: graphs[i % nsets].replay(), 0))
+        eager = triton_call(TritonStep(config))
+        variants.append(("triton eager", lambda i: eager(sets[i % nsets]), 2 * nsets))
+        if not opts.no_launches:
+            variants.append(("triton launches", lambda i: launches(sets[i % nsets]), 0))
+    if vllm_call is not None:
+        variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets))
+    if kernel_call is not None:
+        variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets))
+    if opts.sampler == "all" and mode != "greedy":
+        variants += sampler_variants(torch, sets, config, "vllm" in opts.devices)
+    if "torch" in opts.devices:
+        step = torch_step(torch)
+        variants.append(("torch", lambda i: step(sets[i % nsets]), 0))
+    return variants
+
+
+def breakdown(torch, config, sets: list, variants: list, shape: dict, result: BenchResult, out=print) -> None:
+    """Device time per kernel of the plain Triton step and of each §12 row of ``variants``."""
+    from devices.triton_device import verify_tensors
+    found = [("triton", harness.kernel_times(
+        torch, triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw)), sets))]
+    index = {id(x): n for n, x in enumerate(sets)}
+    found += [(label, harness.kernel_times(torch, lambda x, f=fn: f(index[id(x)]), sets))
+              for label, fn, _ in variants if label in SAMPLER_ROWS]
+    for label, seconds in found:
+        out(f"    {label} kernels, device ms per call: {kernels_text(seconds)}", flush=True)
+        result.kernels.append(dict(device=label, **shape, seconds=seconds))
+
+
+# --- SPEC §12: every sampler parameter on (--sampler all) ------------------------------
+
+def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
+    """The §12 rows of one shape: ``(label, fn(i), extra warm-up)``. The host work (``row_edits``,
+    the dense rows, the packed bits) is done once per input set, outside the timing, as an engine
+    keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
+    path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
+    processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
+    the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
+    candidates by ``devices/triton_topk.py``, float64 decisions on them, one host sync) read by
+    the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
+    the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
+    candidates."""
+    import numpy as np
+
+    from devices.filter_cut import torch_top_values
+    from devices.filter_graph import FilterCuts
+    from devices.triton_device import _chunks, filter_cuts, triton_top_values, verify_tensors
+    from devices.triton_mode import kernel_module
+    FILTERS, sampler_params = workloads.FILTERS, workloads.sampler_params
+    ks = kernel_module("devices.triton_sampler", False)
+    triton_values = triton_top_values(kernel_module("devices.triton_topk", False), config)
+    graph_cuts = FilterCuts(triton_values)
+    prepared = []
+    for n, x in enumerate(sets):
+        B, K = x["num_draft_tokens"].shape[0], x["max_k"]
+        rows, V = x["target_logits"].shape
+        params = sampler_params(B, K, V, x["draft_token_ids"].cpu().numpy(), seed=n)
+        on = x["target_logits"].device
+        inputs = ks.sampler_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(),
+                                   V, on, torch.float32)
+        fused = ks.fused_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(), V,
+                                on, torch.float32)
+        prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy(), fused))
+    chunk = _chunks(V, rows, config.block, config.programs)[0]
+    top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
+
+    def step(x, logits, cut=None):
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config, cut=cut)
+
+    def fused_step(i):
+        x = sets[i % len(sets)]
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config,
+                              sampler=prepared[i % len(sets)][3], sampler_kernels=ks)
+
+    def processed(i):
+        inputs = prepared[i % len(sets)][0]
+        x = sets[i % len(sets)]
+        return x, ks.process_logits(ks, x["target_logits"], x["cu"], x["max_k"], inputs, config.block, chunk,
+                                    config.num_warps)
+
+    def filters_only(i, cuts=graph_cuts):
+        x = sets[i % len(sets)]
+        _, cu, temperature, _ = prepared[i % len(sets)]
+        return step(x, x["target_logits"], cuts(x["target_logits"], cu, temperature, top_k, top_p))
+
+    def eager(top_values):
+        return lambda *a, **kw: filter_cuts(*a, **kw, top_values=top_values)
+
+    def all_on(i):
+        x, logits = processed(i)
+        _, cu, temperature, _ = prepared[i % len(sets)]
+        return step(x, logits, graph_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
+
+    variants = [("triton filters", filters_only, 2 * len(sets)),
+                ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0),
+                ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0),
+                ("triton §12", fused_step, 0),
+                ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 2 * len(sets))]
+    if with_vllm:
+        call, label = vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
+        if call is not None:
+            variants.append(("vllm filters", lambda i: call(sets[i % len(sets)]), len(sets)))
+        # vLLM with the §12 parameters it serves with spec decode (penalties, bad words, allowed ids,
+        # min_tokens; no mask, bias or min_p: devices.field.vllm_device.served_only): not triton §12's work
+        params = {id(x): sampler_params(x["num_draft_tokens"].shape[0], x["max_k"], x["target_logits"].shape[1],
+                                        x["draft_token_ids"].cpu().numpy(), seed=n) for n, x in enumerate(sets)}
+        served, _ = vllm_step(sampler=lambda x: params[id(x)])
+        if served is not None:
+            variants.append(("vllm §12 (served)", lambda i: served(sets[i % len(sets)]), len(sets)))
+    return variants
+
+
+# --- what a run leaves: the JSON rows and the record ------------------------------------
+
+def to_json(result: BenchResult) -> dict:
+    """``--json``'s document: the rows and what they were measured on."""
+    return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "torch": result.versions.get("torch"),
+            "triton": result.versions.get("triton"), "vllm": result.vllm, "config": result.config,
+            "rows": result.rows}
+
+
+def record(result: BenchResult, command: str) -> dict:
+    """The run as a record (``specsim.figures.records``): table ``steps`` is the table ``specsim bench``
+    prints, ``kernels`` its breakdown (with ``--breakdown``); values: the copy bandwidth, and for the first
+    shape each row's median ms, share of the algorithmic floor and ratio to vLLM (``slug``-named)."""
+    from specsim.figures import records
+    rec = records.new_record(command, hardware=result.hardware, versions=result.versions)
+    rec["tables"]["steps"] = {"columns": list(HEADER), "rows": [list(map(str, cells(r))) for r in result.rows],
+                              "note": note(result)}
+    if result.kernels:
+        rec["tables"]["kernels"] = {"columns": list(KERNEL_HEADER),
+                                    "rows": [list(map(str, kernel_cells(k))) for k in result.kernels]}
+    rec["values"] = headline_values(result)
+    return rec
+
+
+def note(result: BenchResult) -> str:
+    """What a table's figures depend on, printed under it."""
+    return (f"GPU {result.gpu}; device-to-device copy {result.copy_bw / 1e9:.0f} GB/s (read + write); "
+            f"Triton {result.config}; vllm: {result.vllm}.")
+
+
+def headline_values(result: BenchResult) -> dict[str, str]:
+    """``copy-gb-s``, and per row of the first shape ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor`` and
+    (where vLLM ran) ``<row>-<mode>-vs-vllm``, as printed."""
+    values = {"copy-gb-s": f"{result.copy_bw / 1e9:.0f}"}
+    first = result.rows[0] if result.rows else None
+    for r in result.rows:
+        if (r["batch"], r["K"], r["V"]) != (first["batch"], first["K"], first["V"]):
+            continue
+        c = dict(zip(HEADER, cells(r)))
+        key = f"{slug(r['device'])}-{r['mode']}"
+        values[f"{key}-ms"] = c["median ms"]
+        values[f"{key}-pct-alg-floor"] = c["% of alg floor"]
+        if "vs_vllm" in r:
+            values[f"{key}-vs-vllm"] = c["vs vllm"]
+    return values
+
+
+def slug(label: str) -> str:
+    """A row's label as a record key.
+
+    >>> slug("triton graph"), slug("vllm §12 (served)"), slug("triton filters torch.topk")
+    ('triton-graph', 'vllm-s12-served', 'triton-filters-torch.topk')
+    """
+    return re.sub(r"[^a-z0-9.]+", "-", label.lower().replace("§", "s")).strip("-")

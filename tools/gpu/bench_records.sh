@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The records BENCHMARKS.md renders, from the repository root on one CUDA GPU: each benchmark with
+# --record docs/results/NAME.json; then `python -m specsim.figures.numbers --write` renders them.
+#   bash tools/gpu/bench_records.sh [anchor] [v32000] [v151936] [bfloat16] [sampler] [trees]
+# vLLM's rows need its pinned sampler module: `python -m devices.field.vllm_loader fetch --cache DIR`, then
+# SPECSIM_VLLM_CACHE=DIR here (without it the vllm rows are left out and each table's note says why).
+# With $OUT set, the records written are also copied to $OUT/results.
+set -o pipefail
+export PYTHONUNBUFFERED=1
+bench="python3 -m specsim.cli bench"
+written=()
+for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
+  case "$part" in
+    anchor) timeout 240 $bench --breakdown --record docs/results/bench-h100.json
+            written+=(docs/results/bench-h100.json) ;;
+    v32000) timeout 200 $bench --batch 512 --k 8 --vocab 32000 --record docs/results/bench-h100-v32000.json
+            written+=(docs/results/bench-h100-v32000.json) ;;
+    v151936) timeout 300 $bench --batch 64 256 --k 8 --vocab 151936 --record docs/results/bench-h100-v151936.json
+             written+=(docs/results/bench-h100-v151936.json) ;;
+    bfloat16) timeout 200 $bench --dtype bfloat16 --devices triton vllm --record docs/results/bench-h100-bfloat16.json
+              written+=(docs/results/bench-h100-bfloat16.json) ;;
+    sampler) timeout 300 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown \
+               --record docs/results/bench-h100-sampler.json
+             written+=(docs/results/bench-h100-sampler.json) ;;
+    trees) timeout 540 python3 -m specsim.bench.trees --device triton torch-cuda --check --kernel --batch 8 64 \
+             --vocab 32000 151936 --record docs/results/tree-bench-h100.json
+           written+=(docs/results/tree-bench-h100.json) ;;
+    *) echo "unknown part: $part" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$OUT" ]; then
+  mkdir -p "$OUT/results"
+  for f in "${written[@]}"; do [ -f "$f" ] && cp "$f" "$OUT/results/"; done
+fi
