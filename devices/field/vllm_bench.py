@@ -3,7 +3,7 @@
 ``make_step()`` returns ``(call, label)``: ``call(x)`` runs vLLM 0.33.0's
 ``RejectionSampler.forward`` (its Triton kernels, compiled; the bonus row
 through ``Sampler.sample``'s native path, see ``vllm_device``) on one input
-dict of ``specsim.commands.bench.make_inputs`` — keys ``num_draft_tokens``
+dict of ``specsim.bench.workloads.make_inputs`` — keys ``num_draft_tokens``
 ``[batch]``, ``draft_token_ids`` ``[num_tokens]``, ``draft_probs``
 ``[num_tokens, V]`` or None, ``target_logits`` ``[num_tokens + batch, V]``,
 ``temperature`` ``[batch]``, ``max_k``, ``mode``; all CUDA tensors — the way
