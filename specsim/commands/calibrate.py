@@ -54,7 +54,7 @@ def cpu_name(cpuinfo: str | None = None) -> str:
     """The CPU a run measured on: ``/proc/cpuinfo``'s first ``model name`` (else ``platform.processor()``)
     and the cores this process may use.
 
-    >>> cpu_name("processor : 0\nmodel name : Example CPU @ 2.0GHz\n").startswith("Example CPU @ 2.0GHz, ")
+    >>> cpu_name("processor : 0\\nmodel name : Example CPU @ 2.0GHz\\n").startswith("Example CPU @ 2.0GHz, ")
     True
     """
     import platform
