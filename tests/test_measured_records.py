@@ -70,3 +70,20 @@ def test_l3_calibration_writes_its_ks_table_as_a_record(tmp_path, capsys):
 def test_the_cpu_is_named_by_its_model_and_cores():
     assert cpu_name("processor\t: 0\nmodel name\t: Acme Z9 @ 3.0GHz\nflags\t: x\n").startswith("Acme Z9 @ 3.0GHz, ")
     assert cpu_name("").endswith(" cores")
+
+
+def test_the_sampler_seed_tool_writes_its_mutant_and_precision_tables_as_a_record(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location(
+        "sampler_seed_table", Path(__file__).resolve().parents[1] / "tools" / "sampler_seed_table.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    path = tmp_path / "sampler-x.json"
+    assert tool.main(["--seeds", "0-0", "--quick", "--no-correct", "--only", "sampler-penalties-fp16",
+                      "--record", str(path)]) == 0, capsys.readouterr().out
+    record = _record(path)
+    assert record["command"].startswith("python tools/sampler_seed_table.py")
+    assert record["tables"]["mutants"]["rows"] == [["`sampler-penalties-fp16`", "`precision`", "1/1", "—"]]
+    ((device, decisions, beyond, runs),) = record["tables"]["precision"]["rows"]
+    assert device == "`sampler-penalties-fp16`" and int(beyond) > 0 and runs == "1 of 1"
