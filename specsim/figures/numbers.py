@@ -263,6 +263,10 @@ NUMBERS.update({
     "false_fail_p3_100": _false_fail("p3"),
     "false_fail_p4_100": _false_fail("p4"),
     "false_fail_passing_100": _false_fail("passing"),
+    "tree_patterns": _count(lambda: __import__("specsim.conformance.tree_pattern_cases", fromlist=["x"]).PATTERNS),
+    "tree_random_cases": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).CASES),
+    "tree_edges": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).EDGES),
+    "tree_cases": _count(lambda: __import__("specsim.conformance.tree_cases", fromlist=["x"]).CASES),
 })
 
 
