@@ -267,6 +267,10 @@ NUMBERS.update({
     "tree_random_cases": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).CASES),
     "tree_edges": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).EDGES),
     "tree_cases": _count(lambda: __import__("specsim.conformance.tree_cases", fromlist=["x"]).CASES),
+    "group_timeout_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).DEFAULT_GROUP_TIMEOUT_S:g}",
+    "group_timeout_l3_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).GROUP_TIMEOUT_OVERRIDES_S['L3-statistical']:g}",
+    "interrupt_grace_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x'])._INTERRUPT_GRACE_S:g}",
+    "volume_budget_s": lambda: f"{__import__('specsim.conformance.volume', fromlist=['x']).DEVICE_BUDGET_S:g}",
 })
 
 
