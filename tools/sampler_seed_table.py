@@ -1,7 +1,7 @@
 """The SPEC §12 mutants against their named L1-sampler checks over suite seeds, with injected noise and in
 black box, beside the correct torch device's whole L1-sampler group (both ways) at the same seeds.
 
-    python tools/sampler_seed_table.py [--seeds 0-19] [--quick] [--only ID,ID] [--json FILE]
+    python tools/sampler_seed_table.py [--seeds 0-19] [--quick] [--only ID,ID] [--json FILE] [--record FILE]
 
 A mutant's cell is ``K`` when its named check (``killed_by`` in ``specsim.mutants.zoo.SAMPLER``: an edge,
 run in each order profile it holds in, or ``L1-sampler/precision``) fails at that seed, ``S`` when it passes,
@@ -9,6 +9,11 @@ run in each order profile it holds in, or ``L1-sampler/precision``) fails at tha
 injected noise). The correct device's cell is ``pass`` when every check of ``sampler_group`` passes. The
 edges' coins and the seeded runs' seeds both derive from the suite seed (``case_seed``), as in
 ``specsim conform --groups L1-sampler --seed N``, so a cell replays with that command.
+
+``--record FILE`` writes two tables as a record of measured figures (``specsim.figures.records``), which
+docs/statistics.md renders: ``mutants`` (each mutant's named check and the seeds it killed at, both ways)
+and ``precision`` (``L1-sampler/precision`` per device: decisions a run, decisions beyond the tolerance
+per run, runs failing).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated mutant ids (default: the whole SAMPLER list)")
     parser.add_argument("--no-correct", action="store_true", help="skip the correct device's group")
     parser.add_argument("--json", default="")
+    parser.add_argument("--record", default="", metavar="FILE",
+                        help="write the mutants' and the precision check's tables as a record of measured figures")
     args = parser.parse_args(argv)
     mutants = [m for m in SAMPLER if not args.only or m.id in args.only.split(",")]
     built = {m.id: m.make() for m in mutants}
@@ -109,7 +116,47 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "precision": {f"{seed}/{label}": extra for (seed, label), extra in FIGURES.items()}},
                       f, indent=1)
+    if args.record:
+        write_record(args.record, rows, mutants)
     return 1 if survivors or correct_fails else 0
+
+
+def _count(cells: list[str]) -> str:
+    if all(c == "-" for c in cells):
+        return "—"
+    return f"{sum(c == 'K' for c in cells)}/{len(cells)}"
+
+
+def _span(values) -> str:
+    return f"{min(values)}–{max(values)}" if min(values) != max(values) else str(min(values))
+
+
+def write_record(path: str, rows: list[dict], mutants) -> None:
+    """The record ``--record`` writes: ``mutants`` and ``precision`` (see the module's docstring)."""
+    from specsim.commands.calibrate import cpu_record
+    from specsim.figures import records
+    record = cpu_record()
+    record["command"] = " ".join(["python tools/sampler_seed_table.py", *sys.argv[1:]])
+    correct = [label for label in ("torch", "torch (black box)") if label in rows[0]]
+    mutant_rows = [[f"`{m.id}`", f"`{m.killed_by.removeprefix('L1-sampler/')}`",
+                    _count([row[m.id][0] for row in rows]), _count([row[m.id][1] for row in rows])]
+                   for m in mutants]
+    mutant_rows += [[f"correct {label}", "every check of L1-sampler", f"passes {sum(row[label] == 'pass' for row in rows)}/"
+                     f"{len(rows)}", ""] for label in correct]
+    precision = []
+    for label in sorted({label for _, label in FIGURES}):
+        runs = [FIGURES[key] for key in sorted(FIGURES) if key[1] == label and FIGURES[key]]
+        if runs:
+            precision.append([f"`{label}`", _span([r["decisions"] for r in runs]), _span([r["beyond"] for r in runs]),
+                              f"{sum(r['beyond'] > 0 for r in runs)} of {len(runs)}"])
+    record["tables"] = {
+        "mutants": {"columns": ["mutant", "named check", "killed, injected noise", "killed, black box"],
+                    "rows": mutant_rows, "note": "— : no black-box form (a precision defect is seen only under "
+                                                 "injected noise)."},
+        "precision": {"columns": ["device", "decisions a run", "beyond the tolerance, per run", "runs with any"],
+                      "rows": precision}}
+    records.write(record, path)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ The calibration is a campaign (``specsim.campaign``): every (suite seed, case,
 shard) is one shard, so ``--executor processes --workers 16`` or ``--executor
 ray`` spread hundreds of seeds over cores or machines, with the same result as
 in this process. ``--out DIR`` keeps finished shards (``--resume``) and writes
-``calibration.json``.
+``calibration.json``; ``--record FILE`` writes what the docs show of the run as a record of measured
+figures (``specsim.figures.records``: the command, the CPU, the versions).
 """
 
 from __future__ import annotations
@@ -43,7 +44,102 @@ def add_arguments(p):
     p.add_argument("--false-fail-level", type=float, default=None,
                    help="with --groups: fail when the seeds with a statistical false fail are this improbable "
                         "under the family budget (binomial; default 1e-3)")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="also write the run's tables as a record of measured figures (docs/results/NAME.json: "
+                        "command, CPU, versions, date), which the docs render")
     add_executor_arguments(p)
+
+
+def cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU a run measured on: ``/proc/cpuinfo``'s first ``model name`` (else ``platform.processor()``)
+    and the cores this process may use.
+
+    >>> cpu_name("processor : 0\\nmodel name : Example CPU @ 2.0GHz\\n").startswith("Example CPU @ 2.0GHz, ")
+    True
+    """
+    import platform
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.split(":", 1)[0].strip() == "model name"), "") or platform.processor() or "unknown CPU"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores"
+
+
+def cpu_record(args=None) -> dict:
+    """The head of a record of a CPU run of this command (``records.new_record``): the command line as
+    typed (``args.argv`` where a caller passed one), the CPU, and the versions of torch and numpy (python
+    is added by ``new_record``)."""
+    import numpy
+    import torch
+    from specsim.figures import records
+    argv = getattr(args, "argv", None)
+    command = " ".join(["specsim", *argv]) if argv is not None else records.command_line()
+    return records.new_record(command, cpu_name(),
+                              {"torch": torch.__version__, "numpy": numpy.__version__})
+
+
+def _fmt(x, spec: str = ".3g") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _span(values, spec: str = ".3g") -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "—"
+    low, high = _fmt(min(values), spec), _fmt(max(values), spec)
+    return low if low == high else f"{low}–{high}"
+
+
+def _ks_rows(ks_by_mode: dict) -> list[list[str]]:
+    return [[mode, str(k["p_values"]), f"{k['ks_statistic']:.4f}", f"{k['ks_p_value']:.3g}",
+             *(f"{k['fraction_below'][a]:.3f}" for a in ("0.01", "0.05", "0.5"))] for mode, k in ks_by_mode.items()]
+
+
+KS_COLUMNS = ["mode", "p-values", "KS D", "KS p", "P(p ≤ 0.01)", "P(p ≤ 0.05)", "P(p ≤ 0.5)"]
+
+
+def groups_record(s: dict, args=None) -> dict:
+    """The record of a ``--groups`` run: ``groups`` (a row per group and mode: its statistical checks, their
+    α, n, detectable TV and the seeds they false-failed at), ``ks`` (per mode) and the false fails' counts."""
+    by = {}
+    for c in s["statistical_cases"]:
+        by.setdefault((c["group"], c["mode"]), []).append(c)
+    rows = [[group, mode, str(len(cs)), _span((c["alpha"] for c in cs), ".2g"),
+             _span((c["n_min"] for c in cs), "d"),
+             _span([c["detectable_tv_min"] for c in cs] + [c["detectable_tv_max"] for c in cs]),
+             f"{len({f['seed'] for f in s['false_fails'] if f['group'] == group and f['mode'] == mode})} "
+             f"of {s['seeds']} seeds"]
+            for (group, mode), cs in sorted(by.items())]
+    from specsim.campaign.groups import verdict_line
+    record = cpu_record(args)
+    record["tables"] = {
+        "groups": {"columns": ["group", "mode", "statistical checks", "α each", "n", "detectable TV", "false fails"],
+                   "rows": rows, "note": verdict_line(s) + "."},
+        "ks": {"columns": KS_COLUMNS, "rows": _ks_rows(s["ks"])}}
+    record["values"] = {"seeds": str(s["seeds"]), "first-seed": str(s["first_seed"]), "last-seed": str(s["last_seed"]),
+                        "exact-false-fails": str(s["exact_false_fails"]),
+                        "statistical-false-fails": str(s["statistical_false_fails"]),
+                        "wall-seconds": str(s["run"]["wall_seconds"]), "worker-seconds": str(s["run"]["worker_seconds"])}
+    return record
+
+
+def l3_record(s: dict, run: dict, args=None) -> dict:
+    """The record of an L3 calibration: ``ks`` (the pooled Cressie–Read p-values against U(0,1)) and the
+    failing checks."""
+    record = cpu_record(args)
+    record["tables"] = {"ks": {
+        "columns": ["suite seeds", *KS_COLUMNS[1:], "failing checks", "shards", "wall s"],
+        "rows": [[str(s["seeds"]), *_ks_rows({"": s})[0][1:], f"{s['failing_checks']} in {s['seeds_with_a_failure']} seeds",
+                  str(run["shards"]), str(run["wall_seconds"])]]}}
+    record["values"] = {"seeds": str(s["seeds"]), "p-values": str(s["p_values"]),
+                        "ks-statistic": f"{s['ks_statistic']:.4f}", "ks-p": f"{s['ks_p_value']:.3g}",
+                        "failing-checks": str(s["failing_checks"]), "wall-seconds": str(run["wall_seconds"])}
+    return record
 
 
 def _group_usage(args) -> str | None:
@@ -97,6 +193,10 @@ def run_groups(args) -> int:
         with open(os.path.join(args.out, "calibration.md"), "w") as f:
             f.write(f"`{' '.join(command)}`\n\n{text}\n")
         print(f"wrote {path}, {os.path.join(args.out, 'calibration.md')}")
+    if args.record:
+        from specsim.figures import records
+        records.write(groups_record(s, args), args.record)
+        print(f"wrote {args.record}")
     return 1 if s["exact_false_fails"] or s["exceeds_bound"] else 0
 
 
@@ -140,4 +240,8 @@ def run(args) -> int:
                                  "alpha_family": args.alpha, "cases": cases, "command": list(sys.argv),
                                  "summary": s, "run": r})
         print(f"wrote {path}")
+    if args.record:
+        from specsim.figures import records
+        records.write(l3_record(s, r, args), args.record)
+        print(f"wrote {args.record}")
     return 0 if s["failing_checks"] == 0 else 1

@@ -3,7 +3,9 @@ mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``s
 against its check and its correct subjects.
 
 ``--seeds A-B`` (or ``--seeds N --first-seed S``) judges every mutant at every suite seed instead, by the
-groups that can kill it, and writes the seed × mutant table (``specsim.mutants.seedtable``)."""
+groups that can kill it, and writes the seed × mutant table (``specsim.mutants.seedtable``); ``--record FILE`` also writes its summary
+(a row per mutant and mode: seeds killed, by which checks) as a record of measured figures
+(``specsim.figures.records``) that the docs render."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ def add_arguments(p):
     p.add_argument("--seeds", default=None,
                    help="A-B (inclusive) or a count N from --first-seed: judge every mutant at every one of these "
                         "suite seeds and write the seed x mutant table (seedtable.json, seedtable.md with --out)")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="with --seeds: also write the table's summary as a record of measured figures "
+                        "(docs/results/NAME.json: command, CPU, versions, date), which the docs render")
     p.add_argument("--first-seed", type=int, default=None, help="with --seeds N: the first suite seed (default 0)")
     p.add_argument("--kinds", default=None,
                    help="comma-separated zoo kinds of the device mutants to run (specsim.mutants.seedtable.ZOO_KINDS: "
@@ -133,6 +138,13 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
             f.write(f"`{' '.join(doc['command'])}` ({'quick sizes' if args.quick else 'full sizes'}, "
                     f"alpha_family {args.alpha:g}, base {args.base})\n\n{text}\n\n{st.verdict_line(doc)}\n")
         print(f"wrote {json_path}, {md_path}")
+    if args.record:
+        from specsim.commands.calibrate import cpu_record
+        from specsim.figures import records
+        record = cpu_record(args)
+        record["tables"], record["values"] = st.record_tables(doc)
+        records.write(record, args.record)
+        print(f"wrote {args.record}")
     return 1 if doc["survivors"] or doc["false_fails"] or doc["crashed"] else 0
 
 
@@ -157,8 +169,8 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
         return run_seed_table(args, families)
-    if args.hunt is not None or args.first_seed is not None:
-        print("specsim mutants: --hunt and --first-seed apply to --seeds only", file=sys.stderr)
+    if args.hunt is not None or args.first_seed is not None or args.record is not None:
+        print("specsim mutants: --hunt, --first-seed and --record apply to --seeds only", file=sys.stderr)
         return 2
     args.seed = 0 if args.seed is None else args.seed
     job = dict(base=args.base, seed=args.seed, alpha_family=args.alpha, quick=args.quick)

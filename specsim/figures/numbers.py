@@ -155,6 +155,125 @@ NUMBERS: dict[str, Callable[[], str]] = {
 """Name → its value now, as the doc prints it. Each must be cheap (CI runs them all)."""
 
 
+def _plan_tests(group: str, case: str | None = None, black_box: bool = False) -> list:
+    tests = _run_plan(black_box).of_group(group)
+    prefix = {"L3-statistical": "L3/", "L3-trees": "L3/trees/"}[group]
+    return [t for t in tests if case is None or t.name.startswith(f"{prefix}{case}/")]
+
+
+def _l3_case_trials(case: str) -> Callable[[], str]:
+    return lambda: f"{_plan_tests('L3-statistical', case)[0].trials:,}".replace(",", " ")
+
+
+def _pit_ks(t) -> str:
+    return re.search(r"KS distance >= ([\d.]+)", t.note or "")[1]
+
+
+def _l3_case_worst(case: str) -> Callable[[], str]:
+    def worst() -> str:
+        positions = [t for t in _plan_tests("L3-statistical", case) if "/pos" in t.name]
+        tvs = [t.detectable_tv for t in positions if t.detectable_tv is not None]
+        if tvs:
+            return f"{max(tvs):.4f}"
+        return f"PIT KS {max(map(float, map(_pit_ks, positions))):.3f}"
+    return worst
+
+
+def _l3_case_positions(case: str) -> Callable[[], str]:
+    """Per request, each position's detectable TV (the bonus last): ``r0: .017 .018; r1: 0 .020``."""
+    def tv(t) -> str:
+        if t.detectable_tv is None:
+            return f"KS {_pit_ks(t).removeprefix('0')}"
+        return "0" if t.detectable_tv == 0 else f"{t.detectable_tv:.3f}".removeprefix("0")
+
+    def positions() -> str:
+        by_request: dict[str, list[str]] = {}
+        for t in _plan_tests("L3-statistical", case):
+            request, position = t.name.split("/")[-2:]
+            if position.startswith("pos"):
+                by_request.setdefault(request, []).append(tv(t))
+        return "; ".join(f"{r}: {' '.join(tvs)}" for r, tvs in by_request.items())
+    return positions
+
+
+def _l3_cases() -> tuple[str, ...]:
+    from specsim.conformance.cases import CASES
+    return tuple(c.id for c in CASES)
+
+
+def _span(values, spec: str) -> str:
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}–{high}"
+
+
+def _l3_trees(what: str) -> Callable[[], str]:
+    def figure() -> str:
+        tests = _plan_tests("L3-trees")
+        if what == "trials":
+            return _span([t.n for t in tests if t.name.endswith("/path")], ",d").replace(",", " ")
+        return _span([t.detectable_tv for t in tests if t.name.endswith(f"/{what}") and t.detectable_tv], ".3f")
+    return figure
+
+
+def _zoo(kind: str) -> Callable[[], str]:
+    def count() -> str:
+        from specsim.mutants import zoo
+        return str(len(getattr(zoo, kind)))
+    return count
+
+
+def _sampler_edges():
+    from specsim.testing.sampler_edges import SAMPLER_EDGES
+    return SAMPLER_EDGES
+
+
+def _false_fail(what: str, seeds: int = 100, modes: int = 2) -> Callable[[], str]:
+    """The group calibration's binomial bound (``specsim.campaign.groups``) at the default α_family:
+    ``expected`` seeds with a statistical false fail, ``p<k>`` P(at least k such seeds), ``passing`` the most
+    such seeds a run passes with."""
+    def figure() -> str:
+        from specsim.campaign import groups as cg
+        alpha = 1e-3
+        if what == "expected":
+            return f"{seeds * min(1.0, modes * cg.run_budget(alpha)):.2g}"
+        if what == "passing":
+            return str(next(k for k in range(seeds + 1) if cg.false_fail_p(k + 1, seeds, modes, alpha) <= cg.FALSE_FAIL_LEVEL))
+        p = cg.false_fail_p(int(what.removeprefix("p")), seeds, modes, alpha)
+        return f"{p:.2g}" if p >= 0.01 else _power_of_ten(p)
+    return figure
+
+
+NUMBERS.update({
+    **{f"l3_case.trials.{c}": _l3_case_trials(c) for c in _l3_cases()},
+    **{f"l3_case.worst.{c}": _l3_case_worst(c) for c in _l3_cases()},
+    **{f"l3_case.positions.{c}": _l3_case_positions(c) for c in _l3_cases()},
+    "l3_cases": lambda: str(len(_l3_cases())),
+    "l3_tree_trials": _l3_trees("trials"),
+    "l3_tree_path_tv": _l3_trees("path"),
+    "l3_tree_accepted_tv": _l3_trees("accepted"),
+    "zoo_inside": _zoo("INSIDE"),
+    "zoo_tree": _zoo("TREE"),
+    "zoo_kernel": _zoo("KERNEL"),
+    "zoo_sampler": _zoo("SAMPLER"),
+    "zoo_wrappers": _zoo("WRAPPERS"),
+    "sampler_edges": _count(_sampler_edges),
+    "false_fail_expected_100": _false_fail("expected"),
+    "false_fail_p1_100": _false_fail("p1"),
+    "false_fail_p2_100": _false_fail("p2"),
+    "false_fail_p3_100": _false_fail("p3"),
+    "false_fail_p4_100": _false_fail("p4"),
+    "false_fail_passing_100": _false_fail("passing"),
+    "tree_patterns": _count(lambda: __import__("specsim.conformance.tree_pattern_cases", fromlist=["x"]).PATTERNS),
+    "tree_random_cases": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).CASES),
+    "tree_edges": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).EDGES),
+    "tree_cases": _count(lambda: __import__("specsim.conformance.tree_cases", fromlist=["x"]).CASES),
+    "group_timeout_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).DEFAULT_GROUP_TIMEOUT_S:g}",
+    "group_timeout_l3_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).GROUP_TIMEOUT_OVERRIDES_S['L3-statistical']:g}",
+    "interrupt_grace_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x'])._INTERRUPT_GRACE_S:g}",
+    "volume_budget_s": lambda: f"{__import__('specsim.conformance.volume', fromlist=['x']).DEVICE_BUDGET_S:g}",
+})
+
+
 def _figure(name: str, numbers: dict[str, Callable[[], str]], results: Path) -> str:
     if name.startswith(RESULTS_PREFIX):
         record, _, key = name.removeprefix(RESULTS_PREFIX).partition("/")

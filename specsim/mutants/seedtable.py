@@ -29,6 +29,7 @@ by: a check that kills a mutant at a seed must pass the correct device there.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1-sampler/", "L1-sampler"),
@@ -267,6 +268,46 @@ def verdict_line(doc: dict) -> str:
         said += "; CRASHED: " + ", ".join(f"{c['name']} [{c['mode']}] at seed {c['seed']}: {c['error']}"
                                           for c in doc["crashed"])
     return said
+
+
+def summary_rows(doc: dict) -> list[list[str]]:
+    """A row per mutant and mode, then per correct device: ``[who, mode, verdict over the seeds, by]``, the
+    killing checks' short names with how many seeds each killed at where that is not every seed."""
+    out = []
+    for row in doc["rows"] + doc["correct"]:
+        cells = [c for c in row["cells"] if not c.get("crashed")]
+        crashed = len(row["cells"]) - len(cells)
+        if "mutant" in row:
+            killed = [c for c in cells if c.get("check") and c.get("status") in ("fail", "error")]
+            by = Counter(short_name(c["check"]) for c in killed)
+            who, verdict = row["mutant"], f"killed {len(killed)}/{len(row['cells'])}"
+        else:
+            failing = [c for c in cells if "check" in c]
+            by = Counter(short_name(c["check"]) for c in failing)
+            checks = sorted({(c.get("counts") or {}).get("pass", 0) for c in cells})
+            who = f"correct {row['device']}"
+            verdict = (f"passes {len(cells) - len(failing)}/{len(row['cells'])}"
+                       + (f" ({checks[0]}–{checks[-1]} checks passing a seed)" if len(checks) > 1 else
+                          f" ({checks[0]} checks passing a seed)" if checks else ""))
+        verdict += f", {crashed} crashed" if crashed else ""
+        named = ", ".join(f"`{k}`" + (f" ×{n}" if n != len(row["cells"]) else "") for k, n in by.most_common(3))
+        out.append([who, row["mode"], verdict, named or "—"])
+    return out
+
+
+def record_tables(doc: dict) -> tuple[dict, dict]:
+    """The ``tables`` and ``values`` of the record ``--record`` writes (``specsim.figures.records``): the
+    summary table (``summary_rows``) with the verdict line as its note, and the run's counts."""
+    cells = [c for r in doc["rows"] for c in r["cells"]]
+    correct = [c for r in doc["correct"] for c in r["cells"]]
+    seeds = doc["seeds"]
+    tables = {"summary": {"columns": ["mutant", "mode", "suite seeds", "by"], "rows": summary_rows(doc),
+                          "note": verdict_line(doc) + "."}}
+    values = {"seeds": f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else str(seeds[0]), "suite-seeds": str(len(seeds)),
+              "judgements": str(len(cells)), "killed": str(len(cells) - len(doc["survivors"]) - sum(1 for c in cells if c.get("crashed"))),
+              "survivors": str(len(doc["survivors"])), "correct-judgements": str(len(correct)),
+              "false-fails": str(len(doc["false_fails"])), "crashed": str(len(doc["crashed"]))}
+    return tables, values
 
 
 def progress(job, r: dict) -> None:
