@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 
 from specsim.cli import main
-from specsim.commands.calibrate import cpu_name
+from specsim.figures.records import cpu_name
 from specsim.figures import numbers as docs_numbers
 from specsim.figures import records
 

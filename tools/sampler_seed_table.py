@@ -133,7 +133,7 @@ def _span(values) -> str:
 
 def write_record(path: str, rows: list[dict], mutants) -> None:
     """The record ``--record`` writes: ``mutants`` and ``precision`` (see the module's docstring)."""
-    from specsim.commands.calibrate import cpu_record
+    from specsim.figures.records import cpu_record
     from specsim.figures import records
     record = cpu_record()
     record["command"] = " ".join(["python tools/sampler_seed_table.py", *sys.argv[1:]])

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             print(*fail)
         rows.append([f"`{name}`", f"{FIRST_SEED}–{FIRST_SEED + args.seeds - 1}", str(checks), str(len(fails))])
     if args.record:
-        from specsim.commands.calibrate import cpu_record
+        from specsim.figures.records import cpu_record
         from specsim.figures import records
         record = cpu_record()
         record["command"] = " ".join(["python tools/sizes_calibration.py", *sys.argv[1:]])

@@ -20,6 +20,7 @@ import os
 import sys
 
 from specsim.campaign.calibration import summary
+from specsim.figures.records import cpu_record
 from specsim.conformance.runner import GROUPS
 
 HELP = "rerun the statistical layer of a correct device over N fresh suite seeds and KS-test its p-values for uniformity"
@@ -48,39 +49,6 @@ def add_arguments(p):
                    help="also write the run's tables as a record of measured figures (docs/results/NAME.json: "
                         "command, CPU, versions, date), which the docs render")
     add_executor_arguments(p)
-
-
-def cpu_name(cpuinfo: str | None = None) -> str:
-    """The CPU a run measured on: ``/proc/cpuinfo``'s first ``model name`` (else ``platform.processor()``)
-    and the cores this process may use.
-
-    >>> cpu_name("processor : 0\\nmodel name : Example CPU @ 2.0GHz\\n").startswith("Example CPU @ 2.0GHz, ")
-    True
-    """
-    import platform
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:
-            cpuinfo = ""
-    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                  if line.split(":", 1)[0].strip() == "model name"), "") or platform.processor() or "unknown CPU"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores"
-
-
-def cpu_record(args=None) -> dict:
-    """The head of a record of a CPU run of this command (``records.new_record``): the command line as
-    typed (``args.argv`` where a caller passed one), the CPU, and the versions of torch and numpy (python
-    is added by ``new_record``)."""
-    import numpy
-    import torch
-    from specsim.figures import records
-    argv = getattr(args, "argv", None)
-    command = " ".join(["specsim", *argv]) if argv is not None else records.command_line()
-    return records.new_record(command, cpu_name(),
-                              {"torch": torch.__version__, "numpy": numpy.__version__})
 
 
 def _fmt(x, spec: str = ".3g") -> str:

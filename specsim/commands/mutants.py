@@ -139,7 +139,7 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
                     f"alpha_family {args.alpha:g}, base {args.base})\n\n{text}\n\n{st.verdict_line(doc)}\n")
         print(f"wrote {json_path}, {md_path}")
     if args.record:
-        from specsim.commands.calibrate import cpu_record
+        from specsim.figures.records import cpu_record
         from specsim.figures import records
         record = cpu_record(args)
         record["tables"], record["values"] = st.record_tables(doc)

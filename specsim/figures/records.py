@@ -34,6 +34,7 @@ The rendered table always names the command, the hardware and the versions under
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from datetime import date
@@ -101,3 +102,34 @@ def write(record: dict, path: str | Path) -> None:
 def command_line(prog: str = "specsim") -> str:
     """The command as typed, for a record's ``command``."""
     return " ".join([prog, *sys.argv[1:]])
+
+
+def cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU a run measured on: ``/proc/cpuinfo``'s first ``model name`` (else ``platform.processor()``)
+    and the cores this process may use.
+
+    >>> cpu_name("processor : 0\\nmodel name : Example CPU @ 2.0GHz\\n").startswith("Example CPU @ 2.0GHz, ")
+    True
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                  if line.split(":", 1)[0].strip() == "model name"), "") or platform.processor() or "unknown CPU"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} cores"
+
+
+def cpu_record(args=None) -> dict:
+    """The head of a record of a CPU run of this command (``records.new_record``): the command line as
+    typed (``args.argv`` where a caller passed one), the CPU, and the versions of torch and numpy (python
+    is added by ``new_record``)."""
+    import numpy
+    import torch
+    argv = getattr(args, "argv", None)
+    command = " ".join(["specsim", *argv]) if argv is not None else command_line()
+    return new_record(command, cpu_name(),
+                              {"torch": torch.__version__, "numpy": numpy.__version__})
