@@ -4,7 +4,7 @@ keyed noise, margin-aware per §9), vocabulary sizes around the tile, and chunke
 reductions. Small sizes: the interpreter runs each program in numpy.
 
 This test process runs Triton in interpreter mode (``devices/triton_mode.py``);
-where it already runs compiled kernels (a GPU box, after a compiled import) the
+where it already runs compiled kernels (on a CUDA machine, after a compiled import) the
 module is skipped with that reason. Skipped cleanly where triton is not installed.
 """
 
@@ -181,7 +181,7 @@ def test_invalid_input_is_refused_with_the_argument_named():
 
 @pytest.mark.parametrize("interpret_env", [None, "1"])
 def test_triton_is_never_the_interpreter(monkeypatch, interpret_env):
-    """Issue 16: without CUDA, 'triton' refuses (naming 'triton-interpret'), even under TRITON_INTERPRET=1."""
+    """Without CUDA, 'triton' refuses (naming 'triton-interpret'), even under TRITON_INTERPRET=1."""
     if interpret_env is None:
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     else:
