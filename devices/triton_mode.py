@@ -6,9 +6,9 @@ Triton fixes the mode once per process: ``@triton.jit`` reads
 ``TRITON_INTERPRET`` when a kernel is decorated, and ``triton.language``'s own
 helpers (``tl.sum``, ``tl.philox``…) are decorated when it is first imported.
 An interpreted kernel cannot call a compiled helper, nor the reverse. So a
-module that set ``TRITON_INTERPRET=1`` at import would switch every Triton
-kernel of the process to the interpreter — ``pytest --specsim-device=triton``
-on a GPU would run the CPU interpreter. Instead:
+module that set ``TRITON_INTERPRET=1`` at import switched every Triton kernel
+of the process to the interpreter — ``pytest --specsim-device=triton`` on a
+GPU ran the CPU interpreter. So:
 
 * ``enter(interpret, who)`` puts an undecided process (``triton.language`` not
   imported yet) into the mode ``who`` needs — for the interpreter it sets

@@ -4,7 +4,7 @@ keyed noise, margin-aware per §9), vocabulary sizes around the tile, and chunke
 reductions. Small sizes: the interpreter runs each program in numpy.
 
 This test process runs Triton in interpreter mode (``devices/triton_mode.py``);
-where it already runs compiled kernels (on a CUDA machine, after a compiled import) the
+where it already runs compiled kernels (a CUDA machine, after a compiled import) the
 module is skipped with that reason. Skipped cleanly where triton is not installed.
 """
 
