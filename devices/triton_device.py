@@ -1,4 +1,4 @@
-"""The Triton device: one verification step in four fused kernels (``devices/triton_kernels.py``).
+"""The Triton device: one verification step in Triton kernels (``devices/triton_kernels.py``).
 
 It implements SPEC §3–§5 with the keyed Philox streams of §5.2 made in
 registers (``capabilities.rng == "philox"``: same seeds, same tokens as the
@@ -14,6 +14,25 @@ Two layers, like the torch device:
   no validation: what ``specsim bench`` times and what an engine would call;
 * ``TritonDevice.verify(batch, noise)`` — the numpy protocol of
   ``devices/protocol.py``: validates (SPEC §6), copies in, calls the above.
+
+``TritonDevice.verify`` is a ladder of small named steps: ``check_call`` (SPEC §6)
+→ ``choose_path`` → ``prepare_rows`` (the path's rung, giving ``StepRows``) →
+``launch`` (``step_tensors``) → ``assemble``. A batch takes one of three paths:
+
+* ``plain_rows`` — no §12 parameters: the kernels read the raw rows, through
+  each row's cut where a request uses top-k or top-p;
+* ``fused_rows`` — §12 without top-k, top-p or min_p: bans, penalties and bias
+  applied inside the step's own loads (``devices/triton_sampler.py``:
+  ``fused_inputs``, then ``fused_stats`` in place of the statistics kernel);
+  no processed copy of the rows;
+* ``processed_rows`` — §12 with top-k, top-p or min_p: the filters decide on the
+  processed rows, so ``triton_sampler.process_logits`` writes them first and the
+  step reads them through their cut.
+
+The Triton modules import one way: ``devices/triton_step.py`` imports this module;
+this module imports ``devices/triton_mode.py`` and ``devices/triton_host.py`` and
+loads the kernel modules (``triton_kernels``, ``triton_sampler``, ``triton_topk``,
+``triton_tree``) in its Triton mode; none of them imports this module back.
 
 Two registered names, never confused: ``triton`` is the compiled kernels on a
 CUDA GPU (``make_device``; without CUDA, or with ``TRITON_INTERPRET=1`` set,
@@ -43,8 +62,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, InvalidInput, Noise, TreeBatch,
+from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, Noise, SamplerParams, TreeBatch,
                               TreeOutput, VerifyBatch, VerifyOutput)
+from devices.triton_host import to_torch
 
 MAX_K = 64
 MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
@@ -218,7 +238,7 @@ def filtered_requests(vocab_size: int, temperature, top_k, top_p, min_p=None) ->
 def request_rows(cu, req) -> np.ndarray:
     """The target rows of requests ``req`` (numpy ``[m]``, ascending), in order: request ``i``'s
     ``K_i + 1`` rows ``cu[i] + i .. cu[i + 1] + i`` (``cu`` ``[batch + 1]`` numpy). Vectorised:
-    a Python loop over 256 requests cost 0.66 ms of host time a step on the 2-core machine.
+    a Python loop over 256 requests cost 0.66 ms of host time a step on a 2-core CPU.
 
     >>> request_rows(np.array([0, 2, 2, 5]), np.array([0, 2])).tolist()
     [0, 1, 2, 4, 5, 6, 7]
@@ -310,14 +330,57 @@ def triton_top_values(module: ModuleType, config: KernelConfig):
     return top_values
 
 
-def _tensor(a: np.ndarray, device: str):
-    """A numpy array as a torch tensor on ``device``; bfloat16 (``ml_dtypes``) through its bits,
-    since torch does not read that numpy dtype."""
-    import torch
-    a = np.ascontiguousarray(a)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).to(device)
-    return torch.as_tensor(a, device=device)
+# --- the numpy protocol's rungs (TritonDevice.verify) ------------------------------------
+
+PLAIN, FUSED, PROCESSED = "plain", "fused", "processed"
+"""The paths of ``TritonDevice.verify`` (``choose_path``; the module docstring says what each does)."""
+
+
+def given_sampler(batch: VerifyBatch) -> SamplerParams | None:
+    """The batch's SPEC §12 parameters, or None when it gives none."""
+    return batch.sampler if batch.sampler is not None and batch.sampler.given() else None
+
+
+def filter_parameters(batch: VerifyBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(temperature, top_k, top_p)``, each ``[batch]`` numpy (float64, int64, float64), as the filters read them."""
+    return (np.asarray(batch.temperature, np.float64), np.asarray(batch.top_k, np.int64),
+            np.asarray(batch.top_p, np.float64))
+
+
+def choose_path(batch: VerifyBatch) -> str:
+    """``PLAIN`` without §12 parameters; with them ``FUSED``, unless a request uses top-k, top-p or
+    min_p (``filtered_requests``): those decide on the processed rows, so ``PROCESSED``."""
+    sampler = given_sampler(batch)
+    if sampler is None:
+        return PLAIN
+    if filtered_requests(batch.vocab_size, *filter_parameters(batch), sampler.min_p).any():
+        return PROCESSED
+    return FUSED
+
+
+class StepRows(NamedTuple):
+    """What the step kernels read for one batch (``TritonDevice.prepare_rows``).
+
+    ``cu`` ``[batch + 1]`` int64 numpy; ``logits`` ``[rows, V]`` torch on the device (the target
+    logits, or §12's processed rows in the compute dtype); ``cut`` ``[rows]`` in the compute dtype
+    or None (``filter_cuts``); ``fused`` ``triton_sampler.FusedSampler`` or None (the fused path)."""
+
+    cu: np.ndarray
+    logits: object
+    cut: object
+    fused: object
+
+
+def noise_tensors(batch: VerifyBatch, noise: Noise | None, device: str) -> dict:
+    """The step's noise arguments on ``device``: keyed (``noise`` None) ``seeds`` (the uint64 bits as
+    int64) and ``positions`` ``[batch]``; injected ``uniforms`` ``[num_tokens]`` float64 and
+    ``exponentials`` ``[batch, V]`` in the compute dtype (float64 for float64 logits, else float32)."""
+    if noise is None:
+        return dict(seeds=to_torch(np.asarray(batch.seeds).astype(np.uint64).view(np.int64), device),
+                    positions=to_torch(np.asarray(batch.positions, np.int64), device))
+    dtype = np.float64 if batch.target_logits.dtype == np.float64 else np.float32
+    return dict(uniforms=to_torch(np.asarray(noise.uniforms, np.float64), device),
+                exponentials=to_torch(np.asarray(noise.exponentials, dtype), device))
 
 
 class TritonDevice:
@@ -349,47 +412,6 @@ class TritonDevice:
             self._kernels = kernels(self.interpret)
         return self._kernels
 
-    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
-        import torch
-
-        from devices.validate import check_call
-        check_call(batch, noise, self.capabilities)
-        # The compute dtype: float64 for float64 logits, else float32 (16-bit logits are up-cast in the kernels).
-        dtype = np.float64 if batch.target_logits.dtype == np.float64 else np.float32
-        on = lambda a, dt=None: _tensor(a if dt is None else np.asarray(a, dt), self.device)  # noqa: E731
-        cu = batch.request_offsets()
-        logits = on(batch.target_logits)
-        sampler = batch.sampler if batch.sampler is not None and batch.sampler.given() else None
-        temperature, top_k, top_p = (np.asarray(batch.temperature, np.float64), np.asarray(batch.top_k, np.int64),
-                                     np.asarray(batch.top_p, np.float64))
-        fused = None
-        if sampler is not None and not filtered_requests(batch.vocab_size, temperature, top_k, top_p,
-                                                         sampler.min_p).any():
-            # §12 inside the step's loads; with top-k/top-p/min_p the filters need the processed rows
-            compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
-            fused = self.sampler_kernels.fused_inputs(sampler, batch.num_draft_tokens, batch.draft_token_ids,
-                                                      batch.vocab_size, self.device, compute)
-        elif sampler is not None:
-            logits = self.sampler_logits(batch, logits, cu)
-        cut = filter_cuts(logits, cu, temperature, top_k, top_p, None if sampler is None else sampler.min_p,
-                          "canonical" if sampler is None else sampler.order,
-                          triton_top_values(self._kernel_file("devices.triton_topk"), self.config))
-        kwargs = {}
-        if noise is None:
-            kwargs.update(seeds=on(np.asarray(batch.seeds).astype(np.uint64).view(np.int64)),
-                          positions=on(batch.positions, np.int64))
-        else:
-            kwargs.update(uniforms=on(noise.uniforms, np.float64), exponentials=on(noise.exponentials, dtype))
-        out, num_accepted, row_maxima = step_tensors(
-            on(cu), on(batch.draft_token_ids, np.int64),
-            None if batch.draft_probs is None else on(batch.draft_probs),
-            logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
-            kernels_module=self.kernels, sampler=fused, sampler_kernels=None if fused is None else self.sampler_kernels,
-            cut=cut, withdrawn=on(batch.withdrawn, np.int8) if batch.has_withdrawn() else None, **kwargs)
-        if fused is not None:
-            _raise_if_empty(torch.isneginf(row_maxima).all(dim=1).cpu().numpy(), cu)
-        return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
-
     def _kernel_file(self, module: str) -> ModuleType:
         """``module`` (e.g. ``devices.triton_tree``) in the device's Triton mode, which this process
         enters on first use (``triton_mode.kernel_module`` keeps one copy per mode)."""
@@ -402,24 +424,85 @@ class TritonDevice:
         """``devices/triton_sampler.py`` (SPEC §12), in the device's Triton mode."""
         return self._kernel_file("devices.triton_sampler")
 
-    def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
-        """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``); a row
-        every ban leaves empty (a bad word the drafts complete, min_tokens) is ``InvalidInput`` (§12.4)."""
-        import torch
-        ks = self.sampler_kernels
-        compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
-        inputs = ks.sampler_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids, batch.vocab_size,
-                                   self.device, compute)
-        chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
-        out = ks.process_logits(ks, logits, _tensor(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
-                                self.config.num_warps)
-        _raise_if_empty(torch.isneginf(out).all(dim=1).cpu().numpy(), cu)
-        return out
-
     @property
     def tree_kernels(self) -> ModuleType:
         """``devices/triton_tree.py``, in the device's Triton mode."""
         return self._kernel_file("devices.triton_tree")
+
+    def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
+        """One step on a numpy batch (``noise`` None: keyed Philox noise from the batch's seeds)."""
+        from devices.validate import check_call
+        check_call(batch, noise, self.capabilities)
+        path = choose_path(batch)
+        rows = self.prepare_rows(path, batch)
+        out, num_accepted, row_maxima = self.launch(batch, noise, rows)
+        return self.assemble(rows, out, num_accepted, row_maxima)
+
+    def prepare_rows(self, path: str, batch: VerifyBatch) -> StepRows:
+        """The rows the step reads on ``path`` (``choose_path``): the target logits copied to the device,
+        then that path's rung."""
+        rung = {PLAIN: self.plain_rows, FUSED: self.fused_rows, PROCESSED: self.processed_rows}[path]
+        return rung(batch, batch.request_offsets(), to_torch(batch.target_logits, self.device))
+
+    def plain_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
+        """No §12 parameters: the raw rows, through each row's top-k/top-p cut (None: no request filters)."""
+        return StepRows(cu, logits, self.filter_cut(batch, logits, cu), None)
+
+    def fused_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
+        """SPEC §12 inside the step's loads: the raw rows, and the sampler's records and packed masks."""
+        from devices.filter_cut import compute_dtype
+        fused = self.sampler_kernels.fused_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids,
+                                                  batch.vocab_size, self.device, compute_dtype(logits))
+        return StepRows(cu, logits, None, fused)
+
+    def processed_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
+        """SPEC §12, then top-k/top-p/min_p: the processed rows (the filters decide on them), through their cut."""
+        processed = self.sampler_logits(batch, logits, cu)
+        return StepRows(cu, processed, self.filter_cut(batch, processed, cu), None)
+
+    def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
+        """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``); a row
+        every ban leaves empty (a bad word the drafts complete, min_tokens) is ``InvalidInput`` (§12.4)."""
+        import torch
+
+        from devices.filter_cut import compute_dtype
+        ks = self.sampler_kernels
+        inputs = ks.sampler_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids, batch.vocab_size,
+                                   self.device, compute_dtype(logits))
+        chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
+        out = ks.process_logits(ks, logits, to_torch(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
+                                self.config.num_warps)
+        ks.raise_if_empty(torch.isneginf(out).all(dim=1).cpu().numpy(), cu)
+        return out
+
+    def filter_cut(self, batch: VerifyBatch, logits, cu: np.ndarray):
+        """``filter_cuts`` of ``logits`` ``[rows, V]`` with the batch's top-k, top-p (and its sampler's
+        min_p, in its order profile); the candidates by ``devices/triton_topk.py``. None: no request filters."""
+        sampler = given_sampler(batch)
+        return filter_cuts(logits, cu, *filter_parameters(batch), None if sampler is None else sampler.min_p,
+                           "canonical" if sampler is None else sampler.order,
+                           triton_top_values(self._kernel_file("devices.triton_topk"), self.config))
+
+    def launch(self, batch: VerifyBatch, noise: Noise | None, rows: StepRows):
+        """``step_tensors`` on the prepared rows, the batch's drafts, temperatures and noise copied to the
+        device: ``(output_token_ids [batch, max_k + 1], num_accepted [batch], row maxima [rows, columns])``."""
+        on = lambda a, dt=None: to_torch(a if dt is None else np.asarray(a, dt), self.device)  # noqa: E731
+        return step_tensors(
+            on(rows.cu), on(batch.draft_token_ids, np.int64),
+            None if batch.draft_probs is None else on(batch.draft_probs),
+            rows.logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
+            kernels_module=self.kernels, sampler=rows.fused,
+            sampler_kernels=None if rows.fused is None else self.sampler_kernels, cut=rows.cut,
+            withdrawn=on(batch.withdrawn, np.int8) if batch.has_withdrawn() else None,
+            **noise_tensors(batch, noise, self.device))
+
+    def assemble(self, rows: StepRows, out, num_accepted, row_maxima) -> VerifyOutput:
+        """The step's tensors as the protocol's numpy output. On the fused path SPEC §12.4 is checked
+        here: a row without one finite chunk maximum allows no token (``InvalidInput``)."""
+        if rows.fused is not None:
+            import torch
+            self.sampler_kernels.raise_if_empty(torch.isneginf(row_maxima).all(dim=1).cpu().numpy(), rows.cu)
+        return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
         """SPEC §11: a torch pre-pass (target rows, argmax, keyed noise), then one program per request
@@ -429,16 +512,6 @@ class TritonDevice:
         out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(self.tree_kernels, batch, noise, depths,
                                                                         self.device)
         return TreeOutput(out, num_accepted, nodes)
-
-
-def _raise_if_empty(empty: np.ndarray, cu: np.ndarray) -> None:
-    """SPEC §12.4: ``InvalidInput`` naming the first row (bool ``empty [rows]``) every ban leaves
-    without a token; ``cu`` ``[batch + 1]``."""
-    if empty.any():
-        r = int(np.flatnonzero(empty)[0])
-        i = int(np.searchsorted(cu + np.arange(len(cu)), r, side="right") - 1)
-        raise InvalidInput(f"token_mask: row {r} (request {i}, position {r - cu[i] - i}) allows no token "
-                           f"after every ban")
 
 
 def _loadable(name: str, interpret: bool) -> None:

@@ -1,4 +1,4 @@
-"""Triton kernels for one verification step (SPEC §3–§5), in two launches.
+"""Triton kernels for one verification step (SPEC §3–§5): the plain step is two launches.
 
 The plan reads each target row once, and only ONE draft row and ONE more
 target row per request — the algorithmic floor of the step:
@@ -20,6 +20,9 @@ target row per request — the algorithmic floor of the step:
    Philox words made in registers (§5.2), so no ``[rows, V]`` noise is ever
    materialised. The last program of the request to finish (an atomic
    count) reduces the chunk winners and writes the token.
+
+With SPEC §12 fused into the step (``SAMPLER``), ``devices/triton_sampler.py``'s
+statistics launches (``fused_stats``) take the place of ``stats_kernel``.
 
 Philox words come four to a counter: a thread computes each counter once and
 keeps its four words as four columns ``4q + c`` of the tile (four ``[QUADS]``

@@ -19,7 +19,11 @@ min_tokens) touch a few tokens per row. So the parameters are split:
 
 The plain step (``devices.triton_device.verify_tensors``) then runs on the processed rows;
 top-k, top-p and min_p are each row's cut (``filter_cuts``: float64 decisions on the top-k
-candidates), which the step's kernels read the rows through. Without §12 parameters none of this runs.
+candidates), which the step's kernels read the rows through. That is the device's path when a
+request also uses top-k, top-p or min_p. Otherwise the processed rows are never written: the fused
+path (``fused_inputs``, ``fused_stats``) applies the same rules inside the step's own loads, from
+bit-packed masks and the same records. Either way a row every ban leaves empty is refused
+(``raise_if_empty``, SPEC §12.4). Without §12 parameters none of this runs.
 
 Worked example (V = 4, one request, drafts [2, 2], presence 1): rows 0, 1, 2 see outputs
 [], [2], [2, 2]; ``row_edits`` gives rows 1 and 2 one record each for token 2 (count 1, 2),
@@ -39,6 +43,8 @@ from typing import NamedTuple
 import numpy as np
 import triton
 import triton.language as tl
+
+from devices.protocol import InvalidInput
 
 EDIT_BLOCK = 128
 
@@ -217,8 +223,8 @@ def sampler_inputs(sampler, num_draft_tokens, draft_token_ids, vocab_size: int, 
 def process_logits(module, target_logits, cu, max_k: int, inputs: SamplerInputs, block: int, chunk: int,
                    num_warps: int = 4):
     """Every target row ``[rows, V]`` after §12's bans, penalties and bias, in the compute dtype
-    (float64 for float64 logits, else float32): two launches, ``process_kernel`` then
-    ``edit_kernel``. ``module``: this module in the device's Triton mode; ``cu`` ``[batch + 1]``
+    (float64 for float64 logits, else float32): ``process_kernel``, then ``edit_kernel`` where
+    rows have records. ``module``: this module in the device's Triton mode; ``cu`` ``[batch + 1]``
     int64 tensor; ``chunk``: a multiple of ``block``."""
     import torch
     rows, V = target_logits.shape
@@ -239,6 +245,17 @@ def process_logits(module, target_logits, cu, max_k: int, inputs: SamplerInputs,
             e["request"], e["token"], e["count"], e["seen"], e["ban"], n, V, BLOCK=EDIT_BLOCK,
             VLLM=inputs.order == "vllm", num_warps=4, **flags)
     return out
+
+
+def raise_if_empty(empty: np.ndarray, cu: np.ndarray) -> None:
+    """SPEC §12.4: ``InvalidInput`` naming the first row (bool ``empty [rows]``) every ban leaves
+    without a token; ``cu`` ``[batch + 1]``. Both §12 paths end here: ``process_logits``' rows,
+    and the fused step's row maxima (a row with no finite chunk maximum)."""
+    if empty.any():
+        r = int(np.flatnonzero(empty)[0])
+        i = int(np.searchsorted(cu + np.arange(len(cu)), r, side="right") - 1)
+        raise InvalidInput(f"token_mask: row {r} (request {i}, position {r - cu[i] - i}) allows no token "
+                           f"after every ban")
 
 
 # --- the fused path: §12 inside the step's own loads (no processed rows) ------------------
@@ -498,5 +515,5 @@ def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSa
 
 
 __all__ = ["EDIT_BLOCK", "row_edits", "edited_logit", "process_kernel", "edit_kernel", "SamplerInputs",
-           "sampler_inputs", "process_logits", "FusedSampler", "pack_bits", "allowed_mask", "fused_inputs",
-           "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "fused_stats"]
+           "sampler_inputs", "process_logits", "raise_if_empty", "FusedSampler", "pack_bits", "allowed_mask",
+           "fused_inputs", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "fused_stats"]

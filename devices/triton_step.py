@@ -34,6 +34,7 @@ from types import ModuleType
 
 from devices.triton_device import KernelConfig, verify_tensors
 
+
 class GraphCache:
     """What a CUDA-graph cache per call signature shares (``TritonStep``, ``devices.filter_graph.FilterCuts``):
     ``_seen`` (signatures run once, not captured yet) and ``_captured`` (signature → graph and its buffers),

@@ -175,13 +175,13 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
 
     from devices import torch_philox
     from devices.torch_tree import tree_links
-    from devices.triton_device import _tensor
+    from devices.triton_host import to_torch
 
     on = lambda a, dt: torch.as_tensor(np.ascontiguousarray(np.asarray(a, dt)), device=device)  # noqa: E731
     B, V = batch.batch_size, batch.vocab_size
     N = int(np.sum(batch.num_nodes))
     num_nodes, temperature = on(batch.num_nodes, np.int64), on(batch.temperature, np.float64)
-    probs, argmax = target_rows(_tensor(batch.target_logits, device), num_nodes, temperature,   # sent in its
+    probs, argmax = target_rows(to_torch(batch.target_logits, device), num_nodes, temperature,  # sent in its
                                 on(batch.top_k, np.int64), on(batch.top_p, np.float64))      # own dtype
     if noise is not None:
         u, e = on(noise.uniforms, np.float64), on(noise.exponentials, np.float64)

@@ -68,6 +68,37 @@ def test_a_row_the_drafts_empty_is_invalid_input(device):
         device.verify(batch)
 
 
+def test_a_row_the_drafts_empty_is_invalid_input_on_either_sampler_path(device):
+    """The same emptied row, once on the fused path (no filters) and once on the processed path (a
+    top-p): ``choose_path`` picks each, and both refuse with the same message (SPEC §12.4)."""
+    from dataclasses import replace
+
+    from devices.triton_device import FUSED, PLAIN, PROCESSED, choose_path
+    mask = np.array([[True, True], [False, True], [True, True]])
+    batch = VerifyBatch(np.array([2]), np.array([0, 1]), None, np.zeros((3, 2)), np.ones(1), np.zeros(1, np.int64),
+                        np.ones(1), seeds=np.array([1], np.uint64), positions=np.array([0]),
+                        sampler=SamplerParams(token_mask=mask, bad_words=((np.array([0, 1]),),)))
+    filtered = replace(batch, top_p=np.array([0.9]))
+    assert (choose_path(batch), choose_path(filtered)) == (FUSED, PROCESSED)
+    assert choose_path(replace(batch, sampler=None)) == choose_path(replace(filtered, sampler=None)) == PLAIN
+    for b in (batch, filtered):
+        with pytest.raises(InvalidInput, match=r"^token_mask: row 1 \(request 0, position 1\) allows no token "
+                                               r"after every ban$"):
+            device.verify(b)
+
+
+def test_min_p_alone_takes_the_processed_path():
+    """min_p decides on the processed rows, like top-k and top-p; a greedy request's min_p filters nothing."""
+    from dataclasses import replace
+
+    from devices.triton_device import FUSED, PROCESSED, choose_path
+    batch = VerifyBatch(np.array([1]), np.array([0]), None, np.zeros((2, 4)), np.ones(1), np.zeros(1, np.int64),
+                        np.ones(1), seeds=np.array([1], np.uint64), positions=np.array([0]),
+                        sampler=SamplerParams(min_p=np.array([0.1]), logit_bias=np.zeros((1, 4))))
+    assert choose_path(batch) == PROCESSED
+    assert choose_path(replace(batch, temperature=np.zeros(1))) == FUSED
+
+
 def test_the_benchmark_parameters_give_the_torch_devices_tokens(device, order="vllm"):
     """``specsim bench --sampler all``'s parameters (every one on), keyed noise: the same tokens as
     the torch device (tools/gpu/sampler_check.py runs this at 256 × 4 × 128256 on a GPU)."""
