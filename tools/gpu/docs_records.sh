@@ -11,7 +11,7 @@
 # sampler precision table and the sizes calibration. Each record is copied to $OUT/results when written;
 # copy them into docs/results/ and run `python -m specsim.figures.numbers --write`.
 set -o pipefail
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/records}; R=docs/results; mkdir -p "$OUT/results" "$R"
 keep() { [ -f "$1" ] && cp "$1" "$OUT/results/"; }
 S="taskset -c 4-15 python3 -m specsim.cli"
