@@ -303,3 +303,59 @@ def test_the_v2_glue_runs_vllms_verifier_on_the_benchmarks_inputs():
     if out.stdout.startswith("ABSENT"):
         pytest.skip(f"vLLM's V2 verifier is not loadable here: {out.stdout}")
     assert "Model Runner V2 RejectionSampler._verify_in_chunks; top-k 5, top-p 0.9" in out.stdout
+
+
+def test_a_shapes_rows_are_built_from_its_variants_with_fake_timings(monkeypatch):
+    """``measure_shape`` on CPU: the field engines' rows (flashinfer in draft mode only), each timed (the
+    timing faked), its floors, and the ratios to the shape's ``triton graph`` (a faked plain row)."""
+    torch = pytest.importorskip("torch")
+    from specsim.bench import harness, workloads
+    calls = []
+
+    def make_inputs(torch, batch, k, vocab, dtype, mode, seed):
+        return dict(num_draft_tokens=torch.full((batch,), k), max_k=k, mode=mode, seed=seed)
+
+    def time_calls(torch, fn, reps, warmup):
+        fn(0)
+        return [dict(plain=1e-3, **{"vllm v2": 3e-3, "flashinfer": 2e-3})[calls[-1]]]
+
+    def plain(torch, opts, config, sets, mode, vllm_calls):
+        variants = [("triton graph", lambda i: calls.append("plain"), 0, None)]
+        return variants + step.field_variants(vllm_calls[2], sets, mode)
+    monkeypatch.setattr(workloads, "make_inputs", make_inputs)
+    monkeypatch.setattr(harness, "time_calls", time_calls)
+    monkeypatch.setattr(step, "step_variants", plain)
+    engines = {"vllm v2": lambda x: calls.append("vllm v2"), "flashinfer": lambda x: calls.append("flashinfer")}
+    result = fake_result(kernels=False)
+    result.rows = []
+    opts = step.Options(devices=["vllm-v2", "flashinfer"])
+    for mode in ("draft", "point"):
+        step.measure_shape(torch, opts, None, (2, 1, 64, mode), 1 << 20, (None, None, engines), result, out=lambda *a, **k: None)
+    got = [(r["device"], r["mode"], round(r["vs_plain"], 2), round(r["floor_mb"] * 1e6)) for r in result.rows]
+    assert got == [("triton graph", "draft", 1.0, 2048), ("vllm v2", "draft", 3.0, 2048),
+                   ("flashinfer", "draft", 2.0, 2048), ("triton graph", "point", 1.0, 1536),
+                   ("vllm v2", "point", 3.0, 1536)]
+
+
+def test_a_field_engine_failing_on_the_inputs_leaves_its_row_out_and_says_why(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from specsim.bench import harness, workloads
+
+    def broken(x):
+        raise RuntimeError("no kernel for this dtype")
+    monkeypatch.setattr(workloads, "make_inputs", lambda torch, b, k, v, d, mode, seed: {"seed": seed})
+    monkeypatch.setattr(harness, "time_calls", lambda torch, fn, reps, warmup: [fn(0) or 1e-3])
+    monkeypatch.setattr(step, "step_variants", lambda torch, opts, config, sets, mode, calls: [
+        ("triton graph", lambda i: None, 0, None), *step.field_variants(calls[2], sets, mode)])
+    result = fake_result(kernels=False)
+    result.rows, result.engines = [], {"vllm v2": "vllm 0.33.0 Model Runner V2"}
+    step.measure_shape(torch, step.Options(), None, (2, 1, 64, "draft"), 1 << 20, (None, None, {"vllm v2": broken}),
+                       result, out=lambda *a, **k: None)
+    assert [r["device"] for r in result.rows] == ["triton graph"]
+    assert result.engines["vllm v2"] == ("vllm 0.33.0 Model Runner V2; vllm v2 failed at B=2 K=1 V=64 draft "
+                                         "(RuntimeError: no kernel for this dtype)")
+    monkeypatch.setattr(step, "step_variants", lambda torch, opts, config, sets, mode, calls: [
+        ("triton graph", broken, 0, None)])
+    with pytest.raises(RuntimeError):   # the project's own rows fail loudly
+        step.measure_shape(torch, step.Options(), None, (2, 1, 64, "draft"), 1 << 20, (None, None, {}), result,
+                           out=lambda *a, **k: None)

@@ -180,6 +180,11 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     return result
 
 
+FIELD_ENGINES = ("vllm v2", "flashinfer")
+"""The field engines glued in ``field`` beside vLLM's V1 sampler: a row of theirs that fails is left out
+and the table's note says why (the project's own rows fail loudly)."""
+
+
 def field_engines(opts: Options) -> dict:
     """``{"vllm v2": (call, label), "flashinfer": (call, label)}`` for those of ``opts.devices``; ``call`` None
     and ``label`` the reason where an engine does not load, or does not take ``opts.dtype``."""
@@ -206,7 +211,17 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
     sets = [workloads.make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
     variants = step_variants(torch, opts, config, sets, mode, vllm_calls)
     for label, fn, extra_warmup, params in variants:
-        t = harness.median(harness.time_calls(torch, fn, opts.reps, opts.warmup + extra_warmup))
+        try:
+            t = harness.median(harness.time_calls(torch, fn, opts.reps, opts.warmup + extra_warmup))
+        except Exception as e:
+            if not label.startswith(FIELD_ENGINES):
+                raise
+            # a field engine that loaded but fails on these inputs: no row, the note says why
+            why = f"{label} failed at B={B} K={K} V={V} {mode} ({type(e).__name__}: {e})"
+            engine = next(name for name in FIELD_ENGINES if label.startswith(name))
+            result.engines[engine] = f"{result.engines.get(engine, '')}; {why}".lstrip("; ")
+            out(why, flush=True)
+            continue
         result.rows.append(timed_row(label, (B, K, V, mode, opts.dtype), floor_shape, params, t, result.copy_bw))
         out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
     fill_ratios([r for r in result.rows if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode)])
