@@ -95,8 +95,9 @@ def test_the_command_writes_the_record_it_was_asked_for(tmp_path, monkeypatch):
     rec = json.loads(out.read_text())
     assert rec["command"] == f"specsim bench --modes draft --record {out}"
     assert rec["tables"]["steps"]["rows"][0][0] == "triton graph"
-    assert rec["tables"]["goals"]["rows"][0][:6] == ["§12, no filters", "triton §12", "B=256 K=4 V=128256 draft float32",
-                                                     "1.51x", "≤ 1.20x triton graph", "not met"]
+    assert rec["tables"]["goals"]["rows"][0][:6] == ["§12, no filters", "triton §12",
+                                                     "B=256 K=4 V=128256 draft float32", "1.51x",
+                                                     "≤ 1.20x triton graph", "not met"]
 
 
 def test_the_commands_defaults_are_the_benchmarks_options():
@@ -234,7 +235,8 @@ def test_the_goals_say_met_not_met_and_not_measured():
         line = [g for g in goals.values() if g[0] == what]
         assert len(line) == 1 and line[0][5] == "not measured in this run" and line[0][3] == "-", what
     tree = [g for g in goals.values() if g[0].startswith("tree step")]
-    assert tree[0][5].startswith("not measured in this run (python -m specsim.bench.trees")
+    assert tree[0][5] == "not measured in this run" and tree[0][2] == "B=64 V=128256 float32"
+    assert tree[0][6].startswith("measured by python -m specsim.bench.trees --device triton")
     assert len({g[0] for g in goals.values()}) == len(step.GOALS)   # no goal dropped
 
 
@@ -262,7 +264,8 @@ def test_the_record_carries_the_goals_table_as_printed_and_only_where_it_is_show
 
 def test_the_note_says_why_a_field_engine_is_absent():
     result = fake_result(kernels=False)
-    result.engines = {"vllm v2": "vllm 0.33.0 Model Runner V2", "flashinfer": "FlashInfer did not load (ImportError: x)"}
+    result.engines = {"vllm v2": "vllm 0.33.0 Model Runner V2",
+                      "flashinfer": "FlashInfer did not load (ImportError: x)"}
     assert "; flashinfer: FlashInfer did not load (ImportError: x)." in step.note(result)
     assert "vllm v2: vllm 0.33.0 Model Runner V2" in step.note(result)
 
@@ -330,7 +333,8 @@ def test_a_shapes_rows_are_built_from_its_variants_with_fake_timings(monkeypatch
     result.rows = []
     opts = step.Options(devices=["vllm-v2", "flashinfer"])
     for mode in ("draft", "point"):
-        step.measure_shape(torch, opts, None, (2, 1, 64, mode), 1 << 20, (None, None, engines), result, out=lambda *a, **k: None)
+        step.measure_shape(torch, opts, None, (2, 1, 64, mode), 1 << 20, (None, None, engines), result,
+                           out=lambda *a, **k: None)
     got = [(r["device"], r["mode"], round(r["vs_plain"], 2), round(r["floor_mb"] * 1e6)) for r in result.rows]
     assert got == [("triton graph", "draft", 1.0, 2048), ("vllm v2", "draft", 3.0, 2048),
                    ("flashinfer", "draft", 2.0, 2048), ("triton graph", "point", 1.0, 1536),
@@ -359,3 +363,13 @@ def test_a_field_engine_failing_on_the_inputs_leaves_its_row_out_and_says_why(mo
     with pytest.raises(RuntimeError):   # the project's own rows fail loudly
         step.measure_shape(torch, step.Options(), None, (2, 1, 64, "draft"), 1 << 20, (None, None, {}), result,
                            out=lambda *a, **k: None)
+
+
+def test_the_json_carries_the_goals_and_the_engines():
+    rows = [anchor_row("triton graph", 1.0), anchor_row("triton §12", 1.1)]
+    result = goal_result(rows)
+    result.engines = {"flashinfer": "FlashInfer did not load (ImportError: x)"}
+    doc = step.to_json(result)
+    assert doc["goals"][0]["met"] == "met" and doc["goals"][0]["row"] == "triton §12"
+    assert doc["engines"] == result.engines and len(doc["goals"]) == len(step.goal_rows(result))
+    json.dumps(doc)
