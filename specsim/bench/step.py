@@ -20,8 +20,21 @@ Rows, per shape and mode:
   bonus sample included (what vLLM runs per step; the ``vs vllm`` ratio's base);
 * ``vllm rejection_sample`` — its ``rejection_sample`` function alone, the
   target rows already processed and the bonus drawn outside the timed call;
+* ``vllm v2`` — vLLM's Model Runner V2 verifier (``field.vllm_v2_step``:
+  ``RejectionSampler._verify_in_chunks``, what ``devices.field.vllm_v2_device`` calls), where it loads;
+* ``flashinfer`` — FlashInfer's softmax and ``chain_speculative_sampling``
+  (``field.flashinfer_step``), draft mode and float32 only, where ``flashinfer`` imports;
 * ``torch`` — the torch device (it synchronises once per call);
 * with ``sampler="all"``, the SPEC §12 rows of ``sampler_variants``.
+
+Each row is set against two references: the plain step's algorithmic floor
+(``alg floor``, the same for every row of a shape) and its own floor
+(``workloads.row_floor_bytes``: the plain floor plus the row's own inputs — a §12
+row's bias, masks and records, a filter row's parameters — read once, from the
+sizes of the tensors it is handed), with the bandwidth it achieved over its own
+floor (floor bytes / median time) and its time over the same shape's ``triton
+graph`` (``vs plain``). ``goal_rows`` holds the rows against the step's goals
+(``GOALS``), each with its floor and bandwidth as the bound that explains it.
 
 ``measure`` runs the shapes and prints one line per row as it is measured;
 ``table_lines`` is the table printed at the end; ``record`` is the same table
@@ -34,10 +47,11 @@ import re
 from dataclasses import dataclass, field
 
 from specsim.bench import harness, workloads
-from specsim.bench.field import vllm_rejection_sample_step, vllm_step, vllm_version
+from specsim.bench.field import (V2_DTYPES, flashinfer_step, flashinfer_version, vllm_rejection_sample_step,
+                                 vllm_step, vllm_v2_step, vllm_version)
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
-DEVICES = ("triton", "vllm", "torch")
+DEVICES = ("triton", "vllm", "vllm-v2", "flashinfer", "torch")
 MODES = ("draft", "point", "greedy")
 
 
@@ -75,10 +89,17 @@ class BenchResult:
     vllm: str
     rows: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
+    engines: dict = field(default_factory=dict)
+    """The field engines beside vLLM's V1 sampler (``vllm v2``, ``flashinfer``): their label, or why absent."""
+    sampler: str = "off"
 
 
 HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
-          "% of alg floor", "% of all-rows floor", "vs vllm")
+          "% of alg floor", "% of all-rows floor", "vs vllm", "floor MB", "% of its floor", "GB/s achieved",
+          "vs plain")
+"""``alg floor``: the plain step's (every row of a shape alike); ``floor MB``: the row's own
+(``workloads.row_floor_bytes``), ``% of its floor`` its floor time over the median, ``GB/s achieved`` its
+floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
 SAMPLER_ROWS = ("triton §12", "triton §12 unfused", "triton filters", "triton filters eager",
                 "triton filters torch.topk", "triton §12+filters")
@@ -89,7 +110,9 @@ def cells(r: dict) -> tuple:
     """One printed row of ``HEADER`` from a row dict of ``measure``."""
     return (r["device"], r["batch"], r["K"], r["V"], r["mode"], r["dtype"], f"{r['median_ms']:.3f}",
             f"{r['alg_floor_mb']:.0f}", f"{r['alg_floor_ms']:.3f}", f"{r['pct_alg_floor']:.0f}%",
-            f"{r['pct_all_rows_floor']:.0f}%", f"{r['vs_vllm']:.2f}x" if "vs_vllm" in r else "-")
+            f"{r['pct_all_rows_floor']:.0f}%", f"{r['vs_vllm']:.2f}x" if "vs_vllm" in r else "-",
+            f"{r['floor_mb']:.0f}", f"{r['pct_floor']:.0f}%", f"{r['gb_s']:.0f}",
+            f"{r['vs_plain']:.2f}x" if "vs_plain" in r else "-")
 
 
 def kernel_cells(k: dict) -> tuple:
@@ -137,17 +160,42 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     kernel_call, kernel_label = vllm_rejection_sample_step() if vllm_call else (None, "")
     if kernel_call is not None:
         out(f"vllm rejection_sample: {kernel_label}")
+    engines = field_engines(opts)
+    for name, (_, label) in engines.items():
+        out(f"{name}: {label}")
     hardware, versions = harness.environment(torch)
     if vllm_call is not None and vllm_version():
         versions["vllm"] = vllm_version()
-    result = BenchResult(hardware, versions, gpu, copy_bw, str(config), vllm_label)
+    if engines.get("flashinfer", (None,))[0] is not None and flashinfer_version():
+        versions["flashinfer"] = flashinfer_version()
+    result = BenchResult(hardware, versions, gpu, copy_bw, str(config), vllm_label,
+                         engines={name: label for name, (_, label) in engines.items()}, sampler=opts.sampler)
+    calls = (vllm_call, kernel_call, {name: call for name, (call, _) in engines.items()})
     for V in opts.vocab:
         for B in opts.batch:
             for K in opts.k:
                 for mode in opts.modes:
-                    measure_shape(torch, opts, config, (B, K, V, mode), l2, (vllm_call, kernel_call), result, out)
+                    measure_shape(torch, opts, config, (B, K, V, mode), l2, calls, result, out)
                     torch.cuda.empty_cache()
     return result
+
+
+FIELD_ENGINES = ("vllm v2", "flashinfer")
+"""The field engines glued in ``field`` beside vLLM's V1 sampler: a row of theirs that fails is left out
+and the table's note says why (the project's own rows fail loudly)."""
+
+
+def field_engines(opts: Options) -> dict:
+    """``{"vllm v2": (call, label), "flashinfer": (call, label)}`` for those of ``opts.devices``; ``call`` None
+    and ``label`` the reason where an engine does not load, or does not take ``opts.dtype``."""
+    engines = {}
+    if "vllm-v2" in opts.devices:
+        engines["vllm v2"] = (vllm_v2_step() if opts.dtype in V2_DTYPES else
+                              (None, f"vLLM's Model Runner V2 takes {', '.join(V2_DTYPES)} logits, not {opts.dtype}"))
+    if "flashinfer" in opts.devices:
+        engines["flashinfer"] = (flashinfer_step() if opts.dtype == "float32" else
+                                 (None, f"FlashInfer's chain_speculative_sampling takes float32, not {opts.dtype}"))
+    return engines
 
 
 def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_calls: tuple, result: BenchResult,
@@ -157,24 +205,57 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
     dtype = getattr(torch, opts.dtype)
     logit_size = torch.empty(0, dtype=dtype).element_size()
     prob_size = torch.empty(0, dtype=workloads.draft_dtype(torch, dtype)).element_size()
-    alg, all_rows = workloads.floor_bytes(B, K, V, logit_size, prob_size, mode)
+    floor_shape = (B, K, V, logit_size, prob_size, mode)
+    _, all_rows = workloads.floor_bytes(*floor_shape)
     nsets = workloads.input_sets(l2, all_rows)
     sets = [workloads.make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
     variants = step_variants(torch, opts, config, sets, mode, vllm_calls)
-    measured = {}
-    for label, fn, extra_warmup in variants:
-        t = harness.median(harness.time_calls(torch, fn, opts.reps, opts.warmup + extra_warmup))
-        measured[label] = t
-        result.rows.append(dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=opts.dtype,
-                                median_ms=t * 1e3, alg_floor_mb=alg / 1e6, alg_floor_ms=alg / result.copy_bw * 1e3,
-                                pct_alg_floor=100 * alg / result.copy_bw / t,
-                                pct_all_rows_floor=100 * all_rows / result.copy_bw / t))
+    for label, fn, extra_warmup, params in variants:
+        try:
+            t = harness.median(harness.time_calls(torch, fn, opts.reps, opts.warmup + extra_warmup))
+        except Exception as e:
+            if not label.startswith(FIELD_ENGINES):
+                raise
+            # a field engine that loaded but fails on these inputs: no row, the note says why
+            why = f"{label} failed at B={B} K={K} V={V} {mode} ({type(e).__name__}: {e})"
+            engine = next(name for name in FIELD_ENGINES if label.startswith(name))
+            result.engines[engine] = f"{result.engines.get(engine, '')}; {why}".lstrip("; ")
+            out(why, flush=True)
+            continue
+        result.rows.append(timed_row(label, (B, K, V, mode, opts.dtype), floor_shape, params, t, result.copy_bw))
         out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
-    for r in result.rows:  # vLLM's time is known once its row ran: fill the ratio in
-        if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode) and "vllm" in measured:
-            r["vs_vllm"] = r["median_ms"] / (measured["vllm"] * 1e3)
+    fill_ratios([r for r in result.rows if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode)])
     if opts.breakdown and "triton" in opts.devices:
         breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode), result, out)
+
+
+def timed_row(label: str, shape: tuple, floor_shape: tuple, params, seconds: float, copy_bw: float) -> dict:
+    """One row of ``result.rows``: ``label`` timed at ``seconds`` (median) on ``shape`` ``(batch, K, V, mode,
+    dtype)``, against the plain step's floors of ``floor_shape`` (``workloads.floor_bytes``' arguments) and
+    its own (``workloads.row_floor_bytes`` with ``params``, the row's own inputs), ``copy_bw`` bytes/s.
+
+    >>> r = timed_row("triton §12", (2, 1, 64, "draft", "float32"), (2, 1, 64, 4, 4, "draft"),
+    ...               {"logit_bias": __import__("numpy").zeros((2, 64), "float32")}, 1e-6, 5.12e9)
+    >>> r["alg_floor_mb"] * 1e6, r["floor_mb"] * 1e6, round(r["pct_floor"]), round(r["gb_s"], 2)
+    (2048.0, 2560.0, 50, 2.56)
+    """
+    B, K, V, mode, dtype = shape
+    alg, all_rows = workloads.floor_bytes(*floor_shape)
+    own = workloads.row_floor_bytes(label, floor_shape, params)
+    return dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=dtype, median_ms=seconds * 1e3,
+                alg_floor_mb=alg / 1e6, alg_floor_ms=alg / copy_bw * 1e3, pct_alg_floor=100 * alg / copy_bw / seconds,
+                pct_all_rows_floor=100 * all_rows / copy_bw / seconds, floor_mb=own / 1e6,
+                pct_floor=100 * own / copy_bw / seconds, gb_s=own / seconds / 1e9)
+
+
+def fill_ratios(rows: list[dict]) -> None:
+    """``vs_vllm`` and ``vs_plain`` of one shape's ``rows``, once the base rows (``vllm``, ``triton graph``)
+    ran: each row's median over theirs (left out where the base row is not among ``rows``)."""
+    base = {r["device"]: r["median_ms"] for r in rows}
+    for r in rows:
+        for key, label in (("vs_vllm", "vllm"), ("vs_plain", "triton graph")):
+            if label in base:
+                r[key] = r["median_ms"] / base[label]
 
 
 def triton_call(call):
@@ -205,27 +286,36 @@ def step_variants(torch, opts: Options, config, sets: list, mode: str, vllm_call
     from devices.triton_device import verify_tensors
     from devices.triton_step import TritonStep
     nsets = len(sets)
-    vllm_call, kernel_call = vllm_calls
+    vllm_call, kernel_call, engines = vllm_calls
     variants = []
     if "triton" in opts.devices:
         launches = triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw))
         if not opts.no_graph:
             graphs = harness.graphs(torch, launches, sets)
-            variants.append(("triton graph", lambda i: graphs[i % nsets].replay(), 0))
+            variants.append(("triton graph", lambda i: graphs[i % nsets].replay(), 0, None))
         eager = triton_call(TritonStep(config))
-        variants.append(("triton eager", lambda i: eager(sets[i % nsets]), 2 * nsets))
+        variants.append(("triton eager", lambda i: eager(sets[i % nsets]), 2 * nsets, None))
         if not opts.no_launches:
-            variants.append(("triton launches", lambda i: launches(sets[i % nsets]), 0))
+            variants.append(("triton launches", lambda i: launches(sets[i % nsets]), 0, None))
     if vllm_call is not None:
-        variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets))
+        variants.append(("vllm", lambda i: vllm_call(sets[i % nsets]), nsets, None))
     if kernel_call is not None:
-        variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets))
+        variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets, None))
+    variants += field_variants(engines, sets, mode)
     if opts.sampler == "all" and mode != "greedy":
-        variants += sampler_variants(torch, sets, config, "vllm" in opts.devices)
+        variants += sampler_variants(torch, sets, config, opts.devices, engines)
     if "torch" in opts.devices:
         step = torch_step(torch)
-        variants.append(("torch", lambda i: step(sets[i % nsets]), 0))
+        variants.append(("torch", lambda i: step(sets[i % nsets]), 0, None))
     return variants
+
+
+def field_variants(engines: dict, sets: list, mode: str) -> list:
+    """The field engines' plain rows of one shape (``vllm v2``, ``flashinfer``: draft mode only, its kernel
+    takes draft rows), for those of ``engines`` (``{name: call or None}``) that loaded."""
+    n = len(sets)
+    return [(name, lambda i, c=call: c(sets[i % n]), n, None) for name, call in engines.items()
+            if call is not None and (name != "flashinfer" or mode == "draft")]
 
 
 def breakdown(torch, config, sets: list, variants: list, shape: dict, result: BenchResult, out=print) -> None:
@@ -235,7 +325,7 @@ def breakdown(torch, config, sets: list, variants: list, shape: dict, result: Be
         torch, triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw)), sets))]
     index = {id(x): n for n, x in enumerate(sets)}
     found += [(label, harness.kernel_times(torch, lambda x, f=fn: f(index[id(x)]), sets))
-              for label, fn, _ in variants if label in SAMPLER_ROWS]
+              for label, fn, _, _ in variants if label in SAMPLER_ROWS]
     for label, seconds in found:
         out(f"    {label} kernels, device ms per call: {kernels_text(seconds)}", flush=True)
         result.kernels.append(dict(device=label, **shape, seconds=seconds))
@@ -243,8 +333,10 @@ def breakdown(torch, config, sets: list, variants: list, shape: dict, result: Be
 
 # --- SPEC §12: every sampler parameter on (--sampler all) ------------------------------
 
-def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
-    """The §12 rows of one shape: ``(label, fn(i), extra warm-up)``. The host work (``row_edits``,
+def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
+    """The §12 rows of one shape: ``(label, fn(i), extra warm-up, the row's own inputs)`` (the inputs of
+    the first set, for ``workloads.row_floor_bytes``); field rows for those of ``devices`` that are there
+    (``engines``: the field engines' plain calls, None where absent). The host work (``row_edits``,
     the dense rows, the packed bits) is done once per input set, outside the timing, as an engine
     keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
     path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
@@ -307,23 +399,43 @@ def sampler_variants(torch, sets, config, with_vllm: bool) -> list:
         _, cu, temperature, _ = prepared[i % len(sets)]
         return step(x, logits, graph_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
 
-    variants = [("triton filters", filters_only, 2 * len(sets)),
-                ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0),
-                ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0),
-                ("triton §12", fused_step, 0),
-                ("triton §12 unfused", lambda i: step(*processed(i)), 0), ("triton §12+filters", all_on, 2 * len(sets))]
-    if with_vllm:
+    filters = dict(top_k=top_k, top_p=top_p)
+    variants = [("triton filters", filters_only, 2 * len(sets), filters),
+                ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0, filters),
+                ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters),
+                ("triton §12", fused_step, 0, prepared[0][3]),
+                ("triton §12 unfused", lambda i: step(*processed(i)), 0, prepared[0][0]),
+                ("triton §12+filters", all_on, 2 * len(sets), (prepared[0][0], filters))]
+    nsets = len(sets)
+    if "vllm" in devices:
         call, label = vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])
         if call is not None:
-            variants.append(("vllm filters", lambda i: call(sets[i % len(sets)]), len(sets)))
+            variants.append(("vllm filters", lambda i: call(sets[i % nsets]), nsets, filters))
         # vLLM with the §12 parameters it serves with spec decode (penalties, bad words, allowed ids,
         # min_tokens; no mask, bias or min_p: devices.field.vllm_device.served_only): not triton §12's work
         params = {id(x): sampler_params(x["num_draft_tokens"].shape[0], x["max_k"], x["target_logits"].shape[1],
                                         x["draft_token_ids"].cpu().numpy(), seed=n) for n, x in enumerate(sets)}
         served, _ = vllm_step(sampler=lambda x: params[id(x)])
         if served is not None:
-            variants.append(("vllm §12 (served)", lambda i: served(sets[i % len(sets)]), len(sets)))
+            from devices.field.vllm_device import served_only
+            variants.append(("vllm §12 (served)", lambda i: served(sets[i % nsets]), nsets,
+                             served_only(params[id(sets[0])])))
+    variants += field_filter_variants(engines, sets, filters)
     return variants
+
+
+def field_filter_variants(engines: dict, sets: list, filters: dict) -> list:
+    """``vllm v2 filters`` and ``flashinfer filters`` (draft mode only): the field engines with
+    ``workloads.FILTERS``' top-k and top-p, for those of ``engines`` that loaded plain."""
+    n, mode = len(sets), sets[0]["mode"]
+    found = []
+    for name, make in (("vllm v2", vllm_v2_step), ("flashinfer", flashinfer_step)):
+        if engines.get(name) is None or (name == "flashinfer" and mode != "draft"):
+            continue
+        call, _ = make(top_k=workloads.FILTERS["top_k"], top_p=workloads.FILTERS["top_p"])
+        if call is not None:
+            found.append((f"{name} filters", lambda i, c=call: c(sets[i % n]), n, filters))
+    return found
 
 
 # --- what a run leaves: the JSON rows and the record ------------------------------------
@@ -332,7 +444,8 @@ def to_json(result: BenchResult) -> dict:
     """``--json``'s document: the rows and what they were measured on."""
     return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "torch": result.versions.get("torch"),
             "triton": result.versions.get("triton"), "vllm": result.vllm, "config": result.config,
-            "rows": result.rows}
+            "engines": result.engines, "rows": result.rows,
+            "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else []}
 
 
 def record(result: BenchResult, command: str) -> dict:
@@ -343,6 +456,9 @@ def record(result: BenchResult, command: str) -> dict:
     rec = records.new_record(command, hardware=result.hardware, versions=result.versions)
     rec["tables"]["steps"] = {"columns": list(HEADER), "rows": [list(map(str, cells(r))) for r in result.rows],
                               "note": note(result)}
+    if shows_goals(result):
+        rec["tables"]["goals"] = {"columns": list(GOALS_HEADER), "rows": [list(map(str, g)) for g in goal_rows(result)],
+                                  "note": GOALS_NOTE + " " + note(result)}
     if result.kernels:
         rec["tables"]["kernels"] = {"columns": list(KERNEL_HEADER),
                                     "rows": [list(map(str, kernel_cells(k))) for k in result.kernels]}
@@ -352,13 +468,15 @@ def record(result: BenchResult, command: str) -> dict:
 
 def note(result: BenchResult) -> str:
     """What a table's figures depend on, printed under it."""
+    engines = "".join(f"; {name}: {label}" for name, label in result.engines.items())
     return (f"GPU {result.gpu}; device-to-device copy {result.copy_bw / 1e9:.0f} GB/s (read + write); "
-            f"Triton {result.config}; vllm: {result.vllm}.")
+            f"Triton {result.config}; vllm: {result.vllm}{engines}.")
 
 
 def headline_values(result: BenchResult) -> dict[str, str]:
-    """``copy-gb-s``, and per row of the first shape ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor`` and
-    (where vLLM ran) ``<row>-<mode>-vs-vllm``, as printed."""
+    """``copy-gb-s``, and per row of the first shape ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
+    ``<row>-<mode>-pct-its-floor``, (where vLLM ran) ``<row>-<mode>-vs-vllm`` and (where ``triton graph``
+    ran) ``<row>-<mode>-vs-plain``, as printed."""
     values = {"copy-gb-s": f"{result.copy_bw / 1e9:.0f}"}
     first = result.rows[0] if result.rows else None
     for r in result.rows:
@@ -368,8 +486,11 @@ def headline_values(result: BenchResult) -> dict[str, str]:
         key = f"{slug(r['device'])}-{r['mode']}"
         values[f"{key}-ms"] = c["median ms"]
         values[f"{key}-pct-alg-floor"] = c["% of alg floor"]
+        values[f"{key}-pct-its-floor"] = c["% of its floor"]
         if "vs_vllm" in r:
             values[f"{key}-vs-vllm"] = c["vs vllm"]
+        if "vs_plain" in r:
+            values[f"{key}-vs-plain"] = c["vs plain"]
     return values
 
 
@@ -380,3 +501,97 @@ def slug(label: str) -> str:
     ('triton-graph', 'vllm-s12-served', 'triton-filters-torch.topk')
     """
     return re.sub(r"[^a-z0-9.]+", "-", label.lower().replace("§", "s")).strip("-")
+
+
+# --- the goals: each goal's rows, met or not, and the bound that explains the gap ------------
+
+@dataclass(frozen=True)
+class Goal:
+    """A goal for one row label of ``specsim bench``: ``kind`` ``"ratio"`` (its ``vs plain`` at most
+    ``target``) or ``"floor"`` (its ``% of its floor`` at least ``target``), on the rows whose fields
+    match ``where`` (``batch``, ``K``, ``V``, ``dtype``, ``mode``; a field not named: any).
+    ``elsewhere``: the command that measures a goal no ``specsim bench`` row measures; ``base``: what a
+    ratio goal's row is set against."""
+
+    what: str
+    row: str | None
+    kind: str
+    target: float
+    where: dict
+    elsewhere: str | None = None
+    base: str = "triton graph"
+
+
+ANCHOR = dict(batch=256, K=4, V=128256, dtype="float32")
+GOALS = (
+    Goal("§12, no filters", "triton §12", "ratio", 1.2, ANCHOR),
+    Goal("top-k 50, top-p 0.9 (graph)", "triton filters", "ratio", 1.5, ANCHOR),
+    Goal("top-k 50, top-p 0.9 eager (eager = graph)", "triton filters eager", "ratio", 1.5, ANCHOR),
+    Goal("§12 + filters", "triton §12+filters", "ratio", 2.0, ANCHOR),
+    Goal("bfloat16 logits", "triton graph", "floor", 85, dict(ANCHOR, dtype="bfloat16")),
+    Goal("point proposals at V = 32000", "triton graph", "floor", 85, dict(V=32000, dtype="float32", mode="point")),
+    Goal("tree step, 64 nodes of depth 6", None, "ratio", 1.3, dict(batch=64, V=128256, dtype="float32"),
+         elsewhere="python -m specsim.bench.trees --device triton --kernel --batch 64 --vocab 128256 "
+                   "--depth 6 --branch 4 --width 3", base="a chain step of as many rows"),
+)
+"""The verification step's goals on an H100 (fp32 unless named): each a row against ``triton graph`` of its
+shape, or against its own floor."""
+
+GOALS_HEADER = ("what", "row", "shape", "now", "goal", "met", "bound")
+GOALS_NOTE = ("Each measured goal's row at its shape; bound: the bytes its inputs need read once (its own "
+              "floor, workloads.row_floor_bytes) beside the plain step's, and the bandwidth it achieved over "
+              "them against the device-to-device copy measured in the same run.")
+NOT_MEASURED = "not measured in this run"
+
+
+def shows_goals(result: BenchResult) -> bool:
+    """Whether a run prints (and records) the goals table: with ``--sampler all``, or where a goal was measured."""
+    return result.sampler == "all" or any(not g[5].startswith(NOT_MEASURED) for g in goal_rows(result))
+
+
+def goal_rows(result: BenchResult) -> list[tuple]:
+    """One row of ``GOALS_HEADER`` per goal and matching row of ``result``; a goal no row matches: one row
+    saying it was not measured in this run (and by which command, where ``specsim bench`` does not)."""
+    out = []
+    for goal in GOALS:
+        matched = [r for r in result.rows if r["device"] == goal.row
+                   and all(r[key] == value for key, value in goal.where.items())]
+        for r in matched:
+            out.append(goal_cells(goal, r, result.copy_bw))
+        if not matched:
+            how = f"measured by {goal.elsewhere}" if goal.elsewhere else "-"
+            out.append((goal.what, goal.row or "-", where_text(goal.where), "-", goal_text(goal), NOT_MEASURED, how))
+    return out
+
+
+def goal_cells(goal: Goal, r: dict, copy_bw: float) -> tuple:
+    """One measured goal: its row's value now, met or not, and the bound (its floor and bandwidth)."""
+    shape = f"B={r['batch']} K={r['K']} V={r['V']} {r['mode']} {r['dtype']}"
+    bound = (f"{r['floor_mb']:.0f} MB at its floor ({r['floor_mb'] / r['alg_floor_mb']:.2f}x plain's "
+             f"{r['alg_floor_mb']:.0f} MB); {r['gb_s']:.0f} of {copy_bw / 1e9:.0f} GB/s copy")
+    if goal.kind == "ratio":
+        if "vs_plain" not in r:
+            return (goal.what, goal.row, shape, "-", goal_text(goal), f"{NOT_MEASURED} (no triton graph row)", bound)
+        now, met = f"{r['vs_plain']:.2f}x", r["vs_plain"] <= goal.target
+    else:
+        now, met = f"{r['pct_floor']:.0f}%", r["pct_floor"] >= goal.target
+    return goal.what, goal.row, shape, now, goal_text(goal), "met" if met else "not met", bound
+
+
+def goal_text(goal: Goal) -> str:
+    """``≤ 1.20x triton graph`` or ``≥ 85% of its floor``.
+
+    >>> goal_text(GOALS[0]), goal_text(GOALS[4]), goal_text(GOALS[-1])
+    ('≤ 1.20x triton graph', '≥ 85% of its floor', '≤ 1.30x a chain step of as many rows')
+    """
+    return f"≤ {goal.target:.2f}x {goal.base}" if goal.kind == "ratio" else f"≥ {goal.target:.0f}% of its floor"
+
+
+def where_text(where: dict) -> str:
+    """A goal's shape as ``B=256 K=4 V=128256 float32`` (the fields it names).
+
+    >>> where_text(dict(V=32000, dtype="float32", mode="point"))
+    'V=32000 float32 point'
+    """
+    names = dict(batch="B=", K="K=", V="V=", dtype="", mode="")
+    return " ".join(f"{names[k]}{v}" for k, v in where.items()) or "-"

@@ -15,11 +15,21 @@ Bytes (``floor_bytes``), two floors over the measured copy bandwidth:
 * **all rows**: every target logit and every draft probability read once —
   more than the algorithm needs with draft probabilities, so a step can beat it.
 
+A row's own floor (``row_floor_bytes``): the algorithmic bytes plus every other
+input that row is handed, read once — a SPEC §12 row's logit bias, masks (bit-packed
+or int8, as that row takes them), penalties and sparse records, a filter row's
+per-request top-k/top-p/min_p — counted from the sizes of the tensors it is passed
+(``input_bytes``). What a row's kernels write and read back (the fused path's live
+words, processed rows, the filters' candidates) is not an input: it is part of the
+gap between the row's time and its floor.
+
 ``sampler_params`` and ``FILTERS`` are the SPEC §12 workload of ``specsim bench
 --sampler all``: every sampler parameter on, at strengths engines use.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 
 def draft_dtype(torch, logits_dtype):
@@ -61,6 +71,75 @@ def floor_bytes(batch: int, k: int, vocab: int, logit_size: int, prob_size: int,
     draft_row = batch * vocab * prob_size if mode == "draft" else 0
     all_drafts = batch * k * vocab * prob_size if mode == "draft" else 0
     return target + emit + draft_row, target + all_drafts
+
+
+def input_bytes(inputs) -> int:
+    """Bytes of every array in ``inputs``: a tensor or numpy array (``nbytes``), or a tuple, list,
+    NamedTuple, dict or dataclass (``SamplerParams``) of them, nested; None, numbers and strings hold none.
+
+    >>> import numpy as np
+    >>> input_bytes({"bias": np.zeros((2, 8), np.float32), "edits": (np.zeros(3, np.int32), None), "order": "vllm"})
+    76
+    """
+    if inputs is None or isinstance(inputs, (str, bytes, int, float, bool)):
+        return 0
+    if hasattr(inputs, "nbytes"):
+        return int(inputs.nbytes)
+    if isinstance(inputs, dict):
+        return sum(input_bytes(v) for v in inputs.values())
+    if dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
+        return sum(input_bytes(getattr(inputs, f.name)) for f in dataclasses.fields(inputs))
+    if isinstance(inputs, (tuple, list)):
+        return sum(input_bytes(v) for v in inputs)
+    raise TypeError(f"input_bytes: inputs holds a {type(inputs).__name__}; expected arrays, tensors, "
+                    "tuples, lists or dicts of them")
+
+
+def row_needs_inputs(variant: str) -> bool:
+    """Whether row ``variant`` (a ``specsim bench`` row label) is handed inputs beyond the plain step's:
+    the SPEC §12 rows (``§12`` in the label) and the filter rows (``filters``).
+
+    >>> row_needs_inputs("triton graph"), row_needs_inputs("triton §12"), row_needs_inputs("vllm filters")
+    (False, True, True)
+    """
+    return "§12" in variant or "filters" in variant
+
+
+def row_floor_bytes(variant: str, shape: tuple, params=None) -> int:
+    """The floor of row ``variant``: ``floor_bytes``' algorithmic bytes of ``shape`` plus every array of
+    ``params`` (the row's own inputs beyond the plain step's, as passed to it) read once.
+
+    ``shape``: ``(batch, k, vocab, logit_size, prob_size, mode)`` as ``floor_bytes`` takes them.
+    ``params``: None for a plain row; for a §12 or filter row (``row_needs_inputs``) what it is handed,
+    e.g. ``devices.triton_sampler.fused_inputs``' tensors, the filters' ``[batch]`` arrays.
+
+    Worked example, batch 2, K 1, V 64, float32, draft mode: the plain step reads the 4 target rows
+    (4·64·4 = 1024 B), per request one more target row and one draft row (2·(256 + 256) = 1024 B):
+    2048 B. A fused §12 row is also handed a logit bias ``[2, 64]`` float32 (512 B), a bit-packed
+    token mask ``[4, 2]`` int32 (32 B) and allowed ids ``[2, 2]`` int32 (16 B), three penalties
+    ``[2]`` float64 (48 B) and 3 sparse records (``edit_start [5]`` int64, 40 B; token and code
+    ``[3]`` int32, 24 B): 672 B more.
+
+    >>> import numpy as np
+    >>> shape = (2, 1, 64, 4, 4, "draft")
+    >>> row_floor_bytes("triton graph", shape)
+    2048
+    >>> fused = dict(logit_bias=np.zeros((2, 64), np.float32), token_bits=np.zeros((4, 2), np.int32),
+    ...              allowed_bits=np.zeros((2, 2), np.int32), penalties=[np.ones(2)] * 3,
+    ...              edit_start=np.zeros(5, np.int64), edit_token=np.zeros(3, np.int32),
+    ...              edit_code=np.zeros(3, np.int32))
+    >>> row_floor_bytes("triton §12", shape, fused)
+    2720
+    >>> row_floor_bytes("triton filters", shape, dict(top_k=np.full(2, 50), top_p=np.full(2, 0.9)))
+    2080
+    """
+    batch, k, vocab, logit_size, prob_size, mode = shape
+    if row_needs_inputs(variant) and params is None:
+        raise ValueError(f"row_floor_bytes: row {variant!r} is handed inputs beyond the plain step's "
+                         "(§12 parameters or filters): pass them as params")
+    if not row_needs_inputs(variant) and params is not None:
+        raise ValueError(f"row_floor_bytes: row {variant!r} is a plain step; params must be None")
+    return floor_bytes(batch, k, vocab, logit_size, prob_size, mode)[0] + input_bytes(params)
 
 
 def input_sets(l2_bytes: int, all_rows_bytes: int) -> int:

@@ -11,10 +11,15 @@ Example (the anchor)::
     specsim bench --batch 256 --k 4 --vocab 128256 --record docs/results/bench-h100.json
 
 prints one line per row as it is measured, then the table: median ms, the
-algorithmic floor (MB, ms, and the step's share of it: floor time / median)
-and the all-rows floor's share, and each row's time relative to vLLM's.
-``--record FILE`` writes that table (and ``--breakdown``'s kernels) as a record
-of ``specsim.figures.records``, which the docs render.
+plain step's algorithmic floor (MB, ms, and the step's share of it: floor time /
+median) and the all-rows floor's share, each row's time relative to vLLM's; then
+the row's own floor (the plain floor plus its own inputs read once: a SPEC §12
+row's bias, masks and records), its share of it, the bandwidth it achieved over
+it, and its time relative to the same shape's ``triton graph``. With ``--sampler
+all`` (or where the run measured one) the goals table follows: each goal's row,
+met or not, and its floor and bandwidth as the bound. ``--record FILE`` writes
+these tables (and ``--breakdown``'s kernels) as a record of
+``specsim.figures.records``, which the docs render.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ HELP = "time a verification step on a GPU vs. its bandwidth floors and vLLM's sa
 def add_arguments(p):
     from specsim.bench.step import DEVICES, DTYPES, MODES
     p.add_argument("--devices", nargs="+", default=list(DEVICES), choices=DEVICES,
-                   help="what to time (default: all three; vllm only where it loads)")
+                   help="what to time (default: all; vllm, vllm-v2 (Model Runner V2) and flashinfer only where "
+                        "they load, the table's note says why not)")
     p.add_argument("--batch", type=int, nargs="+", default=[256])
     p.add_argument("--k", type=int, nargs="+", default=[4])
     p.add_argument("--vocab", type=int, nargs="+", default=[128256])
@@ -51,8 +57,9 @@ def add_arguments(p):
                    help="all: also time SPEC §12 with every parameter on (rows 'triton filters', "
                         "'triton filters eager', 'triton filters torch.topk', 'triton §12' (fused), "
                         "'triton §12 unfused', 'triton §12+filters', 'vllm filters', 'vllm §12 (served)': vLLM "
-                        "with the parameters it serves with spec decode, no mask, bias or min_p; draft and point "
-                        "modes; see specsim.bench.workloads.sampler_params)")
+                        "with the parameters it serves with spec decode, no mask, bias or min_p; 'vllm v2 filters', "
+                        "'flashinfer filters'; draft and point modes; see specsim.bench.workloads.sampler_params), "
+                        "then the goals table (specsim.bench.step.GOALS)")
 
 
 def run(args) -> int:
@@ -72,6 +79,9 @@ def run(args) -> int:
     if result.kernels:
         print()
         print("\n".join(step.table_lines(step.KERNEL_HEADER, [step.kernel_cells(k) for k in result.kernels])))
+    if step.shows_goals(result):
+        print()
+        print("\n".join(step.table_lines(step.GOALS_HEADER, step.goal_rows(result))))
     if args.json:
         import json
         with open(args.json, "w") as f:

@@ -2,8 +2,9 @@
 # The records BENCHMARKS.md renders, from the repository root on one CUDA GPU: each benchmark with
 # --record docs/results/NAME.json; then `python -m specsim.figures.numbers --write` renders them.
 #   bash tools/gpu/bench_records.sh [anchor] [v32000] [v151936] [bfloat16] [sampler] [trees]
-# vLLM's rows need its pinned sampler module: `python -m devices.field.vllm_loader fetch --cache DIR`, then
-# SPECSIM_VLLM_CACHE=DIR here (without it the vllm rows are left out and each table's note says why).
+# vLLM's rows (V1 sampler and Model Runner V2) need its pinned modules: `python -m devices.field.vllm_loader fetch
+# --cache DIR`, then SPECSIM_VLLM_CACHE=DIR here; FlashInfer's rows need flashinfer-python==0.7.2.post1 installed
+# (without them those rows are left out and each table's note says why). `sampler` also writes the goals table.
 # With $OUT set, the records written are also copied to $OUT/results.
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -11,7 +12,7 @@ bench="python3 -m specsim.cli bench"
 written=()
 for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
   case "$part" in
-    anchor) timeout 240 $bench --breakdown --record docs/results/bench-h100.json
+    anchor) timeout 270 $bench --breakdown --record docs/results/bench-h100.json
             written+=(docs/results/bench-h100.json) ;;
     v32000) timeout 200 $bench --batch 512 --k 8 --vocab 32000 --record docs/results/bench-h100-v32000.json
             written+=(docs/results/bench-h100-v32000.json) ;;
@@ -19,7 +20,7 @@ for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
              written+=(docs/results/bench-h100-v151936.json) ;;
     bfloat16) timeout 200 $bench --dtype bfloat16 --devices triton vllm --record docs/results/bench-h100-bfloat16.json
               written+=(docs/results/bench-h100-bfloat16.json) ;;
-    sampler) timeout 300 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown \
+    sampler) timeout 330 $bench --devices triton vllm vllm-v2 flashinfer --modes draft point --sampler all --reps 30 --breakdown \
                --record docs/results/bench-h100-sampler.json
              written+=(docs/results/bench-h100-sampler.json) ;;
     trees) timeout 540 python3 -m specsim.bench.trees --device triton torch-cuda --check --kernel --batch 8 64 \
