@@ -261,18 +261,20 @@ class FilterRows(NamedTuple):
 
 def filter_rows(target_logits, cu, temperature, top_k, top_p, min_p=None) -> FilterRows | None:
     """``FilterRows`` of a step (None: no request filters). Arguments as ``filter_cuts``'. The
-    parameters travel to the device in one copy (each pageable copy is a stream sync in torch)."""
+    parameters travel to the device in one asynchronous copy (``filter_cut.to_device``: a pageable
+    copy is a stream sync in torch)."""
     import torch
 
     from devices import torch_sampling as ts
+    from devices.filter_cut import to_device
     uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
     if not uses.any():
         return None
     req = np.flatnonzero(uses)
     counts = cu[req + 1] - cu[req] + 1
     columns = [temperature, top_k, top_p] + ([] if min_p is None else [min_p])
-    packed = torch.as_tensor(np.stack([np.repeat(np.asarray(c, np.float64)[req], counts) for c in columns]),
-                             device=target_logits.device)  # top_k as float64: exact below 2^53
+    packed = to_device(np.stack([np.repeat(np.asarray(c, np.float64)[req], counts) for c in columns]),
+                       target_logits.device)  # top_k as float64: exact below 2^53
     params = ts.SamplingRows(packed[0], packed[1].to(torch.int64), packed[2], None if min_p is None else packed[3])
     return FilterRows(request_rows(cu, req), params, np.repeat(np.asarray(top_k, np.int64)[req], counts))
 
@@ -291,11 +293,13 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
     profile (min_p after top-p, or before top-k): a token it zeroes underflows in the kernels'
     float32 too. Rows with top-k decide on their ``k + 1`` largest entries
     (``devices.filter_cut.cut_values``), found by ``top_values`` (``filter_cut.TopValues``;
-    None: ``torch.topk``). Step after step: ``devices.filter_graph.FilterCuts``.
+    None: ``torch.topk``). No host sync: every decision stays on the device, every size comes
+    from the host's parameters, and the host's arrays travel by asynchronous copies. Step after
+    step: ``devices.filter_graph.FilterCuts``.
     """
     import torch
 
-    from devices.filter_cut import compute_dtype, cut_values, torch_top_values
+    from devices.filter_cut import compute_dtype, cut_values, to_device, torch_top_values
 
     f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
     if f is None:
@@ -305,7 +309,7 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
         return cut_values(target_logits, f.params, **how)
     cut = torch.full((target_logits.shape[0],), float("-inf"), dtype=compute_dtype(target_logits),
                      device=target_logits.device)
-    idx = torch.as_tensor(f.rows, device=target_logits.device)
+    idx = to_device(f.rows, target_logits.device)
     cut[idx] = cut_values(target_logits[idx], f.params, **how)
     return cut
 
