@@ -112,3 +112,38 @@ def test_filter_cuts_off_cuda_is_the_eager_cut():
     for _ in range(3):
         assert torch.equal(cuts(logits, *args), want)
     assert cuts(logits, cu, np.ones(B), np.zeros(B, np.int64), np.ones(B)) is None
+
+
+class _Launch:
+    """A kernel of ``triton_topk`` whose launches may read tensors on the host (Triton's interpreter
+    copies its arguments): the guard is off for the launch only."""
+
+    def __init__(self, kernel, guard):
+        self.kernel, self.guard = kernel, guard
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.guard["on"] = False
+            try:
+                return self.kernel[grid](*args, **kwargs)
+            finally:
+                self.guard["on"] = True
+        return launch
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+def test_the_triton_cut_reads_nothing_back_outside_its_launches(monkeypatch, order):
+    from types import SimpleNamespace
+
+    from tests.devices.test_filter_sync import batches, host_reads_forbidden
+    rng = np.random.default_rng(13)
+    config = td.KernelConfig(block=32, programs=8)
+    for logits, cu, temperature, top_k, top_p, min_p in batches(rng, 200):
+        args = (logits, cu, temperature, top_k, top_p, min_p, order)
+        want = td.filter_cuts(*args, td.triton_top_values(topk, config))
+        with host_reads_forbidden(monkeypatch) as guard:
+            module = SimpleNamespace(group_max_kernel=_Launch(topk.group_max_kernel, guard),
+                                     compact_kernel=_Launch(topk.compact_kernel, guard), top_values=topk.top_values)
+            got = td.filter_cuts(*args, td.triton_top_values(module, config))
+        assert torch.equal(got, want)
+        assert torch.equal(want, td.filter_cuts(*args))  # the torch.topk candidates: the same cut
