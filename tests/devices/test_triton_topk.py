@@ -147,3 +147,17 @@ def test_the_triton_cut_reads_nothing_back_outside_its_launches(monkeypatch, ord
             got = td.filter_cuts(*args, td.triton_top_values(module, config))
         assert torch.equal(got, want)
         assert torch.equal(want, td.filter_cuts(*args))  # the torch.topk candidates: the same cut
+
+
+@pytest.mark.parametrize("capacity", [2048, 8])
+def test_the_triton_candidates_decide_a_run_of_ties_past_them(capacity):
+    from tests.devices.test_filter_cut import plateau_rows
+
+    def top_values(logits, row_ids, ks, width):
+        return topk.top_values(topk, logits, row_ids, ks, width, capacity=capacity, **SMALL)
+    z, rows = plateau_rows()
+    for min_p in (None, 0.05):
+        params = rows if min_p is None else rows._replace(min_p=torch.full((4,), min_p, dtype=torch.float64))
+        for order in ("canonical", "vllm"):
+            want = filter_cut.whole_row_kept(z, params, order)
+            assert torch.equal(filter_cut.kept_mask(z, params, order, top_values=top_values), want), (min_p, order)
