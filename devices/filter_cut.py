@@ -6,23 +6,28 @@ row keeps is ``z ≥ τ`` for one value ``τ``, the smallest kept entry (``-inf`
 ``cut_values`` returns it, and the kernels read each row through its cut (``z < τ`` is
 ``-inf``) — no filtered copy of the rows is written.
 
-A row whose top-k is on needs only its ``k + 1`` largest entries (no sort of the row): when the
-``(k+1)``-th is strictly below the ``k``-th, the first ``k`` are exactly top-k's set, and top-p
-and min_p (in either order profile: min_p before top-k keeps a top set too, so the two commute
-on sets) act on those ``k`` in float64 as ``devices.torch_sampling`` does on the whole row. A
-row whose k-th entry ties past the candidates (or has fewer than k finite entries), whose
-candidates were not exact (``devices/triton_topk.py``: too many entries at its floor), top-k
-off or ``k > CANDIDATES``: the whole row in float64, as before.
+A row whose top-k is on needs only its ``k + 1`` largest entries (no sort of the row) and how
+often its ``k``-th largest value occurs in it (``TopValues``). Top-k's set is the entries above
+the ``k``-th value and every copy of it; top-p and min_p (in either order profile: min_p before
+top-k keeps a top set too, so the two commute on sets) act on that set in float64 as
+``devices.torch_sampling`` does on the whole row. When the ``(k+1)``-th entry is strictly below
+the ``k``-th, the set is the first ``k`` candidates (``plain_kept``); when the ``k``-th value
+also occurs past them, the copies past the ``k``-th candidate are one more candidate carrying
+their count as a weight in every sum (``tied_kept``), so no row needs more than ``k + 1``
+candidates whatever its ties. Rows with top-k off or ``k > CANDIDATES``: the whole row in
+float64, as before — known on the host from ``top_k``. Nothing is read back from the device:
+every size comes from the host's ``top_k`` and the logits' shape.
 
 The decisions are the float64 ones of ``torch_sampling``; only their sums run over the
-candidates instead of the row with ``-inf`` (exp of ``-inf`` adds 0), so a cut can move
-only where a float64 prefix sum or ratio sits within its last bits of the parameter.
+candidates instead of the row with ``-inf`` (exp of ``-inf`` adds 0), and a run of tied
+copies past the candidates is added as one product, so a cut can move only where a float64
+prefix sum or ratio sits within its last bits of the parameter.
 
 >>> import torch
 >>> from devices.torch_sampling import SamplingRows
 >>> z = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0]])
 >>> rows = SamplingRows(torch.ones(1, dtype=torch.float64), torch.tensor([2]), torch.ones(1, dtype=torch.float64))
->>> cut_values(z, rows).tolist()     # top-2: 3 and a tie of 2s past the candidates: the whole row decides
+>>> cut_values(z, rows).tolist()     # top-2: 3 and a tie of 2s past the candidates: every 2 is kept
 [2.0]
 >>> kept_mask(z, rows).tolist()
 [[True, False, True, True, False]]
@@ -41,14 +46,27 @@ CANDIDATES = 1024  # top-k up to this is decided on the k + 1 largest entries
 
 TopValues = Callable[..., tuple]
 """``(logits [rows, V], row_ids [n] int64 tensor or None (every row), ks [n] int64, width) →
-(values [n, width] descending, exact [n] bool)``: each row's ``width`` largest values, exact in
-positions ``0 .. ks[p]`` where ``exact`` (``torch_top_values``; ``devices.triton_topk.top_values``)."""
+(values [n, width] descending, ties [n] int64)``: each row's ``width`` largest values, exact in
+positions ``0 .. ks[p]``, and how many entries of the row equal ``values[p, ks[p] - 1]``, with
+no host sync (``torch_top_values``; ``devices.triton_topk.top_values``)."""
 
 
 def torch_top_values(logits, row_ids, ks, width: int):
-    """``TopValues`` by ``torch.topk`` (a radix select over each row; always exact)."""
+    """``TopValues`` by ``torch.topk`` (a radix select over each row) and a count over each row."""
     rows = logits if row_ids is None else logits[row_ids]
-    return torch.topk(rows, width, dim=1).values, torch.ones(rows.shape[0], dtype=torch.bool, device=logits.device)
+    values = torch.topk(rows, width, dim=1).values
+    kth = values.gather(1, (ks - 1).unsqueeze(1))
+    return values, (rows == kth).sum(dim=1)
+
+
+def to_device(array: np.ndarray, device) -> torch.Tensor:
+    """A host array on ``device`` with no stream sync: on CUDA through pinned memory, copied
+    asynchronously (a pageable copy makes torch wait for the stream). The pinned block is torch's
+    caching host allocator's, held until the copy has run."""
+    host = torch.as_tensor(np.ascontiguousarray(array))
+    if torch.device(device).type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def compute_dtype(logits) -> torch.dtype:
@@ -64,6 +82,55 @@ def whole_row_kept(logits, rows: ts.SamplingRows, order: str = "canonical"):
     if rows.min_p is None:
         return ts.filter_kept(ts.scale_by_temperature(wide, rows.temperature), rows)
     return ts.target_probs(wide, rows, order=order) > 0
+
+
+plain_kept = whole_row_kept
+"""What a row keeps of its candidates ``[n, width]`` when they hold its whole top-k set (``-inf`` past it)."""
+
+
+def _weighted_softmax(z, weight):
+    """``[n, m]`` float64: each candidate's probability when candidate ``i`` stands for
+    ``weight[:, i]`` equal entries (``z``, ``weight`` ``[n, m]``; weight 0 adds nothing)."""
+    e = torch.exp(z - z.amax(dim=-1, keepdim=True))
+    return e / (e * weight).sum(dim=-1, keepdim=True)
+
+
+def _weighted_top_p(probs, weight, real, top_p):
+    """``torch_sampling.top_p_kept`` on descending candidates ``probs`` ``[n, m]`` whose weights
+    ``weight`` ``[n, m]`` count the entries each stands for: ``probs ≥ τ``, τ at the first prefix
+    sum ``≥ top_p`` (capped at the last candidate). ``real``: the candidates in the set."""
+    cumulative = (probs * weight).cumsum(dim=-1)
+    at = (cumulative < top_p.to(torch.float64).unsqueeze(-1)).sum(dim=-1).clamp(max=probs.shape[-1] - 1)
+    tau = probs.gather(-1, at.unsqueeze(-1))
+    return real & ((top_p >= 1).unsqueeze(-1) | (probs >= tau))
+
+
+def _weighted_renormalise(probs, weight, kept, keep_all):
+    """Zero what a filter dropped and renormalise (weights counted); rows ``keep_all`` untouched."""
+    kept_probs = torch.where(kept, probs, torch.zeros_like(probs))
+    return torch.where(keep_all.unsqueeze(-1), probs, kept_probs / (kept_probs * weight).sum(dim=-1, keepdim=True))
+
+
+def tied_kept(candidates, weight, rows: ts.SamplingRows, order: str = "canonical"):
+    """``[n, m]`` bool: what top-p (and min_p in the ``order`` profile) keep of a top-k set given as
+    descending ``candidates`` ``[n, m]`` (``-inf`` past it), candidate ``i`` standing for
+    ``weight[:, i]`` entries of that value (``[n, m]`` int, 0 past the set) — the float64 rungs of
+    ``torch_sampling.filter_kept`` and ``target_probs`` with every sum counting the weights.
+    ``rows``: ``SamplingRows`` ``[n]``. The top-k set is given, so top-k keeps it whole; in the
+    vllm order min_p cuts a top set first, which top-k then keeps whole or cuts to the same set."""
+    real = weight > 0
+    w = weight.to(torch.float64)
+    z = ts.scale_by_temperature(candidates.double(), rows.temperature)
+    if rows.min_p is not None and order == "vllm":
+        z = z.masked_fill(~ts.min_p_kept(_weighted_softmax(z, w), rows.min_p), -torch.inf)
+    probs = _weighted_softmax(z, w)
+    kept = _weighted_top_p(probs, w, real, rows.top_p)
+    if rows.min_p is None:
+        return kept
+    probs = _weighted_renormalise(probs, w, kept, rows.top_p >= 1)
+    if order == "canonical":
+        probs = _weighted_renormalise(probs, w, ts.min_p_kept(probs, rows.min_p), rows.min_p <= 0)
+    return real & (probs > 0)
 
 
 def smallest_kept(values, kept):
@@ -88,8 +155,8 @@ class CutPlan(NamedTuple):
 
 def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPlan:
     """``CutPlan`` for ``rows`` (``SamplingRows`` ``[n]`` on the device) whose ``top_k`` is
-    ``top_k`` on the host (numpy ``[n]``). One host-to-device copy (``index``) unless every row
-    decides on candidates."""
+    ``top_k`` on the host (numpy ``[n]``). One asynchronous host-to-device copy (``index``,
+    ``to_device``) unless every row decides on candidates."""
     k = np.asarray(top_k, dtype=np.int64)
     on_candidates = (k > 0) & (k < vocab_size) & (k <= CANDIDATES)
     short = np.flatnonzero(on_candidates)
@@ -97,7 +164,7 @@ def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPl
     if not short.size:
         return CutPlan(short, whole, 0, None, None)
     every = short.size == k.size
-    index = None if every else torch.as_tensor(short, device=rows.top_k.device)
+    index = None if every else to_device(short, rows.top_k.device)
     return CutPlan(short, whole, int(k[short].max()) + 1, index,
                    rows.top_k if every else rows.top_k[index])
 
@@ -105,35 +172,37 @@ def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPl
 def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "canonical",
                   top_values: TopValues = torch_top_values):
     """The device half of ``cut_values``: no host sync, no copy from the host (a CUDA graph can
-    hold it). Returns ``(cut [n]`` in the compute dtype, right for ``plan.short``;
-    ``decided [m]`` bool: False where a ``plan.short`` row must be decided on the whole row
-    after all).
-    """
+    hold it). Returns ``cut [n]`` in the compute dtype, right for ``plan.short`` (``finish_cut``
+    writes ``plan.whole``'s)."""
     cut = torch.empty(logits.shape[0], dtype=compute_dtype(logits), device=logits.device)
     if not plan.short.size:
-        return cut, torch.ones(0, dtype=torch.bool, device=logits.device)
+        return cut
     ks, width = plan.ks, plan.width
-    vals, exact = top_values(logits, plan.index, ks, width)  # descending
-    kth = vals.gather(1, (ks - 1).unsqueeze(1)).squeeze(1)
-    decided = exact & (vals.gather(1, ks.unsqueeze(1)).squeeze(1) < kth)  # no tie across the k-th entry
-    cand = vals.masked_fill(torch.arange(width, device=logits.device).unsqueeze(0) >= ks.unsqueeze(1),
-                            float("-inf"))
-    tau = smallest_kept(cand, whole_row_kept(cand, rows if plan.index is None else rows.take(plan.index), order))
+    vals, ties = top_values(logits, plan.index, ks, width)  # descending, exact in 0 .. k
+    params = rows if plan.index is None else rows.take(plan.index)
+    position = torch.arange(width, device=logits.device).unsqueeze(0)
+    first_k = position < ks.unsqueeze(1)
+    kth = vals.gather(1, (ks - 1).unsqueeze(1))
+    past = ties - ((vals == kth) & first_k).sum(dim=1)  # copies of the k-th value past the first k
+    plain = vals.masked_fill(~first_k, float("-inf"))
+    tau = smallest_kept(plain, plain_kept(plain, params, order))
+    at_k = position == ks.unsqueeze(1)  # where vals holds the k-th value again when past > 0
+    weight = torch.where(at_k, past.unsqueeze(1), first_k.to(past.dtype))
+    tied = vals.masked_fill(weight == 0, float("-inf"))
+    tau_tied = smallest_kept(tied, tied_kept(tied, weight, params, order))
+    tau = torch.where(past > 0, tau_tied.to(tau.dtype), tau)
     if plan.index is None:
         cut.copy_(tau)
     else:
         cut[plan.index] = tau.to(cut.dtype)
-    return cut, decided
+    return cut
 
 
-def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut, decided, order: str = "canonical"):
-    """The host half of ``cut_values``: the one sync (``decided``), then the rows the candidates
-    cannot decide, and ``plan.whole``, on their whole rows; writes them into ``cut`` and returns it."""
-    whole = plan.whole
-    if plan.short.size and not bool(decided.all()):
-        whole = np.union1d(whole, plan.short[~decided.cpu().numpy()])
-    if whole.size:
-        index = torch.as_tensor(whole, device=logits.device)
+def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut, order: str = "canonical"):
+    """The rows ``plan.whole`` (known on the host) decided on their whole rows, written into ``cut``
+    (returned). No host sync: their index goes to the device by ``to_device``."""
+    if plan.whole.size:
+        index = to_device(plan.whole, logits.device)
         z = logits[index]
         cut[index] = smallest_kept(z.to(cut.dtype), whole_row_kept(z, rows.take(index), order))
     return cut
@@ -146,14 +215,13 @@ def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: n
 
     ``logits`` ``[n, V]`` (any float dtype); ``rows`` ``SamplingRows`` ``[n]`` (random rows:
     temperature > 0); ``top_k``: ``rows.top_k`` on the host, numpy ``[n]`` (None: copied from
-    ``rows``), which says which rows decide on candidates without a device sync;
-    ``top_values``: how the candidates are found (``TopValues``). One host sync: whether any
-    candidate row must be decided on the whole row after all. ``cut_plan``, then
-    ``candidate_cut`` (the device work), then ``finish_cut``.
+    ``rows``, a host sync), which says which rows decide on candidates and how many;
+    ``top_values``: how the candidates are found (``TopValues``). With ``top_k`` given, no host
+    sync: ``cut_plan``, then ``candidate_cut`` (the device work), then ``finish_cut``.
     """
     plan = cut_plan(logits.shape[1], rows, rows.top_k.cpu().numpy() if top_k is None else top_k)
-    cut, decided = candidate_cut(logits, rows, plan, order, top_values)
-    return finish_cut(logits, rows, plan, cut, decided, order)
+    cut = candidate_cut(logits, rows, plan, order, top_values)
+    return finish_cut(logits, rows, plan, cut, order)
 
 
 def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_values: TopValues = torch_top_values):
@@ -163,5 +231,6 @@ def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_value
     return logits.to(cut.dtype) >= cut.unsqueeze(1)
 
 
-__all__ = ["CANDIDATES", "TopValues", "torch_top_values", "compute_dtype", "whole_row_kept", "smallest_kept",
-           "CutPlan", "cut_plan", "candidate_cut", "finish_cut", "cut_values", "kept_mask"]
+__all__ = ["CANDIDATES", "TopValues", "torch_top_values", "to_device", "compute_dtype", "whole_row_kept",
+           "plain_kept", "tied_kept", "smallest_kept", "CutPlan", "cut_plan", "candidate_cut", "finish_cut",
+           "cut_values", "kept_mask"]

@@ -8,8 +8,8 @@ filters the same buffers with the same parameters step after step, so ``FilterCu
 CUDA graph of ``filter_cut.candidate_cut`` per signature — the logits' address, shape and dtype,
 the parameters' values, the order — and replays it, as ``devices.triton_step.TritonStep``
 does for the step: the first call with a signature runs eagerly, the second captures and
-replays, later calls replay. ``filter_cut.finish_cut`` (the one host sync, and the rows the
-candidates cannot decide) runs after the replay every call.
+replays, later calls replay. ``filter_cut.finish_cut`` (the rows that decide on their whole row,
+known on the host) runs after the replay every call. Neither half syncs with the host.
 
 Graphs are taken only where every target row filters (the usual batch) and the logits are on
 a CUDA device; otherwise, or where a capture fails, the call is ``filter_cuts``. The returned
@@ -43,7 +43,7 @@ class FilterCuts(GraphCache):
         self.capacity = capacity
         self.graphs = graphs
         self._seen: OrderedDict = OrderedDict()      # signatures run once, not captured yet
-        self._captured: OrderedDict = OrderedDict()  # signature → (graph, params, plan, cut, decided)
+        self._captured: OrderedDict = OrderedDict()  # signature → (graph, params, plan, cut)
         self._eager: set = set()                     # signatures whose capture failed
 
     def __call__(self, target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical"):
@@ -59,30 +59,30 @@ class FilterCuts(GraphCache):
         key = (target_logits.data_ptr(), tuple(target_logits.shape), target_logits.dtype, order) + tuple(
             None if a is None else np.asarray(a).tobytes() for a in args)
         hit = self._captured.get(key)
-        if hit is not None:  # the hot path: one lookup, one graph launch, then the sync
+        if hit is not None:  # the hot path: one lookup, one graph launch
             self._captured.move_to_end(key)
-            graph, params, plan, cut, decided = hit
+            graph, params, plan, cut = hit
             graph.replay()
-            return finish_cut(target_logits, params, plan, cut, decided, order)
+            return finish_cut(target_logits, params, plan, cut, order)
         f = filter_rows(target_logits, *args)
         plan = cut_plan(target_logits.shape[1], f.params, f.top_k)
         if key in self._eager or key not in self._seen or torch.cuda.is_current_stream_capturing():
             self._remember(self._seen, key, True, 4 * self.capacity)
-            cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
-            return finish_cut(target_logits, f.params, plan, cut, decided, order)
+            cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+            return finish_cut(target_logits, f.params, plan, cut, order)
         del self._seen[key]
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):  # kernels compiled and buffers sized by the eager call before
-                cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+                cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)
         except Exception as e:  # noqa: BLE001 — a capture torch refuses: stay eager for this signature
             warnings.warn(f"FilterCuts: capture failed ({type(e).__name__}: {e}); this signature runs eagerly")
             self._eager.add(key)
-            cut, decided = candidate_cut(target_logits, f.params, plan, order, self.top_values)
-            return finish_cut(target_logits, f.params, plan, cut, decided, order)
-        self._remember(self._captured, key, (graph, f.params, plan, cut, decided), self.capacity)
+            cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)
+            return finish_cut(target_logits, f.params, plan, cut, order)
+        self._remember(self._captured, key, (graph, f.params, plan, cut), self.capacity)
         graph.replay()
-        return finish_cut(target_logits, f.params, plan, cut, decided, order)
+        return finish_cut(target_logits, f.params, plan, cut, order)
 
 
 __all__ = ["FilterCuts"]

@@ -261,18 +261,20 @@ class FilterRows(NamedTuple):
 
 def filter_rows(target_logits, cu, temperature, top_k, top_p, min_p=None) -> FilterRows | None:
     """``FilterRows`` of a step (None: no request filters). Arguments as ``filter_cuts``'. The
-    parameters travel to the device in one copy (each pageable copy is a stream sync in torch)."""
+    parameters travel to the device in one asynchronous copy (``filter_cut.to_device``: a pageable
+    copy is a stream sync in torch)."""
     import torch
 
     from devices import torch_sampling as ts
+    from devices.filter_cut import to_device
     uses = filtered_requests(target_logits.shape[1], temperature, top_k, top_p, min_p)
     if not uses.any():
         return None
     req = np.flatnonzero(uses)
     counts = cu[req + 1] - cu[req] + 1
     columns = [temperature, top_k, top_p] + ([] if min_p is None else [min_p])
-    packed = torch.as_tensor(np.stack([np.repeat(np.asarray(c, np.float64)[req], counts) for c in columns]),
-                             device=target_logits.device)  # top_k as float64: exact below 2^53
+    packed = to_device(np.stack([np.repeat(np.asarray(c, np.float64)[req], counts) for c in columns]),
+                       target_logits.device)  # top_k as float64: exact below 2^53
     params = ts.SamplingRows(packed[0], packed[1].to(torch.int64), packed[2], None if min_p is None else packed[3])
     return FilterRows(request_rows(cu, req), params, np.repeat(np.asarray(top_k, np.int64)[req], counts))
 
@@ -291,11 +293,13 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
     profile (min_p after top-p, or before top-k): a token it zeroes underflows in the kernels'
     float32 too. Rows with top-k decide on their ``k + 1`` largest entries
     (``devices.filter_cut.cut_values``), found by ``top_values`` (``filter_cut.TopValues``;
-    None: ``torch.topk``). Step after step: ``devices.filter_graph.FilterCuts``.
+    None: ``torch.topk``). No host sync: every decision stays on the device, every size comes
+    from the host's parameters, and the host's arrays travel by asynchronous copies. Step after
+    step: ``devices.filter_graph.FilterCuts``.
     """
     import torch
 
-    from devices.filter_cut import compute_dtype, cut_values, torch_top_values
+    from devices.filter_cut import compute_dtype, cut_values, to_device, torch_top_values
 
     f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
     if f is None:
@@ -305,7 +309,7 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
         return cut_values(target_logits, f.params, **how)
     cut = torch.full((target_logits.shape[0],), float("-inf"), dtype=compute_dtype(target_logits),
                      device=target_logits.device)
-    idx = torch.as_tensor(f.rows, device=target_logits.device)
+    idx = to_device(f.rows, target_logits.device)
     cut[idx] = cut_values(target_logits[idx], f.params, **how)
     return cut
 
@@ -363,12 +367,15 @@ class StepRows(NamedTuple):
 
     ``cu`` ``[batch + 1]`` int64 numpy; ``logits`` ``[rows, V]`` torch on the device (the target
     logits, or §12's processed rows in the compute dtype); ``cut`` ``[rows]`` in the compute dtype
-    or None (``filter_cuts``); ``fused`` ``triton_sampler.FusedSampler`` or None (the fused path)."""
+    or None (``filter_cuts``); ``fused`` ``triton_sampler.FusedSampler`` or None (the fused path);
+    ``empty`` ``[rows]`` bool on the device or None: the processed rows every ban leaves empty,
+    read with the step's outputs (``assemble``) so that the filters and the step are queued first."""
 
     cu: np.ndarray
     logits: object
     cut: object
     fused: object
+    empty: object = None
 
 
 def noise_tensors(batch: VerifyBatch, noise: Noise | None, device: str) -> dict:
@@ -456,13 +463,14 @@ class TritonDevice:
         return StepRows(cu, logits, None, fused)
 
     def processed_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
-        """SPEC §12, then top-k/top-p/min_p: the processed rows (the filters decide on them), through their cut."""
-        processed = self.sampler_logits(batch, logits, cu)
-        return StepRows(cu, processed, self.filter_cut(batch, processed, cu), None)
+        """SPEC §12, then top-k/top-p/min_p: the processed rows (the filters decide on them), through their
+        cut. The rows every ban leaves empty are found here and refused in ``assemble`` (§12.4)."""
+        processed, empty = self.processed_logits(batch, logits, cu)
+        return StepRows(cu, processed, self.filter_cut(batch, processed, cu), None, empty)
 
-    def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
-        """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``); a row
-        every ban leaves empty (a bad word the drafts complete, min_tokens) is ``InvalidInput`` (§12.4)."""
+    def processed_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
+        """SPEC §12: every row after bans, penalties and bias (``devices/triton_sampler.py``), and which
+        of them every ban leaves empty: ``([rows, V]`` in the compute dtype, ``[rows]`` bool), on the device."""
         import torch
 
         from devices.filter_cut import compute_dtype
@@ -472,7 +480,13 @@ class TritonDevice:
         chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
         out = ks.process_logits(ks, logits, to_torch(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
                                 self.config.num_warps)
-        ks.raise_if_empty(torch.isneginf(out).all(dim=1).cpu().numpy(), cu)
+        return out, torch.isneginf(out).all(dim=1)
+
+    def sampler_logits(self, batch: VerifyBatch, logits, cu: np.ndarray):
+        """``processed_logits``' rows; a row every ban leaves empty (a bad word the drafts complete,
+        min_tokens) is ``InvalidInput`` (§12.4)."""
+        out, empty = self.processed_logits(batch, logits, cu)
+        self.sampler_kernels.raise_if_empty(empty.cpu().numpy(), cu)
         return out
 
     def filter_cut(self, batch: VerifyBatch, logits, cu: np.ndarray):
@@ -498,10 +512,13 @@ class TritonDevice:
 
     def assemble(self, rows: StepRows, out, num_accepted, row_maxima) -> VerifyOutput:
         """The step's tensors as the protocol's numpy output. On the fused path SPEC §12.4 is checked
-        here: a row without one finite chunk maximum allows no token (``InvalidInput``)."""
+        here: a row without one finite chunk maximum allows no token (``InvalidInput``); on the processed
+        path, a row ``processed_logits`` left empty."""
         if rows.fused is not None:
             import torch
             self.sampler_kernels.raise_if_empty(torch.isneginf(row_maxima).all(dim=1).cpu().numpy(), rows.cu)
+        if rows.empty is not None:
+            self.sampler_kernels.raise_if_empty(rows.empty.cpu().numpy(), rows.cu)
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:

@@ -48,3 +48,39 @@ def test_a_tie_across_the_kth_entry_keeps_every_tied_token():
     z = torch.tensor([[3.0, 1.0, 2.0, 2.0, 2.0, 0.0]])
     rows = SamplingRows(torch.ones(1, dtype=torch.float64), torch.tensor([2]), torch.ones(1, dtype=torch.float64))
     assert filter_cut.kept_mask(z, rows).tolist() == [[True, False, True, True, True, False]]
+
+
+def plateau_rows(V: int = 400):
+    """Rows whose k-th value recurs far past the candidates, where top-p's cut depends on the whole
+    run: one 3.0 above fifty 2.0s (the rest lower or banned), top-k 2, top-p 0.5 — the 3.0 holds
+    e/(e+50) of the mass, so every 2.0 is kept; counting one 2.0 would keep the 3.0 alone."""
+    z = torch.full((4, V), -5.0)
+    z[:, 0] = 3.0
+    z[:, 10:60] = 2.0
+    z[1, 200:] = float("-inf")
+    z[2, 1:10] = 2.5  # nine entries between: the k-th is 2.5, its run ends in the candidates
+    z[3] = float("-inf")
+    z[3, :3] = torch.tensor([1.0, 1.0, 0.5])  # fewer finite entries than k
+    rows = SamplingRows(torch.ones(4, dtype=torch.float64), torch.tensor([2, 2, 12, 20]),
+                        torch.full((4,), 0.5, dtype=torch.float64))
+    return z, rows
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+@pytest.mark.parametrize("min_p", [None, 0.0, 0.05, 0.5])
+def test_a_run_of_ties_past_the_candidates_counts_in_every_sum(order, min_p):
+    z, rows = plateau_rows()
+    if min_p is not None:
+        rows = rows._replace(min_p=torch.full((4,), min_p, dtype=torch.float64))
+    want = filter_cut.whole_row_kept(z, rows, order)
+    got = filter_cut.kept_mask(z, rows, order)
+    assert torch.equal(got, want), torch.nonzero((got != want).any(1)).squeeze(1).tolist()
+    if min_p in (None, 0.0):
+        assert int(got[0].sum()) == 51 and int(got[1].sum()) == 51
+
+
+def test_tied_kept_weighs_each_candidate_by_its_count():
+    candidates = torch.tensor([[3.0, 2.0, float("-inf")]])
+    rows = SamplingRows(torch.ones(1, dtype=torch.float64), torch.tensor([2]), torch.tensor([0.5], dtype=torch.float64))
+    assert filter_cut.tied_kept(candidates, torch.tensor([[1, 50, 0]]), rows).tolist() == [[True, True, False]]
+    assert filter_cut.tied_kept(candidates, torch.tensor([[1, 1, 0]]), rows).tolist() == [[True, False, False]]

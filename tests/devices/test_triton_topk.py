@@ -36,21 +36,24 @@ def test_the_candidates_are_the_largest_values(dtype):
         row_ids = None if case < 3 else torch.as_tensor(rng.permutation(12)[:7])
         rows = z if row_ids is None else z[row_ids]
         ks = ks[:rows.shape[0]]
-        got, exact = values(z, row_ids, ks, width)
+        got, ties = values(z, row_ids, ks, width)
         want = torch.topk(rows.to(got.dtype), width, dim=1).values
         for p, k in enumerate(ks):
-            if exact[p]:
-                assert torch.equal(got[p, :k + 1], want[p, :k + 1]), (case, p)
-        if case % 3 == 0:  # no bans: at most a few ties reach each floor
-            assert bool(exact.all()), case
+            assert torch.equal(got[p, :k + 1], want[p, :k + 1]), (case, p)
+            assert int(ties[p]) == int((rows[p].to(got.dtype) == want[p, k - 1]).sum()), (case, p)
 
 
-def test_too_many_entries_at_the_floor_are_flagged():
-    z = torch.zeros(2, 300)
+def test_a_plateau_past_the_slots_is_still_exact():
+    """Entries at the floor are counted, not stored: a row of equal values (or of few finite ones)
+    needs no more slots than the entries above its floor."""
+    z = torch.zeros(3, 300)
     z[1] = torch.arange(300.0)
-    got, exact = values(z, None, [5, 5], 6, capacity=64)
-    assert exact.tolist() == [False, True]
-    assert got[1].tolist() == [299.0, 298.0, 297.0, 296.0, 295.0, 294.0]
+    z[2, :] = float("-inf")
+    z[2, :3] = torch.tensor([1.0, 2.0, 3.0])
+    got, ties = values(z, None, [5, 5, 5], 6, capacity=8)
+    assert got[0].tolist() == [0.0] * 6 and int(ties[0]) == 300
+    assert got[1].tolist() == [299.0, 298.0, 297.0, 296.0, 295.0, 294.0] and int(ties[1]) == 1
+    assert got[2].tolist() == [3.0, 2.0, 1.0] + [float("-inf")] * 3 and int(ties[2]) == 297
 
 
 @pytest.mark.parametrize("order", ["canonical", "vllm"])
@@ -109,3 +112,52 @@ def test_filter_cuts_off_cuda_is_the_eager_cut():
     for _ in range(3):
         assert torch.equal(cuts(logits, *args), want)
     assert cuts(logits, cu, np.ones(B), np.zeros(B, np.int64), np.ones(B)) is None
+
+
+class _Launch:
+    """A kernel of ``triton_topk`` whose launches may read tensors on the host (Triton's interpreter
+    copies its arguments): the guard is off for the launch only."""
+
+    def __init__(self, kernel, guard):
+        self.kernel, self.guard = kernel, guard
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.guard["on"] = False
+            try:
+                return self.kernel[grid](*args, **kwargs)
+            finally:
+                self.guard["on"] = True
+        return launch
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+def test_the_triton_cut_reads_nothing_back_outside_its_launches(monkeypatch, order):
+    from types import SimpleNamespace
+
+    from tests.devices.test_filter_sync import batches, host_reads_forbidden
+    rng = np.random.default_rng(13)
+    config = td.KernelConfig(block=32, programs=8)
+    for logits, cu, temperature, top_k, top_p, min_p in batches(rng, 200):
+        args = (logits, cu, temperature, top_k, top_p, min_p, order)
+        want = td.filter_cuts(*args, td.triton_top_values(topk, config))
+        with host_reads_forbidden(monkeypatch) as guard:
+            module = SimpleNamespace(group_max_kernel=_Launch(topk.group_max_kernel, guard),
+                                     compact_kernel=_Launch(topk.compact_kernel, guard), top_values=topk.top_values)
+            got = td.filter_cuts(*args, td.triton_top_values(module, config))
+        assert torch.equal(got, want)
+        assert torch.equal(want, td.filter_cuts(*args))  # the torch.topk candidates: the same cut
+
+
+@pytest.mark.parametrize("capacity", [2048, 8])
+def test_the_triton_candidates_decide_a_run_of_ties_past_them(capacity):
+    from tests.devices.test_filter_cut import plateau_rows
+
+    def top_values(logits, row_ids, ks, width):
+        return topk.top_values(topk, logits, row_ids, ks, width, capacity=capacity, **SMALL)
+    z, rows = plateau_rows()
+    for min_p in (None, 0.05):
+        params = rows if min_p is None else rows._replace(min_p=torch.full((4,), min_p, dtype=torch.float64))
+        for order in ("canonical", "vllm"):
+            want = filter_cut.whole_row_kept(z, params, order)
+            assert torch.equal(filter_cut.kept_mask(z, params, order, top_values=top_values), want), (min_p, order)
