@@ -342,7 +342,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
     processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
     the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
-    candidates by ``devices/triton_topk.py``, float64 decisions on them, one host sync) read by
+    candidates by ``devices/triton_topk.py``, float64 decisions on them, no host sync) read by
     the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
     the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
     candidates."""
