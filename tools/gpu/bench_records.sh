@@ -23,8 +23,8 @@ for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
     sampler) timeout 330 $bench --devices triton vllm vllm-v2 flashinfer --modes draft point --sampler all --reps 30 --breakdown \
                --record docs/results/bench-h100-sampler.json
              written+=(docs/results/bench-h100-sampler.json) ;;
-    trees) timeout 540 python3 -m specsim.bench.trees --device triton torch-cuda --check --kernel --batch 8 64 \
-             --vocab 32000 151936 --record docs/results/tree-bench-h100.json
+    trees) timeout 300 python3 -m specsim.bench.trees --device triton --kernel --batch 64 --vocab 128256 --depth 6 \
+             --branch 4 --width 3 --record docs/results/tree-bench-h100.json
            written+=(docs/results/tree-bench-h100.json) ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
