@@ -330,25 +330,27 @@ def run_device(name: str, a, refs, tables: dict | None = None, values: dict | No
     parents = tree_parents(a.depth, a.branch, a.width)
     title = (f"device {device.name}; tree depth {a.depth} x branch {a.branch}, width {a.width} = {len(parents)} "
              f"nodes; median ms of {a.repeat} calls (numpy in and out, host copies included)")
-    print(title)
-    print(markdown_header(E2E_COLUMNS))
-    rows = []
-    for batch in a.batch:
-        for V in a.vocab:
-            rows.append(e2e_cells(batch, V, bench(device, batch, V, parents, a.warmup, a.repeat)))
-            print(markdown_row(rows[-1]), flush=True)
-    tables[name] = {"columns": list(E2E_COLUMNS), "rows": rows, "note": title}
+    tables[name] = timed_table(title, E2E_COLUMNS, a, lambda batch, V: e2e_cells(
+        batch, V, bench(device, batch, V, parents, a.warmup, a.repeat)))
     if a.kernel and device.name == "triton":
         title = (f"kernel only (device tensors in, CUDA events), median ms of {a.repeat} after {a.warmup}; "
                  f"chain at K = {len(parents)} (the tree's target rows); accepted = mean accepted length")
-        print(f"\n{title}")
-        print(markdown_header(KERNEL_COLUMNS))
-        rows = []
-        for batch in a.batch:
-            for V in a.vocab:
-                rows.append(kernel_cells(batch, V, bench_kernels(device, batch, V, parents, a.warmup, a.repeat)))
-                print(markdown_row(rows[-1]), flush=True)
-        tables[f"{name}-kernel"] = {"columns": list(KERNEL_COLUMNS), "rows": rows, "note": title}
+        print()
+        tables[f"{name}-kernel"] = timed_table(title, KERNEL_COLUMNS, a, lambda batch, V: kernel_cells(
+            batch, V, bench_kernels(device, batch, V, parents, a.warmup, a.repeat)))
+
+
+def timed_table(title: str, columns, a, cells_of) -> dict:
+    """One table over ``a.batch`` × ``a.vocab``, each row ``cells_of(batch, V)`` printed as it is measured;
+    returned as a record's table."""
+    print(title)
+    print(markdown_header(columns))
+    rows = []
+    for batch in a.batch:
+        for V in a.vocab:
+            rows.append(cells_of(batch, V))
+            print(markdown_row(rows[-1]), flush=True)
+    return {"columns": list(columns), "rows": rows, "note": title}
 
 
 def record(tables: dict, values: dict, command: str) -> dict:
