@@ -437,7 +437,9 @@ class VllmDevice:
         return VerifyOutput(ids, num_accepted.astype(np.int64))
 
 
-def _loadable(name: str, interpret: bool) -> None:
+def loadable(name: str, interpret: bool) -> None:
+    """Raise, saying why, unless adapter ``name`` can load here: torch and Triton installed, Triton in the
+    mode it asks (compiled or interpreted), vLLM's pinned members fetched and verified."""
     import importlib.util
 
     from devices.triton_mode import conflict
@@ -453,7 +455,7 @@ def _loadable(name: str, interpret: bool) -> None:
 
 def make_device() -> VllmDevice:
     """vLLM's V1 runner's kernels compiled for a CUDA GPU."""
-    _loadable("vllm", interpret=False)
+    loadable("vllm", interpret=False)
     import torch
     if not torch.cuda.is_available():
         raise RuntimeError("vllm: no CUDA GPU here; the same kernels run in Triton's CPU interpreter as the "
@@ -463,5 +465,5 @@ def make_device() -> VllmDevice:
 
 def make_interpreter_device() -> VllmDevice:
     """vLLM's V1 runner's kernels in Triton's CPU interpreter (any machine; slow)."""
-    _loadable("vllm-interpret", interpret=True)
+    loadable("vllm-interpret", interpret=True)
     return VllmDevice("cpu")

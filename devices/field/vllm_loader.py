@@ -373,6 +373,25 @@ _LOCK = threading.Lock()
 _LOADED: dict[str, VllmSampler] = {}
 
 
+def enter_triton_mode(name: str, interpret: bool) -> None:
+    """Put this process's Triton in the mode a loader of ``name`` asks (compiled or interpreted), or raise
+    ``VllmLoadError`` saying why it cannot: another mode already entered, or compiled kernels without a
+    CUDA GPU."""
+    import torch
+
+    from devices import triton_mode
+    mode = "cpu" if interpret else "cuda"
+    why = triton_mode.conflict(interpret, f"{name} ({mode})")
+    if why:
+        raise VllmLoadError(why)
+    if not interpret and not torch.cuda.is_available():
+        raise VllmLoadError(f"{name}: compiled Triton kernels need a CUDA GPU; none is available "
+                            "(on CPU use the interpreter: interpret=True)")
+    triton_mode.enter(interpret, f"{name} ({mode})")
+    if interpret:
+        interpreter_scalars_as_compiled()
+
+
 def load_rejection_sampler(interpret: bool | None = None) -> VllmSampler:
     """vLLM 0.33.0's sampler modules, compiled for the GPU (``interpret=False``) or under Triton's CPU
     interpreter (``interpret=True``); None: the interpreter unless CUDA is available. Cached per mode.
@@ -381,22 +400,13 @@ def load_rejection_sampler(interpret: bool | None = None) -> VllmSampler:
     """
     import torch
 
-    from devices import triton_mode
     if interpret is None:
         interpret = not torch.cuda.is_available()
     mode = "cpu" if interpret else "cuda"
     with _LOCK:
         if mode in _LOADED:
             return _LOADED[mode]
-        why = triton_mode.conflict(interpret, f"vllm ({mode})")
-        if why:
-            raise VllmLoadError(why)
-        if not interpret and not torch.cuda.is_available():
-            raise VllmLoadError("vllm: compiled Triton kernels need a CUDA GPU; none is available "
-                                "(on CPU use the interpreter: interpret=True)")
-        triton_mode.enter(interpret, f"vllm ({mode})")
-        if interpret:
-            interpreter_scalars_as_compiled()
+        enter_triton_mode("vllm", interpret)
         if _installed_vllm():
             modules = {_module_name(m): importlib.import_module(_module_name(m)) for m in MODULES}
             source = f"installed vllm {VLLM_VERSION}"

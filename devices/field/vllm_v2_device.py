@@ -70,7 +70,7 @@ import types
 
 import numpy as np
 
-from devices.field.vllm_device import SERVED, _tensor, generator_seed
+from devices.field.vllm_device import SERVED, _tensor, generator_seed, loadable
 from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall, VerifyBatch, VerifyOutput
 
 MAX_K = 128
@@ -326,23 +326,9 @@ def _spec_layout(sampled: np.ndarray, num_sampled: np.ndarray, max_k: int) -> Ve
     return VerifyOutput(ids, n - 1)
 
 
-def _loadable(name: str, interpret: bool) -> None:
-    import importlib.util
-
-    from devices.triton_mode import conflict
-    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise RuntimeError(f"{name}: needs {' and '.join(missing)} installed (pip install 'specsim[triton]')")
-    why = conflict(interpret, name)
-    if why:
-        raise RuntimeError(why)
-    from devices.field.vllm_loader import fetch
-    fetch()   # the members are here and verified, or the reason why not
-
-
 def make_device() -> VllmV2Device:
     """vLLM's Model Runner V2 verifier, its kernels compiled for a CUDA GPU."""
-    _loadable("vllm-v2", interpret=False)
+    loadable("vllm-v2", interpret=False)
     import torch
     if not torch.cuda.is_available():
         raise RuntimeError("vllm-v2: no CUDA GPU here; the same kernels run in Triton's CPU interpreter as the "
@@ -352,5 +338,5 @@ def make_device() -> VllmV2Device:
 
 def make_interpreter_device() -> VllmV2Device:
     """vLLM's Model Runner V2 verifier, its kernels in Triton's CPU interpreter (any machine; slow)."""
-    _loadable("vllm-v2-interpret", interpret=True)
+    loadable("vllm-v2-interpret", interpret=True)
     return VllmV2Device("cpu")

@@ -28,7 +28,7 @@ import threading
 import types
 from dataclasses import dataclass
 
-from devices.field.vllm_loader import PARTS, VLLM_VERSION, VllmLoadError
+from devices.field.vllm_loader import PARTS, VLLM_VERSION
 
 V2_MODULES = [
     "vllm/utils/torch_utils.py",
@@ -84,28 +84,19 @@ def load_v2_verifier(interpret: bool | None = None) -> VllmV2:
     """vLLM 0.33.0's Model Runner V2 verifier, compiled for the GPU (``interpret=False``) or under Triton's
     CPU interpreter (``interpret=True``); None: the interpreter unless CUDA is available. Cached per mode.
 
-    Raises ``VllmLoadError`` (fetch, hash, Triton mode) with what to do.
+    Raises ``devices.field.vllm_loader.VllmLoadError`` (fetch, hash, Triton mode) with what to do.
     """
     import torch
 
-    from devices import triton_mode
     from devices.field import _vllm_standins as standins
-    from devices.field.vllm_loader import _execute_members, fetch, interpreter_scalars_as_compiled
+    from devices.field.vllm_loader import _execute_members, enter_triton_mode, fetch
     if interpret is None:
         interpret = not torch.cuda.is_available()
     mode = "cpu" if interpret else "cuda"
     with _LOCK:
         if mode in _LOADED:
             return _LOADED[mode]
-        why = triton_mode.conflict(interpret, f"vllm-v2 ({mode})")
-        if why:
-            raise VllmLoadError(why)
-        if not interpret and not torch.cuda.is_available():
-            raise VllmLoadError("vllm-v2: compiled Triton kernels need a CUDA GPU; none is available "
-                                "(on CPU use the interpreter: interpret=True)")
-        triton_mode.enter(interpret, f"vllm-v2 ({mode})")
-        if interpret:
-            interpreter_scalars_as_compiled()
+        enter_triton_mode("vllm-v2", interpret)
         cache = fetch()
         modules = _execute_members(cache, mode, members=V2_MODULES, parts=V2_PARTS, build=standins.build_v2)
         gpu = "vllm.v1.worker.gpu."
