@@ -184,7 +184,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from devices.registry import load
     from specsim.conformance.results import CheckResult
-    from specsim.conformance.runner import Context, available_groups, document, run_conformance, write_json_atomic
+    from specsim.conformance.runner import Context, chosen_groups, document, run_conformance, write_json_atomic
     from specsim.conformance.vendor_waivers import WaiverError, summary_lines
 
     if args.resume and not args.out:
@@ -198,11 +198,11 @@ def _run(args) -> int:
     except WaiverError as e:
         return _usage(str(e))
     device = load(args.device)
-    known = available_groups()
-    names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
-    unknown = [g for g in names if g not in known]
-    if unknown:
-        return _usage(f"--groups: unknown {unknown}; known: {sorted(known)}")
+    try:
+        chosen = chosen_groups(args.groups)
+    except ValueError as e:
+        return _usage(str(e))
+    names = list(chosen)
     ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
 
     if args.in_process:
@@ -227,7 +227,7 @@ def _run(args) -> int:
             _warn_if_incomplete(args.out)
         progress = Progress(total=len(names))
         try:
-            doc = run_isolated(args.device, device, ctx, {g: known[g] for g in names}, out_dir=args.out,
+            doc = run_isolated(args.device, device, ctx, chosen, out_dir=args.out,
                                timeout_s=args.group_timeout, resume=args.resume, progress=progress,
                                waivers=waivers)
         except ResumeMismatch as e:

@@ -156,8 +156,9 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
     return run
 
 
-def _releases_block(args, names: list[str], where: str, known) -> dict:
+def _releases_block(args, names: list[str], where: str) -> dict:
     """``--releases``: every release's run, as ``field.json``'s ``releases`` entry."""
+    from specsim.conformance.runner import available_groups
     from specsim.field import releases, table as field
     name, engine = releases.engine_of(args.devices, args.engine)
     wanted = [releases.check_release(r) for r in args.releases.split(",") if r.strip()]
@@ -171,7 +172,7 @@ def _releases_block(args, names: list[str], where: str, known) -> dict:
                            for d, checks in failing.items()}
     command = (f"specsim field --out DIR --releases {','.join(dict.fromkeys(wanted))} "
                f"--devices {' '.join(engine.devices)}" + (" --quick" if args.quick else "")
-               + (f" --groups {','.join(names)}" if set(names) != set(known) else ""))
+               + (f" --groups {','.join(names)}" if set(names) != set(available_groups()) else ""))
     return field.release_runs_block(name, engine.distribution, list(engine.devices), runs, where=where,
                                     quick=args.quick, groups=names, command=command)
 
@@ -191,7 +192,7 @@ def run(args) -> int:
 
     from devices.registry import is_field, survey
     from specsim.field import table as field
-    from specsim.conformance.runner import available_groups, write_json_atomic
+    from specsim.conformance.runner import chosen_groups, write_json_atomic
 
     docs = []
     for path in args.merge:
@@ -200,26 +201,21 @@ def run(args) -> int:
     if getattr(args, "engine", None) and not getattr(args, "releases", None):
         print("specsim field: --engine goes with --releases (to run a device on the installed release: --devices)")
         return 2
-    if not args.render_only and getattr(args, "releases", None):
-        known = available_groups()
-        names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
-        unknown = [g for g in names if g not in known]
-        if unknown:
-            print(f"specsim field: --groups: unknown {unknown}; known: {sorted(known)}")
-            return 2
+    if not args.render_only:
         try:
-            block = _releases_block(args, names, args.where or _machine(), known)
+            chosen = chosen_groups(args.groups)
+        except ValueError as e:
+            print(f"specsim field: {e}")
+            return 2
+        names = list(chosen)
+    if not args.render_only and getattr(args, "releases", None):
+        try:
+            block = _releases_block(args, names, args.where or _machine())
         except ValueError as e:
             print(f"specsim field: {e}")
             return 2
         docs.append({"devices": [], "releases": [block]})
     elif not args.render_only:
-        known = available_groups()
-        names = [g for g in args.groups.split(",") if g] if args.groups else list(known)
-        unknown = [g for g in names if g not in known]
-        if unknown:
-            print(f"specsim field: --groups: unknown {unknown}; known: {sorted(known)}")
-            return 2
         where = args.where or _machine()
         entries = []
         for a in survey():
@@ -230,7 +226,7 @@ def run(args) -> int:
                 entries.append(field.device_entry(a.entry.name, None, why, "", args.quick, where, "", [], []))
                 print(f"field: {a.entry.name}: not available: {why}")
                 continue
-            entries.append(_run_device(a.entry.name, a.device, {g: known[g] for g in names}, args.quick, args.out,
+            entries.append(_run_device(a.entry.name, a.device, chosen, args.quick, args.out,
                                        where, args.group_timeout))
         docs.append({"devices": entries})
     doc = field.merge(docs)

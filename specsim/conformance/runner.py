@@ -62,6 +62,25 @@ def available_groups() -> dict[str, str]:
     return dict(GROUPS)
 
 
+def chosen_groups(spec: str | None) -> dict[str, str]:
+    """The groups a ``--groups G1,G2`` value names → their ``"module:attr"``, in its order (None or empty:
+    every group, in run order); ``ValueError`` naming each unknown one and the known ones.
+
+    >>> list(chosen_groups("L2-rng,capabilities"))
+    ['L2-rng', 'capabilities']
+    >>> chosen_groups("L9")
+    Traceback (most recent call last):
+    ...
+    ValueError: --groups: unknown ['L9']; known: [...]
+    """
+    known = available_groups()
+    names = [g for g in spec.split(",") if g] if spec else list(known)
+    unknown = [g for g in names if g not in known]
+    if unknown:
+        raise ValueError(f"--groups: unknown {unknown}; known: {sorted(known)}")
+    return {g: known[g] for g in names}
+
+
 class MissingGroup(RuntimeError):
     """A group's module or function is not in this checkout."""
 
