@@ -138,6 +138,30 @@ def smallest_kept(values, kept):
     return torch.where(kept, values, torch.full_like(values, float("inf"))).amin(dim=1)
 
 
+class Cut(NamedTuple):
+    """A step's top-k/top-p/min_p cut (``filter_cuts``, ``verify_tensors(cut=...)``).
+
+    ``floor`` ``[rows]`` in the compute dtype: row ``r`` keeps ``z ≥ floor[r]`` (``-inf``: every
+    entry). ``stats`` ``[2, rows]`` in the compute dtype, or None: where every row decided on its
+    candidates, each row's largest kept ``z`` and ``Σ exp((z − max)/T)`` over what it keeps,
+    summed in float64 over the candidates (``kept_stats``) — the statistics the step's first pass
+    would read the rows again for, so the step skips it (None: the kernels compute them)."""
+
+    floor: object
+    stats: object = None
+
+
+def kept_stats(values, weight, tau, temperature):
+    """``[2, n]`` float64: the largest kept value and ``Σ exp((z − max)/T)`` over what a row keeps,
+    from its descending ``values`` ``[n, m]`` (``-inf`` past them), candidate ``i`` standing for
+    ``weight[:, i]`` entries; a row keeps ``values ≥ tau`` (``[n]``); ``temperature`` ``[n]`` float64."""
+    z = values.double()
+    top = z[:, 0]
+    live = (z >= tau.double().unsqueeze(1)) & (weight > 0) & (z > float("-inf"))
+    e = torch.exp((torch.where(live, z, top.unsqueeze(1)) - top.unsqueeze(1)) / temperature.unsqueeze(1))
+    return torch.stack([top, (torch.where(live, e, torch.zeros_like(e)) * weight).sum(dim=1)])
+
+
 class CutPlan(NamedTuple):
     """Which rows decide how (host), with the device tensors the candidates need.
 
@@ -170,13 +194,13 @@ def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPl
 
 
 def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "canonical",
-                  top_values: TopValues = torch_top_values):
-    """The device half of ``cut_values``: no host sync, no copy from the host (a CUDA graph can
-    hold it). Returns ``cut [n]`` in the compute dtype, right for ``plan.short`` (``finish_cut``
-    writes ``plan.whole``'s)."""
+                  top_values: TopValues = torch_top_values) -> Cut:
+    """The device half of ``row_cut``: no host sync, no copy from the host (a CUDA graph can
+    hold it). Returns a ``Cut`` whose floor ``[n]`` is right for ``plan.short`` (``finish_cut``
+    writes ``plan.whole``'s), with ``stats`` where every row is short."""
     cut = torch.empty(logits.shape[0], dtype=compute_dtype(logits), device=logits.device)
     if not plan.short.size:
-        return cut
+        return Cut(cut)
     ks, width = plan.ks, plan.width
     vals, ties = top_values(logits, plan.index, ks, width)  # descending, exact in 0 .. k
     params = rows if plan.index is None else rows.take(plan.index)
@@ -191,27 +215,27 @@ def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "ca
     tied = vals.masked_fill(weight == 0, float("-inf"))
     tau_tied = smallest_kept(tied, tied_kept(tied, weight, params, order))
     tau = torch.where(past > 0, tau_tied.to(tau.dtype), tau)
-    if plan.index is None:
-        cut.copy_(tau)
-    else:
+    if plan.index is not None:
         cut[plan.index] = tau.to(cut.dtype)
-    return cut
+        return Cut(cut)
+    cut.copy_(tau)
+    return Cut(cut, kept_stats(tied, weight, tau, params.temperature).to(cut.dtype))
 
 
-def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut, order: str = "canonical"):
-    """The rows ``plan.whole`` (known on the host) decided on their whole rows, written into ``cut``
-    (returned). No host sync: their index goes to the device by ``to_device``."""
+def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut: Cut, order: str = "canonical") -> Cut:
+    """The rows ``plan.whole`` (known on the host) decided on their whole rows, written into
+    ``cut.floor`` (``cut`` returned). No host sync: their index goes to the device by ``to_device``."""
     if plan.whole.size:
         index = to_device(plan.whole, logits.device)
         z = logits[index]
-        cut[index] = smallest_kept(z.to(cut.dtype), whole_row_kept(z, rows.take(index), order))
+        cut.floor[index] = smallest_kept(z.to(cut.floor.dtype), whole_row_kept(z, rows.take(index), order))
     return cut
 
 
-def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: np.ndarray | None = None,
-               top_values: TopValues = torch_top_values):
-    """``[n]`` in the compute dtype: each row's cut ``τ`` — the row keeps ``z ≥ τ``, exactly what
-    ``whole_row_kept`` keeps (module docstring).
+def row_cut(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: np.ndarray | None = None,
+            top_values: TopValues = torch_top_values) -> Cut:
+    """Each row's ``Cut``: it keeps ``z ≥ floor``, exactly what ``whole_row_kept`` keeps (module
+    docstring).
 
     ``logits`` ``[n, V]`` (any float dtype); ``rows`` ``SamplingRows`` ``[n]`` (random rows:
     temperature > 0); ``top_k``: ``rows.top_k`` on the host, numpy ``[n]`` (None: copied from
@@ -220,8 +244,13 @@ def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: n
     sync: ``cut_plan``, then ``candidate_cut`` (the device work), then ``finish_cut``.
     """
     plan = cut_plan(logits.shape[1], rows, rows.top_k.cpu().numpy() if top_k is None else top_k)
-    cut = candidate_cut(logits, rows, plan, order, top_values)
-    return finish_cut(logits, rows, plan, cut, order)
+    return finish_cut(logits, rows, plan, candidate_cut(logits, rows, plan, order, top_values), order)
+
+
+def cut_values(logits, rows: ts.SamplingRows, order: str = "canonical", top_k: np.ndarray | None = None,
+               top_values: TopValues = torch_top_values):
+    """``[n]`` in the compute dtype: ``row_cut``'s floor (same arguments)."""
+    return row_cut(logits, rows, order, top_k, top_values).floor
 
 
 def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_values: TopValues = torch_top_values):
@@ -232,5 +261,5 @@ def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_value
 
 
 __all__ = ["CANDIDATES", "TopValues", "torch_top_values", "to_device", "compute_dtype", "whole_row_kept",
-           "plain_kept", "tied_kept", "smallest_kept", "CutPlan", "cut_plan", "candidate_cut", "finish_cut",
-           "cut_values", "kept_mask"]
+           "plain_kept", "tied_kept", "smallest_kept", "Cut", "kept_stats", "CutPlan", "cut_plan", "candidate_cut",
+           "finish_cut", "row_cut", "cut_values", "kept_mask"]

@@ -131,8 +131,9 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     - ``sampler``: SPEC §12 fused into the step (``devices.triton_sampler.FusedSampler``, for
       ``target_logits`` as given: no top-k/top-p/min_p), launched from ``sampler_kernels``
       (default: ``devices/triton_sampler.py`` in the kernels' mode). None: the plain step.
-    - ``cut``: ``[num_tokens + batch]`` in the compute dtype or None: top-k/top-p/min_p, each
-      row read as ``z ≥ cut[r]`` (``-inf`` below; ``filter_cuts``). Not with ``sampler``.
+    - ``cut``: a ``filter_cut.Cut`` or None: top-k/top-p/min_p, each row read as
+      ``z ≥ cut.floor[r]`` (``-inf`` below; ``filter_cuts``); with ``cut.stats`` the statistics
+      pass is not launched (the rows' kept maxima and sums are given). Not with ``sampler``.
     - ``withdrawn``: ``[num_tokens]`` int8 or None (SPEC §4): nonzero where a placeholder is a
       withdrawn draft, whose residual reads its ``draft_probs`` row (needs ``draft_probs``).
 
@@ -168,7 +169,8 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     chunk, nchunk = _chunks(V, rows, config.block, config.programs)
     race_block = config.race_block or config.block
     race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
-    nstat = nchunk + (sampler is not None)  # the fused path's records have a statistics column of their own
+    given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
+    nstat = 1 if given else nchunk + (sampler is not None)  # the fused path's records: a column of their own
     # Three allocations, no kernel: every element below is written by the launches.
     floats = torch.empty(2 * rows * nstat + 2 * batch * race_nchunk, dtype=compute, device=dev)
     ints = torch.empty(rows * nstat + batch + 2 * batch * race_nchunk, dtype=torch.int32, device=dev)
@@ -184,8 +186,11 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
         if sampler is not None:
             raise ValueError("verify_tensors: cut (top-k/top-p/min_p) is for the plain step; with sampler the "
                              "filters run on the processed rows (TritonDevice.sampler_logits), not the fused path")
-        fused = dict(cut_ptr=cut, CUT=True)
-    if sampler is None:
+        fused = dict(cut_ptr=cut.floor, CUT=True)
+    if given:
+        floats[:2 * rows].copy_(cut.stats.reshape(-1))  # stat_max, then stat_sum (one column each)
+        ints[:rows + batch].zero_()                      # stat_arg (every row random: unread), counter
+    elif sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
             target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
             TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps, **stages,
@@ -281,9 +286,10 @@ def filter_rows(target_logits, cu, temperature, top_k, top_p, min_p=None) -> Fil
 
 def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical",
                 top_values=None):
-    """SPEC §2 top-k then top-p (and §12's min_p) as one cut a row: ``[rows]`` in the compute dtype,
-    row ``r`` keeping ``z ≥ cut[r]`` (``-inf``: every entry), for ``verify_tensors(cut=...)``; None
-    when no request uses them (the plain step).
+    """SPEC §2 top-k then top-p (and §12's min_p) as one cut a row: a ``filter_cut.Cut`` whose
+    floor ``[rows]`` (compute dtype) has row ``r`` keep ``z ≥ floor[r]`` (``-inf``: every entry),
+    with the kept rows' statistics where every row decides on its candidates, for
+    ``verify_tensors(cut=...)``; None when no request uses them (the plain step).
 
     ``target_logits`` ``[rows, V]`` torch; ``cu`` ``[batch + 1]``, ``temperature``, ``top_k``,
     ``top_p`` ``[batch]`` numpy (known on the host: the engine sets them). What a row keeps is
@@ -292,26 +298,26 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
     ``torch_sampling.target_probs`` gives a positive float64 probability in the ``order``
     profile (min_p after top-p, or before top-k): a token it zeroes underflows in the kernels'
     float32 too. Rows with top-k decide on their ``k + 1`` largest entries
-    (``devices.filter_cut.cut_values``), found by ``top_values`` (``filter_cut.TopValues``;
+    (``devices.filter_cut.row_cut``), found by ``top_values`` (``filter_cut.TopValues``;
     None: ``torch.topk``). No host sync: every decision stays on the device, every size comes
     from the host's parameters, and the host's arrays travel by asynchronous copies. Step after
     step: ``devices.filter_graph.FilterCuts``.
     """
     import torch
 
-    from devices.filter_cut import compute_dtype, cut_values, to_device, torch_top_values
+    from devices.filter_cut import Cut, compute_dtype, row_cut, to_device, torch_top_values
 
     f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
     if f is None:
         return None
     how = dict(order=order, top_k=f.top_k, top_values=top_values or torch_top_values)
     if len(f.rows) == target_logits.shape[0]:  # every row filtered (the usual batch): no gathers
-        return cut_values(target_logits, f.params, **how)
+        return row_cut(target_logits, f.params, **how)
     cut = torch.full((target_logits.shape[0],), float("-inf"), dtype=compute_dtype(target_logits),
                      device=target_logits.device)
     idx = to_device(f.rows, target_logits.device)
-    cut[idx] = cut_values(target_logits[idx], f.params, **how)
-    return cut
+    cut[idx] = row_cut(target_logits[idx], f.params, **how).floor
+    return Cut(cut)
 
 
 def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical",
@@ -322,7 +328,7 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
     cut = filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p, order, top_values)
     if cut is None:
         return target_logits
-    return target_logits.masked_fill(target_logits.to(cut.dtype) < cut.unsqueeze(1), float("-inf"))
+    return target_logits.masked_fill(target_logits.to(cut.floor.dtype) < cut.floor.unsqueeze(1), float("-inf"))
 
 
 def triton_top_values(module: ModuleType, config: KernelConfig):

@@ -37,6 +37,9 @@ import triton
 import triton.language as tl
 
 CAPACITY = 2048  # slots a row at least: 40× the ~51 entries above the floor at k = 50 on random logits
+LANES = 2048  # one read: lanes a row, four entries each (8192 candidates, a select program's registers)
+SWEEP_WIDTH = 257  # one read up to top-k 256: a row of random logits flags ~C(257, 4)/2048³ ≈ 2 %
+MIN_BLOCK = 128  # one read: the narrowest tile a program loads
 
 
 @triton.jit
@@ -99,6 +102,157 @@ def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, ties_ptr, slot
         tl.atomic_add(ties_ptr + p, tied, mask=tied > 0)
 
 
+@triton.jit
+def lane_top_kernel(logits_ptr, row_ids_ptr, top_ptr, V, CHUNK, G, TILES: tl.constexpr, BLOCK: tl.constexpr,
+                    ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
+    """Program ``(p, chunk)``: lane ``l``'s four largest entries over the chunk's tiles of row
+    ``row_ids[p]`` → ``top_ptr[p, m·G + chunk·BLOCK + l]``, ``m = 0 .. 3`` descending (``-inf`` where
+    the lane holds fewer). One read of the row; each entry costs seven min/max in registers.
+
+    ``logits_ptr`` ``[rows, V]``; ``row_ids_ptr`` ``[n]`` int64 (unread with ``ALL_ROWS``);
+    ``top_ptr`` ``[n, 4·G]`` in the compute dtype, ``G = chunks · BLOCK``."""
+    p = tl.program_id(0)
+    chunk = tl.program_id(1)
+    dtype = tl.float64 if FP64 else tl.float32
+    row = _row_of(row_ids_ptr, p, ALL_ROWS)
+    lo = chunk * CHUNK
+    hi = tl.minimum(lo + CHUNK, V)
+    lanes = tl.arange(0, BLOCK)
+    t0 = tl.full([BLOCK], float("-inf"), dtype)
+    t1 = t0
+    t2 = t0
+    t3 = t0
+    for tile in range(0, TILES):
+        cols = lo + tile * BLOCK + lanes
+        v = tl.load(logits_ptr + row * V + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+        c0 = tl.minimum(t0, v)
+        t0 = tl.maximum(t0, v)
+        c1 = tl.minimum(t1, c0)
+        t1 = tl.maximum(t1, c0)
+        c2 = tl.minimum(t2, c1)
+        t2 = tl.maximum(t2, c1)
+        t3 = tl.maximum(t3, c2)
+    out = top_ptr + p.to(tl.int64) * 4 * G + chunk * BLOCK + lanes
+    tl.store(out, t0)
+    tl.store(out + G, t1)
+    tl.store(out + 2 * G, t2)
+    tl.store(out + 3 * G, t3)
+
+
+@triton.jit
+def _order_key(x, FP64: tl.constexpr):
+    """Unsigned keys ordered as the values ``x`` (no NaN; ``-0.0`` and ``0.0`` one key)."""
+    x = tl.where(x == 0, 0.0, x)
+    if FP64:
+        b = x.to(tl.uint64, bitcast=True)
+        top = tl.full(b.shape, 1, tl.uint64) << 63
+    else:
+        b = x.to(tl.uint32, bitcast=True)
+        top = tl.full(b.shape, 1, tl.uint32) << 31
+    return tl.where((b & top) != 0, b ^ (top | (top - 1)), b | top)  # negatives: every bit flipped
+
+
+@triton.jit
+def _from_key(key, FP64: tl.constexpr):
+    """The value of an ``_order_key`` key (``0.0`` for the zeros' key)."""
+    top = (key * 0 + 1) << (63 if FP64 else 31)
+    b = tl.where((key & top) != 0, key ^ top, key ^ (top | (top - 1)))
+    return b.to(tl.float64 if FP64 else tl.float32, bitcast=True)
+
+
+@triton.jit
+def _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2: tl.constexpr, FP64: tl.constexpr):
+    """``vals_row[0 .. count_gt)`` (written by every lane before, in any order) sorted descending,
+    ``floor`` in ``[count_gt, WIDTH)``; returns the value at position ``k - 1``."""
+    tl.debug_barrier()                                # every lane's compacted store is visible
+    j = tl.arange(0, WP2)
+    s = tl.load(vals_row + j, mask=j < count_gt, other=float("-inf")).to(tl.float64 if FP64 else tl.float32)
+    s = tl.sort(s, descending=True)
+    s = tl.where(j < count_gt, s, floor)
+    tl.debug_barrier()                                # every lane has read before any overwrites
+    tl.store(vals_row + j, s, mask=j < WIDTH)
+    return tl.sum(tl.where(j == k - 1, s, 0.0), axis=0)
+
+
+@triton.jit
+def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, WIDTH, G, C: tl.constexpr, WP2: tl.constexpr,
+                  FP64: tl.constexpr):
+    """Program ``p``: from ``lane_top_kernel``'s candidates ``top_ptr[p]`` (``[C]``, ``C = 4·G``,
+    held in registers), the ``WIDTH`` largest values descending → ``vals_ptr[p]`` (``[n, WIDTH]``,
+    exact in positions ``0 .. k``, ``k = ks_ptr[p]``) and the count of the ``k``-th largest →
+    ``ties_ptr[p]`` (int64); ``flag_ptr[p]`` (int32) 1 where they may be wrong.
+
+    ``L``, the candidates' ``(k+1)``-th largest, is found bit by bit on ``_order_key`` (one count
+    a bit). The candidates hold every entry of the row ``≥ L`` unless some lane's fourth largest is
+    ``≥ L`` (an entry a lane dropped is at most its fourth): then the row is flagged and
+    ``row_select_kernel`` redoes it on the whole row. Else ``L`` is the row's ``(k+1)``-th largest
+    (the candidates are entries of the row and hold its ``k + 1`` largest), and the entries ``> L``
+    (at most ``k``) are compacted, sorted and followed by ``L``."""
+    p = tl.program_id(0).to(tl.int64)
+    i = tl.arange(0, C)
+    key = _order_key(tl.load(top_ptr + p * C + i), FP64)  # only the keys stay in registers
+    k = tl.load(ks_ptr + p).to(tl.int32)
+    ans = key.max(axis=0) * 0
+    for bit in range(0, 64 if FP64 else 32):
+        trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
+        ans = tl.where(tl.sum((key >= trial).to(tl.int32), axis=0) >= k + 1, trial, ans)
+    tl.store(flag_ptr + p, (tl.sum(((i >= 3 * G) & (key >= ans)).to(tl.int32), axis=0) > 0).to(tl.int32))
+    gt = key > ans
+    at = tl.cumsum(gt.to(tl.int32), axis=0) - 1
+    vals_row = vals_ptr + p * WIDTH
+    tl.store(vals_row + at, _from_key(key, FP64), mask=gt & (at < WIDTH))
+    kth = _sorted_out(vals_row, tl.sum(gt.to(tl.int32), axis=0), _from_key(ans, FP64), k, WIDTH, WP2, FP64)
+    tl.store(ties_ptr + p, tl.sum((key == _order_key(kth, FP64)).to(tl.int64), axis=0))
+
+
+@triton.jit
+def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, V, WIDTH,
+                      TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
+                      FP64: tl.constexpr):
+    """``select_kernel``'s results for the rows it flagged (``flag_ptr[p]`` 1; the rest exit at
+    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a count over the row
+    a bit, then the entries above the row's ``(k+1)``-th largest compacted and sorted, and a count of
+    the ``k``-th largest. Slow (a row read per bit) and rare: a lane holding four of the row's
+    ``k + 1`` largest, or a row with fewer than ``k + 1`` finite entries."""
+    p = tl.program_id(0).to(tl.int64)
+    if tl.load(flag_ptr + p) != 0:
+        dtype = tl.float64 if FP64 else tl.float32
+        row = logits_ptr + _row_of(row_ids_ptr, p, ALL_ROWS) * V
+        lanes = tl.arange(0, BLOCK)
+        k = tl.load(ks_ptr + p).to(tl.int32)
+        ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
+        for bit in range(0, 64 if FP64 else 32):
+            trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
+            count = 0
+            for tile in range(0, TILES):
+                cols = tile * BLOCK + lanes
+                z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+                count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
+            ans = tl.where(count >= k + 1, trial, ans)
+        floor = tl.full([], float("-inf"), dtype)
+        for tile in range(0, TILES):
+            cols = tile * BLOCK + lanes
+            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            floor = tl.maximum(floor, tl.max(tl.where((cols < V) & (_order_key(z, FP64) <= ans), z, float("-inf")),
+                                             axis=0))
+        vals_row = vals_ptr + p * WIDTH
+        count_gt = 0
+        for tile in range(0, TILES):
+            cols = tile * BLOCK + lanes
+            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            gt = z > floor
+            at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
+            tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
+            count_gt += tl.sum(gt.to(tl.int32), axis=0)
+        kth = _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2, FP64)
+        ties = tl.zeros([], tl.int64)
+        for tile in range(0, TILES):
+            cols = tile * BLOCK + lanes
+            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            ties += tl.sum(((cols < V) & (z == kth)).to(tl.int64), axis=0)
+        tl.store(ties_ptr + p, ties)
+
+
 def _groups(vocab_size: int, rows: int, width: int, block: int, programs: int,
             max_tiles: int | None = None) -> tuple[int, int]:
     """``(chunk, chunks)`` of the two passes: about ``programs`` programs in all, at least
@@ -115,10 +269,10 @@ def _groups(vocab_size: int, rows: int, width: int, block: int, programs: int,
     return chunk, chunks
 
 
-def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, programs: int = 2112,
+def two_pass_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, programs: int = 2112,
                num_warps: int = 4, capacity: int = CAPACITY):
-    """The ``width`` largest values of rows ``row_ids`` of ``logits``, descending, and how often
-    each row's ``ks[p]``-th largest value occurs in it (see the module docstring). No host sync.
+    """``top_values`` in two reads of each row (``group_max_kernel``, ``compact_kernel``, the module
+    docstring): for any ``width``. No host sync.
 
     ``module``: this module in the caller's Triton mode; ``logits`` ``[rows, V]``;
     ``row_ids`` ``[n]`` int64 tensor, or None for every row in order; ``ks`` ``[n]`` int64,
@@ -154,4 +308,57 @@ def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, pr
     return values, ties
 
 
-__all__ = ["CAPACITY", "group_max_kernel", "compact_kernel", "top_values"]
+def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES, programs: int = 2112,
+                 num_warps: int = 4, select_warps: int = 8, row_block: int = 1024):
+    """``top_values`` in one read of each row (``lane_top_kernel``, ``select_kernel``; flagged rows
+    again by ``row_select_kernel``). ``lanes``: ``G``, lanes a row (power of two; fewer for a short
+    vocabulary), each keeping its four largest: ``width ≤ 4 · G``."""
+    import torch
+    rows, V = logits.shape
+    n = rows if row_ids is None else int(row_ids.shape[0])
+    fp64 = logits.dtype == torch.float64
+    compute = torch.float64 if fp64 else torch.float32
+    dev = logits.device
+    G = min(lanes, triton.next_power_of_2(V))
+    chunks = min(triton.next_power_of_2(math.ceil(programs / max(n, 1))), max(G // MIN_BLOCK, 1))
+    block = G // chunks
+    chunk = math.ceil(V / (chunks * block)) * block
+    if width > 4 * G:
+        raise ValueError(f"sweep_values: width {width} exceeds 4 · lanes = {4 * G}")
+    ids = logits if row_ids is None else row_ids  # unread with ALL_ROWS
+    top = torch.empty(n, 4 * G, dtype=compute, device=dev)
+    module.lane_top_kernel[(n, chunks)](logits, ids, top, V, chunk, G, TILES=chunk // block, BLOCK=block,
+                                        ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps)
+    values = torch.empty(n, width, dtype=compute, device=dev)
+    ties = torch.empty(n, dtype=torch.int64, device=dev)
+    flags = torch.empty(n, dtype=torch.int32, device=dev)
+    wp2 = triton.next_power_of_2(width)
+    module.select_kernel[(n,)](top, ks, flags, values, ties, width, G, C=4 * G, WP2=wp2, FP64=fp64,
+                               num_warps=select_warps)
+    row_block = min(row_block, triton.next_power_of_2(V))
+    module.row_select_kernel[(n,)](logits, ids, ks, flags, values, ties, V, width, TILES=math.ceil(V / row_block),
+                                   BLOCK=row_block, WP2=wp2, ALL_ROWS=row_ids is None, FP64=fp64)
+    return values, ties
+
+
+def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, programs: int = 2112,
+               num_warps: int = 4, capacity: int = CAPACITY, lanes: int = LANES):
+    """The ``width`` largest values of rows ``row_ids`` of ``logits``, descending, and how often
+    each row's ``ks[p]``-th largest value occurs in it. No host sync. Up to ``SWEEP_WIDTH`` in one
+    read of each row (``sweep_values``), else in two (``two_pass_values``).
+
+    ``module``: this module in the caller's Triton mode; ``logits`` ``[rows, V]``;
+    ``row_ids`` ``[n]`` int64 tensor, or None for every row in order; ``ks`` ``[n]`` int64,
+    ``1 ≤ k < V``: row ``p``'s values are exact in positions ``0 .. ks[p]`` (its ``ks[p] + 1``
+    largest); ``width`` ``> max(ks)``. Returns ``(values [n, width]`` in the compute dtype (float64
+    for float64 logits, else float32), ``ties [n]`` int64: the entries of row ``p`` equal to
+    ``values[p, ks[p] - 1]``).
+    """
+    if width <= min(SWEEP_WIDTH, 4 * lanes):
+        return sweep_values(module, logits, row_ids, ks, width, lanes=lanes, programs=programs, num_warps=num_warps)
+    return two_pass_values(module, logits, row_ids, ks, width, block=block, programs=programs, num_warps=num_warps,
+                           capacity=capacity)
+
+
+__all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
+           "row_select_kernel", "two_pass_values", "sweep_values", "top_values"]

@@ -48,6 +48,13 @@ def host_reads_forbidden(monkeypatch):
         yield state
 
 
+def same_cut(got, want) -> bool:
+    """Two ``filter_cut.Cut``s bit for bit: floors, and stats where either has them."""
+    if (got.stats is None) != (want.stats is None):
+        return False
+    return torch.equal(got.floor, want.floor) and (got.stats is None or torch.equal(got.stats, want.stats))
+
+
 def batches(rng, V: int):
     """``(logits [rows, V], cu, temperature, top_k, top_p, min_p)``: every request on candidates;
     then a mix (top-p only, off, greedy, k past V) with ties and bans; each with and without min_p."""
@@ -71,7 +78,7 @@ def test_filter_cuts_reads_nothing_back_on_cpu(monkeypatch, order):
         want = td.filter_cuts(*args)
         with host_reads_forbidden(monkeypatch):
             got = td.filter_cuts(*args)
-        assert want is not None and torch.equal(got, want)
+        assert want is not None and same_cut(got, want)
 
 
 def test_the_guard_catches_a_host_read(monkeypatch):
@@ -98,4 +105,4 @@ def test_filter_cuts_issues_no_sync_on_cuda():
             replayed = graphs(*args)
         finally:
             torch.cuda.set_sync_debug_mode(0)
-        assert want is not None and torch.equal(got, want) and torch.equal(replayed, want)
+        assert want is not None and same_cut(got, want) and same_cut(replayed, want)

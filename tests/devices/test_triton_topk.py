@@ -15,18 +15,27 @@ from devices import filter_cut  # noqa: E402
 from devices import triton_device as td  # noqa: E402
 from devices.triton_mode import kernel_module  # noqa: E402
 from tests.devices.test_filter_cut import random_rows  # noqa: E402
+from tests.devices.test_filter_sync import same_cut  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 topk = kernel_module("devices.triton_topk", True)
 SMALL = dict(block=32, programs=8)  # several chunks of several tiles at V = 300
+KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel")
+HOSTS = ("top_values", "sweep_values", "two_pass_values")
 
 
 def values(logits, row_ids, ks, width, **kw):
     return topk.top_values(topk, logits, row_ids, torch.as_tensor(ks), width, **{**SMALL, **kw})
 
 
+PATHS = {"one read, flagged rows": lambda *a: topk.sweep_values(topk, *a, lanes=16, programs=8),
+         "one read": lambda *a: topk.sweep_values(topk, *a, lanes=64, programs=8),
+         "two reads": lambda *a: topk.two_pass_values(topk, *a, **SMALL)}
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_the_candidates_are_the_largest_values(dtype):
+def test_the_candidates_are_the_largest_values(dtype, path):
     rng = np.random.default_rng(5)
     for case in range(6):
         z, _ = random_rows(rng, 12, 300, torch.float64, ties=case % 2 == 1, bans=(0.0, 0.5, 0.9)[case % 3])
@@ -36,7 +45,7 @@ def test_the_candidates_are_the_largest_values(dtype):
         row_ids = None if case < 3 else torch.as_tensor(rng.permutation(12)[:7])
         rows = z if row_ids is None else z[row_ids]
         ks = ks[:rows.shape[0]]
-        got, ties = values(z, row_ids, ks, width)
+        got, ties = PATHS[path](z, row_ids, torch.as_tensor(ks), width)
         want = torch.topk(rows.to(got.dtype), width, dim=1).values
         for p, k in enumerate(ks):
             assert torch.equal(got[p, :k + 1], want[p, :k + 1]), (case, p)
@@ -69,9 +78,12 @@ def test_the_cut_from_the_triton_candidates_keeps_what_the_whole_row_keeps(order
         assert torch.equal(got, want), (case, torch.nonzero((got != want).any(1)).squeeze(1).tolist())
 
 
-@pytest.mark.parametrize("draft,keyed", [(True, True), (False, True), (True, False)])
-def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, keyed):
-    rng = np.random.default_rng(7 + 2 * draft + keyed)
+@pytest.mark.parametrize("draft,keyed,every", [(True, True, False), (False, True, False), (True, False, False),
+                                               (True, True, True), (False, True, True), (True, False, True)])
+def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, keyed, every):
+    """With ``every`` request on candidates the cut carries the rows' statistics and the step skips
+    its first pass; else the step's statistics pass reads the rows through the cut."""
+    rng = np.random.default_rng(7 + 2 * draft + keyed + 4 * every)
     B, K, V = 6, 3, 300
     k = rng.integers(0, K + 1, B)
     cu = np.concatenate([[0], np.cumsum(k)])
@@ -80,8 +92,8 @@ def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, ke
     logits[torch.tensor(rng.random((n + B, V)) < 0.2)] = float("-inf")
     probs = torch.softmax(torch.tensor(rng.standard_normal((n, V))), 1).float() if draft else None
     ids = torch.tensor(rng.integers(0, V, n))
-    temperature = rng.choice([0.0, 0.7, 1.0], B)
-    top_k = rng.choice([0, 3, 20, V + 1], B)
+    temperature = rng.choice([0.7, 1.0], B) if every else rng.choice([0.0, 0.7, 1.0], B)
+    top_k = rng.choice([3, 20], B) if every else rng.choice([0, 3, 20, V + 1], B)
     top_p = rng.choice([1.0, 0.9, 0.5], B)
     config = td.KernelConfig(block=64, num_warps=1, programs=4, race_block=32, race_warps=1)
     cut = td.filter_cuts(logits, cu, temperature, top_k, top_p,
@@ -96,7 +108,7 @@ def test_the_step_through_the_cut_equals_the_step_on_the_filtered_copy(draft, ke
     want = td.verify_tensors(*args, filtered, temps, **kw)
     got = td.verify_tensors(*args, logits, temps, cut=cut, **kw)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-    assert cut is not None and torch.isfinite(cut).any()
+    assert cut is not None and torch.isfinite(cut.floor).any() and (cut.stats is not None) == every
 
 
 def test_filter_cuts_off_cuda_is_the_eager_cut():
@@ -110,7 +122,7 @@ def test_filter_cuts_off_cuda_is_the_eager_cut():
     cuts = FilterCuts(td.triton_top_values(topk, td.KernelConfig(block=32, programs=8)))
     want = td.filter_cuts(logits, *args)
     for _ in range(3):
-        assert torch.equal(cuts(logits, *args), want)
+        assert same_cut(cuts(logits, *args), want)
     assert cuts(logits, cu, np.ones(B), np.zeros(B, np.int64), np.ones(B)) is None
 
 
@@ -142,11 +154,11 @@ def test_the_triton_cut_reads_nothing_back_outside_its_launches(monkeypatch, ord
         args = (logits, cu, temperature, top_k, top_p, min_p, order)
         want = td.filter_cuts(*args, td.triton_top_values(topk, config))
         with host_reads_forbidden(monkeypatch) as guard:
-            module = SimpleNamespace(group_max_kernel=_Launch(topk.group_max_kernel, guard),
-                                     compact_kernel=_Launch(topk.compact_kernel, guard), top_values=topk.top_values)
+            module = SimpleNamespace(**{name: _Launch(getattr(topk, name), guard) for name in KERNELS},
+                                     **{name: getattr(topk, name) for name in HOSTS})
             got = td.filter_cuts(*args, td.triton_top_values(module, config))
-        assert torch.equal(got, want)
-        assert torch.equal(want, td.filter_cuts(*args))  # the torch.topk candidates: the same cut
+        assert same_cut(got, want)
+        assert same_cut(want, td.filter_cuts(*args))  # the torch.topk candidates: the same cut
 
 
 @pytest.mark.parametrize("capacity", [2048, 8])
