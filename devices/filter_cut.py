@@ -48,7 +48,14 @@ TopValues = Callable[..., tuple]
 """``(logits [rows, V], row_ids [n] int64 tensor or None (every row), ks [n] int64, width) →
 (values [n, width] descending, ties [n] int64)``: each row's ``width`` largest values, exact in
 positions ``0 .. ks[p]``, and how many entries of the row equal ``values[p, ks[p] - 1]``, with
-no host sync (``torch_top_values``; ``devices.triton_topk.top_values``)."""
+no host sync (``torch_top_values``; ``devices.triton_topk.top_values``). It may carry a
+``decide`` attribute, a ``Decide`` on its own device (``devices.triton_device.triton_top_values``:
+one Triton launch); without one the decisions are ``torch_decide``'s."""
+
+Decide = Callable[..., tuple]
+"""``(values [n, width], ties [n], ks [n], rows: SamplingRows [n], order) → (tau [n], stats [2, n])``
+from ``TopValues``' results: each row's cut (it keeps ``z ≥ tau``) and ``kept_stats`` (float64 or
+the compute dtype), with no host sync (``torch_decide``; ``devices.triton_topk.decide``)."""
 
 
 def torch_top_values(logits, row_ids, ks, width: int):
@@ -193,6 +200,25 @@ def cut_plan(vocab_size: int, rows: ts.SamplingRows, top_k: np.ndarray) -> CutPl
                    rows.top_k if every else rows.top_k[index])
 
 
+def torch_decide(vals, ties, ks, rows: ts.SamplingRows, order: str = "canonical"):
+    """``Decide`` by torch: the float64 rungs of ``plain_kept`` (a row with no copies of its ``k``-th
+    value past its first ``k`` candidates) and ``tied_kept`` (the copies as one weighted candidate),
+    then ``smallest_kept`` and ``kept_stats``."""
+    width = vals.shape[1]
+    position = torch.arange(width, device=vals.device).unsqueeze(0)
+    first_k = position < ks.unsqueeze(1)
+    kth = vals.gather(1, (ks - 1).unsqueeze(1))
+    past = ties - ((vals == kth) & first_k).sum(dim=1)  # copies of the k-th value past the first k
+    plain = vals.masked_fill(~first_k, float("-inf"))
+    tau = smallest_kept(plain, plain_kept(plain, rows, order))
+    at_k = position == ks.unsqueeze(1)  # where vals holds the k-th value again when past > 0
+    weight = torch.where(at_k, past.unsqueeze(1), first_k.to(past.dtype))
+    tied = vals.masked_fill(weight == 0, float("-inf"))
+    tau_tied = smallest_kept(tied, tied_kept(tied, weight, rows, order))
+    tau = torch.where(past > 0, tau_tied.to(tau.dtype), tau)
+    return tau, kept_stats(tied, weight, tau, rows.temperature)
+
+
 def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "canonical",
                   top_values: TopValues = torch_top_values) -> Cut:
     """The device half of ``row_cut``: no host sync, no copy from the host (a CUDA graph can
@@ -201,25 +227,14 @@ def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "ca
     cut = torch.empty(logits.shape[0], dtype=compute_dtype(logits), device=logits.device)
     if not plan.short.size:
         return Cut(cut)
-    ks, width = plan.ks, plan.width
-    vals, ties = top_values(logits, plan.index, ks, width)  # descending, exact in 0 .. k
+    vals, ties = top_values(logits, plan.index, plan.ks, plan.width)  # descending, exact in 0 .. k
     params = rows if plan.index is None else rows.take(plan.index)
-    position = torch.arange(width, device=logits.device).unsqueeze(0)
-    first_k = position < ks.unsqueeze(1)
-    kth = vals.gather(1, (ks - 1).unsqueeze(1))
-    past = ties - ((vals == kth) & first_k).sum(dim=1)  # copies of the k-th value past the first k
-    plain = vals.masked_fill(~first_k, float("-inf"))
-    tau = smallest_kept(plain, plain_kept(plain, params, order))
-    at_k = position == ks.unsqueeze(1)  # where vals holds the k-th value again when past > 0
-    weight = torch.where(at_k, past.unsqueeze(1), first_k.to(past.dtype))
-    tied = vals.masked_fill(weight == 0, float("-inf"))
-    tau_tied = smallest_kept(tied, tied_kept(tied, weight, params, order))
-    tau = torch.where(past > 0, tau_tied.to(tau.dtype), tau)
+    tau, stats = getattr(top_values, "decide", torch_decide)(vals, ties, plan.ks, params, order)
     if plan.index is not None:
         cut[plan.index] = tau.to(cut.dtype)
         return Cut(cut)
     cut.copy_(tau)
-    return Cut(cut, kept_stats(tied, weight, tau, params.temperature).to(cut.dtype))
+    return Cut(cut, stats.to(cut.dtype))
 
 
 def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut: Cut, order: str = "canonical") -> Cut:
@@ -261,5 +276,6 @@ def kept_mask(logits, rows: ts.SamplingRows, order: str = "canonical", top_value
 
 
 __all__ = ["CANDIDATES", "TopValues", "torch_top_values", "to_device", "compute_dtype", "whole_row_kept",
-           "plain_kept", "tied_kept", "smallest_kept", "Cut", "kept_stats", "CutPlan", "cut_plan", "candidate_cut",
+           "plain_kept", "tied_kept", "smallest_kept", "Cut", "kept_stats", "Decide", "torch_decide", "CutPlan",
+           "cut_plan", "candidate_cut",
            "finish_cut", "row_cut", "cut_values", "kept_mask"]

@@ -333,10 +333,12 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
 
 def triton_top_values(module: ModuleType, config: KernelConfig):
     """``filter_cut.TopValues`` by ``devices/triton_topk.py`` (``module``: it in the device's
-    Triton mode), with the statistics pass's tile, warps and program count."""
+    Triton mode), with the statistics pass's tile, warps and program count, and its decisions
+    (``decide``: one launch of ``triton_topk.decide_kernel``)."""
     def top_values(logits, row_ids, ks, width):
         return module.top_values(module, logits, row_ids, ks, width, block=config.block, programs=config.programs,
                                  num_warps=config.num_warps)
+    top_values.decide = lambda *a: module.decide(module, *a)
     return top_values
 
 

@@ -153,6 +153,38 @@ def _order_key(x, FP64: tl.constexpr):
 
 
 @triton.jit
+def _byte_hist(key, ans, live, digit, FP64: tl.constexpr):
+    """The 256-bin histogram of byte ``digit`` (0: the top) of the keys where ``live`` whose higher
+    bytes are ``ans``'s."""
+    shift = (56 if FP64 else 24) - 8 * digit
+    same = live
+    if digit > 0:
+        same = live & ((key >> (shift + 8)) == (ans >> (shift + 8)))
+    return tl.histogram(((key >> shift) & 255).to(tl.int32), 256, mask=same)
+
+
+@triton.jit
+def _byte_step(hist, ans, rank, digit, FP64: tl.constexpr):
+    """From byte ``digit``'s histogram: the byte whose count from the top reaches ``rank`` set in
+    ``ans``, and the rank less the keys above it: ``(ans, rank)``."""
+    bins = tl.arange(0, 256)
+    at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # keys with this byte or above
+    byte = tl.max(tl.where(at_least >= rank, bins, 0), axis=0)
+    rank -= tl.sum(tl.where(bins == byte, at_least - hist, 0), axis=0)
+    return ans | (byte.to(ans.dtype) << ((56 if FP64 else 24) - 8 * digit)), rank
+
+
+@triton.jit
+def _radix_select(key, rank, live, FP64: tl.constexpr):
+    """The ``rank``-th largest of ``key`` where ``live`` (``1 ≤ rank ≤`` their count), a byte at a
+    time from the top (``_byte_hist``, ``_byte_step``): four histograms of ``key``, not 32 counts."""
+    ans = key.max(axis=0) * 0
+    for digit in range(0, 8 if FP64 else 4):
+        ans, rank = _byte_step(_byte_hist(key, ans, live, digit, FP64), ans, rank, digit, FP64)
+    return ans
+
+
+@triton.jit
 def _from_key(key, FP64: tl.constexpr):
     """The value of an ``_order_key`` key (``0.0`` for the zeros' key)."""
     top = (key * 0 + 1) << (63 if FP64 else 31)
@@ -182,8 +214,8 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, WIDTH, G, C: tl
     exact in positions ``0 .. k``, ``k = ks_ptr[p]``) and the count of the ``k``-th largest →
     ``ties_ptr[p]`` (int64); ``flag_ptr[p]`` (int32) 1 where they may be wrong.
 
-    ``L``, the candidates' ``(k+1)``-th largest, is found bit by bit on ``_order_key`` (one count
-    a bit). The candidates hold every entry of the row ``≥ L`` unless some lane's fourth largest is
+    ``L``, the candidates' ``(k+1)``-th largest, is found a byte at a time on ``_order_key``
+    (``_radix_select``). The candidates hold every entry of the row ``≥ L`` unless some lane's fourth largest is
     ``≥ L`` (an entry a lane dropped is at most its fourth): then the row is flagged and
     ``row_select_kernel`` redoes it on the whole row. Else ``L`` is the row's ``(k+1)``-th largest
     (the candidates are entries of the row and hold its ``k + 1`` largest), and the entries ``> L``
@@ -192,10 +224,7 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, WIDTH, G, C: tl
     i = tl.arange(0, C)
     key = _order_key(tl.load(top_ptr + p * C + i), FP64)  # only the keys stay in registers
     k = tl.load(ks_ptr + p).to(tl.int32)
-    ans = key.max(axis=0) * 0
-    for bit in range(0, 64 if FP64 else 32):
-        trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
-        ans = tl.where(tl.sum((key >= trial).to(tl.int32), axis=0) >= k + 1, trial, ans)
+    ans = _radix_select(key, k + 1, tl.full(key.shape, 1, tl.int1), FP64)
     tl.store(flag_ptr + p, (tl.sum(((i >= 3 * G) & (key >= ans)).to(tl.int32), axis=0) > 0).to(tl.int32))
     gt = key > ans
     at = tl.cumsum(gt.to(tl.int32), axis=0) - 1
@@ -210,9 +239,9 @@ def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_
                       TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
                       FP64: tl.constexpr):
     """``select_kernel``'s results for the rows it flagged (``flag_ptr[p]`` 1; the rest exit at
-    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a count over the row
-    a bit, then the entries above the row's ``(k+1)``-th largest compacted and sorted, and a count of
-    the ``k``-th largest. Slow (a row read per bit) and rare: a lane holding four of the row's
+    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a histogram over the
+    row a byte, then the entries above the row's ``(k+1)``-th largest compacted and sorted, and a count of
+    the ``k``-th largest. Slow (seven reads of the row, by one program) and rare: a lane holding four of the row's
     ``k + 1`` largest, or a row with fewer than ``k + 1`` finite entries."""
     p = tl.program_id(0).to(tl.int64)
     if tl.load(flag_ptr + p) != 0:
@@ -221,14 +250,14 @@ def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_
         lanes = tl.arange(0, BLOCK)
         k = tl.load(ks_ptr + p).to(tl.int32)
         ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
-        for bit in range(0, 64 if FP64 else 32):
-            trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
-            count = 0
+        rank = k + 1
+        for digit in range(0, 8 if FP64 else 4):  # _radix_select, its histograms summed over the row's tiles
+            hist = tl.zeros([256], tl.int32)
             for tile in range(0, TILES):
                 cols = tile * BLOCK + lanes
                 z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
-                count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
-            ans = tl.where(count >= k + 1, trial, ans)
+                hist += _byte_hist(_order_key(z, FP64), ans, cols < V, digit, FP64)
+            ans, rank = _byte_step(hist, ans, rank, digit, FP64)
         floor = tl.full([], float("-inf"), dtype)
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
@@ -251,6 +280,85 @@ def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_
             z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
             ties += tl.sum(((cols < V) & (z == kth)).to(tl.int64), axis=0)
         tl.store(ties_ptr + p, ties)
+
+
+@triton.jit
+def _weighted_softmax(z, w):
+    """``filter_cut._weighted_softmax`` on one row: ``exp(z − max) / Σ exp(z − max)·w`` (float64)."""
+    e = tl.exp(z - tl.max(z, axis=0))
+    return e / tl.sum(e * w, axis=0)
+
+
+@triton.jit
+def _renormalise(probs, w, kept, keep_all):
+    """``filter_cut._weighted_renormalise`` on one row (``keep_all`` a scalar)."""
+    kept_probs = tl.where(kept, probs, 0.0)
+    return tl.where(keep_all, probs, kept_probs / tl.sum(kept_probs * w, axis=0))
+
+
+@triton.jit
+def decide_kernel(vals_ptr, ties_ptr, ks_ptr, temp_ptr, top_p_ptr, min_p_ptr, cut_ptr, stats_ptr, n, WIDTH,
+                  WP2: tl.constexpr, MIN_P: tl.constexpr, VLLM: tl.constexpr):
+    """Program ``p``: ``filter_cut.torch_decide`` for row ``p`` in float64 — its top-k set as
+    weighted candidates (the first ``k`` values, and the copies of the ``k``-th value past them as
+    one candidate of that weight), min_p first in the ``VLLM`` order, top-p on the weighted prefix
+    sums, min_p after in the canonical order; then the smallest kept value → ``cut_ptr[p]`` and
+    ``kept_stats`` → ``stats_ptr[0, p]``, ``stats_ptr[1, p]``.
+
+    ``vals_ptr`` ``[n, WIDTH]`` (``top_values``' values, compute dtype); ``ties_ptr``, ``ks_ptr``
+    ``[n]`` int64; ``temp_ptr``, ``top_p_ptr``, ``min_p_ptr`` ``[n]`` float64 (``min_p`` read with
+    ``MIN_P``); ``cut_ptr`` ``[n]``, ``stats_ptr`` ``[2, n]`` in the compute dtype."""
+    p = tl.program_id(0).to(tl.int64)
+    j = tl.arange(0, WP2)
+    inside = j < WIDTH
+    v = tl.load(vals_ptr + p * WIDTH + j, mask=inside, other=float("-inf")).to(tl.float64)
+    k = tl.load(ks_ptr + p)
+    first_k = j < k
+    kth = tl.sum(tl.where(j == k - 1, v, 0.0), axis=0)
+    past = tl.load(ties_ptr + p) - tl.sum(((v == kth) & first_k).to(tl.int64), axis=0)
+    w = tl.where(first_k, 1.0, tl.where(j == k, past.to(tl.float64), 0.0))
+    real = w > 0
+    tied = tl.where(real, v, float("-inf"))
+    T = tl.load(temp_ptr + p)
+    z = tied / T
+    if MIN_P:
+        min_p = tl.load(min_p_ptr + p)
+        if VLLM:
+            probs = _weighted_softmax(z, w)
+            z = tl.where(probs >= min_p * tl.max(probs, axis=0), z, float("-inf"))
+    probs = _weighted_softmax(z, w)
+    top_p = tl.load(top_p_ptr + p)
+    short = tl.sum((inside & (tl.cumsum(probs * w, axis=0) < top_p)).to(tl.int32), axis=0)
+    tau_p = tl.sum(tl.where(j == tl.minimum(short, WIDTH - 1), probs, 0.0), axis=0)
+    kept = real & (((probs * 0 + top_p) >= 1) | (probs >= tau_p))  # a tensor each side (the interpreter)
+    if MIN_P:
+        probs = _renormalise(probs, w, kept, top_p >= 1)
+        if not VLLM:
+            probs = _renormalise(probs, w, probs >= min_p * tl.max(probs, axis=0), min_p <= 0)
+        kept = real & (probs > 0)
+    tau = tl.min(tl.where(kept, tied, float("inf")), axis=0)
+    top = tl.max(tied, axis=0)
+    live = real & (tied >= tau) & (tied > float("-inf"))
+    e = tl.exp((tl.where(live, tied, top) - top) / T)
+    dtype = cut_ptr.dtype.element_ty
+    tl.store(cut_ptr + p, tau.to(dtype))
+    tl.store(stats_ptr + p, top.to(dtype))
+    tl.store(stats_ptr + n + p, tl.sum(tl.where(live, e, 0.0) * w, axis=0).to(dtype))
+
+
+def decide(module, values, ties, ks, rows, order: str = "canonical", *, num_warps: int = 4):
+    """``filter_cut.Decide`` in one launch of ``decide_kernel`` (``module``: this module in the
+    caller's Triton mode): ``(tau [n], stats [2, n])`` in ``values``' dtype. ``values`` ``[n, width]``,
+    ``ties``, ``ks`` ``[n]`` int64, ``rows`` ``SamplingRows`` ``[n]`` (float64 parameters)."""
+    import torch
+    n, width = values.shape
+    cut = torch.empty(n, dtype=values.dtype, device=values.device)
+    stats = torch.empty(2, n, dtype=values.dtype, device=values.device)
+    min_p = rows.top_p if rows.min_p is None else rows.min_p  # unread without MIN_P
+    module.decide_kernel[(n,)](values, ties, ks, rows.temperature, rows.top_p, min_p, cut, stats, n, width,
+                               WP2=triton.next_power_of_2(width), MIN_P=rows.min_p is not None,
+                               VLLM=order == "vllm", num_warps=num_warps)
+    return cut, stats
 
 
 def _groups(vocab_size: int, rows: int, width: int, block: int, programs: int,
@@ -361,4 +469,4 @@ def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, pr
 
 
 __all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
-           "row_select_kernel", "two_pass_values", "sweep_values", "top_values"]
+           "row_select_kernel", "decide_kernel", "two_pass_values", "sweep_values", "top_values", "decide"]

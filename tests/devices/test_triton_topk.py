@@ -20,8 +20,9 @@ from tests.devices.test_filter_sync import same_cut  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 topk = kernel_module("devices.triton_topk", True)
 SMALL = dict(block=32, programs=8)  # several chunks of several tiles at V = 300
-KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel")
-HOSTS = ("top_values", "sweep_values", "two_pass_values")
+KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel",
+           "decide_kernel")
+HOSTS = ("top_values", "sweep_values", "two_pass_values", "decide")
 
 
 def values(logits, row_ids, ks, width, **kw):
@@ -50,6 +51,24 @@ def test_the_candidates_are_the_largest_values(dtype, path):
         for p, k in enumerate(ks):
             assert torch.equal(got[p, :k + 1], want[p, :k + 1]), (case, p)
             assert int(ties[p]) == int((rows[p].to(got.dtype) == want[p, k - 1]).sum()), (case, p)
+
+
+@pytest.mark.parametrize("order", ["canonical", "vllm"])
+def test_the_triton_decisions_are_torch_decide(order):
+    """``decide_kernel`` against ``filter_cut.torch_decide`` on the same candidates: the same cut,
+    the kept statistics within float64 rounding (the sums run in another order)."""
+    rng = np.random.default_rng(9)
+    for case in range(8):
+        z, rows = random_rows(rng, 16, 300, torch.float32, case % 2 == 1, (0.0, 0.5, 0.97)[case % 3])
+        ks = torch.as_tensor(rng.integers(1, 40, 16))
+        rows = rows._replace(top_k=ks)
+        if case % 4 >= 2:
+            rows = rows._replace(min_p=torch.tensor(rng.choice([0.0, 0.05, 0.3], 16)))
+        vals, ties = filter_cut.torch_top_values(z, None, ks, 41)
+        want_tau, want_stats = filter_cut.torch_decide(vals, ties, ks, rows, order)
+        got_tau, got_stats = topk.decide(topk, vals, ties, ks, rows, order)
+        assert torch.equal(got_tau, want_tau.to(got_tau.dtype)), case
+        torch.testing.assert_close(got_stats, want_stats.to(got_stats.dtype), rtol=1e-6, atol=0)
 
 
 def test_a_plateau_past_the_slots_is_still_exact():
