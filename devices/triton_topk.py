@@ -153,43 +153,67 @@ def _order_key(x, FP64: tl.constexpr):
 
 
 @triton.jit
-def _byte_hist(key, ans, live, digit, FP64: tl.constexpr):
-    """The 256-bin histogram of byte ``digit`` (0: the top) of the keys where ``live`` whose higher
-    bytes are ``ans``'s."""
-    shift = (56 if FP64 else 24) - 8 * digit
-    same = live
-    if digit > 0:
-        same = live & ((key >> (shift + 8)) == (ans >> (shift + 8)))
-    return tl.histogram(((key >> shift) & 255).to(tl.int32), 256, mask=same)
-
-
-@triton.jit
-def _byte_step(hist, ans, rank, digit, FP64: tl.constexpr):
-    """From byte ``digit``'s histogram: the byte whose count from the top reaches ``rank`` set in
-    ``ans``, and the rank less the keys above it: ``(ans, rank)``."""
-    bins = tl.arange(0, 256)
-    at_least = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0) + hist  # keys with this byte or above
-    byte = tl.max(tl.where(at_least >= rank, bins, 0), axis=0)
-    rank -= tl.sum(tl.where(bins == byte, at_least - hist, 0), axis=0)
-    return ans | (byte.to(ans.dtype) << ((56 if FP64 else 24) - 8 * digit)), rank
-
-
-@triton.jit
-def _radix_select(key, rank, live, FP64: tl.constexpr):
-    """The ``rank``-th largest of ``key`` where ``live`` (``1 ≤ rank ≤`` their count), a byte at a
-    time from the top (``_byte_hist``, ``_byte_step``): four histograms of ``key``, not 32 counts."""
+def _kth_key(key, rank, live, FP64: tl.constexpr):
+    """The ``rank``-th largest of ``key`` where ``live`` (``1 ≤ rank ≤`` their count), bit by bit
+    from the top: a bit is set where the keys at or above the trial still number ``rank``."""
     ans = key.max(axis=0) * 0
-    for digit in range(0, 8 if FP64 else 4):
-        ans, rank = _byte_step(_byte_hist(key, ans, live, digit, FP64), ans, rank, digit, FP64)
+    for bit in range(0, 64 if FP64 else 32):
+        trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
+        ans = tl.where(tl.sum((live & (key >= trial)).to(tl.int32), axis=0) >= rank, trial, ans)
     return ans
 
 
 @triton.jit
-def _from_key(key, FP64: tl.constexpr):
-    """The value of an ``_order_key`` key (``0.0`` for the zeros' key)."""
-    top = (key * 0 + 1) << (63 if FP64 else 31)
-    b = tl.where((key & top) != 0, key ^ top, key ^ (top | (top - 1)))
-    return b.to(tl.float64 if FP64 else tl.float32, bitcast=True)
+def _gather_at_least(x, key, floor_key, count_ptr, buf_row, BUF: tl.constexpr):
+    """The entries of ``x`` whose key is ``≥ floor_key`` appended to ``buf_row`` (``[BUF]``; past it
+    counted only), a slot each from the row's count ``count_ptr`` (an atomic: a handful a row)."""
+    keep = key >= floor_key
+    at = tl.atomic_add(count_ptr + tl.zeros(key.shape, tl.int32), tl.full(key.shape, 1, tl.int32), mask=keep)
+    tl.store(buf_row + at, x, mask=keep & (at < BUF))
+
+
+@triton.jit
+def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_ptr, WIDTH, G: tl.constexpr,
+                  BUF: tl.constexpr, FP64: tl.constexpr):
+    """Program ``p``: from ``lane_top_kernel``'s candidates ``top_ptr[p]`` (``[4, G]``: each lane's
+    four largest), the row's ``WIDTH`` largest values descending → ``vals_ptr[p]`` (``[n, WIDTH]``,
+    exact in positions ``0 .. k``, ``k = ks_ptr[p]``), the count of its ``k``-th largest →
+    ``ties_ptr[p]`` (int64), and ``flag_ptr[p]`` (int32) 1 where they may be wrong.
+
+    ``F``, the ``(k+1)``-th largest lane maximum, is found bit by bit on ``_order_key`` over the
+    ``G`` maxima alone (a count over the candidates a bit cost four times as much); the candidates
+    ``≥ F`` — at least ``k + 1``, on random logits a few more — go to the row's scratch
+    ``buf_ptr[p]`` (``[n, BUF]``; ``count_ptr[p]`` int32 counts them), which is sorted. Its top
+    ``k + 1`` are the candidates' (a candidate above them is ``≥ F``), and ``L``, the ``(k+1)``-th,
+    is the row's ``(k+1)``-th largest unless some lane's fourth largest is ``≥ L`` (an entry a lane
+    dropped is at most its fourth) or the scratch overflowed: then the row is flagged and
+    ``row_select_kernel`` redoes it on the whole row."""
+    p = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, G)
+    top = top_ptr + p * 4 * G
+    k = tl.load(ks_ptr + p)
+    count = count_ptr + p
+    tl.store(count, 0)
+    tl.debug_barrier()                                # the count is zero before any lane takes a slot
+    x = tl.load(top + lanes)
+    key = _order_key(x, FP64)
+    floor_key = _kth_key(key, k + 1, key == key, FP64)
+    buf_row = buf_ptr + p * BUF
+    _gather_at_least(x, key, floor_key, count, buf_row, BUF)
+    for plane in range(1, 4):
+        x = tl.load(top + plane * G + lanes)
+        _gather_at_least(x, _order_key(x, FP64), floor_key, count, buf_row, BUF)
+    tl.debug_barrier()                                # every slot is stored and counted
+    taken = tl.atomic_add(count, 0)
+    j = tl.arange(0, BUF)
+    s = tl.sort(tl.load(buf_row + j, mask=j < taken, other=float("-inf")), descending=True)
+    s = tl.where(s == 0, 0.0, s)                      # -0.0 and 0.0: one value
+    tl.store(vals_ptr + p * WIDTH + j, s, mask=j < WIDTH)
+    floor = tl.sum(tl.where(j == k, s, 0.0), axis=0)
+    kth = tl.sum(tl.where(j == k - 1, s, 0.0), axis=0)
+    tl.store(ties_ptr + p, tl.sum(((j < taken) & (s == kth)).to(tl.int64), axis=0))
+    dropped = tl.sum((tl.load(top + 3 * G + lanes) >= floor).to(tl.int32), axis=0) > 0
+    tl.store(flag_ptr + p, (dropped | (taken > BUF)).to(tl.int32))
 
 
 @triton.jit
@@ -207,42 +231,15 @@ def _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2: tl.constexpr, FP64: tl
 
 
 @triton.jit
-def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, WIDTH, G, C: tl.constexpr, WP2: tl.constexpr,
-                  FP64: tl.constexpr):
-    """Program ``p``: from ``lane_top_kernel``'s candidates ``top_ptr[p]`` (``[C]``, ``C = 4·G``,
-    held in registers), the ``WIDTH`` largest values descending → ``vals_ptr[p]`` (``[n, WIDTH]``,
-    exact in positions ``0 .. k``, ``k = ks_ptr[p]``) and the count of the ``k``-th largest →
-    ``ties_ptr[p]`` (int64); ``flag_ptr[p]`` (int32) 1 where they may be wrong.
-
-    ``L``, the candidates' ``(k+1)``-th largest, is found a byte at a time on ``_order_key``
-    (``_radix_select``). The candidates hold every entry of the row ``≥ L`` unless some lane's fourth largest is
-    ``≥ L`` (an entry a lane dropped is at most its fourth): then the row is flagged and
-    ``row_select_kernel`` redoes it on the whole row. Else ``L`` is the row's ``(k+1)``-th largest
-    (the candidates are entries of the row and hold its ``k + 1`` largest), and the entries ``> L``
-    (at most ``k``) are compacted, sorted and followed by ``L``."""
-    p = tl.program_id(0).to(tl.int64)
-    i = tl.arange(0, C)
-    key = _order_key(tl.load(top_ptr + p * C + i), FP64)  # only the keys stay in registers
-    k = tl.load(ks_ptr + p).to(tl.int32)
-    ans = _radix_select(key, k + 1, tl.full(key.shape, 1, tl.int1), FP64)
-    tl.store(flag_ptr + p, (tl.sum(((i >= 3 * G) & (key >= ans)).to(tl.int32), axis=0) > 0).to(tl.int32))
-    gt = key > ans
-    at = tl.cumsum(gt.to(tl.int32), axis=0) - 1
-    vals_row = vals_ptr + p * WIDTH
-    tl.store(vals_row + at, _from_key(key, FP64), mask=gt & (at < WIDTH))
-    kth = _sorted_out(vals_row, tl.sum(gt.to(tl.int32), axis=0), _from_key(ans, FP64), k, WIDTH, WP2, FP64)
-    tl.store(ties_ptr + p, tl.sum((key == _order_key(kth, FP64)).to(tl.int64), axis=0))
-
-
-@triton.jit
 def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, V, WIDTH,
                       TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
                       FP64: tl.constexpr):
     """``select_kernel``'s results for the rows it flagged (``flag_ptr[p]`` 1; the rest exit at
-    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a histogram over the
-    row a byte, then the entries above the row's ``(k+1)``-th largest compacted and sorted, and a count of
-    the ``k``-th largest. Slow (seven reads of the row, by one program) and rare: a lane holding four of the row's
-    ``k + 1`` largest, or a row with fewer than ``k + 1`` finite entries."""
+    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a count over the row
+    a bit (``_kth_key``'s steps, each summed over the row's tiles), then the entries above the row's
+    ``(k+1)``-th largest compacted and sorted, and a count of the ``k``-th largest. Slow (a read of
+    the row a bit, by one program) and rare: a lane holding four of the row's ``k + 1`` largest, or
+    a row with fewer than ``k + 1`` finite entries."""
     p = tl.program_id(0).to(tl.int64)
     if tl.load(flag_ptr + p) != 0:
         dtype = tl.float64 if FP64 else tl.float32
@@ -250,14 +247,14 @@ def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_
         lanes = tl.arange(0, BLOCK)
         k = tl.load(ks_ptr + p).to(tl.int32)
         ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
-        rank = k + 1
-        for digit in range(0, 8 if FP64 else 4):  # _radix_select, its histograms summed over the row's tiles
-            hist = tl.zeros([256], tl.int32)
+        for bit in range(0, 64 if FP64 else 32):
+            trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
+            count = 0
             for tile in range(0, TILES):
                 cols = tile * BLOCK + lanes
                 z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
-                hist += _byte_hist(_order_key(z, FP64), ans, cols < V, digit, FP64)
-            ans, rank = _byte_step(hist, ans, rank, digit, FP64)
+                count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
+            ans = tl.where(count >= k + 1, trial, ans)
         floor = tl.full([], float("-inf"), dtype)
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
@@ -417,7 +414,7 @@ def two_pass_values(module, logits, row_ids, ks, width: int, *, block: int = 204
 
 
 def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES, programs: int = 2112,
-                 num_warps: int = 4, select_warps: int = 8, row_block: int = 1024):
+                 num_warps: int = 4, select_warps: int = 4, row_block: int = 1024):
     """``top_values`` in one read of each row (``lane_top_kernel``, ``select_kernel``; flagged rows
     again by ``row_select_kernel``). ``lanes``: ``G``, lanes a row (power of two; fewer for a short
     vocabulary), each keeping its four largest: ``width ≤ 4 · G``."""
@@ -439,10 +436,13 @@ def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES,
                                         ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps)
     values = torch.empty(n, width, dtype=compute, device=dev)
     ties = torch.empty(n, dtype=torch.int64, device=dev)
-    flags = torch.empty(n, dtype=torch.int32, device=dev)
-    wp2 = triton.next_power_of_2(width)
-    module.select_kernel[(n,)](top, ks, flags, values, ties, width, G, C=4 * G, WP2=wp2, FP64=fp64,
+    flags = torch.empty(2, n, dtype=torch.int32, device=dev)  # flagged, scratch count
+    buf = triton.next_power_of_2(2 * width)
+    scratch = torch.empty(n, buf, dtype=compute, device=dev)
+    module.select_kernel[(n,)](top, ks, flags[0], values, ties, scratch, flags[1], width, G=G, BUF=buf, FP64=fp64,
                                num_warps=select_warps)
+    flags = flags[0]
+    wp2 = triton.next_power_of_2(width)
     row_block = min(row_block, triton.next_power_of_2(V))
     module.row_select_kernel[(n,)](logits, ids, ks, flags, values, ties, V, width, TILES=math.ceil(V / row_block),
                                    BLOCK=row_block, WP2=wp2, ALL_ROWS=row_ids is None, FP64=fp64)

@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     for dtype in (torch.float32, torch.bfloat16):
         z = cases(torch, args.rows, args.vocab, dtype)["random"]
         nbytes = z.numel() * z.element_size()
-        shapes = {"one read": [dict(), dict(num_warps=8), dict(programs=4224), dict(select_warps=4),
-                               dict(lanes=1024)],
+        shapes = {"one read": [dict(), dict(num_warps=8), dict(programs=4224), dict(select_warps=8),
+                               dict(lanes=1024), dict(lanes=4096)],
                   "two reads": [dict()], "torch.topk": [dict()]}
         for label, shape_list in shapes.items():
             for kw in shape_list:
@@ -95,17 +95,20 @@ def main(argv=None) -> int:
                     fn = lambda: torch_top_values(z, None, ks, width)  # noqa: E731
                 ms = time_ms(torch, fn, args.reps)
                 print(f"| {str(dtype)[6:]} | {label} | {kw or 'default'} | {ms:.3f} | {nbytes / ms / 1e6:.0f} |")
-        if dtype == torch.float32:  # the one-read kernels alone
-            G = 2048
+        if dtype == torch.float32:  # the one-read kernels alone, at the default launch shape
+            G = topk.LANES
             top = torch.empty(args.rows, 4 * G, device="cuda")
             out = torch.empty(args.rows, width, device="cuda")
             ties = torch.empty(args.rows, dtype=torch.int64, device="cuda")
-            flags = torch.empty(args.rows, dtype=torch.int32, device="cuda")
-            chunk = -(-args.vocab // 2048) * 1024
-            sweep = lambda: topk.lane_top_kernel[(args.rows, 2)](z, z, top, args.vocab, chunk, G, TILES=chunk // 1024,  # noqa: E731
-                                                                  BLOCK=1024, ALL_ROWS=True, FP64=False, num_warps=4)
-            select = lambda: topk.select_kernel[(args.rows,)](top, ks, flags, out, ties, width, G, C=4 * G,  # noqa: E731
-                                                               WP2=64, FP64=False, num_warps=8)
+            flags = torch.empty(2, args.rows, dtype=torch.int32, device="cuda")
+            buf = 1 << (2 * width - 1).bit_length()
+            scratch = torch.empty(args.rows, buf, device="cuda")
+            chunk = -(-args.vocab // G) * (G // 2)
+            sweep = lambda: topk.lane_top_kernel[(args.rows, 2)](z, z, top, args.vocab, chunk, G,  # noqa: E731
+                                                                  TILES=chunk // (G // 2), BLOCK=G // 2,
+                                                                  ALL_ROWS=True, FP64=False, num_warps=4)
+            select = lambda: topk.select_kernel[(args.rows,)](top, ks, flags[0], out, ties, scratch, flags[1],  # noqa: E731
+                                                               width, G=G, BUF=buf, FP64=False, num_warps=4)
             for label, fn in (("lane_top_kernel", sweep), ("select_kernel", select)):
                 print(f"| float32 | {label} | alone | {time_ms(torch, fn, args.reps):.3f} | |")
     return 1 if bad else 0
