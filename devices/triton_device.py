@@ -64,7 +64,7 @@ import numpy as np
 
 from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, Noise, SamplerParams, TreeBatch,
                               TreeOutput, VerifyBatch, VerifyOutput)
-from devices.triton_host import to_torch
+from devices.triton_host import to_torch, vocab_chunks
 
 MAX_K = 64
 MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
@@ -90,14 +90,6 @@ class KernelConfig:
 
 
 INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1, race_block=None, race_warps=None)
-
-
-def _chunks(vocab_size: int, rows: int, block: int, programs: int) -> tuple[int, int]:
-    """``(chunk, num_chunks)``: split V so that rows × num_chunks ≈ programs; chunk is a multiple of block."""
-    tiles = math.ceil(vocab_size / block)
-    want = max(1, min(tiles, math.ceil(programs / max(rows, 1))))
-    chunk = math.ceil(tiles / want) * block
-    return chunk, math.ceil(vocab_size / chunk)
 
 
 def _pow2(n: int, at_least: int = 2) -> int:
@@ -166,9 +158,9 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     width = ts.output_width(max_k)
     stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
 
-    chunk, nchunk = _chunks(V, rows, config.block, config.programs)
+    chunk, nchunk = vocab_chunks(V, rows, config.block, config.programs)
     race_block = config.race_block or config.block
-    race_chunk, race_nchunk = _chunks(V, batch, race_block, config.programs)
+    race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, config.programs)
     given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
     nstat = 1 if given else nchunk + (sampler is not None)  # the fused path's records: a column of their own
     # Three allocations, no kernel: every element below is written by the launches.
@@ -485,7 +477,7 @@ class TritonDevice:
         ks = self.sampler_kernels
         inputs = ks.sampler_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids, batch.vocab_size,
                                    self.device, compute_dtype(logits))
-        chunk, _ = _chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
+        chunk, _ = vocab_chunks(batch.vocab_size, logits.shape[0], self.config.block, self.config.programs)
         out = ks.process_logits(ks, logits, to_torch(cu, self.device), batch.max_k, inputs, self.config.block, chunk,
                                 self.config.num_warps)
         return out, torch.isneginf(out).all(dim=1)
@@ -530,12 +522,18 @@ class TritonDevice:
         return VerifyOutput(out.cpu().numpy(), num_accepted.cpu().numpy())
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
-        """SPEC §11: a torch pre-pass (target rows, argmax, keyed noise), then one program per request
-        walking its tree (``devices.triton_tree``)."""
+        """SPEC §11: each row's top-k/top-p cut where a request filters (``filter_cuts``, as the chain
+        step's), the statistics pass over every row, then one program per request walking its tree
+        (``devices.triton_tree``)."""
         from devices.validate import check_tree_call
         depths = check_tree_call(batch, noise, self.capabilities)
-        out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(self.tree_kernels, batch, noise, depths,
-                                                                        self.device)
+        logits = to_torch(batch.target_logits, self.device)
+        cut = filter_cuts(logits, batch.request_offsets(), np.asarray(batch.temperature), np.asarray(batch.top_k),
+                          np.asarray(batch.top_p), top_values=triton_top_values(
+                              self._kernel_file("devices.triton_topk"), self.config))
+        out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(
+            self.tree_kernels, batch, noise, depths, self.device, step_kernels=self.kernels,
+            cut=None if cut is None else cut.floor, logits=logits)
         return TreeOutput(out, num_accepted, nodes)
 
 

@@ -1,4 +1,5 @@
-"""Host-side help every Triton module shares, with no Triton import: numpy arrays made torch tensors.
+"""Host-side help every Triton module shares, with no Triton import: numpy arrays made torch
+tensors, and how a pass splits the vocabulary among its programs.
 
 It sits below the Triton modules: ``devices/triton_device.py`` and the kernel modules it loads
 (``devices/triton_tree.py``) import it, and it imports none of them.
@@ -8,6 +9,8 @@ It sits below the Triton modules: ``devices/triton_device.py`` and the kernel mo
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -22,4 +25,16 @@ def to_torch(a: np.ndarray, device: str):
     return torch.as_tensor(a, device=device)
 
 
-__all__ = ["to_torch"]
+def vocab_chunks(vocab_size: int, rows: int, block: int, programs: int) -> tuple[int, int]:
+    """``(chunk, num_chunks)``: split V so that rows × num_chunks ≈ programs; chunk is a multiple of block.
+
+    >>> vocab_chunks(128256, 1280, 2048, 2112)
+    (65536, 2)
+    """
+    tiles = math.ceil(vocab_size / block)
+    want = max(1, min(tiles, math.ceil(programs / max(rows, 1))))
+    chunk = math.ceil(tiles / want) * block
+    return chunk, math.ceil(vocab_size / chunk)
+
+
+__all__ = ["to_torch", "vocab_chunks"]

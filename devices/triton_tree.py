@@ -1,9 +1,11 @@
-"""Tree verification (SPEC §11) as one Triton kernel: one program per request walks its tree.
+"""Tree verification (SPEC §11) in Triton: one read of every row, then one program per request walks its tree.
 
-The pre-pass is torch (``devices.torch_sampling``: §2's target rows in
-float64, the greedy argmax per row; keyed noise by ``devices.torch_philox``)
-and the tree's links are ``devices.torch_tree.tree_links``; the kernel
-``tree_walk`` does the rest for request ``b``: from the root slot it tries
+The statistics pass (``tree_statistics``: the chain step's ``stats_kernel`` in float64, each
+row read once, through its top-k/top-p cut where a request filters) gives each row's maximum,
+softmax sum and greedy argmax; keyed noise comes from ``devices.torch_philox`` and the tree's
+links from ``devices.torch_tree.tree_links``. The kernel ``tree_walk`` makes a row's target
+probabilities from its logits where it reads them (float64, ``_target``) and does the rest for
+request ``b``: from the root slot it tries
 each sibling in link order — rrs: ``u < r(x)/d(x)`` and, on rejection, two
 passes over V (``w = max(r − d, 0)``, its sum, then ``w / sum``) on a
 per-request residual row in global scratch; sglang: the running sum against
@@ -58,32 +60,69 @@ def _residual_update(resid_row, draft_row, x, V, HAS_DRAFT: tl.constexpr, BLOCK:
 
 
 @triton.jit
-def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, node_row_ptr, node_start_ptr,
-              root_row_ptr, greedy_ptr, argmax_ptr, u_ptr, e_ptr, resid_ptr, tok_ptr, nodes_ptr, acc_ptr,
-              V, D, threshold_single, threshold_acc,
-              HAS_DRAFT: tl.constexpr, SGLANG: tl.constexpr, BLOCK: tl.constexpr, TILES: tl.constexpr):
-    """One request's tree step. ``probs [R, V]`` f64 target rows (R = N + B slots), ``draft [N, V]``,
-    ``ids/next_sibling/node_row/node_start [N]``, ``first_child [R]``, ``root_row/greedy [B]``,
-    ``argmax [R]``, ``u [N]``, ``e [B, V]``, scratch ``resid [B, V]`` f64; out ``tok [B, D + 1]``,
-    ``nodes [B, D]`` (pre-filled with -1), ``acc [B]``."""
+def _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C: tl.constexpr):
+    """Row ``slot``'s statistics from the statistics pass's chunks (``[R, NCHUNK]`` each, float64):
+    ``(max, Σ exp((z − max)/T), first argmax)``."""
+    c = tl.arange(0, BLOCK_C)
+    at = slot * NCHUNK + c
+    m = tl.load(max_ptr + at, mask=c < NCHUNK, other=float("-inf"))
+    s = tl.load(sum_ptr + at, mask=c < NCHUNK, other=0.0)
+    a = tl.load(arg_ptr + at, mask=c < NCHUNK, other=2147483647)
+    row_max = tl.max(m, axis=0)
+    row_sum = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp((m - row_max) * inv_t)), axis=0)
+    return row_max, row_sum, tl.min(tl.where(m == row_max, a, 2147483647), axis=0).to(tl.int64)
+
+
+@triton.jit
+def _target(z, floor, row_max, inv_t, row_sum):
+    """§2's target probability of logits ``z`` (float64) in a row with these statistics, ``0``
+    below the row's cut ``floor``."""
+    return tl.where(z >= floor, tl.exp((z - row_max) * inv_t) / row_sum, 0.0)
+
+
+@triton.jit
+def _copy_target(resid_row, row, floor, row_max, inv_t, row_sum, V, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    """``r ← t``: the row's target probabilities (from its logits ``row``) into the scratch row."""
+    offs = tl.arange(0, BLOCK)
+    tl.debug_barrier()                                # the last reads of the scratch row are done
+    for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+        idx = tile * BLOCK + offs
+        z = tl.load(row + idx, mask=idx < V, other=float("-inf")).to(tl.float64)
+        tl.store(resid_row + idx, _target(z, floor, row_max, inv_t, row_sum), mask=idx < V)
+    tl.debug_barrier()                                # every lane's copy is visible to the scalar reads after
+
+
+@triton.jit
+def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_ptr, ids_ptr, first_child_ptr,
+              next_sibling_ptr, node_row_ptr, node_start_ptr, root_row_ptr, u_ptr, e_ptr, resid_ptr, tok_ptr,
+              nodes_ptr, acc_ptr, V, D, NCHUNK, threshold_single, threshold_acc,
+              HAS_DRAFT: tl.constexpr, SGLANG: tl.constexpr, CUT: tl.constexpr, BLOCK: tl.constexpr,
+              TILES: tl.constexpr, BLOCK_C: tl.constexpr):
+    """One request's tree step. ``logits [R, V]`` (R = N + B slots; any float dtype, read in
+    float64), their cut ``floor [R]`` (with ``CUT``) and statistics ``max/sum/arg [R, NCHUNK]``
+    (``tree_statistics``), ``temperature [B]`` float64 (0: greedy), ``draft [N, V]``,
+    ``ids/next_sibling/node_row/node_start [N]``, ``first_child [R]``, ``root_row [B]``, ``u [N]``,
+    ``e [B, V]``, scratch ``resid [B, V]`` f64; out ``tok [B, D + 1]``, ``nodes [B, D]``
+    (pre-filled with -1), ``acc [B]``. A row's target probabilities are made from its logits where
+    they are read (``_target``): no ``[R, V]`` row of them is ever written."""
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     slot = tl.load(root_row_ptr + b)
-    greedy = tl.load(greedy_ptr + b) != 0
+    T = tl.load(temp_ptr + b)
+    greedy = T == 0
+    inv_t = tl.where(greedy, 1.0, 1.0 / tl.where(greedy, 1.0, T))
     resid_row = resid_ptr + b * V
     depth = 0
     live = 1
     while live == 1:
-        row = probs_ptr + slot * V
-        tl.debug_barrier()                            # the last level's reads are done before the row is rewritten
-        for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
-            start = tile * BLOCK              # r ← t, the current node's row
-            idx = start + offs
-            tl.store(resid_row + idx, tl.load(row + idx, mask=idx < V, other=0.0), mask=idx < V)
-        tl.debug_barrier()                            # every lane's copy is visible to the scalar reads below
+        row = logits_ptr + slot * V
+        row_max, row_sum, best = _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C)
+        floor = float("-inf")
+        if CUT:
+            floor = tl.load(floor_ptr + slot).to(tl.float64)
+        _copy_target(resid_row, row, floor, row_max, inv_t, row_sum, V, BLOCK, TILES)
         sibling = tl.load(first_child_ptr + slot)
         coin = tl.load(u_ptr + tl.maximum(sibling, 0))  # sglang: the level's coin is its first child's
-        best = tl.load(argmax_ptr + slot)
         running = coin * 0.0
         chosen = sibling * 0 - 1
         chosen_token = chosen
@@ -94,7 +133,7 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
             if greedy:
                 accept = real & (x == best)
             elif SGLANG:
-                t_x = tl.where(real, tl.load(row + xs), 0.0)
+                t_x = tl.where(real, _target(tl.load(row + xs).to(tl.float64), floor, row_max, inv_t, row_sum), 0.0)
                 running += t_x
                 accept = real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))
                 if real & (accept == 0):
@@ -122,7 +161,7 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
             slot = tl.load(node_row_ptr + chosen)
         else:
             live = 0
-    token = tl.load(argmax_ptr + slot)
+    row_max, row_sum, token = _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C)
     tl.debug_barrier()
     if greedy == 0:                                   # the race over the residual (empty: the row itself)
         total = tl.load(resid_row) * 0.0
@@ -130,9 +169,12 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
             start = tile * BLOCK
             idx = start + offs
             total += tl.sum(tl.load(resid_row + idx, mask=idx < V, other=0.0), axis=0)
-        weights_row = resid_row
         if total <= 0:
-            weights_row = probs_ptr + slot * V
+            floor = float("-inf")
+            if CUT:
+                floor = tl.load(floor_ptr + slot).to(tl.float64)
+            _copy_target(resid_row, logits_ptr + slot * V, floor, row_max, inv_t, row_sum, V, BLOCK, TILES)
+        weights_row = resid_row
         best_score = total * 0.0 - 1.0
         for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
             start = tile * BLOCK
@@ -149,27 +191,42 @@ def tree_walk(probs_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, 
     tl.store(acc_ptr + b, depth)
 
 
-def target_rows(logits, num_nodes, temperature, top_k, top_p):
-    """The pre-pass on device tensors: ``logits [N + B, V]`` (any float dtype), ``num_nodes [B]`` int64,
-    ``temperature/top_p [B]`` float64, ``top_k [B]`` int64 → ``(probs [N + B, V]`` float64 (§2's target
-    rows), ``argmax [N + B]`` int64)."""
+def tree_statistics(step_kernels, logits, num_nodes, temperature, cut=None, *, block: int = 2048,
+                    programs: int = 2112, num_warps: int = 4):
+    """The statistics pass over a tree step's rows (``triton_kernels.stats_kernel`` in float64;
+    ``step_kernels``: that module in the caller's Triton mode): ``(max, sum, arg)``, each
+    ``[R, NCHUNK]`` — each chunk's largest ``z``, ``Σ exp((z − max)/T)`` and first argmax, over
+    ``z ≥ cut`` where ``cut`` ``[R]`` is given (top-k/top-p/min_p, ``filter_cut.Cut.floor``).
+
+    ``logits`` ``[R, V]`` (R = N + B: request ``b``'s root row, then its nodes'), ``num_nodes``
+    ``[B]`` int64, ``temperature`` ``[B]`` float64 (0: greedy, its argmax only), on the device."""
     import torch
 
-    from devices import torch_sampling as ts
-    V = logits.shape[1]
-    logits = logits.to(torch.float64)
-    rows = ts.SamplingRows(ts.safe_temperature(temperature), top_k, top_p).take(
-        ts.target_row_requests(num_nodes, logits.shape[0]))
-    probs = ts.target_probs(logits, rows, use_top_k=bool(ts.uses_top_k(temperature, top_k, V).any()),
-                            use_top_p=bool(ts.uses_top_p(temperature, top_p).any())).contiguous()
-    return probs, ts.greedy_argmax(logits).contiguous()
+    from devices.triton_host import vocab_chunks
+    rows, V = logits.shape
+    batch = num_nodes.shape[0]
+    chunk, nchunk = vocab_chunks(V, rows, block, programs)
+    cu = torch.zeros(batch + 1, dtype=torch.int64, device=logits.device)
+    torch.cumsum(num_nodes, 0, out=cu[1:])
+    stats = torch.empty(2, rows, nchunk, dtype=torch.float64, device=logits.device)
+    arg = torch.empty(rows, nchunk, dtype=torch.int32, device=logits.device)
+    counter = torch.empty(batch, dtype=torch.int32, device=logits.device)
+    cut_args = {} if cut is None else dict(cut_ptr=cut, CUT=True)
+    step_kernels.stats_kernel[(batch, int(num_nodes.max()) + 1, nchunk)](
+        logits, cu, temperature, counter, stats[0], stats[1], arg, V, chunk, nchunk, TILES=chunk // block,
+        BLOCK=block, FP64=True, num_warps=num_warps, **cut_args)
+    return stats[0], stats[1], arg
 
 
-def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
-    """A validated ``TreeBatch`` made ready for the kernel: the pre-pass runs here, on ``device``.
+def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024, *, step_kernels, cut=None,
+              logits=None, num_warps: int = 4, stats_block: int = 2048, programs: int = 2112):
+    """A validated ``TreeBatch`` made ready for the kernel, on ``device``: its logits, their
+    statistics (``tree_statistics``, through ``cut`` ``[R]`` where given: the rows' top-k/top-p/min_p
+    floors, ``triton_device.filter_cuts``), the noise and the tree's links. ``logits``: the batch's
+    target logits already on ``device`` (None: copied here, in their own dtype).
 
-    Returns ``(launch, (tok [B, D + 1], acc [B], nodes [B, max(D, 1)]))``: ``launch()`` runs ``tree_walk``
-    once into those output tensors (``specsim.bench.trees --kernel`` times it alone).
+    Returns ``(launch, (tok [B, D + 1], acc [B], nodes [B, max(D, 1)]))``: ``launch()`` runs
+    ``tree_walk`` once into those output tensors (``specsim.bench.trees --kernel`` times it alone).
     """
     import torch
 
@@ -181,8 +238,9 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
     B, V = batch.batch_size, batch.vocab_size
     N = int(np.sum(batch.num_nodes))
     num_nodes, temperature = on(batch.num_nodes, np.int64), on(batch.temperature, np.float64)
-    probs, argmax = target_rows(to_torch(batch.target_logits, device), num_nodes, temperature,  # sent in its
-                                on(batch.top_k, np.int64), on(batch.top_p, np.float64))      # own dtype
+    logits = to_torch(batch.target_logits, device) if logits is None else logits
+    row_max, row_sum, arg = tree_statistics(step_kernels, logits, num_nodes, temperature, cut, block=stats_block,
+                                            programs=programs, num_warps=num_warps)
     if noise is not None:
         u, e = on(noise.uniforms, np.float64), on(noise.exponentials, np.float64)
     elif (np.asarray(batch.temperature) > 0).any():
@@ -200,25 +258,29 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024):
     resid = torch.empty((B, V), dtype=torch.float64, device=device)
     root = torch.cumsum(num_nodes, 0) - num_nodes + torch.arange(B, device=device)
     BLOCK = min(block, triton.next_power_of_2(V))
-    args = (probs, pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
+    nchunk = row_max.shape[1]
+    args = (logits, logits if cut is None else cut, row_max, row_sum, arg, temperature,
+            pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
             pad(on(batch.draft_token_ids, np.int64)), links.first_child, pad(links.next_sibling, -1),
-            pad(links.node_row), pad(links.node_start), root, (temperature == 0).to(torch.int32), argmax,
-            pad(u.contiguous()), e.contiguous(), resid, tok, nodes, acc, V, D, float(batch.threshold_single),
-            float(batch.threshold_acc))
-    meta = dict(HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang", BLOCK=BLOCK,
-                TILES=triton.cdiv(V, BLOCK))
+            pad(links.node_row), pad(links.node_start), root, pad(u.contiguous()), e.contiguous(), resid, tok, nodes,
+            acc, V, D, nchunk, float(batch.threshold_single), float(batch.threshold_acc))
+    meta = dict(HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang", CUT=cut is not None, BLOCK=BLOCK,
+                TILES=triton.cdiv(V, BLOCK), BLOCK_C=triton.next_power_of_2(nchunk), num_warps=num_warps)
     return (lambda: kernels.tree_walk[(B,)](*args, **meta)), (tok, acc, nodes)
 
 
-def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024):
-    """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted).
+def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024, *, step_kernels, cut=None,
+                       logits=None):
+    """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted;
+    ``step_kernels``: ``devices/triton_kernels.py`` in the same mode; ``cut``, ``logits``: ``tree_call``'s).
 
     Returns numpy ``(output_token_ids [B, D + 1], num_accepted [B], accepted_nodes [B, D])``.
     """
-    launch, (tok, acc, nodes) = tree_call(kernels, batch, noise, depths, device, block)
+    launch, (tok, acc, nodes) = tree_call(kernels, batch, noise, depths, device, block, step_kernels=step_kernels,
+                                          cut=cut, logits=logits)
     launch()
     D = tok.shape[1] - 1
     return tok.cpu().numpy(), acc.cpu().numpy(), nodes[:, :D].cpu().numpy()
 
 
-__all__ = ["target_rows", "tree_call", "tree_walk", "verify_tree_triton"]
+__all__ = ["tree_statistics", "tree_call", "tree_walk", "verify_tree_triton"]

@@ -350,7 +350,8 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
 
     from devices.filter_cut import torch_top_values
     from devices.filter_graph import FilterCuts
-    from devices.triton_device import _chunks, filter_cuts, triton_top_values, verify_tensors
+    from devices.triton_device import filter_cuts, triton_top_values, verify_tensors
+    from devices.triton_host import vocab_chunks
     from devices.triton_mode import kernel_module
     FILTERS, sampler_params = workloads.FILTERS, workloads.sampler_params
     ks = kernel_module("devices.triton_sampler", False)
@@ -367,7 +368,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
         fused = ks.fused_inputs(params, x["num_draft_tokens"].cpu().numpy(), x["draft_token_ids"].cpu().numpy(), V,
                                 on, torch.float32)
         prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy(), fused))
-    chunk = _chunks(V, rows, config.block, config.programs)[0]
+    chunk = vocab_chunks(V, rows, config.block, config.programs)[0]
     top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
 
     def step(x, logits, cut=None):

@@ -22,8 +22,8 @@ before ``triton`` declared trees (docs/trees.md).
 ``--kernel`` (the compiled ``triton`` device) adds a kernel-only table: device
 tensors in, CUDA events around the launches alone, median of ``--repeat`` after
 ``--warmup``: the chain kernels (``verify_tensors``: stats + step) at K = N, the
-same target rows as the tree; the tree's torch pre-pass (``target_rows``: §2's
-rows in float64 and the argmax); and ``tree_walk`` twice — on random logits
+same target rows as the tree; the tree's statistics pass (``tree_statistics``: each
+row read once, its maximum, softmax sum and argmax in float64); and ``tree_walk`` twice — on random logits
 (every root child rejected: one copy of the root row, a residual update of two
 passes over V per rejected sibling, the race) and on logits that put the first
 child of every node on top (the walk goes to depth D: D + 1 row copies, the race).
@@ -150,15 +150,16 @@ def bench_kernels(device, batch: int, vocab_size: int, parents: np.ndarray, warm
         cu, ids, None, logits, torch.ones(batch, **cuda), max_k=N, uniforms=uniforms, exponentials=exps,
         config=device.config, kernels_module=device.kernels), warmup, repeat)}
     ones, num_nodes = torch.ones(batch, dtype=torch.float64, **cuda), torch.full((batch,), N, **cuda)
-    out["tree pre-pass"] = _events(lambda: tk.target_rows(logits, num_nodes, ones, torch.zeros_like(num_nodes), ones),
-                                   warmup, repeat)
+    out["tree statistics pass"] = _events(lambda: tk.tree_statistics(device.kernels, logits, num_nodes, ones),
+                                          warmup, repeat)
     rng = np.random.default_rng(0)
     tree = TreeBatch(np.full(batch, N, np.int64), np.tile(parents, batch), rng.integers(0, vocab_size, batch * N),
                      None, logits.cpu().numpy(), np.ones(batch), np.zeros(batch, np.int64), np.ones(batch))
     noise = Noise(uniforms.cpu().numpy(), exps.double().cpu().numpy())
     for name, t in (("tree kernel, rejected at root", tree),
                     ("tree kernel, accepted to depth", dataclasses.replace(tree, target_logits=first_child_on_top(tree)))):
-        launch, (_, acc, _) = tk.tree_call(tk, t, noise, check_tree_call(t, noise, device.capabilities), "cuda")
+        launch, (_, acc, _) = tk.tree_call(tk, t, noise, check_tree_call(t, noise, device.capabilities), "cuda",
+                                           step_kernels=device.kernels)
         out[name] = _events(launch, warmup, repeat)
         out[name + " accepted"] = float(acc.double().mean())
     return out
@@ -286,8 +287,8 @@ def main(argv=None) -> None:
 
 
 E2E_COLUMNS = ("batch", "V", "chain K=D", "chain K=N", "tree")
-KERNEL_COLUMNS = ("batch", "V", "chain kernels K=N", "tree pre-pass", "tree kernel, rejected at root",
-                  "tree kernel, accepted to depth (accepted)")
+KERNEL_COLUMNS = ("batch", "V", "chain kernels K=N", "tree statistics pass", "tree kernel, rejected at root",
+                  "tree kernel, accepted to depth (accepted)", "tree step ÷ chain step (rejected, accepted)")
 
 
 def e2e_cells(batch: int, vocab_size: int, r: dict) -> list[str]:
@@ -297,9 +298,11 @@ def e2e_cells(batch: int, vocab_size: int, r: dict) -> list[str]:
 
 def kernel_cells(batch: int, vocab_size: int, r: dict) -> list[str]:
     """A row of the kernel-only table from ``bench_kernels``' medians (ms) and mean accepted length."""
-    return [str(batch), str(vocab_size), f"{r['chain K=N']:.3f}", f"{r['tree pre-pass']:.3f}",
-            f"{r['tree kernel, rejected at root']:.3f}",
-            f"{r['tree kernel, accepted to depth']:.3f} ({r['tree kernel, accepted to depth accepted']:.2f})"]
+    stats, chain = r["tree statistics pass"], r["chain K=N"]
+    ratios = [(stats + r[k]) / chain for k in ("tree kernel, rejected at root", "tree kernel, accepted to depth")]
+    return [str(batch), str(vocab_size), f"{chain:.3f}", f"{stats:.3f}", f"{r['tree kernel, rejected at root']:.3f}",
+            f"{r['tree kernel, accepted to depth']:.3f} ({r['tree kernel, accepted to depth accepted']:.2f})",
+            f"{ratios[0]:.2f}x, {ratios[1]:.2f}x"]
 
 
 def markdown_row(cells) -> str:
