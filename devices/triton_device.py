@@ -523,7 +523,7 @@ class TritonDevice:
 
     def verify_tree(self, batch: TreeBatch, noise: Noise | None = None) -> TreeOutput:
         """SPEC §11: each row's top-k/top-p cut where a request filters (``filter_cuts``, as the chain
-        step's), the statistics pass over every row, then one program per request walking its tree
+        step's), then one program per request walking its tree, reading the rows it visits
         (``devices.triton_tree``)."""
         from devices.validate import check_tree_call
         depths = check_tree_call(batch, noise, self.capabilities)
@@ -532,8 +532,8 @@ class TritonDevice:
                           np.asarray(batch.top_p), top_values=triton_top_values(
                               self._kernel_file("devices.triton_topk"), self.config))
         out, num_accepted, nodes = self.tree_kernels.verify_tree_triton(
-            self.tree_kernels, batch, noise, depths, self.device, step_kernels=self.kernels,
-            cut=None if cut is None else cut.floor, logits=logits)
+            self.tree_kernels, batch, noise, depths, self.device, cut=None if cut is None else cut.floor,
+            logits=logits)
         return TreeOutput(out, num_accepted, nodes)
 
 

@@ -1,11 +1,11 @@
-"""Tree verification (SPEC §11) in Triton: one read of every row, then one program per request walks its tree.
+"""Tree verification (SPEC §11) in Triton: one program per request walks its tree, reading the rows it visits.
 
-The statistics pass (``tree_statistics``: the chain step's ``stats_kernel`` in float64, each
-row read once, through its top-k/top-p cut where a request filters) gives each row's maximum,
-softmax sum and greedy argmax; keyed noise comes from ``devices.torch_philox`` and the tree's
-links from ``devices.torch_tree.tree_links``. The kernel ``tree_walk`` makes a row's target
-probabilities from its logits where it reads them (float64, ``_target``) and does the rest for
-request ``b``: from the root slot it tries
+Only the rows a walk visits are read: the kernel ``tree_walk`` reads each visited row once for
+its maximum, softmax sum and greedy argmax in float64 (``_row_stats``, through the row's
+top-k/top-p cut where a request filters: ``triton_device.filter_cuts``), makes its target
+probabilities from its logits where it reads them (float64, ``_target``) — keyed noise comes
+from ``devices.torch_philox`` and the tree's links from ``devices.torch_tree.tree_links`` — and
+does the rest for request ``b``: from the root slot it tries
 each sibling in link order — rrs: ``u < r(x)/d(x)`` and, on rejection, two
 passes over V (``w = max(r − d, 0)``, its sum, then ``w / sum``) on a
 per-request residual row in global scratch; sglang: the running sum against
@@ -27,6 +27,9 @@ from __future__ import annotations
 import numpy as np
 import triton
 import triton.language as tl
+
+BLOCK = 8192  # the walk's tile: on an H100 at 64 requests × V = 128256, 8192 × 16 warps walked in 0.73 ms,
+WARPS = 16    # 1024 × 4 in 1.66 (tools/gpu/tree_sweep.py)
 
 
 @triton.jit
@@ -60,17 +63,34 @@ def _residual_update(resid_row, draft_row, x, V, HAS_DRAFT: tl.constexpr, BLOCK:
 
 
 @triton.jit
-def _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C: tl.constexpr):
-    """Row ``slot``'s statistics from the statistics pass's chunks (``[R, NCHUNK]`` each, float64):
-    ``(max, Σ exp((z − max)/T), first argmax)``."""
-    c = tl.arange(0, BLOCK_C)
-    at = slot * NCHUNK + c
-    m = tl.load(max_ptr + at, mask=c < NCHUNK, other=float("-inf"))
-    s = tl.load(sum_ptr + at, mask=c < NCHUNK, other=0.0)
-    a = tl.load(arg_ptr + at, mask=c < NCHUNK, other=2147483647)
-    row_max = tl.max(m, axis=0)
-    row_sum = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp((m - row_max) * inv_t)), axis=0)
-    return row_max, row_sum, tl.min(tl.where(m == row_max, a, 2147483647), axis=0).to(tl.int64)
+def _floor(floor_ptr, slot, CUT: tl.constexpr):
+    """Row ``slot``'s top-k/top-p cut (float64; ``-inf`` without ``CUT``: every entry kept)."""
+    floor = tl.full([], float("-inf"), tl.float64)
+    if CUT:
+        floor = tl.load(floor_ptr + slot).to(tl.float64)
+    return floor
+
+
+@triton.jit
+def _row_stats(row, floor, inv_t, V, BLOCK: tl.constexpr, TILES: tl.constexpr):
+    """One read of a row's logits ``row`` (float64, through its cut ``floor``): ``(max,
+    Σ exp((z − max)/T), first argmax)``, the sum rescaled as the maximum grows tile by tile."""
+    offs = tl.arange(0, BLOCK)
+    row_max = tl.full([], float("-inf"), tl.float64)
+    row_sum = tl.zeros([], tl.float64)
+    arg = tl.zeros([], tl.int64)
+    for tile in range(0, TILES):  # a constexpr trip count (the interpreter's range wants constants)
+        idx = tile * BLOCK + offs
+        z = tl.load(row + idx, mask=idx < V, other=float("-inf")).to(tl.float64)
+        z = tl.where(z >= floor, z, float("-inf"))
+        tile_max = tl.max(z, axis=0)
+        new_max = tl.maximum(row_max, tile_max)
+        grown = tl.where(row_max == float("-inf"), 0.0, tl.exp((row_max - new_max) * inv_t))
+        row_sum = row_sum * grown + tl.sum(tl.where(z == float("-inf"), 0.0, tl.exp((z - new_max) * inv_t)), axis=0)
+        if tile_max > row_max:  # a later tile must be strictly larger: the first maximum's id is kept
+            arg = (tile * BLOCK + tl.argmax(z, axis=0)).to(tl.int64)
+        row_max = new_max
+    return row_max, row_sum, arg
 
 
 @triton.jit
@@ -93,18 +113,17 @@ def _copy_target(resid_row, row, floor, row_max, inv_t, row_sum, V, BLOCK: tl.co
 
 
 @triton.jit
-def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_ptr, ids_ptr, first_child_ptr,
-              next_sibling_ptr, node_row_ptr, node_start_ptr, root_row_ptr, u_ptr, e_ptr, resid_ptr, tok_ptr,
-              nodes_ptr, acc_ptr, V, D, NCHUNK, threshold_single, threshold_acc,
-              HAS_DRAFT: tl.constexpr, SGLANG: tl.constexpr, CUT: tl.constexpr, BLOCK: tl.constexpr,
-              TILES: tl.constexpr, BLOCK_C: tl.constexpr):
+def tree_walk(logits_ptr, floor_ptr, temp_ptr, draft_ptr, ids_ptr, first_child_ptr, next_sibling_ptr, node_row_ptr,
+              node_start_ptr, root_row_ptr, u_ptr, e_ptr, resid_ptr, tok_ptr, nodes_ptr, acc_ptr, V, D,
+              threshold_single, threshold_acc, HAS_DRAFT: tl.constexpr, SGLANG: tl.constexpr, CUT: tl.constexpr,
+              BLOCK: tl.constexpr, TILES: tl.constexpr):
     """One request's tree step. ``logits [R, V]`` (R = N + B slots; any float dtype, read in
-    float64), their cut ``floor [R]`` (with ``CUT``) and statistics ``max/sum/arg [R, NCHUNK]``
-    (``tree_statistics``), ``temperature [B]`` float64 (0: greedy), ``draft [N, V]``,
-    ``ids/next_sibling/node_row/node_start [N]``, ``first_child [R]``, ``root_row [B]``, ``u [N]``,
-    ``e [B, V]``, scratch ``resid [B, V]`` f64; out ``tok [B, D + 1]``, ``nodes [B, D]``
-    (pre-filled with -1), ``acc [B]``. A row's target probabilities are made from its logits where
-    they are read (``_target``): no ``[R, V]`` row of them is ever written."""
+    float64), their cut ``floor [R]`` (with ``CUT``), ``temperature [B]`` float64 (0: greedy),
+    ``draft [N, V]``, ``ids/next_sibling/node_row/node_start [N]``, ``first_child [R]``,
+    ``root_row [B]``, ``u [N]``, ``e [B, V]``, scratch ``resid [B, V]`` f64; out ``tok [B, D + 1]``,
+    ``nodes [B, D]`` (pre-filled with -1), ``acc [B]``. Only the rows the walk visits are read: each
+    once for its statistics (``_row_stats``), its target probabilities made where they are read
+    (``_target``); no ``[R, V]`` row of them is ever written."""
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     slot = tl.load(root_row_ptr + b)
@@ -114,13 +133,12 @@ def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_
     resid_row = resid_ptr + b * V
     depth = 0
     live = 1
+    floor = _floor(floor_ptr, slot, CUT)
+    row_max, row_sum, best = _row_stats(logits_ptr + slot * V, floor, inv_t, V, BLOCK, TILES)
     while live == 1:
         row = logits_ptr + slot * V
-        row_max, row_sum, best = _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C)
-        floor = float("-inf")
-        if CUT:
-            floor = tl.load(floor_ptr + slot).to(tl.float64)
-        _copy_target(resid_row, row, floor, row_max, inv_t, row_sum, V, BLOCK, TILES)
+        if greedy == 0:
+            _copy_target(resid_row, row, floor, row_max, inv_t, row_sum, V, BLOCK, TILES)
         sibling = tl.load(first_child_ptr + slot)
         coin = tl.load(u_ptr + tl.maximum(sibling, 0))  # sglang: the level's coin is its first child's
         running = coin * 0.0
@@ -159,9 +177,11 @@ def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_
             tl.store(tok_ptr + b * (D + 1) + depth, chosen_token)
             depth += 1
             slot = tl.load(node_row_ptr + chosen)
+            floor = _floor(floor_ptr, slot, CUT)
+            row_max, row_sum, best = _row_stats(logits_ptr + slot * V, floor, inv_t, V, BLOCK, TILES)
         else:
             live = 0
-    row_max, row_sum, token = _row_stats(max_ptr, sum_ptr, arg_ptr, slot, NCHUNK, inv_t, BLOCK_C)
+    token = best
     tl.debug_barrier()
     if greedy == 0:                                   # the race over the residual (empty: the row itself)
         total = tl.load(resid_row) * 0.0
@@ -170,9 +190,6 @@ def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_
             idx = start + offs
             total += tl.sum(tl.load(resid_row + idx, mask=idx < V, other=0.0), axis=0)
         if total <= 0:
-            floor = float("-inf")
-            if CUT:
-                floor = tl.load(floor_ptr + slot).to(tl.float64)
             _copy_target(resid_row, logits_ptr + slot * V, floor, row_max, inv_t, row_sum, V, BLOCK, TILES)
         weights_row = resid_row
         best_score = total * 0.0 - 1.0
@@ -191,39 +208,13 @@ def tree_walk(logits_ptr, floor_ptr, max_ptr, sum_ptr, arg_ptr, temp_ptr, draft_
     tl.store(acc_ptr + b, depth)
 
 
-def tree_statistics(step_kernels, logits, num_nodes, temperature, cut=None, *, block: int = 2048,
-                    programs: int = 2112, num_warps: int = 4):
-    """The statistics pass over a tree step's rows (``triton_kernels.stats_kernel`` in float64;
-    ``step_kernels``: that module in the caller's Triton mode): ``(max, sum, arg)``, each
-    ``[R, NCHUNK]`` — each chunk's largest ``z``, ``Σ exp((z − max)/T)`` and first argmax, over
-    ``z ≥ cut`` where ``cut`` ``[R]`` is given (top-k/top-p/min_p, ``filter_cut.Cut.floor``).
-
-    ``logits`` ``[R, V]`` (R = N + B: request ``b``'s root row, then its nodes'), ``num_nodes``
-    ``[B]`` int64, ``temperature`` ``[B]`` float64 (0: greedy, its argmax only), on the device."""
-    import torch
-
-    from devices.triton_host import vocab_chunks
-    rows, V = logits.shape
-    batch = num_nodes.shape[0]
-    chunk, nchunk = vocab_chunks(V, rows, block, programs)
-    cu = torch.zeros(batch + 1, dtype=torch.int64, device=logits.device)
-    torch.cumsum(num_nodes, 0, out=cu[1:])
-    stats = torch.empty(2, rows, nchunk, dtype=torch.float64, device=logits.device)
-    arg = torch.empty(rows, nchunk, dtype=torch.int32, device=logits.device)
-    counter = torch.empty(batch, dtype=torch.int32, device=logits.device)
-    cut_args = {} if cut is None else dict(cut_ptr=cut, CUT=True)
-    step_kernels.stats_kernel[(batch, int(num_nodes.max()) + 1, nchunk)](
-        logits, cu, temperature, counter, stats[0], stats[1], arg, V, chunk, nchunk, TILES=chunk // block,
-        BLOCK=block, FP64=True, num_warps=num_warps, **cut_args)
-    return stats[0], stats[1], arg
-
-
-def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024, *, step_kernels, cut=None,
-              logits=None, num_warps: int = 4, stats_block: int = 2048, programs: int = 2112):
-    """A validated ``TreeBatch`` made ready for the kernel, on ``device``: its logits, their
-    statistics (``tree_statistics``, through ``cut`` ``[R]`` where given: the rows' top-k/top-p/min_p
-    floors, ``triton_device.filter_cuts``), the noise and the tree's links. ``logits``: the batch's
-    target logits already on ``device`` (None: copied here, in their own dtype).
+def tree_call(kernels, batch, noise, depths, device: str, block: int = BLOCK, *, cut=None, logits=None,
+              num_warps: int = WARPS):
+    """A validated ``TreeBatch`` made ready for the kernel, on ``device``: its logits (read through
+    ``cut`` ``[R]`` where given: the rows' top-k/top-p/min_p floors, ``triton_device.filter_cuts``),
+    the noise and the tree's links. ``logits``: the batch's target logits already on ``device``
+    (None: copied here, in their own dtype). ``block``, ``num_warps``: the walk's vocabulary tile and
+    warps (one program a request walks: a wide tile and many warps keep its reads in flight).
 
     Returns ``(launch, (tok [B, D + 1], acc [B], nodes [B, max(D, 1)]))``: ``launch()`` runs
     ``tree_walk`` once into those output tensors (``specsim.bench.trees --kernel`` times it alone).
@@ -239,8 +230,6 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024, *, 
     N = int(np.sum(batch.num_nodes))
     num_nodes, temperature = on(batch.num_nodes, np.int64), on(batch.temperature, np.float64)
     logits = to_torch(batch.target_logits, device) if logits is None else logits
-    row_max, row_sum, arg = tree_statistics(step_kernels, logits, num_nodes, temperature, cut, block=stats_block,
-                                            programs=programs, num_warps=num_warps)
     if noise is not None:
         u, e = on(noise.uniforms, np.float64), on(noise.exponentials, np.float64)
     elif (np.asarray(batch.temperature) > 0).any():
@@ -258,29 +247,26 @@ def tree_call(kernels, batch, noise, depths, device: str, block: int = 1024, *, 
     resid = torch.empty((B, V), dtype=torch.float64, device=device)
     root = torch.cumsum(num_nodes, 0) - num_nodes + torch.arange(B, device=device)
     BLOCK = min(block, triton.next_power_of_2(V))
-    nchunk = row_max.shape[1]
-    args = (logits, logits if cut is None else cut, row_max, row_sum, arg, temperature,
+    args = (logits, logits if cut is None else cut, temperature,
             pad(draft.reshape(-1) if draft is not None else torch.zeros(0, dtype=torch.float64, device=device)),
             pad(on(batch.draft_token_ids, np.int64)), links.first_child, pad(links.next_sibling, -1),
             pad(links.node_row), pad(links.node_start), root, pad(u.contiguous()), e.contiguous(), resid, tok, nodes,
-            acc, V, D, nchunk, float(batch.threshold_single), float(batch.threshold_acc))
+            acc, V, D, float(batch.threshold_single), float(batch.threshold_acc))
     meta = dict(HAS_DRAFT=draft is not None, SGLANG=batch.scheme == "sglang", CUT=cut is not None, BLOCK=BLOCK,
-                TILES=triton.cdiv(V, BLOCK), BLOCK_C=triton.next_power_of_2(nchunk), num_warps=num_warps)
+                TILES=triton.cdiv(V, BLOCK), num_warps=num_warps)
     return (lambda: kernels.tree_walk[(B,)](*args, **meta)), (tok, acc, nodes)
 
 
-def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = 1024, *, step_kernels, cut=None,
-                       logits=None):
+def verify_tree_triton(kernels, batch, noise, depths, device: str, block: int = BLOCK, *, cut=None, logits=None):
     """A validated ``TreeBatch`` through the kernel (``kernels``: this module, compiled or interpreted;
-    ``step_kernels``: ``devices/triton_kernels.py`` in the same mode; ``cut``, ``logits``: ``tree_call``'s).
+    ``cut``, ``logits``: ``tree_call``'s).
 
     Returns numpy ``(output_token_ids [B, D + 1], num_accepted [B], accepted_nodes [B, D])``.
     """
-    launch, (tok, acc, nodes) = tree_call(kernels, batch, noise, depths, device, block, step_kernels=step_kernels,
-                                          cut=cut, logits=logits)
+    launch, (tok, acc, nodes) = tree_call(kernels, batch, noise, depths, device, block, cut=cut, logits=logits)
     launch()
     D = tok.shape[1] - 1
     return tok.cpu().numpy(), acc.cpu().numpy(), nodes[:, :D].cpu().numpy()
 
 
-__all__ = ["tree_statistics", "tree_call", "tree_walk", "verify_tree_triton"]
+__all__ = ["BLOCK", "WARPS", "tree_call", "tree_walk", "verify_tree_triton"]
