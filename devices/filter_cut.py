@@ -224,17 +224,17 @@ def candidate_cut(logits, rows: ts.SamplingRows, plan: CutPlan, order: str = "ca
     """The device half of ``row_cut``: no host sync, no copy from the host (a CUDA graph can
     hold it). Returns a ``Cut`` whose floor ``[n]`` is right for ``plan.short`` (``finish_cut``
     writes ``plan.whole``'s), with ``stats`` where every row is short."""
-    cut = torch.empty(logits.shape[0], dtype=compute_dtype(logits), device=logits.device)
+    dtype = compute_dtype(logits)
     if not plan.short.size:
-        return Cut(cut)
+        return Cut(torch.empty(logits.shape[0], dtype=dtype, device=logits.device))
     vals, ties = top_values(logits, plan.index, plan.ks, plan.width)  # descending, exact in 0 .. k
     params = rows if plan.index is None else rows.take(plan.index)
     tau, stats = getattr(top_values, "decide", torch_decide)(vals, ties, plan.ks, params, order)
-    if plan.index is not None:
-        cut[plan.index] = tau.to(cut.dtype)
-        return Cut(cut)
-    cut.copy_(tau)
-    return Cut(cut, stats.to(cut.dtype))
+    if plan.index is None:  # every row: the decisions' own tensors (no copy when already in the dtype)
+        return Cut(tau.to(dtype).contiguous(), stats.to(dtype).contiguous())
+    cut = torch.empty(logits.shape[0], dtype=dtype, device=logits.device)
+    cut[plan.index] = tau.to(dtype)
+    return Cut(cut)
 
 
 def finish_cut(logits, rows: ts.SamplingRows, plan: CutPlan, cut: Cut, order: str = "canonical") -> Cut:

@@ -180,7 +180,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
                              "filters run on the processed rows (TritonDevice.sampler_logits), not the fused path")
         fused = dict(cut_ptr=cut.floor, CUT=True)
     if given:
-        floats[:2 * rows].copy_(cut.stats.reshape(-1))  # stat_max, then stat_sum (one column each)
+        stat_max, stat_sum = cut.stats[0], cut.stats[1]  # one column each, read in place
         ints[:rows + batch].zero_()                      # stat_arg (every row random: unread), counter
     elif sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
