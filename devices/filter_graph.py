@@ -1,10 +1,10 @@
 """The filters' cut step after step: a CUDA graph of its device work per call signature.
 
-``devices.triton_device.filter_cuts`` is a few dozen small launches (the top-k candidates'
-two Triton passes and two ``torch.topk``s, then the float64 decisions on ``[rows, k + 1]``
-candidates); from Python their launches cost more host time than the GPU needs to run them
-(H100, 256 × 4 × 128256: 1.3 ms of kernels under 2.8 ms of wall, BENCHMARKS.md). An engine
-filters the same buffers with the same parameters step after step, so ``FilterCuts`` keeps a
+``devices.triton_device.filter_cuts`` is a handful of launches (the top-k candidates' sweep and
+select, the decisions) and small copies; called eagerly, the Python between them costs host time
+the GPU then waits on (H100, 256 × 4 × 128256: 0.42 ms of kernels, 0.61 ms a call eagerly, 0.48
+under the graph; docs/triton-device.md). An engine filters the same buffers with the same
+parameters step after step, so ``FilterCuts`` keeps a
 CUDA graph of ``filter_cut.candidate_cut`` per signature — the logits' address, shape and dtype,
 the parameters' values, the order — and replays it, as ``devices.triton_step.TritonStep``
 does for the step: the first call with a signature runs eagerly, the second captures and
