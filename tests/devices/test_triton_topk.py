@@ -34,8 +34,9 @@ PATHS = {"one read, flagged rows": lambda *a: topk.sweep_values(topk, *a, lanes=
          "two reads": lambda *a: topk.two_pass_values(topk, *a, **SMALL)}
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("path,dtype", [(path, dtype) for path in PATHS
+                                        for dtype in (torch.float32, torch.float64, torch.bfloat16)
+                                        if not (path == "one read, flagged rows" and dtype == torch.float64)])
 def test_the_candidates_are_the_largest_values(dtype, path):
     rng = np.random.default_rng(5)
     for case in range(6) if path == "two reads" else (1, 2, 3, 4):  # ties, bans, row subsets each twice

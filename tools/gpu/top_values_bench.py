@@ -34,17 +34,9 @@ def cases(torch, rows: int, vocab: int, dtype):
 
 
 def time_ms(torch, fn, reps: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+    """Median ms a call of ``fn()`` (``specsim.bench.harness.time_calls``: CUDA events, one warm-up)."""
+    from specsim.bench.harness import median, time_calls
+    return 1e3 * median(time_calls(torch, lambda i: fn(), reps, 1))
 
 
 def main(argv=None) -> int:
