@@ -8,8 +8,8 @@ import pytest
 
 from devices.protocol import VerifyOutput
 from specsim.conformance.runner import Context, run_group
-from specsim.conformance.sizes import (RESIDUAL_TVS, small_residual_batch, sizes_group, spread_tokens,
-                                       vocab_batch)
+from specsim.conformance.sizes import (FILTER_REQUESTS, RESIDUAL_TVS, filter_batch, small_residual_batch, sizes_group,
+                                       spread_tokens, strided_ids, vocab_batch)
 from specsim.judge.compare import reference_step
 
 torch_device = pytest.importorskip("devices.torch_device")
@@ -43,6 +43,30 @@ def test_vocab_cases_reach_the_last_ids():
         emitted += [(V, int(x)) for x in _emitted(reference_step(batch, noise))]
     assert all(x in spread_tokens(V).tolist() for V, x in emitted)
     assert any(x >= V - 3 for V, x in emitted)
+
+
+def test_filter_cases_emit_the_least_likely_kept_token():
+    """The noise of ``filter_batch`` makes the emission tell the kept set: the reference emits each
+    row's least likely kept token, and the largest dropped logit (exponential 1e-30) is not kept."""
+    from reference.target import target_rows
+    caps = torch_device.CAPABILITIES
+    for V in (4097, 32000):
+        batch, noise = filter_batch(np.random.default_rng(V), V, caps)
+        emitted = _emitted(reference_step(batch, noise))
+        for i, token in enumerate(emitted):
+            kept = target_rows(batch.target_logits[i:i + 1].astype(np.float64), np.ones(1), batch.top_k[i:i + 1],
+                               batch.top_p[i:i + 1])[0][0] > 0
+            assert noise.exponentials[i, token] == 1e-20 and kept[token], (V, i)
+            assert not kept[np.argmin(noise.exponentials[i])], (V, i)
+            assert 0 < kept.sum() < V, (V, i)
+            if FILTER_REQUESTS[i][3]:  # four equal logits across the k-th: every copy kept
+                assert kept.sum() == batch.top_k[i] + 2, (V, i)
+
+
+def test_strided_ids_are_distinct_and_share_lanes():
+    ids = strided_ids(16385, 2048, 58)
+    assert len(set(ids.tolist())) == 58 and ids.max() == 16384
+    assert np.bincount(ids % 2048).max() > 4  # more than a four-entry lane can hold
 
 
 def test_correct_device_passes_the_size_groups():

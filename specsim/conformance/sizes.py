@@ -13,6 +13,10 @@ groups:
     vocabularies engines ship; tile widths 128 … 16384 ± 1; primes), float32,
     with the target mass and the noise arranged so that the emitted tokens
     land on the last ids, on a tile boundary and elsewhere (``spread_tokens``);
+  - ``L1/sizes/filters-V<V>``: top-k (1 … 1000) and top-p at each of ``FILTER_VOCABS``, each
+    row's largest logits strided 128 … 4096 ids apart (a top-k that keeps a few candidates per
+    lane, tile or thread loses some) and tied across the ``k``-th, the noise arranged so that the
+    emitted token shows a kept set one token too large or too small (``filter_batch``);
   - ``L1/sizes/residual-tv<ε>`` and ``…/residual-tiny-tv<ε>``: every request
     rejects (its coin is above the ratio) with a draft row at total variation
     ε ∈ {1e-2 … 1e-7} from its target row, so the residual holds mass ε — on
@@ -167,6 +171,86 @@ def vocab_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     return results
 
 
+# --- L1: top-k and top-p at real vocabularies ----------------------------------------------
+
+FILTER_VOCABS = (4097, 16385, 32000, 65521, 128256, 151936, 256000)
+"""Past one 2048- and 4096-wide tile, the vocabularies engines ship, a prime."""
+QUICK_FILTER_VOCABS = (4097, 32000)
+
+FILTER_REQUESTS = ((50, 1.0, 2048, False), (20, 0.9, 1024, False), (256, 1.0, 4096, False), (1, 1.0, 128, False),
+                   (1000, 0.95, 2048, False), (50, 1.0, 2048, True))
+"""``(top_k, top_p, stride, ties)`` a request: its ``top_k + 8`` largest logits sit ``stride`` ids
+apart (then in the next residue), from the last id down; ``ties`` makes four of them equal across
+the ``k``-th (top-k keeps ``k + 2``). ``top_p < 1``: cut in the middle of a kept token's
+probability (no near tie)."""
+
+
+def strided_ids(V: int, stride: int, count: int) -> np.ndarray:
+    """``count`` distinct ids ``stride`` apart, residue by residue, from the residue of the last id.
+
+    >>> strided_ids(10, 4, 5).tolist()
+    [1, 5, 9, 2, 6]
+    """
+    out, residue = [], (V - 1) % stride
+    while len(out) < count:
+        out += range(residue % stride, V, stride)
+        residue += 1
+    return np.array(out[:count], dtype=np.int64)
+
+
+def filter_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, Noise]:
+    """One bonus-row request a ``FILTER_REQUESTS`` entry at vocabulary ``V`` (float32 logits, T = 1):
+    each row's largest logits strided so that a top-k keeping a few entries per lane, tile or
+    thread loses some, and the injected noise so that the emitted token tells the kept set: the
+    largest logit the filters drop has the smallest exponential (a device keeping it emits it), the
+    least likely kept token the next smallest (a device dropping it emits another). Top-p without
+    a ``top_p`` capability: 1."""
+    from reference.target import target_rows
+    B = len(FILTER_REQUESTS)
+    logits = rng.normal(0.0, 0.5, size=(B, V))
+    top_k, top_p = np.zeros(B, dtype=np.int64), np.ones(B)
+    exps = rng.exponential(size=(B, V)) + 1e-300
+    for i, (k, p, stride, ties) in enumerate(FILTER_REQUESTS):
+        k = min(k, V - 9)
+        ids = strided_ids(V, stride, k + 8)
+        levels = 10.0 - 6.0 * np.arange(k + 8) / (k + 8)
+        if ties:
+            levels[max(k - 2, 0): k + 2] = levels[max(k - 2, 0)]
+        logits[i, ids] = levels
+        logits[i] = logits[i].astype(np.float32)
+        top_k[i] = k
+        if p < 1 and caps.top_p:
+            probs = np.sort(target_rows(logits[i:i + 1], np.ones(1), top_k[i:i + 1], np.ones(1))[0][0])[::-1]
+            cum = np.cumsum(probs[probs > 0])
+            m = max(1, int(np.searchsorted(cum, p)))
+            top_p[i] = 0.5 * (cum[m - 1] + cum[m]) if m < len(cum) else 1.0
+        kept = target_rows(logits[i:i + 1], np.ones(1), top_k[i:i + 1], top_p[i:i + 1])[0][0] > 0
+        exps[i, np.flatnonzero(~kept)[np.argmax(logits[i, ~kept])]] = 1e-30
+        exps[i, np.flatnonzero(kept)[np.argmin(logits[i, kept])]] = 1e-20
+    batch = VerifyBatch(num_draft_tokens=np.zeros(B, dtype=np.int64), draft_token_ids=np.zeros(0, dtype=np.int64),
+                        draft_probs=np.zeros((0, V), dtype=np.float32) if caps.draft_probs else None,
+                        target_logits=logits.astype(np.float32), temperature=np.ones(B), top_k=top_k, top_p=top_p,
+                        seeds=np.arange(1, B + 1, dtype=np.uint64), positions=np.zeros(B, dtype=np.int64))
+    return batch, Noise(np.zeros(0), exps)
+
+
+def filter_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    caps, results = device.capabilities, []
+    needs = {"top_k"} | ({"draft_probs"} if caps.draft_probs else {"point_proposals"})
+    for V in (QUICK_FILTER_VOCABS if ctx.quick else FILTER_VOCABS):
+        name = f"L1/sizes/filters-V{V}"
+        if only is not None and name != only:
+            continue
+        skip = _gate(name, caps, needs, vocab_size=V, dtype="float32")
+        if skip:
+            results.append(skip)
+            continue
+        seed = case_seed(ctx.seed, name)
+        batch, noise = filter_batch(np.random.default_rng(seed), V, caps)
+        results.append(_judge(name, device, batch, noise, seed))
+    return results
+
+
 # --- L1: rejections with small residual mass ----------------------------------------------
 
 def small_residual_batch(rng: np.random.Generator, tv: float, tiny: bool, dtype: str,
@@ -238,7 +322,8 @@ def sizes_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     ``only``: just the check of that name."""
     # Cheapest first: a mutant hunt stops at the group's end, but a slow device (an interpreter) reaches
     # the 256000-wide vocabularies last.
-    return residual_checks(device, ctx, only) + batch_checks(device, ctx, only) + vocab_checks(device, ctx, only)
+    return (residual_checks(device, ctx, only) + batch_checks(device, ctx, only) + vocab_checks(device, ctx, only)
+            + filter_checks(device, ctx, only))
 
 
 # --- L2: the device's own randomness at every batch size --------------------------------------

@@ -143,6 +143,15 @@ INSIDE = [
             "    return ~active | (rank < top_k.unsqueeze(-1))"),
            killed_by="L1/edge/top-k-boundary-ties"),
     # Size classes: correct at the small shapes of L1-injected, wrong past a size or threshold.
+    _torch("top-k-lane-capped", "top-k's k-th value taken from each lane's four largest entries (lane = id mod "
+           "2048), as a one-read top-k select without its overflow check: a row whose largest entries share a lane "
+           "past V = 8192 keeps too many", "docs/bugs.md C6 (top-k candidates that drop entries)", TS,
+           ("    kth = sorted_z.gather(-1, (top_k.clamp(1, vocab_size) - 1).unsqueeze(-1))",
+            "    lanes = torch.nn.functional.pad(z, (0, (-vocab_size) % 2048), value=-torch.inf).unflatten(-1, (-1, 2048))\n"
+            "    capped = lanes.topk(min(4, lanes.shape[-2]), dim=-2).values.flatten(-2).sort(dim=-1, descending=True)"
+            ".values\n"
+            "    kth = capped.gather(-1, (top_k.clamp(1, capped.shape[-1]) - 1).unsqueeze(-1))"),
+           killed_by="L1/sizes/filters-V"),
     _torch("second-launch-row-offset", "batches above 256 requests run in two launches; the second's emission rows "
            "are offset by its local request index, not the global one",
            "docs/bugs.md #14 (vLLM PR #48055: wrong decisions in large batches), #7 (row offsets)", TD,
