@@ -203,8 +203,8 @@ def filter_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, N
     each row's largest logits strided so that a top-k keeping a few entries per lane, tile or
     thread loses some, and the injected noise so that the emitted token tells the kept set: the
     largest logit the filters drop has the smallest exponential (a device keeping it emits it), the
-    least likely kept token the next smallest (a device dropping it emits another). Top-p without
-    a ``top_p`` capability: 1."""
+    least likely kept token (of tied copies, the highest id) the next smallest (a device dropping it
+    emits another). Top-p without a ``top_p`` capability: 1."""
     from reference.target import target_rows
     B = len(FILTER_REQUESTS)
     logits = rng.normal(0.0, 0.5, size=(B, V))
@@ -226,7 +226,8 @@ def filter_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, N
             top_p[i] = 0.5 * (cum[m - 1] + cum[m]) if m < len(cum) else 1.0
         kept = target_rows(logits[i:i + 1], np.ones(1), top_k[i:i + 1], top_p[i:i + 1])[0][0] > 0
         exps[i, np.flatnonzero(~kept)[np.argmax(logits[i, ~kept])]] = 1e-30
-        exps[i, np.flatnonzero(kept)[np.argmin(logits[i, kept])]] = 1e-20
+        least = np.flatnonzero(kept & (logits[i] == logits[i, kept].min()))
+        exps[i, least[-1]] = 1e-20  # of tied copies the highest id: a top-k ranking ties by id drops it
     batch = VerifyBatch(num_draft_tokens=np.zeros(B, dtype=np.int64), draft_token_ids=np.zeros(0, dtype=np.int64),
                         draft_probs=np.zeros((0, V), dtype=np.float32) if caps.draft_probs else None,
                         target_logits=logits.astype(np.float32), temperature=np.ones(B), top_k=top_k, top_p=top_p,
