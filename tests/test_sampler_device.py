@@ -46,8 +46,10 @@ def _rows_read(batch) -> np.ndarray:
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
+    from specsim.conformance.sampler import SIZES
     results = sampler_group(device, Context())
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1   # + L1-sampler/precision
+    at_size = len(SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # the edges re-stated at size
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size  # + precision
     assert [r for r in results if r.status != "pass"] == []
 
 
@@ -61,8 +63,9 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
     assert status["L1-sampler/canonical/declared"][0] == "pass"     # the declared subset together: min_p alone
     assert sorted(name for name, (s, _) in status.items() if s == "pass") == [
         "L1-sampler/canonical/declared", "L1-sampler/canonical/min_p", "L1-sampler/edge/min-p-after-temperature/canonical",
-        "L1-sampler/edge/min-p-threshold-ties/canonical", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
-        "L1-sampler/precision"]
+        "L1-sampler/edge/min-p-after-temperature/canonical/V151936", "L1-sampler/edge/min-p-threshold-ties/canonical",
+        "L1-sampler/edge/min-p-threshold-ties/canonical/V151936", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
+        "L1-sampler/edge/order-min-p-meets-top-p/canonical/V151936", "L1-sampler/precision"]
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -93,9 +96,11 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     from specsim.conformance.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
     results = sampler_group(BlackBox(make_cpu_device()), Context(quick=True))
-    edges = [r for r in results if "/edge/" in r.name]
+    at_size = [r for r in results if r.name.rsplit("/", 1)[-1].startswith("V")]   # the edges re-stated at size
+    edges = [r for r in results if "/edge/" in r.name and r not in at_size]
     assert edges and {r.status for r in edges} == {"pass"} and "exact support" in edges[0].detail
     assert {r.status for r in results if "/edge/" not in r.name} == {"not_supported"}
+    assert at_size and all(r.status == "not_supported" and "injected noise" in r.detail for r in at_size)
     broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
     assert [r.name for r in broken if r.status == "fail"] == [
         "L1-sampler/edge/bad-word-completed-by-drafts/canonical", "L1-sampler/edge/bad-word-completed-by-drafts/vllm"]

@@ -25,6 +25,9 @@ checks that need it, never a silent pass):
   the bias before temperature; repetition on negative logits; the frequency
   penalty counting repeats; allowed ids at the bonus row. An edge's coins are
   drawn from the run's seed inside the interval where its answer holds;
+- **edges at size** ``L1-sampler/edge/<name>/<order>/V<V>`` (injected noise only): each edge
+  re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
+  ids), every other id ``-inf`` (``specsim.testing.embed``): its exact tokens, mapped;
 - **precision** ``L1-sampler/precision`` (``volume.sampler_precision_check``): 4096 requests
   (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
   3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
@@ -49,6 +52,7 @@ from specsim.conformance.stat_plan import StatPlan, run_plan
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import make_batch
+from specsim.testing.embed import embed_at, mapped
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive
 from specsim.testing.seeds import case_seed
@@ -143,11 +147,18 @@ def _edge_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
-def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckResult:
+def _edge(device, edge, order: str, dtype: str, name: str, ctx=None, at=None) -> CheckResult:
     """An edge under injected noise: its exact tokens. Coins with an interval (``SamplerEdge.coins``) are
-    drawn inside it from the run's seed, so each seed asks another point where the rule and the bug differ."""
+    drawn inside it from the run's seed, so each seed asks another point where the rule and the bug differ.
+    ``at``: ``(V, ids)``, the edge re-stated at vocabulary ``V`` with its tokens at ``ids``
+    (``specsim.testing.embed``; L1-sizes' ``sampler-V<V>`` checks)."""
     seed = case_seed(0 if ctx is None else ctx.seed, "L1-sampler", edge.name, order)
     batch, noise = edge.batch(order, dtype, seed=seed)
+    expected = edge.expected_in(order)
+    if at is not None:
+        batch, noise = embed_at(batch, noise, *at)
+        expected = [mapped(at[1], list(tokens)) for tokens in expected]
+        expected = [[int(t) for t in tokens] for tokens in expected]
     got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
@@ -155,7 +166,6 @@ def _edge(device, edge, order: str, dtype: str, name: str, ctx=None) -> CheckRes
     out = np.asarray(got.output_token_ids)
     emitted = [out[i, : int(got.num_accepted[i]) + 1].tolist() for i in range(batch.batch_size)] \
         if out.shape == (batch.batch_size, batch.max_k + 1) else None
-    expected = edge.expected_in(order)
     ok = emitted == expected and cmp.ok
     coins = "" if edge.coins is None else f" (coins {np.round(noise.uniforms, 4).tolist()}, seed {seed})"
     detail = edge.why if ok else f"{edge.why}: expected {expected}, got {emitted}{coins}" + \
@@ -219,4 +229,34 @@ def sampler_group(device, ctx) -> list[CheckResult]:
     from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
     precision = sampler_precision_check(device, seed=ctx.seed,
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
-    return _edge_checks(device, ctx) + _random_checks(device, ctx) + [precision]
+    return _edge_checks(device, ctx) + _random_checks(device, ctx) + [precision] + _size_checks(device, ctx)
+
+
+SIZES = ((65537, "spread"), (151936, "tail"))
+"""Where the edges are re-stated (``specsim.testing.embed``): at 2^16 + 1 ids with their tokens at
+id 0, a tile edge, each side of 2^15 and the last id (2^16); at Qwen2's 151936 on the last ids."""
+QUICK_SIZES = ((151936, "tail"),)
+
+
+def _size_checks(device, ctx) -> list[CheckResult]:
+    """``L1-sampler/edge/<edge>/<order>/V<V>``: each edge (injected noise, exact tokens) at a real
+    vocabulary, its tokens where kernels change path: a ban, bias, penalty, mask bit or min_p
+    decision lost or read at the wrong id past a 16-bit id, a tile, a mask word or a chunk changes
+    the tokens. Last in the group, so that a bug the edge shows at V = 4 is named by the edge."""
+    from specsim.testing.embed import spread_ids, tail_ids
+    caps, results = device.capabilities, []
+    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    for V, where in QUICK_SIZES if ctx.quick else SIZES:
+        for edge in SAMPLER_EDGES:
+            for order in edge.orders:
+                name = f"L1-sampler/edge/{edge.name}/{order}/V{V}"
+                why = sampler_edge_lacking(caps, edge, order) or missing(caps, set(), vocab_size=V, dtype=dtype) or (
+                    None if caps.injected_noise else "device does not take injected noise (the edges at size "
+                    "compare tokens exactly)")
+                if why:
+                    results.append(CheckResult(name, "L1", "not_supported", why))
+                    continue
+                v = edge.batch(order, dtype)[0].vocab_size
+                ids = spread_ids(V, v) if where == "spread" else tail_ids(V, v)
+                results.append(_edge(device, edge, order, dtype, name, ctx, at=(V, ids)))
+    return results

@@ -143,6 +143,14 @@ INSIDE = [
             "    return ~active | (rank < top_k.unsqueeze(-1))"),
            killed_by="L1/edge/top-k-boundary-ties"),
     # Size classes: correct at the small shapes of L1-injected, wrong past a size or threshold.
+    _torch("sampler-bias-16-bit-ids", "logit_bias gathered at id mod 2^16 (a 16-bit column index into the bias "
+           "table): right up to V = 65536, the ids past it biased as ids 0, 1, …",
+           "docs/bugs.md #14 (an index narrower than the sizes real kernels run at)", TS,
+           ("    return z if s.logit_bias is None else z + s.logit_bias[request].to(z.dtype)",
+            "    if s.logit_bias is None:\n        return z\n"
+            "    column = torch.arange(z.shape[-1], device=z.device) % 65536   # a 16-bit id\n"
+            "    return z + s.logit_bias[request][..., column].to(z.dtype)"),
+           killed_by="L1-sampler/edge/order-penalty-meets-bias/canonical/V151936"),
     _torch("top-k-lane-capped", "top-k's k-th value taken from each lane's four largest entries (lane = id mod "
            "2048), as a one-read top-k select without its overflow check: a row whose largest entries share a lane "
            "past V = 8192 keeps too many", "docs/bugs.md C6 (top-k candidates that drop entries)", TS,

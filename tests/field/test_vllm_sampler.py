@@ -48,13 +48,13 @@ print(json.dumps({"found": found, "confirmed": confirmed}))
 
 
 def _run(cache) -> dict:
-    out = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=400)
+    out = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_confirmed(cache):
-    """A process of its own (Triton's interpreter is a per-process mode); full sizes, seed 0 (~30 s)."""
+    """A process of its own (Triton's interpreter is a per-process mode); full sizes, seed 0."""
     got = _run(cache)
     waived = [w.check.removeprefix("conformance:") for w in load(str(WAIVERS))
               if w.check.startswith("conformance:L1-sampler/")]
@@ -63,7 +63,8 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
     for w in waived:   # every waiver is still earned: the group finds it
         assert any(fnmatch.fnmatchcase(name, w) for name in failing), f"{w} matches no failing check"
     served = [name for name, status in got["found"].items() if status != "not_supported"]
-    assert len(served) == 33, served   # 9 edges, 6 random cases and "declared", in both order profiles; precision
+    # 9 edges, 6 random cases and "declared", in both order profiles; precision; the 9 edges at two sizes
+    assert len(served) == 69, served
     # inclusive-acceptance: with u = 2^-53 for u = 0 every edge agrees; min-tokens-bonus-pre-step: and with
     # the bonus row's stop tokens banned in the reference (vLLM's rule) min-tokens-crossing agrees too
     assert got["confirmed"] == {"allowed-ids-forbid-draft": True, "bad-word-completed-by-drafts": True,
