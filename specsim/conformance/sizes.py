@@ -154,11 +154,12 @@ def vocab_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, No
     return batch, Noise(rng.random(N), exps)
 
 
-def vocab_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+def _per_vocab(device, ctx, only: str | None, kind: str, vocabs, needs: set, make) -> list[CheckResult]:
+    """``L1/sizes/<kind>-V<V>`` for each of ``vocabs``: ``make(rng, V, caps)``'s batch and noise
+    judged against the reference, seeded by the check's name, gated on ``needs``."""
     caps, results = device.capabilities, []
-    needs = {"draft_probs" if caps.draft_probs else "point_proposals"}
-    for V in (QUICK_VOCAB_SIZES if ctx.quick else VOCAB_SIZES):
-        name = f"L1/sizes/vocab-V{V}"
+    for V in vocabs:
+        name = f"L1/sizes/{kind}-V{V}"
         if only is not None and name != only:
             continue
         skip = _gate(name, caps, needs, vocab_size=V, dtype="float32")
@@ -166,9 +167,14 @@ def vocab_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
             results.append(skip)
             continue
         seed = case_seed(ctx.seed, name)
-        batch, noise = vocab_batch(np.random.default_rng(seed), V, caps)
+        batch, noise = make(np.random.default_rng(seed), V, caps)
         results.append(_judge(name, device, batch, noise, seed))
     return results
+
+
+def vocab_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    needs = {"draft_probs" if device.capabilities.draft_probs else "point_proposals"}
+    return _per_vocab(device, ctx, only, "vocab", QUICK_VOCAB_SIZES if ctx.quick else VOCAB_SIZES, needs, vocab_batch)
 
 
 # --- L1: top-k and top-p at real vocabularies ----------------------------------------------
@@ -236,20 +242,9 @@ def filter_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, N
 
 
 def filter_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
-    caps, results = device.capabilities, []
-    needs = {"top_k"} | ({"draft_probs"} if caps.draft_probs else {"point_proposals"})
-    for V in (QUICK_FILTER_VOCABS if ctx.quick else FILTER_VOCABS):
-        name = f"L1/sizes/filters-V{V}"
-        if only is not None and name != only:
-            continue
-        skip = _gate(name, caps, needs, vocab_size=V, dtype="float32")
-        if skip:
-            results.append(skip)
-            continue
-        seed = case_seed(ctx.seed, name)
-        batch, noise = filter_batch(np.random.default_rng(seed), V, caps)
-        results.append(_judge(name, device, batch, noise, seed))
-    return results
+    needs = {"top_k"} | ({"draft_probs"} if device.capabilities.draft_probs else {"point_proposals"})
+    return _per_vocab(device, ctx, only, "filters", QUICK_FILTER_VOCABS if ctx.quick else FILTER_VOCABS, needs,
+                      filter_batch)
 
 
 # --- L1: rejections with small residual mass ----------------------------------------------
