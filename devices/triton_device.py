@@ -55,7 +55,6 @@ when it is loaded.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
