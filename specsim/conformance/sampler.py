@@ -157,8 +157,7 @@ def _edge(device, edge, order: str, dtype: str, name: str, ctx=None, at=None) ->
     expected = edge.expected_in(order)
     if at is not None:
         batch, noise = embed_at(batch, noise, *at)
-        expected = [mapped(at[1], list(tokens)) for tokens in expected]
-        expected = [[int(t) for t in tokens] for tokens in expected]
+        expected = [mapped(at[1], list(tokens)) for tokens in expected]   # lists of ints, as emitted
     got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
