@@ -27,8 +27,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from devices.filter_cut import candidate_cut, cut_plan, finish_cut, torch_top_values
-from devices.triton_device import filter_cuts, filter_rows, filtered_requests
+from devices.filter_cut import candidate_cut, finish_cut, torch_top_values
+from devices.triton_device import filter_cuts, filter_plan, filtered_requests
 from devices.triton_step import GraphCache
 
 
@@ -64,8 +64,7 @@ class FilterCuts(GraphCache):
             graph, params, plan, cut = hit
             graph.replay()
             return finish_cut(target_logits, params, plan, cut, order)
-        f = filter_rows(target_logits, *args)
-        plan = cut_plan(target_logits.shape[1], f.params, f.top_k)
+        f, plan = filter_plan(target_logits, *args)
         if key in self._eager or key not in self._seen or torch.cuda.is_current_stream_capturing():
             self._remember(self._seen, key, True, 4 * self.capacity)
             cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)

@@ -24,10 +24,14 @@ Two layers, like the torch device:
 * ``fused_rows`` — §12 without top-k, top-p or min_p: bans, penalties and bias
   applied inside the step's own loads (``devices/triton_sampler.py``:
   ``fused_inputs``, then ``fused_stats`` in place of the statistics kernel);
-  no processed copy of the rows;
-* ``processed_rows`` — §12 with top-k, top-p or min_p: the filters decide on the
-  processed rows, so ``triton_sampler.process_logits`` writes them first and the
-  step reads them through their cut.
+  no processed copy of the rows. With them, where every request's top-k is at most
+  ``FUSED_TOP_K`` (``cut_in_one_sweep``), the same: the top-k candidates' sweep reads
+  the rows through the same live bits, bias and records (``sampler_cut``), and
+  the step reads them through those and the cut, its statistics the cut's;
+* ``processed_rows`` — §12 with other filters (top-p or min_p without top-k, a larger
+  top-k, a greedy request beside filtered ones): the filters decide on the processed
+  rows, so ``triton_sampler.process_logits`` writes them first and the step reads
+  them through their cut.
 
 The Triton modules import one way: ``devices/triton_step.py`` imports this module;
 this module imports ``devices/triton_mode.py`` and ``devices/triton_host.py`` and
@@ -55,6 +59,7 @@ when it is loaded.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from types import ModuleType
 from typing import NamedTuple
@@ -66,6 +71,7 @@ from devices.protocol import (SAMPLER_ORDERS, SAMPLER_PARAMETERS, Capabilities, 
 from devices.triton_host import to_torch, vocab_chunks
 
 MAX_K = 64
+FUSED_TOP_K = 256  # the largest top-k whose candidates one sweep finds (devices.triton_topk.SWEEP_WIDTH − 1)
 MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
 MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
 
@@ -86,6 +92,12 @@ class KernelConfig:
     race_warps: int | None = 2
     num_stages: int | None = None  # software pipelining depth of the vocabulary loops (None: Triton's default)
     bound: bool = True  # race: skip the logarithms of tiles that cannot hold the winner (triton_kernels.below_bound)
+    block16: int | None = 1024  # 16-bit logits: the statistics tile at most this (None: block); H100 sweep at the
+    # anchor, bfloat16: 1024 × 4 warps 0.133 ms, 2048 × 4 0.143, 4096 × 8 0.162 (tools/gpu/triton_sweep.py)
+
+    def stats_block(self, itemsize: int) -> int:
+        """The statistics pass's tile for logits of ``itemsize`` bytes an entry."""
+        return min(self.block, self.block16) if itemsize == 2 and self.block16 else self.block
 
 
 INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1, race_block=None, race_warps=None)
@@ -105,7 +117,7 @@ def kernels(interpret: bool | None = None) -> ModuleType:
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
                    config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None,
-                   sampler=None, sampler_kernels: ModuleType | None = None, cut=None, withdrawn=None):
+                   sampler=None, sampler_kernels: ModuleType | None = None, cut=None, withdrawn=None, prepared=None):
     """One step on torch tensors (one device, no validation, no host sync).
 
     - ``cu``: ``[batch + 1]`` int64, exclusive cumsum of num_draft_tokens;
@@ -124,7 +136,10 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
       (default: ``devices/triton_sampler.py`` in the kernels' mode). None: the plain step.
     - ``cut``: a ``filter_cut.Cut`` or None: top-k/top-p/min_p, each row read as
       ``z ≥ cut.floor[r]`` (``-inf`` below; ``filter_cuts``); with ``cut.stats`` the statistics
-      pass is not launched (the rows' kept maxima and sums are given). Not with ``sampler``.
+      pass is not launched (the rows' kept maxima and sums are given). With ``sampler``: the cut
+      of the §12 rows (``sampler_cut``), with its ``stats``, and ``prepared``.
+    - ``prepared``: ``(live, edit_z)`` of ``triton_sampler.fused_prepare`` (with ``sampler`` and
+      ``cut``: the launches the cut's candidates already read).
     - ``withdrawn``: ``[num_tokens]`` int8 or None (SPEC §4): nonzero where a placeholder is a
       withdrawn draft, whose residual reads its ``draft_probs`` row (needs ``draft_probs``).
 
@@ -133,13 +148,13 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
     return step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, max_k=max_k, seeds=seeds,
                         positions=positions, uniforms=uniforms, exponentials=exponentials, config=config,
                         kernels_module=kernels_module, sampler=sampler, sampler_kernels=sampler_kernels,
-                        cut=cut, withdrawn=withdrawn)[:2]
+                        cut=cut, withdrawn=withdrawn, prepared=prepared)[:2]
 
 
 def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int, seeds=None,
                  positions=None, uniforms=None, exponentials=None, config: KernelConfig = KernelConfig(),
                  kernels_module: ModuleType | None = None, sampler=None, sampler_kernels: ModuleType | None = None,
-                 cut=None, withdrawn=None):
+                 cut=None, withdrawn=None, prepared=None):
     """``verify_tensors`` (same arguments), also returning each row's chunk maxima ``[rows, columns]``
     (a row whose every column is ``-inf`` allows no token: SPEC §12.4's check on the fused path)."""
     import torch
@@ -157,7 +172,8 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     width = ts.output_width(max_k)
     stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
 
-    chunk, nchunk = vocab_chunks(V, rows, config.block, config.programs)
+    block = config.stats_block(target_logits.element_size())
+    chunk, nchunk = vocab_chunks(V, rows, block, config.programs)
     race_block = config.race_block or config.block
     race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, config.programs)
     given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
@@ -174,9 +190,9 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
 
     fused = {}
     if cut is not None:
-        if sampler is not None:
-            raise ValueError("verify_tensors: cut (top-k/top-p/min_p) is for the plain step; with sampler the "
-                             "filters run on the processed rows (TritonDevice.sampler_logits), not the fused path")
+        if sampler is not None and (not given or prepared is None):
+            raise ValueError("verify_tensors: with sampler, cut must be the §12 rows' cut with its stats "
+                             "(sampler_cut) and prepared their (live, edit_z) (triton_sampler.fused_prepare)")
         fused = dict(cut_ptr=cut.floor, CUT=True)
     if given:
         stat_max, stat_sum = cut.stats[0], cut.stats[1]  # one column each, read in place
@@ -184,17 +200,20 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     elif sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
             target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-            TILES=chunk // config.block, BLOCK=config.block, FP64=fp64, num_warps=config.num_warps, **stages,
+            TILES=chunk // block, BLOCK=block, FP64=fp64, num_warps=config.num_warps, **stages,
             **fused)
-    else:
-        if config.block % 32 or race_block % 32:
-            raise ValueError(f"KernelConfig: the fused §12 path reads 32-bit live words, so block ({config.block}) "
+    if sampler is not None:
+        if block % 32 or race_block % 32:
+            raise ValueError(f"KernelConfig: the fused §12 path reads 32-bit live words, so block ({block}) "
                              f"and race_block ({race_block}) must be multiples of 32")
         ks = sampler_kernels or _sampler_kernels(tk)
-        live, edit_z = ks.fused_stats(ks, target_logits, cu, temperature, counter, sampler,
-                                      tuple(t.view(rows, nstat) for t in (stat_max, stat_sum, stat_arg)), max_k,
-                                      chunk, config.block, config.num_warps)
-        fused = dict(live_ptr=live, bias_ptr=target_logits if sampler.logit_bias is None else sampler.logit_bias,
+        if given:  # the cut's candidates read the §12 rows: their live bits and records are made
+            live, edit_z = prepared
+        else:
+            live, edit_z = ks.fused_stats(ks, target_logits, cu, temperature, counter, sampler,
+                                          tuple(t.view(rows, nstat) for t in (stat_max, stat_sum, stat_arg)), max_k,
+                                          chunk, block, config.num_warps)
+        fused.update(live_ptr=live, bias_ptr=target_logits if sampler.logit_bias is None else sampler.logit_bias,
                      edit_start_ptr=sampler.edit_start, edit_tok_ptr=sampler.edit_token, edit_z_ptr=edit_z,
                      draft_edit_ptr=sampler.draft_edit, W=live.shape[1], SAMPLER=True,
                      bias_max_ptr=target_logits if sampler.bias_max is None else sampler.bias_max,
@@ -255,6 +274,34 @@ class FilterRows(NamedTuple):
     top_k: np.ndarray
 
 
+KEPT_SIGNATURES = 8
+"""How many parameter signatures ``filter_plan`` keeps on the device (least recently used dropped)."""
+
+_plans: OrderedDict = OrderedDict()
+
+
+def filter_plan(target_logits, cu, temperature, top_k, top_p, min_p=None):
+    """``(FilterRows or None, filter_cut.CutPlan or None)`` of a step: ``filter_rows``, and where every
+    target row filters, its ``cut_plan`` (None: ``filter_cuts`` gathers the rows that filter).
+    Arguments as ``filter_cuts``'. An engine's parameters
+    repeat step after step, so the last ``KEPT_SIGNATURES`` signatures (the logits' device, shape and
+    dtype, the parameters' bytes) keep theirs on the device: a repeat costs a lookup, not the host
+    work and the copy (H100, 256 requests: 0.15 ms of a step's host time)."""
+    from devices.filter_cut import cut_plan
+    key = (str(target_logits.device), tuple(target_logits.shape), target_logits.dtype) + tuple(
+        None if a is None else np.asarray(a).tobytes() for a in (cu, temperature, top_k, top_p, min_p))
+    if key in _plans:
+        _plans.move_to_end(key)
+        return _plans[key]
+    f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
+    every = f is not None and len(f.rows) == target_logits.shape[0]
+    plan = f, cut_plan(target_logits.shape[1], f.params, f.top_k) if every else None
+    _plans[key] = plan
+    if len(_plans) > KEPT_SIGNATURES:
+        _plans.popitem(last=False)
+    return plan
+
+
 def filter_rows(target_logits, cu, temperature, top_k, top_p, min_p=None) -> FilterRows | None:
     """``FilterRows`` of a step (None: no request filters). Arguments as ``filter_cuts``'. The
     parameters travel to the device in one asynchronous copy (``filter_cut.to_device``: a pageable
@@ -296,14 +343,16 @@ def filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p=None, order:
     """
     import torch
 
-    from devices.filter_cut import Cut, compute_dtype, row_cut, to_device, torch_top_values
+    from devices.filter_cut import Cut, candidate_cut, compute_dtype, finish_cut, row_cut, to_device, torch_top_values
 
-    f = filter_rows(target_logits, cu, temperature, top_k, top_p, min_p)
+    top_values = top_values or torch_top_values
+    f, plan = filter_plan(target_logits, cu, temperature, top_k, top_p, min_p)
     if f is None:
         return None
-    how = dict(order=order, top_k=f.top_k, top_values=top_values or torch_top_values)
-    if len(f.rows) == target_logits.shape[0]:  # every row filtered (the usual batch): no gathers
-        return row_cut(target_logits, f.params, **how)
+    if plan is not None:  # every row filtered (the usual batch): no gathers, the plan kept
+        return finish_cut(target_logits, f.params, plan,
+                          candidate_cut(target_logits, f.params, plan, order, top_values), order)
+    how = dict(order=order, top_k=f.top_k, top_values=top_values)
     cut = torch.full((target_logits.shape[0],), float("-inf"), dtype=compute_dtype(target_logits),
                      device=target_logits.device)
     idx = to_device(f.rows, target_logits.device)
@@ -322,15 +371,43 @@ def filter_logits(target_logits, cu, temperature, top_k, top_p, min_p=None, orde
     return target_logits.masked_fill(target_logits.to(cut.floor.dtype) < cut.floor.unsqueeze(1), float("-inf"))
 
 
-def triton_top_values(module: ModuleType, config: KernelConfig):
+def triton_top_values(module: ModuleType, config: KernelConfig, sampler=None):
     """``filter_cut.TopValues`` by ``devices/triton_topk.py`` (``module``: it in the device's
     Triton mode), with the statistics pass's tile, warps and program count, and its decisions
-    (``decide``: one launch of ``triton_topk.decide_kernel``)."""
+    (``decide``: one launch of ``triton_topk.decide_kernel``). ``sampler``: a
+    ``triton_topk.RowsSampler``, the candidates of the rows as SPEC §12 leaves them."""
     def top_values(logits, row_ids, ks, width):
         return module.top_values(module, logits, row_ids, ks, width, block=config.block, programs=config.programs,
-                                 num_warps=config.num_warps)
+                                 num_warps=config.num_warps, sampler=sampler)
     top_values.decide = lambda *a: module.decide(module, *a)
     return top_values
+
+
+def cut_in_one_sweep(vocab_size: int, temperature, top_k) -> bool:
+    """Whether every request's filters decide on top-k candidates one sweep finds: each request
+    random with ``1 ≤ top_k ≤ FUSED_TOP_K`` and ``top_k < V`` (``temperature``, ``top_k`` ``[batch]``
+    numpy). Then every row gets its cut and kept statistics from its candidates (``filter_cuts``),
+    so the §12 rows need not be written: ``sampler_cut``."""
+    t, k = np.asarray(temperature), np.asarray(top_k)
+    return bool(((t > 0) & (k >= 1) & (k <= FUSED_TOP_K) & (k < vocab_size)).all())
+
+
+def sampler_cut(target_logits, cu, temperature, top_k, top_p, min_p, order: str, sampler, prepared,
+                topk_module: ModuleType, config: KernelConfig):
+    """``filter_cuts`` of the rows as SPEC §12 leaves them, which are never written: the candidates'
+    sweep reads the raw ``target_logits`` ``[rows, V]`` through the fused step's live bits, bias and
+    records (``sampler``: ``triton_sampler.FusedSampler``; ``prepared``: ``(live, edit_z)`` of
+    ``triton_sampler.fused_prepare``), so the step then reads them through the same inputs and the
+    cut (``verify_tensors(sampler=..., cut=..., prepared=...)``). ``cu``, ``temperature``, ``top_k``,
+    ``top_p``, ``min_p`` (or None) ``[batch]`` numpy, ``cut_in_one_sweep``; ``order`` the profile."""
+    if not cut_in_one_sweep(target_logits.shape[1], temperature, top_k):
+        raise ValueError("sampler_cut: every request must be random with 1 <= top_k <= FUSED_TOP_K and top_k < V "
+                         "(cut_in_one_sweep); otherwise the filters decide on the processed rows "
+                         "(TritonDevice.processed_logits)")
+    rows = topk_module.RowsSampler(prepared[0], sampler.logit_bias, sampler.row_request, sampler.edit_start,
+                                   prepared[1])
+    return filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p, order,
+                       triton_top_values(topk_module, config, rows))
 
 
 # --- the numpy protocol's rungs (TritonDevice.verify) ------------------------------------
@@ -351,14 +428,17 @@ def filter_parameters(batch: VerifyBatch) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def choose_path(batch: VerifyBatch) -> str:
-    """``PLAIN`` without §12 parameters; with them ``FUSED``, unless a request uses top-k, top-p or
-    min_p (``filtered_requests``): those decide on the processed rows, so ``PROCESSED``."""
+    """``PLAIN`` without §12 parameters; with them ``FUSED`` where no request uses top-k, top-p or
+    min_p (``filtered_requests``), or where every request's filters decide on one sweep's top-k
+    candidates (``cut_in_one_sweep``: the sweep reads the §12 rows unwritten); otherwise the
+    filters decide on the processed rows: ``PROCESSED``."""
     sampler = given_sampler(batch)
     if sampler is None:
         return PLAIN
-    if filtered_requests(batch.vocab_size, *filter_parameters(batch), sampler.min_p).any():
-        return PROCESSED
-    return FUSED
+    temperature, top_k, top_p = filter_parameters(batch)
+    if not filtered_requests(batch.vocab_size, temperature, top_k, top_p, sampler.min_p).any():
+        return FUSED
+    return FUSED if cut_in_one_sweep(batch.vocab_size, temperature, top_k) else PROCESSED
 
 
 class StepRows(NamedTuple):
@@ -368,13 +448,16 @@ class StepRows(NamedTuple):
     logits, or §12's processed rows in the compute dtype); ``cut`` ``[rows]`` in the compute dtype
     or None (``filter_cuts``); ``fused`` ``triton_sampler.FusedSampler`` or None (the fused path);
     ``empty`` ``[rows]`` bool on the device or None: the processed rows every ban leaves empty,
-    read with the step's outputs (``assemble``) so that the filters and the step are queued first."""
+    read with the step's outputs (``assemble``) so that the filters and the step are queued first;
+    ``prepared`` ``(live, edit_z)`` or None: the fused path's live bits and records, made before its
+    cut (``triton_sampler.fused_prepare``)."""
 
     cu: np.ndarray
     logits: object
     cut: object
     fused: object
     empty: object = None
+    prepared: object = None
 
 
 def noise_tensors(batch: VerifyBatch, noise: Noise | None, device: str) -> dict:
@@ -455,11 +538,21 @@ class TritonDevice:
         return StepRows(cu, logits, self.filter_cut(batch, logits, cu), None)
 
     def fused_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
-        """SPEC §12 inside the step's loads: the raw rows, and the sampler's records and packed masks."""
+        """SPEC §12 inside the step's loads: the raw rows, and the sampler's records and packed masks;
+        where requests filter (each on one sweep's candidates: ``choose_path``), the live bits and
+        records first, then the cut of the §12 rows (``sampler_cut``)."""
         from devices.filter_cut import compute_dtype
-        fused = self.sampler_kernels.fused_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids,
-                                                  batch.vocab_size, self.device, compute_dtype(logits))
-        return StepRows(cu, logits, None, fused)
+        ks = self.sampler_kernels
+        fused = ks.fused_inputs(batch.sampler, batch.num_draft_tokens, batch.draft_token_ids, batch.vocab_size,
+                                self.device, compute_dtype(logits))
+        temperature, top_k, top_p = filter_parameters(batch)
+        if not filtered_requests(batch.vocab_size, temperature, top_k, top_p, batch.sampler.min_p).any():
+            return StepRows(cu, logits, None, fused)
+        prepared = ks.fused_prepare(ks, logits, to_torch(cu, self.device), to_torch(temperature, self.device), fused,
+                                    batch.max_k)
+        cut = sampler_cut(logits, cu, temperature, top_k, top_p, batch.sampler.min_p, batch.sampler.order, fused,
+                          prepared, self._kernel_file("devices.triton_topk"), self.config)
+        return StepRows(cu, logits, cut, fused, prepared=prepared)
 
     def processed_rows(self, batch: VerifyBatch, cu: np.ndarray, logits) -> StepRows:
         """SPEC §12, then top-k/top-p/min_p: the processed rows (the filters decide on them), through their
@@ -505,7 +598,7 @@ class TritonDevice:
             None if batch.draft_probs is None else on(batch.draft_probs),
             rows.logits, on(batch.temperature, np.float64), max_k=batch.max_k, config=self.config,
             kernels_module=self.kernels, sampler=rows.fused,
-            sampler_kernels=None if rows.fused is None else self.sampler_kernels, cut=rows.cut,
+            sampler_kernels=None if rows.fused is None else self.sampler_kernels, cut=rows.cut, prepared=rows.prepared,
             withdrawn=on(batch.withdrawn, np.int8) if batch.has_withdrawn() else None,
             **noise_tensors(batch, noise, self.device))
 

@@ -296,10 +296,10 @@ def race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS: tl.constexpr,
 
 @triton.jit
 def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_row, lo, hi, draft_hi, excluded,
-               row_max, t_scale, inv_sum, seed, pos, HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr,
+               row_max, t_scale, inv_sum, seed, pos, floor, HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr,
                EBLOCK: tl.constexpr, FP64: tl.constexpr):
     """The race (``race_weights``, ``race_inverse``) over the emission ``row``'s records whose ids
-    lie in ``[lo, hi)``: ``(best_w, best_w_id, best_t, best_t_id)`` ``[EBLOCK]`` per lane
+    lie in ``[lo, hi)``, read through the row's cut ``floor`` (``keep_from``; ``-inf``: none): ``(best_w, best_w_id, best_t, best_t_id)`` ``[EBLOCK]`` per lane
     (-1: none), each lane keeping its earliest id on ties, as ``race_update``. The records
     ascend by id, so those of the chunk are a run, found by counting (``EDIT_SCAN`` ids a load)."""
     dtype = tl.float64 if FP64 else tl.float32
@@ -325,7 +325,7 @@ def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_ro
         e = e0 + lanes
         tok = tl.load(edit_tok_ptr + e, mask=e < end, other=-1)
         inside = (e < end) & (tok >= lo) & (tok < hi)
-        z = tl.load(edit_z_ptr + e, mask=inside, other=float("-inf")).to(dtype)
+        z = keep_from(tl.load(edit_z_ptr + e, mask=inside, other=float("-inf")), floor, FP64)
         if FP64:
             t = tl.exp((z - row_max) * t_scale)
         else:
@@ -388,9 +388,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     emission row's (``edit_start_ptr`` ``[rows + 1]``, ``edit_tok_ptr`` ``[E]``) raced after
     the chunk's tiles. The statistics then have one more column, the records'.
 
-    ``CUT`` (not with ``SAMPLER``): every target row ``r`` is read through its cut ``cut_ptr[r]``
-    (``[rows]``, compute dtype; ``keep_from``) — the drafts' entries and the race alike, as
-    ``stats_kernel`` read it: top-k/top-p/min_p without a filtered copy of the rows.
+    ``CUT``: every target row ``r`` is read through its cut ``cut_ptr[r]`` (``[rows]``, compute
+    dtype; ``keep_from``) — the drafts' entries and the race alike, as ``stats_kernel`` read it:
+    top-k/top-p/min_p without a filtered copy of the rows. With ``SAMPLER`` the cut is of the §12
+    rows (``devices.triton_topk.RowsSampler``), so it is applied after §12, to the records' entries
+    too; the race bound, taken before, stays an upper bound (a cut only lowers weights).
 
     ``WITHDRAWN`` (with ``HAS_DRAFT``): ``withdrawn_ptr`` ``[num_tokens]`` int8, nonzero where the
     placeholder is a withdrawn draft (SPEC §4): rejected like padding, but its race reads its draft
@@ -440,6 +442,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     if SAMPLER:  # a draft's entry is one of its row's records
         ex = tl.load(draft_edit_ptr + start + j, mask=real, other=0)
         zx = tl.load(edit_z_ptr + ex, mask=real, other=float("-inf")).to(dtype)
+        if CUT:
+            zx = keep_from(zx, tl.load(cut_ptr + rows, mask=is_row, other=float("-inf")).to(dtype), FP64)
     else:
         zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
         if CUT:
@@ -499,6 +503,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 bias_hi = 0.0
         if CUT:
             emit_floor = tl.load(cut_ptr + row0 + num_acc).to(dtype)
+        else:
+            emit_floor = float("-inf")
         best_w = tl.full([QUADS], -1.0, dtype)
         best_t = tl.full([QUADS], -1.0, dtype)
         best_w_id = tl.zeros([QUADS], tl.int32)
@@ -512,10 +518,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
             z2, d2 = race_load(logits_row, draft_row, off, 2, hi, draft_hi, QUADS, HAS_DRAFT)
             z3, d3 = race_load(logits_row, draft_row, off, 3, hi, draft_hi, QUADS, HAS_DRAFT)
             if CUT:
-                z0 = keep_from(z0, emit_floor, FP64)
-                z1 = keep_from(z1, emit_floor, FP64)
-                z2 = keep_from(z2, emit_floor, FP64)
-                z3 = keep_from(z3, emit_floor, FP64)
+                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)
+                    z0 = keep_from(z0, emit_floor, FP64)
+                    z1 = keep_from(z1, emit_floor, FP64)
+                    z2 = keep_from(z2, emit_floor, FP64)
+                    z3 = keep_from(z3, emit_floor, FP64)
             if SAMPLER:
                 if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
                     y0, y1, y2, y3 = z0, z1, z2, z3
@@ -525,6 +532,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                     z3 = z3.to(dtype) + bias_hi
                 else:
                     z0, z1, z2, z3 = race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS, HAS_BIAS, FP64)
+                    if CUT:
+                        z0 = keep_from(z0, emit_floor, FP64)
+                        z1 = keep_from(z1, emit_floor, FP64)
+                        z2 = keep_from(z2, emit_floor, FP64)
+                        z3 = keep_from(z3, emit_floor, FP64)
             cols0, t0, w0 = race_weights(z0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
             cols1, t1, w1 = race_weights(z1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
             cols2, t2, w2 = race_weights(z2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
@@ -546,6 +558,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                         if BOUND:  # the tile may hold the winner: its exact weights
                             y0, y1, y2, y3 = race_live4(y0, y1, y2, y3, live_row, bias_row, off, hi, QUADS, HAS_BIAS,
                                                         FP64)
+                            if CUT:
+                                y0 = keep_from(y0, emit_floor, FP64)
+                                y1 = keep_from(y1, emit_floor, FP64)
+                                y2 = keep_from(y2, emit_floor, FP64)
+                                y3 = keep_from(y3, emit_floor, FP64)
                             cols0, t0, w0 = race_weights(y0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS,
                                                          HAS_DRAFT, FP64)
                             cols1, t1, w1 = race_weights(y1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS,
@@ -567,7 +584,7 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         if SAMPLER:  # the emission row's records in this chunk, with their lanes' bests
             ew, ew_id, et, et_id = race_edits(
                 edit_start_ptr, edit_tok_ptr, edit_z_ptr, row0 + num_acc, draft_row, exps_row, lo, hi, draft_hi,
-                excluded, emit_max, t_scale, inv_sum, seed, pos, HAS_DRAFT, KEYED, EBLOCK, FP64)
+                excluded, emit_max, t_scale, inv_sum, seed, pos, emit_floor, HAS_DRAFT, KEYED, EBLOCK, FP64)
         bw = tl.max(best_w, axis=0)
         if SAMPLER:
             bw = tl.maximum(bw, tl.max(ew, axis=0))

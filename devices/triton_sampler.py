@@ -277,7 +277,8 @@ class FusedSampler(NamedTuple):
     ``edit_token [E]`` int32, ``edit_code [E]`` int32 ``= count·4 + seen·2 + ban``, and
     ``draft_edit [num_tokens]`` int64, the record of draft ``n`` in its own row (−1: placeholder).
     ``num_edits`` = E (host int); ``order`` the profile; ``bias_max [batch]`` each bias row's
-    largest entry (the race bound's; None without a bias).
+    largest entry (the race bound's; None without a bias); ``row_request [rows]`` int32, each row's
+    request (its bias row, for the top-k candidates' sweep: ``devices.triton_topk.RowsSampler``).
     """
 
     order: str
@@ -293,6 +294,7 @@ class FusedSampler(NamedTuple):
     draft_edit: object
     num_edits: int
     bias_max: object
+    row_request: object = None
 
 
 def pack_bits(mask: np.ndarray) -> np.ndarray:
@@ -348,7 +350,8 @@ def fused_inputs(sampler, num_draft_tokens, draft_token_ids, vocab_size: int, de
         per_request(sampler.repetition_penalty, 1.0), per_request(sampler.frequency_penalty, 0.0),
         per_request(sampler.presence_penalty, 0.0), on(np.searchsorted(e["row"], np.arange(rows + 1)), torch.int64),
         on(e["token"], torch.int32), on(e["count"].astype(np.int64) * 4 + e["seen"] * 2 + e["ban"], torch.int32),
-        on(draft_edit, torch.int64), int(e["row"].shape[0]), None if bias is None else bias.max(dim=1).values)
+        on(draft_edit, torch.int64), int(e["row"].shape[0]), None if bias is None else bias.max(dim=1).values,
+        on(np.repeat(np.arange(batch), k + 1), torch.int32))
 
 
 @triton.jit
@@ -482,20 +485,28 @@ def fused_stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, live_ptr, bias
         tl.store(stat_arg_ptr + out, tl.min(tl.min(tl.where(m == row_max, arg, NO_ID), axis=1), axis=0))
 
 
-def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSampler, stats, max_k: int,
-                chunk: int, block: int, num_warps: int):
-    """Launch the fused path's statistics: ``live_kernel``, ``edit_stats_kernel``,
-    ``fused_stats_kernel``. ``stats``: ``(max, sum, arg)`` each ``[rows, nchunk + 1]`` (the last
-    column the records'); ``counter`` ``[batch]`` is zeroed for the step kernel. Returns
-    ``(live [rows, W] int32, edit_z [E])``, which the step kernel reads."""
+def fused_prepare(module, target_logits, cu, temperature, inputs: FusedSampler, max_k: int, stats=None, out=None):
+    """The fused path's first two launches: ``live_kernel`` (the packed masks combined) and
+    ``edit_stats_kernel`` (the records' processed values, their live bits cleared, their statistics
+    into the last column of ``stats``: ``(max, sum, arg)`` each ``[rows, columns]``; None: a
+    scratch column, for a step whose statistics come from elsewhere — the filters' cut).
+    ``cu`` ``[batch + 1]`` int64, ``temperature`` ``[batch]`` tensors; ``out``: the ``(live, edit_z)``
+    to write (None: new; a caller replaying a CUDA graph that reads them keeps them). Returns
+    ``(live [rows, W] int32, edit_z [max(E, 1)])``, which the dense passes and the step kernel read."""
     import torch
     rows, V = target_logits.shape
     batch = cu.shape[0] - 1
     W = triton.cdiv(V, 32)
     fp64 = target_logits.dtype == torch.float64
     dev = target_logits.device
-    live = torch.empty(rows, W, dtype=torch.int32, device=dev)
-    edit_z = torch.empty(max(inputs.num_edits, 1), dtype=torch.float64 if fp64 else torch.float32, device=dev)
+    compute = torch.float64 if fp64 else torch.float32
+    if out is None:
+        out = (torch.empty(rows, W, dtype=torch.int32, device=dev),
+               torch.empty(max(inputs.num_edits, 1), dtype=compute, device=dev))
+    live, edit_z = out
+    if stats is None:
+        scratch = torch.empty(2, rows, 1, dtype=compute, device=dev)
+        stats = (scratch[0], scratch[1], torch.empty(rows, 1, dtype=torch.int32, device=dev))
     nstat = stats[0].shape[1]
     dummy = live
     module.live_kernel[(batch, max_k + 1, triton.cdiv(W, LIVE_BLOCK))](
@@ -503,17 +514,33 @@ def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSa
         dummy if inputs.allowed_bits is None else inputs.allowed_bits, live, W, BLOCK=LIVE_BLOCK,
         HAS_MASK=inputs.token_bits is not None, HAS_ALLOWED=inputs.allowed_bits is not None, num_warps=4)
     has_bias = inputs.logit_bias is not None
-    bias = inputs.logit_bias if has_bias else target_logits
     module.edit_stats_kernel[(batch, max_k + 1)](
-        target_logits, cu, temperature, live, bias, inputs.repetition, inputs.frequency, inputs.presence,
-        inputs.edit_start, inputs.edit_token, inputs.edit_code, edit_z, *stats, V, W, nstat, nstat - 1,
-        BLOCK=FUSED_EDIT_BLOCK, HAS_BIAS=has_bias, VLLM=inputs.order == "vllm", FP64=fp64, num_warps=4)
+        target_logits, cu, temperature, live, inputs.logit_bias if has_bias else target_logits, inputs.repetition,
+        inputs.frequency, inputs.presence, inputs.edit_start, inputs.edit_token, inputs.edit_code, edit_z, *stats, V, W,
+        nstat, nstat - 1, BLOCK=FUSED_EDIT_BLOCK, HAS_BIAS=has_bias, VLLM=inputs.order == "vllm", FP64=fp64,
+        num_warps=4)
+    return live, edit_z
+
+
+def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSampler, stats, max_k: int,
+                chunk: int, block: int, num_warps: int):
+    """Launch the fused path's statistics: ``fused_prepare`` (``live_kernel``, ``edit_stats_kernel``),
+    then ``fused_stats_kernel``. ``stats``: ``(max, sum, arg)`` each ``[rows, nchunk + 1]`` (the last
+    column the records'); ``counter`` ``[batch]`` is zeroed for the step kernel. Returns
+    ``(live [rows, W] int32, edit_z [E])``, which the step kernel reads."""
+    import torch
+    rows, V = target_logits.shape
+    batch = cu.shape[0] - 1
+    live, edit_z = fused_prepare(module, target_logits, cu, temperature, inputs, max_k, stats)
+    nstat = stats[0].shape[1]
+    has_bias = inputs.logit_bias is not None
     module.fused_stats_kernel[(max_k + 1, batch, nstat - 1)](
-        target_logits, cu, temperature, counter, live, bias, *stats, V, W, chunk, nstat, TILES=chunk // block,
-        BLOCK=block, HAS_BIAS=has_bias, FP64=fp64, num_warps=num_warps)
+        target_logits, cu, temperature, counter, live, inputs.logit_bias if has_bias else target_logits, *stats, V,
+        live.shape[1], chunk, nstat, TILES=chunk // block, BLOCK=block, HAS_BIAS=has_bias,
+        FP64=target_logits.dtype == torch.float64, num_warps=num_warps)
     return live, edit_z
 
 
 __all__ = ["EDIT_BLOCK", "row_edits", "edited_logit", "process_kernel", "edit_kernel", "SamplerInputs",
            "sampler_inputs", "process_logits", "raise_if_empty", "FusedSampler", "pack_bits", "allowed_mask",
-           "fused_inputs", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "fused_stats"]
+           "fused_inputs", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "fused_prepare", "fused_stats"]

@@ -32,6 +32,7 @@ to the host. On random logits the floor leaves about ``k + 1`` entries above it 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import triton
 import triton.language as tl
@@ -42,12 +43,47 @@ SWEEP_WIDTH = 257  # one read up to top-k 256: a row of random logits flags ~C(2
 MIN_BLOCK = 128  # one read: the narrowest tile a program loads
 
 
+class RowsSampler(NamedTuple):
+    """SPEC §12 as the one-read candidates read the rows: the fused step's inputs
+    (``devices.triton_sampler.rows_sampler`` builds it), so the candidates are those of the
+    processed rows, which are never written.
+
+    ``live`` ``[rows, W]`` int32 bits (1: the dense entry is read; bans and the records' entries
+    cleared), ``bias`` ``[batch, V]`` in the compute dtype or None, ``row_request`` ``[rows]``
+    int32 (the request of each row: its bias row), ``edit_start`` ``[rows + 1]`` int64 and
+    ``edit_z`` ``[E]`` (the records' processed values, ``-inf`` where banned)."""
+
+    live: object
+    bias: object
+    row_request: object
+    edit_start: object
+    edit_z: object
+
+    def sweep_args(self) -> dict:
+        """``lane_top_kernel``'s and ``row_select_kernel``'s §12 arguments."""
+        return dict(live_ptr=self.live, bias_ptr=self.live if self.bias is None else self.bias,
+                    req_ptr=self.row_request, W=self.live.shape[1], SAMPLER=True, HAS_BIAS=self.bias is not None)
+
+
 @triton.jit
 def _row_of(row_ids_ptr, p, ALL_ROWS: tl.constexpr):
     """The logits row program ``p`` reads: ``p`` itself with ``ALL_ROWS``, else ``row_ids[p]`` (int64)."""
     if ALL_ROWS:
         return p.to(tl.int64)
     return tl.load(row_ids_ptr + p).to(tl.int64)
+
+
+@triton.jit
+def _sampled(z, row, cols, inside, live_ptr, bias_ptr, req_ptr, V, W, HAS_BIAS: tl.constexpr):
+    """SPEC §12's dense part on a tile of row ``row`` (ids ``cols``, ``z`` in the compute dtype),
+    as the fused step reads it (``devices/triton_sampler.py``): ``z + bias`` of the row's request
+    (``req_ptr`` ``[rows]`` int32, ``bias_ptr`` ``[batch, V]``, ``HAS_BIAS``) where the live bit is
+    set, ``-inf`` elsewhere (``live_ptr`` ``[rows, W]`` int32: bans, and the records' entries,
+    which come from ``edit_z``)."""
+    if HAS_BIAS:
+        z = z + tl.load(bias_ptr + tl.load(req_ptr + row).to(tl.int64) * V + cols, mask=inside, other=0.0)
+    words = tl.load(live_ptr + row * W + cols // 32, mask=inside, other=0)
+    return tl.where(((words >> (cols % 32)) & 1) != 0, z, float("-inf"))
 
 
 @triton.jit
@@ -104,13 +140,15 @@ def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, ties_ptr, slot
 
 @triton.jit
 def lane_top_kernel(logits_ptr, row_ids_ptr, top_ptr, V, CHUNK, G, TILES: tl.constexpr, BLOCK: tl.constexpr,
-                    ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
+                    ALL_ROWS: tl.constexpr, FP64: tl.constexpr, live_ptr=None, bias_ptr=None, req_ptr=None, W=1,
+                    SAMPLER: tl.constexpr = False, HAS_BIAS: tl.constexpr = False):
     """Program ``(p, chunk)``: lane ``l``'s four largest entries over the chunk's tiles of row
     ``row_ids[p]`` → ``top_ptr[p, m·G + chunk·BLOCK + l]``, ``m = 0 .. 3`` descending (``-inf`` where
     the lane holds fewer). One read of the row; each entry costs seven min/max in registers.
 
     ``logits_ptr`` ``[rows, V]``; ``row_ids_ptr`` ``[n]`` int64 (unread with ``ALL_ROWS``);
-    ``top_ptr`` ``[n, 4·G]`` in the compute dtype, ``G = chunks · BLOCK``."""
+    ``top_ptr`` ``[n, 4·G]`` in the compute dtype, ``G = chunks · BLOCK``. ``SAMPLER``: the row
+    as SPEC §12's dense part leaves it (``_sampled``); its records' entries are ``select_kernel``'s."""
     p = tl.program_id(0)
     chunk = tl.program_id(1)
     dtype = tl.float64 if FP64 else tl.float32
@@ -125,6 +163,8 @@ def lane_top_kernel(logits_ptr, row_ids_ptr, top_ptr, V, CHUNK, G, TILES: tl.con
     for tile in range(0, TILES):
         cols = lo + tile * BLOCK + lanes
         v = tl.load(logits_ptr + row * V + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+        if SAMPLER:
+            v = _sampled(v, row, cols, cols < hi, live_ptr, bias_ptr, req_ptr, V, W, HAS_BIAS)
         c0 = tl.minimum(t0, v)
         t0 = tl.maximum(t0, v)
         c1 = tl.minimum(t1, c0)
@@ -164,17 +204,19 @@ def _kth_key(key, rank, live, FP64: tl.constexpr):
 
 
 @triton.jit
-def _gather_at_least(x, key, floor_key, count_ptr, buf_row, BUF: tl.constexpr):
-    """The entries of ``x`` whose key is ``≥ floor_key`` appended to ``buf_row`` (``[BUF]``; past it
-    counted only), a slot each from the row's count ``count_ptr`` (an atomic: a handful a row)."""
-    keep = key >= floor_key
+def _gather_at_least(x, key, floor_key, count_ptr, buf_row, BUF: tl.constexpr, inside=True):
+    """The entries of ``x`` (where ``inside``) whose key is ``≥ floor_key`` appended to ``buf_row``
+    (``[BUF]``; past it counted only), a slot each from the row's count ``count_ptr`` (an atomic: a
+    handful a row)."""
+    keep = inside & (key >= floor_key)
     at = tl.atomic_add(count_ptr + tl.zeros(key.shape, tl.int32), tl.full(key.shape, 1, tl.int32), mask=keep)
     tl.store(buf_row + at, x, mask=keep & (at < BUF))
 
 
 @triton.jit
 def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_ptr, WIDTH, G: tl.constexpr,
-                  BUF: tl.constexpr, FP64: tl.constexpr):
+                  BUF: tl.constexpr, FP64: tl.constexpr, row_ids_ptr=None, edit_start_ptr=None, edit_z_ptr=None,
+                  ALL_ROWS: tl.constexpr = True, EDITS: tl.constexpr = False, EBLOCK: tl.constexpr = 128):
     """Program ``p``: from ``lane_top_kernel``'s candidates ``top_ptr[p]`` (``[4, G]``: each lane's
     four largest), the row's ``WIDTH`` largest values descending → ``vals_ptr[p]`` (``[n, WIDTH]``,
     exact in positions ``0 .. k``, ``k = ks_ptr[p]``), the count of its ``k``-th largest →
@@ -187,7 +229,13 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_
     ``k + 1`` are the candidates' (a candidate above them is ``≥ F``), and ``L``, the ``(k+1)``-th,
     is the row's ``(k+1)``-th largest unless some lane's fourth largest is ``≥ L`` (an entry a lane
     dropped is at most its fourth) or the scratch overflowed: then the row is flagged and
-    ``row_select_kernel`` redoes it on the whole row."""
+    ``row_select_kernel`` redoes it on the whole row.
+
+    ``EDITS`` (SPEC §12, with ``lane_top_kernel``'s ``SAMPLER``): the row's records are candidates
+    too — ``edit_z_ptr`` ``[E]`` (their processed values, ``-inf`` where banned), row ``r``'s
+    ``edit_start_ptr[r] .. edit_start_ptr[r + 1] − 1`` (``[rows + 1]`` int64), ``r = row_ids[p]``
+    (``p`` with ``ALL_ROWS``); those ``≥ F`` join the scratch. ``F`` stays a floor of the row's
+    ``(k+1)``-th largest (the lanes alone hold ``k + 1`` entries ``≥ F``), so nothing else changes."""
     p = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, G)
     top = top_ptr + p * 4 * G
@@ -203,6 +251,15 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_
     for plane in range(1, 4):
         x = tl.load(top + plane * G + lanes)
         _gather_at_least(x, _order_key(x, FP64), floor_key, count, buf_row, BUF)
+    if EDITS:
+        row = _row_of(row_ids_ptr, p, ALL_ROWS)
+        e0 = tl.load(edit_start_ptr + row)
+        end = tl.load(edit_start_ptr + row + 1)
+        while e0 < end:  # a loaded bound: a while loop (the interpreter's range wants constants)
+            e = e0 + tl.arange(0, EBLOCK)
+            x = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(top_ptr.dtype.element_ty)
+            _gather_at_least(x, _order_key(x, FP64), floor_key, count, buf_row, BUF, e < end)
+            e0 += EBLOCK
     tl.debug_barrier()                                # every slot is stored and counted
     taken = tl.atomic_add(count, 0)
     j = tl.arange(0, BUF)
@@ -231,20 +288,41 @@ def _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2: tl.constexpr, FP64: tl
 
 
 @triton.jit
+def _whole_tile(row_ptr, row, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER: tl.constexpr,
+                HAS_BIAS: tl.constexpr, FP64: tl.constexpr):
+    """Ids ``cols`` of row ``row`` (``row_ptr`` its first entry) in the compute dtype, ``-inf`` past
+    ``V``; with ``SAMPLER`` as §12's dense part leaves them (``_sampled``)."""
+    z = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf")).to(tl.float64 if FP64 else tl.float32)
+    if SAMPLER:
+        z = _sampled(z, row, cols, cols < V, live_ptr, bias_ptr, req_ptr, V, W, HAS_BIAS)
+    return z
+
+
+@triton.jit
 def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, V, WIDTH,
                       TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
-                      FP64: tl.constexpr):
+                      FP64: tl.constexpr, live_ptr=None, bias_ptr=None, req_ptr=None, W=1, edit_start_ptr=None,
+                      edit_z_ptr=None, SAMPLER: tl.constexpr = False, HAS_BIAS: tl.constexpr = False,
+                      EBLOCK: tl.constexpr = 128):
     """``select_kernel``'s results for the rows it flagged (``flag_ptr[p]`` 1; the rest exit at
     once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a count over the row
     a bit (``_kth_key``'s steps, each summed over the row's tiles), then the entries above the row's
     ``(k+1)``-th largest compacted and sorted, and a count of the ``k``-th largest. Slow (a read of
     the row a bit, by one program) and rare: a lane holding four of the row's ``k + 1`` largest, or
-    a row with fewer than ``k + 1`` finite entries."""
+    a row with fewer than ``k + 1`` finite entries. ``SAMPLER``: the row as ``lane_top_kernel`` and
+    ``select_kernel`` read it — the dense part (``_sampled``) and the row's records (``edit_z_ptr``).
+    The dense part reads a record's id as ``-inf`` (its live bit is cleared), so in the counts a
+    record stands for its value in place of that ``-inf``."""
     p = tl.program_id(0).to(tl.int64)
     if tl.load(flag_ptr + p) != 0:
         dtype = tl.float64 if FP64 else tl.float32
-        row = logits_ptr + _row_of(row_ids_ptr, p, ALL_ROWS) * V
+        r = _row_of(row_ids_ptr, p, ALL_ROWS)
+        row = logits_ptr + r * V
         lanes = tl.arange(0, BLOCK)
+        elanes = tl.arange(0, EBLOCK)
+        if SAMPLER:
+            first = tl.load(edit_start_ptr + r)
+            end = tl.load(edit_start_ptr + r + 1)
         k = tl.load(ks_ptr + p).to(tl.int32)
         ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
         for bit in range(0, 64 if FP64 else 32):
@@ -252,30 +330,65 @@ def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_
             count = 0
             for tile in range(0, TILES):
                 cols = tile * BLOCK + lanes
-                z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+                z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
                 count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
+            if SAMPLER:  # the row's records
+                e0 = first
+                while e0 < end:
+                    e = e0 + elanes
+                    z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+                    count += tl.sum(((e < end) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0) - \
+                        tl.sum(((e < end) & (_order_key(tl.full([EBLOCK], float("-inf"), dtype), FP64) >= trial))
+                               .to(tl.int32), axis=0)
+                    e0 += EBLOCK
             ans = tl.where(count >= k + 1, trial, ans)
         floor = tl.full([], float("-inf"), dtype)
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
-            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
             floor = tl.maximum(floor, tl.max(tl.where((cols < V) & (_order_key(z, FP64) <= ans), z, float("-inf")),
                                              axis=0))
+        if SAMPLER:  # the row's records
+            e0 = first
+            while e0 < end:
+                e = e0 + elanes
+                z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+                floor = tl.maximum(floor, tl.max(tl.where((e < end) & (_order_key(z, FP64) <= ans), z, float("-inf")),
+                                                 axis=0))
+                e0 += EBLOCK
         vals_row = vals_ptr + p * WIDTH
         count_gt = 0
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
-            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
             gt = z > floor
             at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
             tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
             count_gt += tl.sum(gt.to(tl.int32), axis=0)
+        if SAMPLER:  # the row's records
+            e0 = first
+            while e0 < end:
+                e = e0 + elanes
+                z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+                gt = (e < end) & (z > floor)
+                at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
+                tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
+                count_gt += tl.sum(gt.to(tl.int32), axis=0)
+                e0 += EBLOCK
         kth = _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2, FP64)
         ties = tl.zeros([], tl.int64)
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
-            z = tl.load(row + cols, mask=cols < V, other=float("-inf")).to(dtype)
+            z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
             ties += tl.sum(((cols < V) & (z == kth)).to(tl.int64), axis=0)
+        if SAMPLER:  # the row's records
+            e0 = first
+            while e0 < end:
+                e = e0 + elanes
+                z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+                ties += tl.sum(((e < end) & (z == kth)).to(tl.int64), axis=0) - \
+                    tl.where(kth == float("-inf"), tl.sum((e < end).to(tl.int64), axis=0), 0)
+                e0 += EBLOCK
         tl.store(ties_ptr + p, ties)
 
 
@@ -414,10 +527,11 @@ def two_pass_values(module, logits, row_ids, ks, width: int, *, block: int = 204
 
 
 def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES, programs: int = 2112,
-                 num_warps: int = 4, select_warps: int = 4, row_block: int = 1024):
+                 num_warps: int = 4, select_warps: int = 4, row_block: int = 1024, sampler: RowsSampler | None = None):
     """``top_values`` in one read of each row (``lane_top_kernel``, ``select_kernel``; flagged rows
     again by ``row_select_kernel``). ``lanes``: ``G``, lanes a row (power of two; fewer for a short
-    vocabulary), each keeping its four largest: ``width ≤ 4 · G``."""
+    vocabulary), each keeping its four largest: ``width ≤ 4 · G``. ``sampler``: the rows as SPEC §12
+    leaves them (``RowsSampler``), read from the raw ``logits``."""
     import torch
     rows, V = logits.shape
     n = rows if row_ids is None else int(row_ids.shape[0])
@@ -431,26 +545,29 @@ def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES,
     if width > 4 * G:
         raise ValueError(f"sweep_values: width {width} exceeds 4 · lanes = {4 * G}")
     ids = logits if row_ids is None else row_ids  # unread with ALL_ROWS
+    sweep = {} if sampler is None else sampler.sweep_args()
+    edits = {} if sampler is None else dict(edit_start_ptr=sampler.edit_start, edit_z_ptr=sampler.edit_z)
     top = torch.empty(n, 4 * G, dtype=compute, device=dev)
     module.lane_top_kernel[(n, chunks)](logits, ids, top, V, chunk, G, TILES=chunk // block, BLOCK=block,
-                                        ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps)
+                                        ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps, **sweep)
     values = torch.empty(n, width, dtype=compute, device=dev)
     ties = torch.empty(n, dtype=torch.int64, device=dev)
     flags = torch.empty(2, n, dtype=torch.int32, device=dev)  # flagged, scratch count
     buf = triton.next_power_of_2(2 * width)
     scratch = torch.empty(n, buf, dtype=compute, device=dev)
     module.select_kernel[(n,)](top, ks, flags[0], values, ties, scratch, flags[1], width, G=G, BUF=buf, FP64=fp64,
-                               num_warps=select_warps)
+                               num_warps=select_warps, row_ids_ptr=ids, ALL_ROWS=row_ids is None,
+                               EDITS=sampler is not None, **edits)
     flags = flags[0]
     wp2 = triton.next_power_of_2(width)
     row_block = min(row_block, triton.next_power_of_2(V))
     module.row_select_kernel[(n,)](logits, ids, ks, flags, values, ties, V, width, TILES=math.ceil(V / row_block),
-                                   BLOCK=row_block, WP2=wp2, ALL_ROWS=row_ids is None, FP64=fp64)
+                                   BLOCK=row_block, WP2=wp2, ALL_ROWS=row_ids is None, FP64=fp64, **sweep, **edits)
     return values, ties
 
 
 def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, programs: int = 2112,
-               num_warps: int = 4, capacity: int = CAPACITY, lanes: int = LANES):
+               num_warps: int = 4, capacity: int = CAPACITY, lanes: int = LANES, sampler: RowsSampler | None = None):
     """The ``width`` largest values of rows ``row_ids`` of ``logits``, descending, and how often
     each row's ``ks[p]``-th largest value occurs in it. No host sync. Up to ``SWEEP_WIDTH`` in one
     read of each row (``sweep_values``), else in two (``two_pass_values``).
@@ -460,13 +577,18 @@ def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, pr
     ``1 ≤ k < V``: row ``p``'s values are exact in positions ``0 .. ks[p]`` (its ``ks[p] + 1``
     largest); ``width`` ``> max(ks)``. Returns ``(values [n, width]`` in the compute dtype (float64
     for float64 logits, else float32), ``ties [n]`` int64: the entries of row ``p`` equal to
-    ``values[p, ks[p] - 1]``).
+    ``values[p, ks[p] - 1]``). ``sampler``: of the rows as SPEC §12 leaves them (``RowsSampler``;
+    one read only: ``width ≤ SWEEP_WIDTH``).
     """
     if width <= min(SWEEP_WIDTH, 4 * lanes):
-        return sweep_values(module, logits, row_ids, ks, width, lanes=lanes, programs=programs, num_warps=num_warps)
+        return sweep_values(module, logits, row_ids, ks, width, lanes=lanes, programs=programs, num_warps=num_warps,
+                            sampler=sampler)
+    if sampler is not None:
+        raise ValueError(f"top_values: the §12 rows are read in one sweep only, up to width {SWEEP_WIDTH} "
+                         f"(top-k {SWEEP_WIDTH - 1}); width {width} needs the processed rows")
     return two_pass_values(module, logits, row_ids, ks, width, block=block, programs=programs, num_warps=num_warps,
                            capacity=capacity)
 
 
-__all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
+__all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "RowsSampler", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
            "row_select_kernel", "decide_kernel", "two_pass_values", "sweep_values", "top_values", "decide"]

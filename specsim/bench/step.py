@@ -102,7 +102,7 @@ HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor 
 floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
 SAMPLER_ROWS = ("triton §12", "triton §12 unfused", "triton filters", "triton filters eager",
-                "triton filters torch.topk", "triton §12+filters")
+                "triton filters torch.topk", "triton §12+filters", "triton §12+filters processed")
 """The §12 rows a breakdown profiles beside the plain Triton step."""
 
 
@@ -345,7 +345,10 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     candidates by ``devices/triton_topk.py``, float64 decisions on them, no host sync) read by
     the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
     the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
-    candidates."""
+    candidates. ``triton §12+filters``: the fused path with the cut of the §12 rows
+    (``triton_device.sampler_cut``: live bits and records, then the candidates' sweep reading the
+    raw rows through them, then the step — no processed rows); ``… processed``: the processed rows
+    written, then the filters' cut of them and the plain step."""
     import numpy as np
 
     from devices.filter_cut import torch_top_values
@@ -355,7 +358,8 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     from devices.triton_mode import kernel_module
     FILTERS, sampler_params = workloads.FILTERS, workloads.sampler_params
     ks = kernel_module("devices.triton_sampler", False)
-    triton_values = triton_top_values(kernel_module("devices.triton_topk", False), config)
+    topk = kernel_module("devices.triton_topk", False)
+    triton_values = triton_top_values(topk, config)
     graph_cuts = FilterCuts(triton_values)
     prepared = []
     for n, x in enumerate(sets):
@@ -370,6 +374,13 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
         prepared.append((inputs, x["cu"].cpu().numpy(), x["temperature"].cpu().numpy(), fused))
     chunk = vocab_chunks(V, rows, config.block, config.programs)[0]
     top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
+    # The fused path with filters: per input set, the live bits and records written into the same
+    # buffers each step, and a graph of the cut read through them (FilterCuts, as an engine would).
+    swept = []
+    for x, (_, cu, temperature, fused) in zip(sets, prepared):
+        bufs = ks.fused_prepare(ks, x["target_logits"], x["cu"], x["temperature"], fused, x["max_k"])
+        rows_sampler = topk.RowsSampler(bufs[0], fused.logit_bias, fused.row_request, fused.edit_start, bufs[1])
+        swept.append((bufs, FilterCuts(triton_top_values(topk, config, rows_sampler))))
 
     def step(x, logits, cut=None):
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
@@ -395,10 +406,20 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     def eager(top_values):
         return lambda *a, **kw: filter_cuts(*a, **kw, top_values=top_values)
 
-    def all_on(i):
+    def all_on_processed(i):
         x, logits = processed(i)
         _, cu, temperature, _ = prepared[i % len(sets)]
         return step(x, logits, graph_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
+
+    def all_on(i):
+        x = sets[i % len(sets)]
+        _, cu, temperature, fused = prepared[i % len(sets)]
+        bufs, cuts = swept[i % len(sets)]
+        ks.fused_prepare(ks, x["target_logits"], x["cu"], x["temperature"], fused, x["max_k"], out=bufs)
+        cut = cuts(x["target_logits"], cu, temperature, top_k, top_p, min_p, "vllm")
+        return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
+                              max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config,
+                              sampler=fused, sampler_kernels=ks, cut=cut, prepared=bufs)
 
     filters = dict(top_k=top_k, top_p=top_p)
     variants = [("triton filters", filters_only, 2 * len(sets), filters),
@@ -406,7 +427,8 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
                 ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters),
                 ("triton §12", fused_step, 0, prepared[0][3]),
                 ("triton §12 unfused", lambda i: step(*processed(i)), 0, prepared[0][0]),
-                ("triton §12+filters", all_on, 2 * len(sets), (prepared[0][0], filters))]
+                ("triton §12+filters", all_on, 2 * len(sets), (prepared[0][3], filters)),
+                ("triton §12+filters processed", all_on_processed, 2 * len(sets), (prepared[0][0], filters))]
     nsets = len(sets)
     if "vllm" in devices:
         call, label = vllm_step(top_k=FILTERS["top_k"], top_p=FILTERS["top_p"])

@@ -240,3 +240,91 @@ def test_the_fused_path_with_one_parameter_at_a_time(device, only):
                         positions=np.array([7, 8, 9]), sampler=params)
     got, want = device.verify(batch), make_cpu_device().verify(batch)
     assert (got.output_token_ids == want.output_token_ids).all() and (got.num_accepted == want.num_accepted).all()
+
+
+# --- the fused path with filters: the top-k candidates of the §12 rows, never written ----------
+
+def fused_filter_batch(rng, order: str, B: int = 4, K: int = 3, V: int = 300, point: bool = False,
+                       few_allowed: bool = True):
+    """Every §12 parameter, every request random with a top-k (1 .. 60), top-p and min_p: the fused
+    path's filters (``cut_in_one_sweep``). ``few_allowed``: request 1 allows three ids, fewer than its
+    top-k, so its rows are flagged and redone on the whole row (``row_select_kernel``)."""
+    import dataclasses
+
+    from specsim.bench.workloads import sampler_params
+    ids = rng.integers(0, V, B * K)
+    params = dataclasses.replace(sampler_params(B, K, V, ids, int(rng.integers(1000)), prompt=30, output=8),
+                                 order=order, min_p=rng.choice([0.0, 0.05, 0.2], B))
+    if few_allowed:
+        allowed = list(params.allowed_token_ids)
+        allowed[1] = np.array([ids[K], 7, 150])
+        params = dataclasses.replace(params, allowed_token_ids=tuple(allowed))
+    top_k = rng.integers(1, 61, B)
+    top_k[0] = 1
+    return VerifyBatch(np.full(B, K), ids, None if point else rng.dirichlet(np.ones(V), B * K).astype(np.float32),
+                       (rng.standard_normal((B * (K + 1), V)) * 2).astype(np.float32),
+                       rng.uniform(0.5, 1.5, B), top_k, rng.choice([0.8, 0.95, 1.0], B),
+                       seeds=rng.integers(0, 2**63, B).astype(np.uint64), positions=rng.integers(0, 50, B),
+                       sampler=params)
+
+
+@pytest.mark.parametrize("order,point", [("vllm", False), ("canonical", True)])
+def test_the_fused_path_with_filters_gives_the_torch_devices_tokens(device, order, point):
+    """Top-k, top-p and min_p on every request with every §12 parameter: the fused path (the cut of
+    the rows the sampler leaves, found without writing them) gives the torch device's tokens with
+    keyed noise, and the processed path's."""
+    from dataclasses import replace
+
+    from devices.torch_device import make_cpu_device
+    from devices.triton_device import FUSED, PROCESSED, choose_path
+    rng = np.random.default_rng(21 if point else 20)
+    for _ in range(3):
+        batch = fused_filter_batch(rng, order, point=point)
+        assert choose_path(batch) == FUSED
+        assert choose_path(replace(batch, top_k=np.where(np.arange(batch.batch_size) == 2, 0, batch.top_k))) == PROCESSED
+        got, want = device.verify(batch), make_cpu_device().verify(batch)
+        assert (got.output_token_ids == want.output_token_ids).all(), (order, got.output_token_ids,
+                                                                       want.output_token_ids)
+        assert (got.num_accepted == want.num_accepted).all()
+        rows = device.processed_rows(batch, batch.request_offsets(), torch.tensor(batch.target_logits))
+        processed = device.assemble(rows, *device.launch(batch, None, rows))
+        assert (processed.output_token_ids == got.output_token_ids).all()
+
+
+def test_the_fused_path_with_filters_passes_the_l1_sampler_cases(device):
+    """L1-sampler's all-parameter cases with a top-k on every random request (so that the fused path
+    takes their filters): the reference's tokens (``judge``, margins as SPEC §9)."""
+    from dataclasses import replace
+
+    from devices.triton_device import FUSED, choose_path
+    for order in ("canonical", "vllm"):
+        for case in ("all", "all-point"):
+            seed = case_seed(0, "L1-sampler", order, case)
+            batch, noise = random_case(case, order, Context(quick=True), seed)
+            rng = np.random.default_rng(seed)
+            batch = replace(batch, temperature=np.where(batch.temperature > 0, batch.temperature, 0.9),
+                            top_k=rng.integers(1, min(40, batch.vocab_size), batch.batch_size))
+            assert choose_path(batch) == FUSED
+            result = judge(f"L1-sampler/{order}/{case}/fused-filters", device, batch, noise, seed)
+            assert result.status == "pass", result.detail
+
+
+def test_a_row_the_drafts_empty_is_invalid_input_on_the_fused_path_with_filters(device):
+    """SPEC §12.4 on the fused path with filters: the emptied row's kept maximum is -inf."""
+    from dataclasses import replace
+
+    from devices.triton_device import FUSED, choose_path
+    mask = np.array([[True, True], [False, True], [True, True]])
+    batch = VerifyBatch(np.array([2]), np.array([0, 1]), None, np.zeros((3, 2)), np.ones(1), np.ones(1, np.int64),
+                        np.ones(1), seeds=np.array([1], np.uint64), positions=np.array([0]),
+                        sampler=SamplerParams(token_mask=mask, bad_words=((np.array([0, 1]),),)))
+    assert choose_path(batch) == FUSED and choose_path(replace(batch, top_k=np.zeros(1, np.int64))) == FUSED
+    with pytest.raises(InvalidInput, match=r"^token_mask: row 1 \(request 0, position 1\) allows no token "
+                                           r"after every ban$"):
+        device.verify(batch)
+
+
+def test_the_fused_top_k_bound_is_the_sweeps():
+    from devices.triton_device import FUSED_TOP_K
+    from devices.triton_mode import kernel_module
+    assert FUSED_TOP_K == kernel_module("devices.triton_topk", True).SWEEP_WIDTH - 1

@@ -193,3 +193,39 @@ def test_the_triton_candidates_decide_a_run_of_ties_past_them(capacity):
         for order in ("canonical", "vllm"):
             want = filter_cut.whole_row_kept(z, params, order)
             assert torch.equal(filter_cut.kept_mask(z, params, order, top_values=top_values), want), (min_p, order)
+
+
+@pytest.mark.parametrize("lanes,subset", [(16, False), (64, True), (2048, False)])
+def test_the_candidates_of_the_sampler_rows_are_their_largest_values(lanes, subset):
+    """``sweep_values(sampler=RowsSampler)`` reads the raw rows through §12's live bits, bias and
+    records: the values and ties of ``torch.topk`` on the processed rows (``process_logits``), with
+    rows flagged by a lane's capacity (16 lanes) and by fewer allowed ids than k + 1, and a subset of rows."""
+    import dataclasses
+
+    from specsim.bench.workloads import sampler_params
+    ks_mod = kernel_module("devices.triton_sampler", True)
+    rng = np.random.default_rng(lanes)
+    B, K, V = 4, 2, 300
+    ids = rng.integers(0, V, B * K)
+    params = sampler_params(B, K, V, ids, 3, prompt=40, output=10)
+    allowed = list(params.allowed_token_ids)
+    allowed[2] = np.array([4, 9, 200])
+    params = dataclasses.replace(params, allowed_token_ids=tuple(allowed), repetition_penalty=np.full(B, 0.3))
+    logits = torch.tensor(rng.standard_normal((B * (K + 1), V)).astype(np.float32) * 2)
+    cu = torch.tensor(np.arange(B + 1) * K)
+    temps = torch.ones(B, dtype=torch.float64)
+    fused = ks_mod.fused_inputs(params, np.full(B, K), ids, V, "cpu", torch.float32)
+    live, edit_z = ks_mod.fused_prepare(ks_mod, logits, cu, temps, fused, K)
+    inputs = ks_mod.sampler_inputs(params, np.full(B, K), ids, V, "cpu", torch.float32)
+    processed = ks_mod.process_logits(ks_mod, logits, cu, K, inputs, 256, 512)
+    sampler = topk.RowsSampler(live, fused.logit_bias, fused.row_request, fused.edit_start, edit_z)
+    row_ids = torch.as_tensor(rng.permutation(B * (K + 1))[:7]) if subset else None
+    rows = processed if row_ids is None else processed[row_ids]
+    ks = rng.integers(1, 50, rows.shape[0])
+    width = int(ks.max()) + 1
+    got, ties = topk.sweep_values(topk, logits, row_ids, torch.as_tensor(ks), width, lanes=lanes, programs=8,
+                                  sampler=sampler)
+    want = torch.topk(rows, width, dim=1).values
+    for p, k in enumerate(ks):
+        assert torch.equal(got[p, :k + 1], want[p, :k + 1]), p
+        assert int(ties[p]) == int((rows[p] == want[p, k - 1]).sum()), p

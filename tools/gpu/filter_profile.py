@@ -2,13 +2,17 @@
 'triton filters' row, per variant — the kernels' device time each, what they add up to, and the
 wall time a call (events around it): the gap between the two is host work and syncs.
 
-    python tools/gpu/filter_profile.py [--batch 256 --k 4 --vocab 128256] [--reps 20] [--record FILE]
+    python tools/gpu/filter_profile.py [--batch 256 --k 4 --vocab 128256] [--reps 20] [--record FILE] [--host]
 
 ``--record FILE`` writes what it printed as a record (``specsim.figures.records``; GPU, torch, Triton,
 CUDA and driver versions): table ``variants`` (a row a variant: wall time a call, kernels' device time,
 gaps, syncs a call, requests differing from the whole-row float64 step) and table ``kernels`` (the
 graph variant's kernels, longest first). docs/triton-device.md shows them from
 ``docs/results/triton-filters.json``.
+
+``--host``: instead, where the host time of an eager call goes: cProfile over ``--reps`` calls of
+the ``cut triton`` variant (the host's own time per function, longest first), beside the host time a
+call with the GPU never waited on (the calls are queued without a sync in between).
 
 Variants: ``copy`` (a code base whose ``devices.triton_device`` has no ``filter_cuts``: the
 filtered copy of the rows, ``filter_logits``, then the plain step — run this file from such a
@@ -70,6 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=12, help="kernels listed per variant")
     p.add_argument("--record", default=None, metavar="FILE",
                    help="write the figures as a record (specsim.figures.records), e.g. docs/results/triton-filters.json")
+    p.add_argument("--host", action="store_true", help="profile the eager call's host work instead (cProfile)")
     args = p.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -84,6 +89,9 @@ def main(argv=None) -> int:
     cu = sets[0]["cu"].cpu().numpy()
     temperature = sets[0]["temperature"].cpu().numpy()
     top_k, top_p = np.full(B, FILTERS["top_k"]), np.full(B, FILTERS["top_p"])
+    if args.host:
+        return host_profile(torch, variants(td, kernel_module)["cut triton"], sets, cu, temperature, top_k, top_p,
+                            args.reps, args.top)
     want = whole_row_step(torch, td, sets[0], top_k, top_p) if hasattr(td, "filter_cuts") else None
     profiles = []
     for label, fn in variants(td, kernel_module).items():
@@ -113,6 +121,33 @@ def main(argv=None) -> int:
                          "differ": differ, "kernels": [(name, t / 1e3) for name, t in kernels[:args.top]]})
     if args.record:
         write_record(args, profiles)
+    return 0
+
+
+def host_profile(torch, fn, sets, cu, temperature, top_k, top_p, reps: int, top: int) -> int:
+    """Print the host time a call (queued calls, one sync at the end) and cProfile's functions by their own time."""
+    import cProfile
+    import pstats
+    import time
+    call = lambda i: fn(sets[i % len(sets)], cu, temperature, top_k, top_p)  # noqa: E731
+    for i in range(5):
+        call(i)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(reps):
+        call(i)
+    host = (time.perf_counter() - t0) / reps
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / reps
+    print(f"host {host * 1e3:.3f} ms a call queued, wall {wall * 1e3:.3f} ms a call ({reps} calls)")
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(reps):
+        call(i)
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+    pstats.Stats(prof).sort_stats("cumtime").print_stats(top)
     return 0
 
 

@@ -27,7 +27,7 @@ for part in ${@:-bench shapes conform suite sweep}; do
           property_tests/test_bad_input.py --specsim-device=triton; } 2>&1 | tee "$OUT/suite.log" ;;
     sampler)  # SPEC §12: every parameter on, fused and unfused, then the compiled device vs torch-cuda
       { timeout 200 $bench --devices triton vllm --modes draft point --sampler all --reps 30 --breakdown
-        timeout 200 python3 tools/gpu/sampler_check.py --seeds 1 --filters both; } 2>&1 | tee "$OUT/sampler.log" ;;
+        timeout 200 python3 tools/gpu/sampler_check.py --seeds 1 --filters all; } 2>&1 | tee "$OUT/sampler.log" ;;
     field-v2) OUT="$OUT/field-v2" bash tools/gpu/field.sh vllm-v2 2>&1 | tee "$OUT/field-v2.log" ;;
     filters)  # where the top-k/top-p step's time goes, per variant (docs/triton-device.md)
       timeout 200 python3 tools/gpu/filter_profile.py --record "${RESULTS:-docs/results}/triton-filters.json" 2>&1 \

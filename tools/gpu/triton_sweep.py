@@ -49,8 +49,10 @@ def variants(grid: bool) -> list:
         out = [("default", d, False), ("no race bound", KernelConfig(bound=False), False), ("injected noise", d, True)]
         out += [(f"race {b}x{w}", KernelConfig(race_block=b, race_warps=w), False)
                 for b, w in ((2048, 8), (2048, 4), (1024, 4), (1024, 2), (512, 2), (512, 4), (1024, 8))]
-        return out + [(f"stats {b}x{w}", KernelConfig(block=b, num_warps=w), False) for b, w in ((2048, 4), (1024, 4))]
-    out = [(f"stats {b}x{w} stages {s} programs {p}", KernelConfig(block=b, num_warps=w, num_stages=s, programs=p), False)
+        return out + [(f"stats {b}x{w}", KernelConfig(block=b, num_warps=w, block16=None), False)
+                      for b, w in ((2048, 4), (1024, 4), (4096, 4), (4096, 8), (8192, 8))]
+    out = [(f"stats {b}x{w} stages {s} programs {p}",
+            KernelConfig(block=b, num_warps=w, num_stages=s, programs=p, block16=None), False)
            for b in (1024, 2048, 4096, 8192) for w in (4, 8) for s in (None, 2, 4) for p in (2112, 4224)]
     return out + [(f"race {b}x{w}", KernelConfig(race_block=b, race_warps=w), False)
                   for b in (256, 512, 1024, 2048) for w in (1, 2, 4, 8) if b // (32 * w) >= 1]
