@@ -257,8 +257,8 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_
         end = tl.load(edit_start_ptr + row + 1)
         while e0 < end:  # a loaded bound: a while loop (the interpreter's range wants constants)
             e = e0 + tl.arange(0, EBLOCK)
-            x = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(top_ptr.dtype.element_ty)
-            _gather_at_least(x, _order_key(x, FP64), floor_key, count, buf_row, BUF, e < end)
+            xe = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(top_ptr.dtype.element_ty)
+            _gather_at_least(xe, _order_key(xe, FP64), floor_key, count, buf_row, BUF, e < end)
             e0 += EBLOCK
     tl.debug_barrier()                                # every slot is stored and counted
     taken = tl.atomic_add(count, 0)
