@@ -392,7 +392,8 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     dtype; ``keep_from``) — the drafts' entries and the race alike, as ``stats_kernel`` read it:
     top-k/top-p/min_p without a filtered copy of the rows. With ``SAMPLER`` the cut is of the §12
     rows (``devices.triton_topk.RowsSampler``), so it is applied after §12, to the records' entries
-    too; the race bound, taken before, stays an upper bound (a cut only lowers weights).
+    too; the race bound reads ``z + bias_max`` through the cut (an upper bound of the entry's §12
+    value, so an entry it cuts is cut).
 
     ``WITHDRAWN`` (with ``HAS_DRAFT``): ``withdrawn_ptr`` ``[num_tokens]`` int8, nonzero where the
     placeholder is a withdrawn draft (SPEC §4): rejected like padding, but its race reads its draft
@@ -530,6 +531,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                     z1 = z1.to(dtype) + bias_hi
                     z2 = z2.to(dtype) + bias_hi
                     z3 = z3.to(dtype) + bias_hi
+                    if CUT:  # z + bias_hi below the cut: the entry's §12 value is too, so its weight is 0
+                        z0 = keep_from(z0, emit_floor, FP64)
+                        z1 = keep_from(z1, emit_floor, FP64)
+                        z2 = keep_from(z2, emit_floor, FP64)
+                        z3 = keep_from(z3, emit_floor, FP64)
                 else:
                     z0, z1, z2, z3 = race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS, HAS_BIAS, FP64)
                     if CUT:
