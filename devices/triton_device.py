@@ -274,7 +274,7 @@ class FilterRows(NamedTuple):
     top_k: np.ndarray
 
 
-KEPT_SIGNATURES = 8
+KEPT_SIGNATURES = 32
 """How many parameter signatures ``filter_plan`` keeps on the device (least recently used dropped)."""
 
 _plans: OrderedDict = OrderedDict()
