@@ -59,10 +59,18 @@ class RowsSampler(NamedTuple):
     edit_start: object
     edit_z: object
 
-    def sweep_args(self) -> dict:
-        """``lane_top_kernel``'s and ``row_select_kernel``'s §12 arguments."""
+    def dense_args(self) -> dict:
+        """The dense part's arguments (``_sampled``), as both kernels take them."""
         return dict(live_ptr=self.live, bias_ptr=self.live if self.bias is None else self.bias,
-                    req_ptr=self.row_request, W=self.live.shape[1], SAMPLER=True, HAS_BIAS=self.bias is not None)
+                    req_ptr=self.row_request, W=self.live.shape[1], HAS_BIAS=self.bias is not None)
+
+    def sweep_args(self) -> dict:
+        """``lane_top_kernel``'s §12 arguments."""
+        return dict(self.dense_args(), SAMPLER=True)
+
+    def select_args(self) -> dict:
+        """``select_kernel``'s §12 arguments: the dense part's (a flagged row is redone) and the records."""
+        return dict(self.dense_args(), EDITS=True, edit_start_ptr=self.edit_start, edit_z_ptr=self.edit_z)
 
 
 @triton.jit
@@ -215,8 +223,10 @@ def _gather_at_least(x, key, floor_key, count_ptr, buf_row, BUF: tl.constexpr, i
 
 @triton.jit
 def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_ptr, WIDTH, G: tl.constexpr,
-                  BUF: tl.constexpr, FP64: tl.constexpr, row_ids_ptr=None, edit_start_ptr=None, edit_z_ptr=None,
-                  ALL_ROWS: tl.constexpr = True, EDITS: tl.constexpr = False, EBLOCK: tl.constexpr = 128):
+                  BUF: tl.constexpr, FP64: tl.constexpr, logits_ptr, row_ids_ptr, V, ROW_TILES: tl.constexpr,
+                  ROW_BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr, live_ptr=None, bias_ptr=None,
+                  req_ptr=None, W=1, edit_start_ptr=None, edit_z_ptr=None, EDITS: tl.constexpr = False,
+                  HAS_BIAS: tl.constexpr = False, EBLOCK: tl.constexpr = 128):
     """Program ``p``: from ``lane_top_kernel``'s candidates ``top_ptr[p]`` (``[4, G]``: each lane's
     four largest), the row's ``WIDTH`` largest values descending → ``vals_ptr[p]`` (``[n, WIDTH]``,
     exact in positions ``0 .. k``, ``k = ks_ptr[p]``), the count of its ``k``-th largest →
@@ -228,8 +238,10 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_
     ``buf_ptr[p]`` (``[n, BUF]``; ``count_ptr[p]`` int32 counts them), which is sorted. Its top
     ``k + 1`` are the candidates' (a candidate above them is ``≥ F``), and ``L``, the ``(k+1)``-th,
     is the row's ``(k+1)``-th largest unless some lane's fourth largest is ``≥ L`` (an entry a lane
-    dropped is at most its fourth) or the scratch overflowed: then the row is flagged and
-    ``row_select_kernel`` redoes it on the whole row.
+    dropped is at most its fourth) or the scratch overflowed: then the row is flagged and the same
+    program redoes it on the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]`` (``_whole_row``,
+    ``ROW_TILES`` tiles of ``ROW_BLOCK``; ``WP2`` ``≥ WIDTH``, a power of two) — rare, and no launch
+    of its own.
 
     ``EDITS`` (SPEC §12, with ``lane_top_kernel``'s ``SAMPLER``): the row's records are candidates
     too — ``edit_z_ptr`` ``[E]`` (their processed values, ``-inf`` where banned), row ``r``'s
@@ -270,7 +282,13 @@ def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_
     kth = tl.sum(tl.where(j == k - 1, s, 0.0), axis=0)
     tl.store(ties_ptr + p, tl.sum(((j < taken) & (s == kth)).to(tl.int64), axis=0))
     dropped = tl.sum((tl.load(top + 3 * G + lanes) >= floor).to(tl.int32), axis=0) > 0
-    tl.store(flag_ptr + p, (dropped | (taken > BUF)).to(tl.int32))
+    flagged = dropped | (taken > BUF)
+    tl.store(flag_ptr + p, flagged.to(tl.int32))
+    if flagged:
+        tl.debug_barrier()                            # the stores above land before the row's own
+        _whole_row(logits_ptr, _row_of(row_ids_ptr, p, ALL_ROWS), p, k.to(tl.int32), vals_ptr, ties_ptr, V, WIDTH,
+                   ROW_TILES, ROW_BLOCK, WP2, FP64, live_ptr, bias_ptr, req_ptr, W, edit_start_ptr, edit_z_ptr, EDITS,
+                   HAS_BIAS, EBLOCK)
 
 
 @triton.jit
@@ -299,97 +317,90 @@ def _whole_tile(row_ptr, row, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER: 
 
 
 @triton.jit
-def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, V, WIDTH,
-                      TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
-                      FP64: tl.constexpr, live_ptr=None, bias_ptr=None, req_ptr=None, W=1, edit_start_ptr=None,
-                      edit_z_ptr=None, SAMPLER: tl.constexpr = False, HAS_BIAS: tl.constexpr = False,
-                      EBLOCK: tl.constexpr = 128):
-    """``select_kernel``'s results for the rows it flagged (``flag_ptr[p]`` 1; the rest exit at
-    once), from the whole row ``row_ids[p]`` of ``logits_ptr`` ``[rows, V]``: a count over the row
-    a bit (``_kth_key``'s steps, each summed over the row's tiles), then the entries above the row's
-    ``(k+1)``-th largest compacted and sorted, and a count of the ``k``-th largest. Slow (a read of
-    the row a bit, by one program) and rare: a lane holding four of the row's ``k + 1`` largest, or
-    a row with fewer than ``k + 1`` finite entries. ``SAMPLER``: the row as ``lane_top_kernel`` and
-    ``select_kernel`` read it — the dense part (``_sampled``) and the row's records (``edit_z_ptr``).
-    The dense part reads a record's id as ``-inf`` (its live bit is cleared), so in the counts a
-    record stands for its value in place of that ``-inf``."""
-    p = tl.program_id(0).to(tl.int64)
-    if tl.load(flag_ptr + p) != 0:
-        dtype = tl.float64 if FP64 else tl.float32
-        r = _row_of(row_ids_ptr, p, ALL_ROWS)
-        row = logits_ptr + r * V
-        lanes = tl.arange(0, BLOCK)
-        elanes = tl.arange(0, EBLOCK)
-        if SAMPLER:
-            first = tl.load(edit_start_ptr + r)
-            end = tl.load(edit_start_ptr + r + 1)
-        k = tl.load(ks_ptr + p).to(tl.int32)
-        ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
-        for bit in range(0, 64 if FP64 else 32):
-            trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
-            count = 0
-            for tile in range(0, TILES):
-                cols = tile * BLOCK + lanes
-                z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
-                count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
-            if SAMPLER:  # the row's records
-                e0 = first
-                while e0 < end:
-                    e = e0 + elanes
-                    z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
-                    count += tl.sum(((e < end) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0) - \
-                        tl.sum(((e < end) & (_order_key(tl.full([EBLOCK], float("-inf"), dtype), FP64) >= trial))
-                               .to(tl.int32), axis=0)
-                    e0 += EBLOCK
-            ans = tl.where(count >= k + 1, trial, ans)
-        floor = tl.full([], float("-inf"), dtype)
+def _whole_row(logits_ptr, r, p, k, vals_ptr, ties_ptr, V, WIDTH, TILES: tl.constexpr, BLOCK: tl.constexpr,
+               WP2: tl.constexpr, FP64: tl.constexpr, live_ptr, bias_ptr, req_ptr, W, edit_start_ptr, edit_z_ptr,
+               SAMPLER: tl.constexpr, HAS_BIAS: tl.constexpr, EBLOCK: tl.constexpr):
+    """Row ``r`` of ``logits_ptr`` ``[rows, V]`` (``k`` int32) decided on the whole row, into
+    ``vals_ptr[p]`` and ``ties_ptr[p]``: a count over the row a bit (``_kth_key``'s steps, each summed
+    over the row's tiles), then the entries above the row's ``(k+1)``-th largest compacted and sorted,
+    and a count of the ``k``-th largest. Slow (a read of the row a bit, by one program) and rare.
+    ``SAMPLER``: the row as ``lane_top_kernel`` and ``select_kernel`` read it — the dense part
+    (``_sampled``) and the row's records (``edit_z_ptr``). The dense part reads a record's id as
+    ``-inf`` (its live bit is cleared), so in the counts a record stands for its value in place of
+    that ``-inf``."""
+    dtype = tl.float64 if FP64 else tl.float32
+    row = logits_ptr + r * V
+    lanes = tl.arange(0, BLOCK)
+    elanes = tl.arange(0, EBLOCK)
+    if SAMPLER:
+        first = tl.load(edit_start_ptr + r)
+        end = tl.load(edit_start_ptr + r + 1)
+    ans = _order_key(tl.zeros([BLOCK], dtype), FP64).max(axis=0) * 0
+    for bit in range(0, 64 if FP64 else 32):
+        trial = ans | (ans * 0 + 1) << ((63 if FP64 else 31) - bit)
+        count = 0
         for tile in range(0, TILES):
             cols = tile * BLOCK + lanes
             z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
-            floor = tl.maximum(floor, tl.max(tl.where((cols < V) & (_order_key(z, FP64) <= ans), z, float("-inf")),
-                                             axis=0))
+            count += tl.sum(((cols < V) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0)
         if SAMPLER:  # the row's records
             e0 = first
             while e0 < end:
                 e = e0 + elanes
                 z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
-                floor = tl.maximum(floor, tl.max(tl.where((e < end) & (_order_key(z, FP64) <= ans), z, float("-inf")),
-                                                 axis=0))
+                count += tl.sum(((e < end) & (_order_key(z, FP64) >= trial)).to(tl.int32), axis=0) - \
+                    tl.sum(((e < end) & (_order_key(tl.full([EBLOCK], float("-inf"), dtype), FP64) >= trial))
+                           .to(tl.int32), axis=0)
                 e0 += EBLOCK
-        vals_row = vals_ptr + p * WIDTH
-        count_gt = 0
-        for tile in range(0, TILES):
-            cols = tile * BLOCK + lanes
-            z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
-            gt = z > floor
+        ans = tl.where(count >= k + 1, trial, ans)
+    floor = tl.full([], float("-inf"), dtype)
+    for tile in range(0, TILES):
+        cols = tile * BLOCK + lanes
+        z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
+        floor = tl.maximum(floor, tl.max(tl.where((cols < V) & (_order_key(z, FP64) <= ans), z, float("-inf")),
+                                         axis=0))
+    if SAMPLER:  # the row's records
+        e0 = first
+        while e0 < end:
+            e = e0 + elanes
+            z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+            floor = tl.maximum(floor, tl.max(tl.where((e < end) & (_order_key(z, FP64) <= ans), z, float("-inf")),
+                                             axis=0))
+            e0 += EBLOCK
+    vals_row = vals_ptr + p * WIDTH
+    count_gt = 0
+    for tile in range(0, TILES):
+        cols = tile * BLOCK + lanes
+        z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
+        gt = z > floor
+        at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
+        tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
+        count_gt += tl.sum(gt.to(tl.int32), axis=0)
+    if SAMPLER:  # the row's records
+        e0 = first
+        while e0 < end:
+            e = e0 + elanes
+            z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+            gt = (e < end) & (z > floor)
             at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
             tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
             count_gt += tl.sum(gt.to(tl.int32), axis=0)
-        if SAMPLER:  # the row's records
-            e0 = first
-            while e0 < end:
-                e = e0 + elanes
-                z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
-                gt = (e < end) & (z > floor)
-                at = count_gt + tl.cumsum(gt.to(tl.int32), axis=0) - 1
-                tl.store(vals_row + at, z, mask=gt & (at < WIDTH))
-                count_gt += tl.sum(gt.to(tl.int32), axis=0)
-                e0 += EBLOCK
-        kth = _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2, FP64)
-        ties = tl.zeros([], tl.int64)
-        for tile in range(0, TILES):
-            cols = tile * BLOCK + lanes
-            z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
-            ties += tl.sum(((cols < V) & (z == kth)).to(tl.int64), axis=0)
-        if SAMPLER:  # the row's records
-            e0 = first
-            while e0 < end:
-                e = e0 + elanes
-                z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
-                ties += tl.sum(((e < end) & (z == kth)).to(tl.int64), axis=0) - \
-                    tl.where(kth == float("-inf"), tl.sum((e < end).to(tl.int64), axis=0), 0)
-                e0 += EBLOCK
-        tl.store(ties_ptr + p, ties)
+            e0 += EBLOCK
+    kth = _sorted_out(vals_row, count_gt, floor, k, WIDTH, WP2, FP64)
+    ties = tl.zeros([], tl.int64)
+    for tile in range(0, TILES):
+        cols = tile * BLOCK + lanes
+        z = _whole_tile(row, r, cols, V, live_ptr, bias_ptr, req_ptr, W, SAMPLER, HAS_BIAS, FP64)
+        ties += tl.sum(((cols < V) & (z == kth)).to(tl.int64), axis=0)
+    if SAMPLER:  # the row's records
+        e0 = first
+        while e0 < end:
+            e = e0 + elanes
+            z = tl.load(edit_z_ptr + e, mask=e < end, other=float("-inf")).to(dtype)
+            ties += tl.sum(((e < end) & (z == kth)).to(tl.int64), axis=0) - \
+                tl.where(kth == float("-inf"), tl.sum((e < end).to(tl.int64), axis=0), 0)
+            e0 += EBLOCK
+    tl.store(ties_ptr + p, ties)
 
 
 @triton.jit
@@ -528,8 +539,8 @@ def two_pass_values(module, logits, row_ids, ks, width: int, *, block: int = 204
 
 def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES, programs: int = 2112,
                  num_warps: int = 4, select_warps: int = 4, row_block: int = 1024, sampler: RowsSampler | None = None):
-    """``top_values`` in one read of each row (``lane_top_kernel``, ``select_kernel``; flagged rows
-    again by ``row_select_kernel``). ``lanes``: ``G``, lanes a row (power of two; fewer for a short
+    """``top_values`` in one read of each row (``lane_top_kernel``, then ``select_kernel``, which
+    redoes a flagged row on its whole row). ``lanes``: ``G``, lanes a row (power of two; fewer for a short
     vocabulary), each keeping its four largest: ``width ≤ 4 · G``. ``sampler``: the rows as SPEC §12
     leaves them (``RowsSampler``), read from the raw ``logits``."""
     import torch
@@ -545,24 +556,20 @@ def sweep_values(module, logits, row_ids, ks, width: int, *, lanes: int = LANES,
     if width > 4 * G:
         raise ValueError(f"sweep_values: width {width} exceeds 4 · lanes = {4 * G}")
     ids = logits if row_ids is None else row_ids  # unread with ALL_ROWS
-    sweep = {} if sampler is None else sampler.sweep_args()
-    edits = {} if sampler is None else dict(edit_start_ptr=sampler.edit_start, edit_z_ptr=sampler.edit_z)
     top = torch.empty(n, 4 * G, dtype=compute, device=dev)
     module.lane_top_kernel[(n, chunks)](logits, ids, top, V, chunk, G, TILES=chunk // block, BLOCK=block,
-                                        ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps, **sweep)
+                                        ALL_ROWS=row_ids is None, FP64=fp64, num_warps=num_warps,
+                                        **({} if sampler is None else sampler.sweep_args()))
     values = torch.empty(n, width, dtype=compute, device=dev)
     ties = torch.empty(n, dtype=torch.int64, device=dev)
     flags = torch.empty(2, n, dtype=torch.int32, device=dev)  # flagged, scratch count
     buf = triton.next_power_of_2(2 * width)
     scratch = torch.empty(n, buf, dtype=compute, device=dev)
-    module.select_kernel[(n,)](top, ks, flags[0], values, ties, scratch, flags[1], width, G=G, BUF=buf, FP64=fp64,
-                               num_warps=select_warps, row_ids_ptr=ids, ALL_ROWS=row_ids is None,
-                               EDITS=sampler is not None, **edits)
-    flags = flags[0]
-    wp2 = triton.next_power_of_2(width)
     row_block = min(row_block, triton.next_power_of_2(V))
-    module.row_select_kernel[(n,)](logits, ids, ks, flags, values, ties, V, width, TILES=math.ceil(V / row_block),
-                                   BLOCK=row_block, WP2=wp2, ALL_ROWS=row_ids is None, FP64=fp64, **sweep, **edits)
+    module.select_kernel[(n,)](top, ks, flags[0], values, ties, scratch, flags[1], width, G=G, BUF=buf, FP64=fp64,
+                               logits_ptr=logits, row_ids_ptr=ids, V=V, ROW_TILES=math.ceil(V / row_block),
+                               ROW_BLOCK=row_block, WP2=triton.next_power_of_2(width), ALL_ROWS=row_ids is None,
+                               num_warps=select_warps, **({} if sampler is None else sampler.select_args()))
     return values, ties
 
 
@@ -590,5 +597,5 @@ def top_values(module, logits, row_ids, ks, width: int, *, block: int = 2048, pr
                            capacity=capacity)
 
 
-__all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "RowsSampler", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
-           "row_select_kernel", "decide_kernel", "two_pass_values", "sweep_values", "top_values", "decide"]
+__all__ = ["CAPACITY", "LANES", "SWEEP_WIDTH", "RowsSampler", "group_max_kernel", "compact_kernel", "lane_top_kernel",
+           "select_kernel", "decide_kernel", "two_pass_values", "sweep_values", "top_values", "decide"]

@@ -68,7 +68,7 @@ def graphs(torch, call, sets) -> list:
 
 
 KERNELS = ("stats_kernel", "step_kernel", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "process_kernel",
-           "edit_kernel", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel",
+           "edit_kernel", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
            "decide_kernel")
 """The Triton device's kernels, named in a breakdown; any other kernel is summed under ``other``."""
 
