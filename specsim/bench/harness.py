@@ -29,15 +29,24 @@ def median(xs) -> float:
 
 
 def time_calls(torch, fn, reps: int, warmup: int) -> list[float]:
-    """Seconds per call of ``fn(i)``, each call timed by its own CUDA events, after ``warmup`` calls."""
+    """Seconds per call of ``fn(i)``, each call timed by its own CUDA events, after ``warmup`` calls.
+    Python's garbage collector is paused while the calls are queued (as ``timeit`` does): a
+    collection's pause on the host is not the step's time."""
+    import gc
     for i in range(warmup):
         fn(i)
     torch.cuda.synchronize()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for i, (start, end) in enumerate(events):
-        start.record()
-        fn(warmup + i)
-        end.record()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i, (start, end) in enumerate(events):
+            start.record()
+            fn(warmup + i)
+            end.record()
+    finally:
+        if collecting:
+            gc.enable()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) * 1e-3 for s, e in events]
 
@@ -69,7 +78,7 @@ def graphs(torch, call, sets) -> list:
 
 KERNELS = ("stats_kernel", "step_kernel", "live_kernel", "edit_stats_kernel", "fused_stats_kernel", "process_kernel",
            "edit_kernel", "group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel",
-           "decide_kernel")
+           "row_select_kernel", "decide_kernel")
 """The Triton device's kernels, named in a breakdown; any other kernel is summed under ``other``."""
 
 

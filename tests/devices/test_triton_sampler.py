@@ -248,7 +248,7 @@ def fused_filter_batch(rng, order: str, B: int = 4, K: int = 3, V: int = 300, po
                        few_allowed: bool = True):
     """Every §12 parameter, every request random with a top-k (1 .. 60), top-p and min_p: the fused
     path's filters (``cut_in_one_sweep``). ``few_allowed``: request 1 allows three ids, fewer than its
-    top-k, so its rows are flagged and redone on the whole row (``select_kernel``'s ``_whole_row``)."""
+    top-k, so its rows are flagged and redone on the whole row (``row_select_kernel``)."""
     import dataclasses
 
     from specsim.bench.workloads import sampler_params

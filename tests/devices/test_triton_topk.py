@@ -20,7 +20,8 @@ from tests.devices.test_filter_sync import same_cut  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 topk = kernel_module("devices.triton_topk", True)
 SMALL = dict(block=32, programs=8)  # several chunks of several tiles at V = 300
-KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "decide_kernel")
+KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel",
+           "decide_kernel")
 HOSTS = ("top_values", "sweep_values", "two_pass_values", "decide")
 
 

@@ -99,10 +99,8 @@ def main(argv=None) -> int:
             sweep = lambda: topk.lane_top_kernel[(args.rows, 2)](z, z, top, args.vocab, chunk, G,  # noqa: E731
                                                                   TILES=chunk // (G // 2), BLOCK=G // 2,
                                                                   ALL_ROWS=True, FP64=False, num_warps=4)
-            select = lambda: topk.select_kernel[(args.rows,)](  # noqa: E731
-                top, ks, flags[0], out, ties, scratch, flags[1], width, G=G, BUF=buf, FP64=False, logits_ptr=z,
-                row_ids_ptr=z, V=args.vocab, ROW_TILES=-(-args.vocab // 1024), ROW_BLOCK=1024,
-                WP2=1 << (width - 1).bit_length(), ALL_ROWS=True, num_warps=4)
+            select = lambda: topk.select_kernel[(args.rows,)](top, ks, flags[0], out, ties, scratch, flags[1],  # noqa: E731
+                                                               width, G=G, BUF=buf, FP64=False, num_warps=4)
             for label, fn in (("lane_top_kernel", sweep), ("select_kernel", select)):
                 print(f"| float32 | {label} | alone | {time_ms(torch, fn, args.reps):.3f} | |")
     return 1 if bad else 0
