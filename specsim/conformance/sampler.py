@@ -5,7 +5,8 @@ and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
 - **random** ``L1-sampler/<order>/<parameter>`` (and ``/all``, ``/all-point``,
-  ``/all-float32``, ``/declared``: every parameter the device declares): random ragged batches (``specsim.testing.batches``) with
+  ``/all-float32``, ``/all-top-k``: every request sampled with a top-k, ``/declared``: every
+  parameter the device declares): random ragged batches (``specsim.testing.batches``) with
   the parameter at realistic strengths, built to act along the drafts, in
   half the requests a repetition loop (``specsim.testing.sampler_params``), compared token for token with the
   reference under injected noise — or, for a device declaring only keyed
@@ -66,10 +67,14 @@ CASES: dict[str, tuple[tuple, dict]] = {
     "all": (SAMPLER_PARAMETERS, {}),
     "all-point": (SAMPLER_PARAMETERS, {"draft_probs": False}),
     "all-float32": (SAMPLER_PARAMETERS, {"dtype": "float32"}),
+    "all-top-k": (SAMPLER_PARAMETERS, {"greedy_fraction": 0.0, "top_k_fraction": 1.0, "top_k_below_vocab": True}),
     "declared": (None, {}),
 }
 """Case → (the §12 parameters on, changes to ``SPEC``). ``declared``: every parameter the device declares,
-together — a device serving a subset (vLLM serves six of nine) is otherwise never asked them combined."""
+together — a device serving a subset (vLLM serves six of nine) is otherwise never asked them combined.
+``all-top-k``: every request sampled and cut by a top-k (with top-p and min_p where drawn), the batch of
+an engine serving one sampling setting — a device may decide such filters on the §12 rows without
+writing them (the Triton device's fused path), so the suite asks for it apart from the mixed batches."""
 
 
 def case_params(name: str, caps) -> tuple:

@@ -37,6 +37,7 @@ class BatchSpec:
     logit_scale: float = 2.0
     draw: str = "choice"              # drafts: "choice" (one rng.choice per row) or "inverse-cdf" (vectorised)
     withdrawn_fraction: float = 0.0   # drawn drafts then withdrawn (-1, row read; SPEC §4); draft_probs only
+    top_k_below_vocab: bool = False   # a request's top-k drawn from 1 .. V − 1 (every one cuts), not 1 .. V
 
     @property
     def needs(self) -> set[str]:
@@ -110,7 +111,8 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     ids[padding] = PLACEHOLDER_TOKEN_ID
     temperature = rng.choice([0.5, 0.7, 1.0, 1.3], size=B)
     temperature[rng.random(B) < spec.greedy_fraction] = 0.0
-    top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
+    top_k = np.where(rng.random(B) < spec.top_k_fraction,
+                     rng.integers(1, V if spec.top_k_below_vocab else V + 1, size=B), 0)
     top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
     withdrawn = None
     if spec.withdrawn_fraction > 0:  # drawn last: the streams of the other specs are untouched
