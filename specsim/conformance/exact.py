@@ -170,11 +170,14 @@ def one_check(device, ctx, name: str) -> CheckResult:
     elif name.startswith("L1/sizes/"):
         from specsim.conformance.sizes import sizes_group
         found = sizes_group(device, ctx, only=name)
+    elif name.startswith("L1-sampler/") and not name.startswith("L1-sampler/edge/"):
+        from specsim.conformance.sampler import _random_checks
+        found = _random_checks(device, ctx, only=name)
     else:
         group = "/".join(name.split("/")[:2])
         if group not in ("L1/injected", "L1/keyed"):
             raise ValueError(f"name: {name!r} is not an L1 check (L1/injected/..., L1/keyed/..., L1/edge/..., "
-                             "L1/sizes/...)")
+                             "L1/sizes/..., L1-sampler/<order>/<case>)")
         found = _run_cases(device, ctx, group, injected=group == "L1/injected", only=name)
     if len(found) != 1:
         raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")

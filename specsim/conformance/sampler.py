@@ -116,12 +116,15 @@ def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",), para
     return batch, random_noise(rng, batch)
 
 
-def _random_checks(device, ctx) -> list[CheckResult]:
+def _random_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """The random checks (``only``: the one of that name, for ``exact.one_check``)."""
     caps, results, kind = device.capabilities, [], _noise_kind(device.capabilities)
     for order in SAMPLER_ORDERS:
         for case in CASES:
             params = case_params(case, caps)
             name, seed = f"L1-sampler/{order}/{case}", case_seed(ctx.seed, "L1-sampler", order, case)
+            if only is not None and name != only:
+                continue
             spec = replace(SPEC, **case_changes(case, caps.dtypes))
             why = sampler_lacking(caps, params, order) or missing(caps, spec.needs, dtype=spec.dtype) or \
                 (None if kind else "device takes neither injected noise nor the keyed Philox streams")

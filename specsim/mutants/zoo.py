@@ -498,6 +498,13 @@ KERNEL = [
             ("z = tl.load(logits_row + cols, mask=cols < hi, other=float(\"-inf\"))",
              "z = tl.load(logits_row + cols, mask=cols < hi, other=0.0)"),
             killed_by="L1/sizes/residual-tv1e-02"),
+    _triton("triton-sampler-cut-on-raw-rows", "with SPEC §12 and a top-k cut, the race reads each entry through the "
+            "cut before §12's bias (the cut decided on the §12 rows, applied to the raw ones): a token the bias "
+            "lifts over the cut never wins the race",
+            "docs/bugs.md #50 (vLLM #42744: filters and logit_bias applied to different rows)",
+            ("                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)",
+             "                if True:  # the raw rows' cut; the §12 rows' is taken after §12 (below)"),
+            killed_by="L1-sampler/canonical/all-top-k"),
 ]
 """Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
 
