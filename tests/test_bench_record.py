@@ -167,8 +167,9 @@ def test_the_s12_rows_floors_add_their_own_inputs_as_passed():
     fused = fused_inputs(params, k, drafts, V, "cpu", torch.float32)
     E = fused.num_edits
     # token bits [4, 2] int32, allowed bits [2, 2] int32, bias [2, 64] float32, 3 penalties [2] float64,
-    # edit_start [5] int64, edit_token and edit_code [E] int32, draft_edit [2] int64, bias_max [2] float32
-    by_hand = 32 + 16 + 512 + 48 + 40 + 8 * E + 16 + 8
+    # edit_start [5] int64, edit_token and edit_code [E] int32, draft_edit [2] int64, bias_max [2] float32,
+    # row_request [4] int32
+    by_hand = 32 + 16 + 512 + 48 + 40 + 8 * E + 16 + 8 + 16
     assert workloads.row_floor_bytes("triton §12", (B, K, V, 4, 4, "draft"), fused) == 2048 + by_hand
     unfused = sampler_inputs(params, k, drafts, V, "cpu", torch.float32)
     record = sum(a.itemsize for a in row_edits(params, k, drafts).values())
