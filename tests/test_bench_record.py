@@ -374,3 +374,18 @@ def test_the_json_carries_the_goals_and_the_engines():
     assert doc["goals"][0]["met"] == "met" and doc["goals"][0]["row"] == "triton §12"
     assert doc["engines"] == result.engines and len(doc["goals"]) == len(step.goal_rows(result))
     json.dumps(doc)
+
+
+def test_the_tree_goal_reads_the_kernel_timings_of_a_goals_run():
+    """``specsim bench --goals`` measures the tree goal itself: one goal row per tree variant, the tree
+    kernel over the chain kernels reading as many rows, in place of the command that measures it."""
+    result = goal_result([anchor_row("triton graph", 1.0)])
+    result.trees = [dict(variant="rejected at root", batch=64, V=128256, chain_ms=0.85, tree_ms=0.80, accepted=0.0),
+                    dict(variant="accepted to depth", batch=64, V=128256, chain_ms=0.85, tree_ms=1.20, accepted=5.8)]
+    tree = [g for g in step.goal_rows(result) if g[0].startswith("tree step")]
+    assert [g[1] for g in tree] == ["tree kernel, rejected at root", "tree kernel, accepted to depth"]
+    assert [g[3:6] for g in tree] == [("0.94x", "≤ 1.30x a chain step of as many rows", "met"),
+                                      ("1.41x", "≤ 1.30x a chain step of as many rows", "not met")]
+    assert "chain kernels at K = N 0.850 ms" in tree[1][6] and tree[0][2] == "B=64 V=128256 depth 6 branch 4 width 3"
+    assert {run["dtype"] for run in step.GOAL_RUNS} == {"float32", "bfloat16"}
+    assert any(run["vocab"] == [32000] and run["modes"] == ["point"] for run in step.GOAL_RUNS)

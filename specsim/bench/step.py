@@ -92,6 +92,9 @@ class BenchResult:
     engines: dict = field(default_factory=dict)
     """The field engines beside vLLM's V1 sampler (``vllm v2``, ``flashinfer``): their label, or why absent."""
     sampler: str = "off"
+    trees: list = field(default_factory=list)
+    """The tree goal's kernel timings (``measure_goals``): one dict per variant, ``variant``, ``batch``, ``V``,
+    ``chain_ms`` (the chain kernels at K = N), ``tree_ms``, ``accepted`` (mean accepted length)."""
 
 
 HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
@@ -581,6 +584,9 @@ def goal_rows(result: BenchResult) -> list[tuple]:
                    and all(r[key] == value for key, value in goal.where.items())]
         for r in matched:
             out.append(goal_cells(goal, r, result.copy_bw))
+        if goal.row is None and result.trees:
+            out += [tree_goal_cells(goal, t) for t in result.trees]
+            continue
         if not matched:
             how = f"measured by {goal.elsewhere}" if goal.elsewhere else "-"
             out.append((goal.what, goal.row or "-", where_text(goal.where), "-", goal_text(goal), NOT_MEASURED, how))
@@ -599,6 +605,59 @@ def goal_cells(goal: Goal, r: dict, copy_bw: float) -> tuple:
     else:
         now, met = f"{r['pct_floor']:.0f}%", r["pct_floor"] >= goal.target
     return goal.what, goal.row, shape, now, goal_text(goal), "met" if met else "not met", bound
+
+
+def tree_goal_cells(goal: Goal, t: dict) -> tuple:
+    """The tree goal from ``measure_goals``' kernel timings ``t``: the tree kernel over the chain kernels
+    reading as many target rows; the bound is the chain's time (every row read once, at the plain step's
+    bandwidth) beside the tree's.
+
+    >>> tree_goal_cells(GOALS[-1], dict(variant="accepted to depth", batch=64, V=128256, chain_ms=0.8,
+    ...                                 tree_ms=1.0, accepted=5.9))[3:6]
+    ('1.25x', '≤ 1.30x a chain step of as many rows', 'met')
+    """
+    ratio = t["tree_ms"] / t["chain_ms"]
+    shape = f"B={t['batch']} V={t['V']} depth {TREE_GOAL['depth']} branch {TREE_GOAL['branch']} width {TREE_GOAL['width']}"
+    return (goal.what, f"tree kernel, {t['variant']}", shape,
+            f"{ratio:.2f}x", goal_text(goal), "met" if ratio <= goal.target else "not met",
+            f"tree kernel {t['tree_ms']:.3f} ms (mean accepted {t['accepted']:.2f}) against the chain kernels "
+            f"at K = N {t['chain_ms']:.3f} ms (every target row read once)")
+
+
+GOAL_RUNS = (
+    dict(batch=[256], k=[4], vocab=[128256], dtype="float32", modes=["draft", "point"], sampler="all"),
+    dict(batch=[256], k=[4], vocab=[128256], dtype="bfloat16", modes=list(MODES), sampler="off", devices=["triton"]),
+    dict(batch=[512], k=[8], vocab=[32000], dtype="float32", modes=["point"], sampler="off", devices=["triton"]),
+)
+"""The shapes ``measure_goals`` times: the anchor with every §12 row (the devices asked for, the field's
+among them), then bfloat16 logits and point proposals at V = 32000 on the Triton device."""
+TREE_GOAL = dict(batch=64, vocab=128256, depth=6, branch=4, width=3)
+"""The tree goal's shape (``specsim.bench.trees --kernel``'s arguments)."""
+
+
+def measure_goals(torch, opts: Options, out=print) -> BenchResult:
+    """Every goal of ``GOALS`` in one run (``specsim bench --goals``): ``measure`` at each of ``GOAL_RUNS``
+    (``opts``' reps, warm-up and breakdown; its shapes replaced), then the tree goal's kernels
+    (``specsim.bench.trees.bench_kernels`` on the compiled Triton device at ``TREE_GOAL``). One result:
+    every run's rows and breakdowns, the first run's hardware, copy bandwidth and field engines."""
+    from dataclasses import replace as with_
+    runs = [measure(torch, with_(opts, **run), out) for run in GOAL_RUNS]
+    result = runs[0]
+    for more in runs[1:]:
+        result.rows += more.rows
+        result.kernels += more.kernels
+    from devices.triton_device import make_device
+    from specsim.bench.trees import bench_kernels, tree_parents
+    g = TREE_GOAL
+    timed = bench_kernels(make_device(), g["batch"], g["vocab"], tree_parents(g["depth"], g["branch"], g["width"]),
+                          opts.warmup, max(5, opts.reps // 10))
+    for variant in ("rejected at root", "accepted to depth"):
+        result.trees.append(dict(variant=variant, batch=g["batch"], V=g["vocab"], chain_ms=timed["chain K=N"],
+                                 tree_ms=timed[f"tree kernel, {variant}"],
+                                 accepted=timed.get(f"tree kernel, {variant} accepted", 0.0)))
+        out(f"tree goal, {variant}: tree kernel {result.trees[-1]['tree_ms']:.3f} ms, chain kernels K=N "
+            f"{timed['chain K=N']:.3f} ms", flush=True)
+    return result
 
 
 def goal_text(goal: Goal) -> str:

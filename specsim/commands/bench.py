@@ -61,6 +61,11 @@ def add_arguments(p):
                         "with the parameters it serves with spec decode, no mask, bias or min_p; 'vllm v2 filters', "
                         "'flashinfer filters'; draft and point modes; see specsim.bench.workloads.sampler_params), "
                         "then the goals table (specsim.bench.step.GOALS)")
+    p.add_argument("--goals", action="store_true",
+                   help="measure every goal in one run (specsim.bench.step.GOAL_RUNS): the anchor 256 x 4 x 128256 "
+                        "with --sampler all for the devices asked, bfloat16 logits and point proposals at V = 32000 "
+                        "on triton, and the tree kernel (64 requests, 64 nodes of depth 6); --batch, --k, --vocab, "
+                        "--dtype, --modes and --sampler are set by it")
 
 
 def run(args) -> int:
@@ -74,7 +79,7 @@ def run(args) -> int:
         return 2
     from specsim.bench import step
     opts = step.Options(**{f.name: getattr(args, f.name) for f in fields(step.Options)})
-    result = step.measure(torch, opts)
+    result = step.measure_goals(torch, opts) if args.goals else step.measure(torch, opts)
     print()
     print("\n".join(step.table_lines(step.HEADER, [step.cells(r) for r in result.rows])))
     if result.kernels:
