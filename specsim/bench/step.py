@@ -105,7 +105,8 @@ HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor 
 floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
 SAMPLER_ROWS = ("triton §12", "triton §12 unfused", "triton filters", "triton filters eager",
-                "triton filters torch.topk", "triton §12+filters", "triton §12+filters processed")
+                "triton filters torch.topk", "triton §12+filters", "triton §12+filters eager",
+                "triton §12+filters processed")
 """The §12 rows a breakdown profiles beside the plain Triton step."""
 
 
@@ -350,8 +351,10 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
     candidates. ``triton §12+filters``: the fused path with the cut of the §12 rows
     (``triton_device.sampler_cut``: live bits and records, then the candidates' sweep reading the
-    raw rows through them, then the step — no processed rows); ``… processed``: the processed rows
-    written, then the filters' cut of them and the plain step."""
+    raw rows through them, then the step — no processed rows), the whole step a CUDA graph per input
+    set as the plain step's ``triton graph``; ``… eager``: the same called from Python each step (the
+    cut's device work a graph, ``FilterCuts``); ``… processed``: the processed rows written, then the
+    filters' cut of them and the plain step."""
     import numpy as np
 
     from devices.filter_cut import torch_top_values
@@ -378,7 +381,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     chunk = vocab_chunks(V, rows, config.block, config.programs)[0]
     top_k, top_p, min_p = (np.full(B, FILTERS[name]) for name in ("top_k", "top_p", "min_p"))
     # The fused path with filters: per input set, the live bits and records written into the same
-    # buffers each step, and a graph of the cut read through them (FilterCuts, as an engine would).
+    # buffers each step, and the cut read through them (eager: a graph of the cut, FilterCuts).
     swept = []
     for x, (_, cu, temperature, fused) in zip(sets, prepared):
         bufs = ks.fused_prepare(ks, x["target_logits"], x["cu"], x["temperature"], fused, x["max_k"])
@@ -414,15 +417,19 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
         _, cu, temperature, _ = prepared[i % len(sets)]
         return step(x, logits, graph_cuts(logits, cu, temperature, top_k, top_p, min_p, "vllm"))
 
-    def all_on(i):
+    def all_on(i, graphed_cut: bool = True):
         x = sets[i % len(sets)]
         _, cu, temperature, fused = prepared[i % len(sets)]
         bufs, cuts = swept[i % len(sets)]
         ks.fused_prepare(ks, x["target_logits"], x["cu"], x["temperature"], fused, x["max_k"], out=bufs)
-        cut = cuts(x["target_logits"], cu, temperature, top_k, top_p, min_p, "vllm")
+        args = (x["target_logits"], cu, temperature, top_k, top_p, min_p, "vllm")
+        cut = cuts(*args) if graphed_cut else filter_cuts(*args, top_values=cuts.top_values)
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
                               max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], config=config,
                               sampler=fused, sampler_kernels=ks, cut=cut, prepared=bufs)
+
+    # the whole fused step as one CUDA graph per input set, as the plain step's 'triton graph' row
+    whole = harness.graphs(torch, lambda x: all_on(next(n for n, y in enumerate(sets) if y is x), False), sets)
 
     filters = dict(top_k=top_k, top_p=top_p)
     variants = [("triton filters", filters_only, 2 * len(sets), filters),
@@ -430,7 +437,8 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
                 ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters),
                 ("triton §12", fused_step, 0, prepared[0][3]),
                 ("triton §12 unfused", lambda i: step(*processed(i)), 0, prepared[0][0]),
-                ("triton §12+filters", all_on, 2 * len(sets), (prepared[0][3], filters)),
+                ("triton §12+filters", lambda i: whole[i % len(whole)].replay(), 0, (prepared[0][3], filters)),
+                ("triton §12+filters eager", all_on, 2 * len(sets), (prepared[0][3], filters)),
                 ("triton §12+filters processed", all_on_processed, 2 * len(sets), (prepared[0][0], filters))]
     nsets = len(sets)
     if "vllm" in devices:

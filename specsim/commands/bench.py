@@ -56,8 +56,8 @@ def add_arguments(p):
     p.add_argument("--sampler", choices=["off", "all"], default="off",
                    help="all: also time SPEC §12 with every parameter on (rows 'triton filters', "
                         "'triton filters eager', 'triton filters torch.topk', 'triton §12' (fused), "
-                        "'triton §12 unfused', 'triton §12+filters' (fused: the cut of the §12 rows, never written), "
-                        "'triton §12+filters processed', 'vllm filters', 'vllm §12 (served)': vLLM "
+                        "'triton §12 unfused', 'triton §12+filters' (fused: the cut of the §12 rows, never written; "
+                        "the step a CUDA graph), 'triton §12+filters eager', 'triton §12+filters processed', 'vllm filters', 'vllm §12 (served)': vLLM "
                         "with the parameters it serves with spec decode, no mask, bias or min_p; 'vllm v2 filters', "
                         "'flashinfer filters'; draft and point modes; see specsim.bench.workloads.sampler_params), "
                         "then the goals table (specsim.bench.step.GOALS)")
