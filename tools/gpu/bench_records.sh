@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The records BENCHMARKS.md renders, from the repository root on one CUDA GPU: each benchmark with
 # --record docs/results/NAME.json; then `python -m specsim.figures.numbers --write` renders them.
-#   bash tools/gpu/bench_records.sh [anchor] [v32000] [v151936] [bfloat16] [sampler] [trees]
+#   bash tools/gpu/bench_records.sh [anchor] [v32000] [v151936] [bfloat16] [goals] [trees]
 # vLLM's rows (V1 sampler and Model Runner V2) need its pinned modules: `python -m devices.field.vllm_loader fetch
 # --cache DIR`, then SPECSIM_VLLM_CACHE=DIR here; FlashInfer's rows need flashinfer-python==0.7.2.post1 installed
-# (without them those rows are left out and each table's note says why). `sampler` also writes the goals table.
+# (without them those rows are left out and each table's note says why). `goals` times every goal in one run (specsim bench --goals): the whole goals table.
 # With $OUT set, the records written are also copied to $OUT/results.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 bench="python3 -m specsim.cli bench"
 written=()
-for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
+for part in ${@:-anchor v32000 v151936 bfloat16 goals trees}; do
   case "$part" in
     anchor) timeout 270 $bench --breakdown --record docs/results/bench-h100.json
             written+=(docs/results/bench-h100.json) ;;
@@ -18,11 +18,11 @@ for part in ${@:-anchor v32000 v151936 bfloat16 sampler trees}; do
             written+=(docs/results/bench-h100-v32000.json) ;;
     v151936) timeout 300 $bench --batch 64 256 --k 8 --vocab 151936 --record docs/results/bench-h100-v151936.json
              written+=(docs/results/bench-h100-v151936.json) ;;
-    bfloat16) timeout 200 $bench --dtype bfloat16 --devices triton vllm --record docs/results/bench-h100-bfloat16.json
+    bfloat16) timeout 200 $bench --dtype bfloat16 --devices triton vllm --breakdown --record docs/results/bench-h100-bfloat16.json
               written+=(docs/results/bench-h100-bfloat16.json) ;;
-    sampler) timeout 330 $bench --devices triton vllm vllm-v2 flashinfer --modes draft point --sampler all --reps 30 --breakdown \
-               --record docs/results/bench-h100-sampler.json
-             written+=(docs/results/bench-h100-sampler.json) ;;
+    goals) timeout 540 $bench --goals --devices triton vllm vllm-v2 flashinfer --reps 100 --breakdown \
+               --record docs/results/bench-h100-goals.json
+           written+=(docs/results/bench-h100-goals.json) ;;
     trees) timeout 300 python3 -m specsim.bench.trees --device triton --kernel --batch 64 --vocab 128256 --depth 6 \
              --branch 4 --width 3 --record docs/results/tree-bench-h100.json
            written+=(docs/results/tree-bench-h100.json) ;;

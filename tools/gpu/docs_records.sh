@@ -32,7 +32,7 @@ cpu2() {
 gpu1() {
   taskset -c 0-3 bash tools/gpu/bench_records.sh anchor v32000 bfloat16 sampler
   taskset -c 0-3 python3 tools/gpu/filter_profile.py --record $R/triton-filters.json
-  for f in bench-h100 bench-h100-v32000 bench-h100-bfloat16 bench-h100-sampler triton-filters; do keep $R/$f.json; done
+  for f in bench-h100 bench-h100-v32000 bench-h100-bfloat16 bench-h100-goals triton-filters; do keep $R/$f.json; done
 }
 gpu2() {
   taskset -c 0-3 bash tools/gpu/bench_records.sh v151936 trees
