@@ -1,10 +1,10 @@
 """The filters' cut step after step: a CUDA graph of its device work per call signature.
 
 ``devices.triton_device.filter_cuts`` is a handful of launches (the top-k candidates' sweep and
-select, the decisions) and small copies; called eagerly, the Python between them costs host time
-the GPU then waits on (H100, 256 × 4 × 128256: 0.42 ms of kernels, 0.61 ms a call eagerly, 0.48
-under the graph; docs/triton-device.md). An engine filters the same buffers with the same
-parameters step after step, so ``FilterCuts`` keeps a
+select, the decisions); called eagerly, its host work must stay below the kernels' time for the GPU
+not to wait (H100, 256 × 4 × 128256: it does on a quiet host, the parameters kept on the device by
+``filter_plan``; docs/triton-device.md's filter profile). An engine filters the same buffers with the
+same parameters step after step, so ``FilterCuts`` takes the launches off the host: it keeps a
 CUDA graph of ``filter_cut.candidate_cut`` per signature — the logits' address, shape and dtype,
 the parameters' values, the order — and replays it, as ``devices.triton_step.TritonStep``
 does for the step: the first call with a signature runs eagerly, the second captures and

@@ -392,6 +392,14 @@ def cut_in_one_sweep(vocab_size: int, temperature, top_k) -> bool:
     return bool(((t > 0) & (k >= 1) & (k <= FUSED_TOP_K) & (k < vocab_size)).all())
 
 
+def rows_sampler(topk_module: ModuleType, sampler, prepared):
+    """``triton_topk.RowsSampler`` (from ``topk_module``, the device's Triton mode) of the fused step's
+    inputs: ``sampler`` a ``triton_sampler.FusedSampler``, ``prepared`` its ``(live, edit_z)``
+    (``triton_sampler.fused_prepare``) — the rows as SPEC §12 leaves them, for the candidates' sweep."""
+    return topk_module.RowsSampler(prepared[0], sampler.logit_bias, sampler.row_request, sampler.edit_start,
+                                   prepared[1])
+
+
 def sampler_cut(target_logits, cu, temperature, top_k, top_p, min_p, order: str, sampler, prepared,
                 topk_module: ModuleType, config: KernelConfig):
     """``filter_cuts`` of the rows as SPEC §12 leaves them, which are never written: the candidates'
@@ -404,10 +412,8 @@ def sampler_cut(target_logits, cu, temperature, top_k, top_p, min_p, order: str,
         raise ValueError("sampler_cut: every request must be random with 1 <= top_k <= FUSED_TOP_K and top_k < V "
                          "(cut_in_one_sweep); otherwise the filters decide on the processed rows "
                          "(TritonDevice.processed_logits)")
-    rows = topk_module.RowsSampler(prepared[0], sampler.logit_bias, sampler.row_request, sampler.edit_start,
-                                   prepared[1])
     return filter_cuts(target_logits, cu, temperature, top_k, top_p, min_p, order,
-                       triton_top_values(topk_module, config, rows))
+                       triton_top_values(topk_module, config, rows_sampler(topk_module, sampler, prepared)))
 
 
 # --- the numpy protocol's rungs (TritonDevice.verify) ------------------------------------

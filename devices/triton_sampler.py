@@ -529,7 +529,7 @@ def fused_stats(module, target_logits, cu, temperature, counter, inputs: FusedSa
     column the records'); ``counter`` ``[batch]`` is zeroed for the step kernel. Returns
     ``(live [rows, W] int32, edit_z [E])``, which the step kernel reads."""
     import torch
-    rows, V = target_logits.shape
+    V = target_logits.shape[1]
     batch = cu.shape[0] - 1
     live, edit_z = fused_prepare(module, target_logits, cu, temperature, inputs, max_k, stats)
     nstat = stats[0].shape[1]

@@ -45,7 +45,7 @@ MIN_BLOCK = 128  # one read: the narrowest tile a program loads
 
 class RowsSampler(NamedTuple):
     """SPEC §12 as the one-read candidates read the rows: the fused step's inputs
-    (``devices.triton_sampler.rows_sampler`` builds it), so the candidates are those of the
+    (``devices.triton_device.rows_sampler`` builds it), so the candidates are those of the
     processed rows, which are never written.
 
     ``live`` ``[rows, W]`` int32 bits (1: the dense entry is read; bans and the records' entries

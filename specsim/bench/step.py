@@ -359,7 +359,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
 
     from devices.filter_cut import torch_top_values
     from devices.filter_graph import FilterCuts
-    from devices.triton_device import filter_cuts, triton_top_values, verify_tensors
+    from devices.triton_device import filter_cuts, rows_sampler, triton_top_values, verify_tensors
     from devices.triton_host import vocab_chunks
     from devices.triton_mode import kernel_module
     FILTERS, sampler_params = workloads.FILTERS, workloads.sampler_params
@@ -385,8 +385,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     swept = []
     for x, (_, cu, temperature, fused) in zip(sets, prepared):
         bufs = ks.fused_prepare(ks, x["target_logits"], x["cu"], x["temperature"], fused, x["max_k"])
-        rows_sampler = topk.RowsSampler(bufs[0], fused.logit_bias, fused.row_request, fused.edit_start, bufs[1])
-        swept.append((bufs, FilterCuts(triton_top_values(topk, config, rows_sampler))))
+        swept.append((bufs, FilterCuts(triton_top_values(topk, config, rows_sampler(topk, fused, bufs)))))
 
     def step(x, logits, cut=None):
         return verify_tensors(x["cu"], x["draft_token_ids"], x["draft_probs"], logits, x["temperature"],
