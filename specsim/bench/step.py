@@ -241,7 +241,7 @@ def timed_row(label: str, shape: tuple, floor_shape: tuple, params, seconds: flo
     >>> r = timed_row("triton §12", (2, 1, 64, "draft", "float32"), (2, 1, 64, 4, 4, "draft"),
     ...               {"logit_bias": __import__("numpy").zeros((2, 64), "float32")}, 1e-6, 5.12e9)
     >>> r["alg_floor_mb"] * 1e6, r["floor_mb"] * 1e6, round(r["pct_floor"]), round(r["gb_s"], 2)
-    (2048.0, 2560.0, 50, 2.56)
+    (2048.0, 3072.0, 60, 3.07)
     """
     B, K, V, mode, dtype = shape
     alg, all_rows = workloads.floor_bytes(*floor_shape)
@@ -573,7 +573,9 @@ shape, or against its own floor."""
 GOALS_HEADER = ("what", "row", "shape", "now", "goal", "met", "bound")
 GOALS_NOTE = ("Each measured goal's row at its shape; bound: the bytes its inputs need read once (its own "
               "floor, workloads.row_floor_bytes) beside the plain step's, and the bandwidth it achieved over "
-              "them against the device-to-device copy measured in the same run.")
+              "them against the device-to-device copy measured in the same run; for a ratio goal, its floor's "
+              "time at that copy bandwidth over the base row's measured time (above the goal: no "
+              "implementation meets it).")
 NOT_MEASURED = "not measured in this run"
 
 
@@ -609,9 +611,20 @@ def goal_cells(goal: Goal, r: dict, copy_bw: float) -> tuple:
         if "vs_plain" not in r:
             return (goal.what, goal.row, shape, "-", goal_text(goal), f"{NOT_MEASURED} (no triton graph row)", bound)
         now, met = f"{r['vs_plain']:.2f}x", r["vs_plain"] <= goal.target
+        bound += f"; its floor alone is {floor_ratio(r, copy_bw):.2f}x {goal.base}'s time"
     else:
         now, met = f"{r['pct_floor']:.0f}%", r["pct_floor"] >= goal.target
     return goal.what, goal.row, shape, now, goal_text(goal), "met" if met else "not met", bound
+
+
+def floor_ratio(r: dict, copy_bw: float) -> float:
+    """Row ``r``'s own floor time (its floor bytes at ``copy_bw`` bytes/s) over the time of the row its
+    ``vs_plain`` is set against: above a ratio goal, no implementation of the row can meet it.
+
+    >>> round(floor_ratio(dict(floor_mb=1200.0, median_ms=0.5, vs_plain=1.5), 3e12), 2)
+    1.2
+    """
+    return r["floor_mb"] / copy_bw * 1e9 / (r["median_ms"] / r["vs_plain"])
 
 
 def tree_goal_cells(goal: Goal, t: dict) -> tuple:

@@ -19,9 +19,11 @@ A row's own floor (``row_floor_bytes``): the algorithmic bytes plus every other
 input that row is handed, read once — a SPEC §12 row's logit bias, masks (bit-packed
 or int8, as that row takes them), penalties and sparse records, a filter row's
 per-request top-k/top-p/min_p — counted from the sizes of the tensors it is passed
-(``input_bytes``). What a row's kernels write and read back (the fused path's live
-words, processed rows, the filters' candidates) is not an input: it is part of the
-gap between the row's time and its floor.
+(``input_bytes``), and, unless greedy, each request's emitting row's share of them read
+again (``emit_row_bytes``: its bias row, mask rows), as the emitting row's logits are.
+What a row's kernels write and read back (the fused path's live words, processed rows,
+the filters' candidates) is not an input: it is part of the gap between the row's time
+and its floor.
 
 ``sampler_params`` and ``FILTERS`` are the SPEC §12 workload of ``specsim bench
 --sampler all``: every sampler parameter on, at strengths engines use.
@@ -73,6 +75,27 @@ def floor_bytes(batch: int, k: int, vocab: int, logit_size: int, prob_size: int,
     return target + emit + draft_row, target + all_drafts
 
 
+def _arrays(inputs):
+    """Every array in ``inputs`` (a tensor or numpy array, or a tuple, list, NamedTuple, dict or
+    dataclass of them, nested; None, numbers and strings hold none), depth first."""
+    if inputs is None or isinstance(inputs, (str, bytes, int, float, bool)):
+        return
+    if hasattr(inputs, "nbytes"):
+        yield inputs
+    elif isinstance(inputs, dict):
+        for v in inputs.values():
+            yield from _arrays(v)
+    elif dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
+        for f in dataclasses.fields(inputs):
+            yield from _arrays(getattr(inputs, f.name))
+    elif isinstance(inputs, (tuple, list)):
+        for v in inputs:
+            yield from _arrays(v)
+    else:
+        raise TypeError(f"input_bytes: inputs holds a {type(inputs).__name__}; expected arrays, tensors, "
+                        "tuples, lists or dicts of them")
+
+
 def input_bytes(inputs) -> int:
     """Bytes of every array in ``inputs``: a tensor or numpy array (``nbytes``), or a tuple, list,
     NamedTuple, dict or dataclass (``SamplerParams``) of them, nested; None, numbers and strings hold none.
@@ -81,18 +104,22 @@ def input_bytes(inputs) -> int:
     >>> input_bytes({"bias": np.zeros((2, 8), np.float32), "edits": (np.zeros(3, np.int32), None), "order": "vllm"})
     76
     """
-    if inputs is None or isinstance(inputs, (str, bytes, int, float, bool)):
-        return 0
-    if hasattr(inputs, "nbytes"):
-        return int(inputs.nbytes)
-    if isinstance(inputs, dict):
-        return sum(input_bytes(v) for v in inputs.values())
-    if dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
-        return sum(input_bytes(getattr(inputs, f.name)) for f in dataclasses.fields(inputs))
-    if isinstance(inputs, (tuple, list)):
-        return sum(input_bytes(v) for v in inputs)
-    raise TypeError(f"input_bytes: inputs holds a {type(inputs).__name__}; expected arrays, tensors, "
-                    "tuples, lists or dicts of them")
+    return sum(int(a.nbytes) for a in _arrays(inputs))
+
+
+def emit_row_bytes(inputs, batch: int, rows: int) -> int:
+    """Bytes the emitting rows read again of ``inputs``: one row per request of each 2-D array whose
+    rows are per request (``[batch, ·]``: a logit bias, allowed ids) or per target row (``[rows, ·]``:
+    a token mask). The row a request emits from is known only once every earlier row's statistics are,
+    so its processed values are formed twice, as its logits are read twice (``floor_bytes``).
+
+    >>> import numpy as np
+    >>> emit_row_bytes({"bias": np.zeros((2, 8), np.float32), "mask": np.zeros((6, 1), np.int32),
+    ...                 "penalty": np.zeros(2)}, batch=2, rows=6)
+    72
+    """
+    return sum(int(a.nbytes) // a.shape[0] * batch for a in _arrays(inputs)
+               if len(a.shape) == 2 and a.shape[0] in (batch, rows))
 
 
 def row_needs_inputs(variant: str) -> bool:
@@ -107,7 +134,8 @@ def row_needs_inputs(variant: str) -> bool:
 
 def row_floor_bytes(variant: str, shape: tuple, params=None) -> int:
     """The floor of row ``variant``: ``floor_bytes``' algorithmic bytes of ``shape`` plus every array of
-    ``params`` (the row's own inputs beyond the plain step's, as passed to it) read once.
+    ``params`` (the row's own inputs beyond the plain step's, as passed to it) read once, and, unless
+    greedy, the emitting row's share of them read again (``emit_row_bytes``).
 
     ``shape``: ``(batch, k, vocab, logit_size, prob_size, mode)`` as ``floor_bytes`` takes them.
     ``params``: None for a plain row; for a §12 or filter row (``row_needs_inputs``) what it is handed,
@@ -118,7 +146,8 @@ def row_floor_bytes(variant: str, shape: tuple, params=None) -> int:
     2048 B. A fused §12 row is also handed a logit bias ``[2, 64]`` float32 (512 B), a bit-packed
     token mask ``[4, 2]`` int32 (32 B) and allowed ids ``[2, 2]`` int32 (16 B), three penalties
     ``[2]`` float64 (48 B) and 3 sparse records (``edit_start [5]`` int64, 40 B; token and code
-    ``[3]`` int32, 24 B): 672 B more.
+    ``[3]`` int32, 24 B): 672 B more. Each request's emitting row reads its bias row, its token-mask
+    row and its allowed row again: 2·(256 + 8 + 8) = 544 B more.
 
     >>> import numpy as np
     >>> shape = (2, 1, 64, 4, 4, "draft")
@@ -129,7 +158,7 @@ def row_floor_bytes(variant: str, shape: tuple, params=None) -> int:
     ...              edit_start=np.zeros(5, np.int64), edit_token=np.zeros(3, np.int32),
     ...              edit_code=np.zeros(3, np.int32))
     >>> row_floor_bytes("triton §12", shape, fused)
-    2720
+    3264
     >>> row_floor_bytes("triton filters", shape, dict(top_k=np.full(2, 50), top_p=np.full(2, 0.9)))
     2080
     """
@@ -139,7 +168,8 @@ def row_floor_bytes(variant: str, shape: tuple, params=None) -> int:
                          "(§12 parameters or filters): pass them as params")
     if not row_needs_inputs(variant) and params is not None:
         raise ValueError(f"row_floor_bytes: row {variant!r} is a plain step; params must be None")
-    return floor_bytes(batch, k, vocab, logit_size, prob_size, mode)[0] + input_bytes(params)
+    emit = 0 if mode == "greedy" else emit_row_bytes(params, batch, batch * (k + 1))
+    return floor_bytes(batch, k, vocab, logit_size, prob_size, mode)[0] + input_bytes(params) + emit
 
 
 def input_sets(l2_bytes: int, all_rows_bytes: int) -> int:
