@@ -104,7 +104,7 @@ HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor 
 (``workloads.row_floor_bytes``), ``% of its floor`` its floor time over the median, ``GB/s achieved`` its
 floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
-SAMPLER_ROWS = ("triton §12", "triton §12 unfused", "triton filters", "triton filters eager",
+SAMPLER_ROWS = ("triton §12", "triton §12 eager", "triton §12 unfused", "triton filters", "triton filters eager",
                 "triton filters torch.topk", "triton §12+filters", "triton §12+filters eager",
                 "triton §12+filters processed")
 """The §12 rows a breakdown profiles beside the plain Triton step."""
@@ -344,7 +344,8 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     the dense rows, the packed bits) is done once per input set, outside the timing, as an engine
     keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
     path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
-    processed rows); ``triton §12 unfused``: the two §12 launches writing the processed rows, then
+    processed rows), a CUDA graph per input set as the plain step's ``triton graph``; ``… eager``: the
+    same called from Python each step; ``triton §12 unfused``: the two §12 launches writing the processed rows, then
     the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
     candidates by ``devices/triton_topk.py``, float64 decisions on them, no host sync) read by
     the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
@@ -428,13 +429,17 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
                               sampler=fused, sampler_kernels=ks, cut=cut, prepared=bufs)
 
     # the whole fused step as one CUDA graph per input set, as the plain step's 'triton graph' row
-    whole = harness.graphs(torch, lambda x: all_on(next(n for n, y in enumerate(sets) if y is x), False), sets)
+    def set_of(x):
+        return next(n for n, y in enumerate(sets) if y is x)
+    whole = harness.graphs(torch, lambda x: all_on(set_of(x), False), sets)
+    fused_whole = harness.graphs(torch, lambda x: fused_step(set_of(x)), sets)
 
     filters = dict(top_k=top_k, top_p=top_p)
     variants = [("triton filters", filters_only, 2 * len(sets), filters),
                 ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0, filters),
                 ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters),
-                ("triton §12", fused_step, 0, prepared[0][3]),
+                ("triton §12", lambda i: fused_whole[i % len(fused_whole)].replay(), 0, prepared[0][3]),
+                ("triton §12 eager", fused_step, 0, prepared[0][3]),
                 ("triton §12 unfused", lambda i: step(*processed(i)), 0, prepared[0][0]),
                 ("triton §12+filters", lambda i: whole[i % len(whole)].replay(), 0, (prepared[0][3], filters)),
                 ("triton §12+filters eager", all_on, 2 * len(sets), (prepared[0][3], filters)),
