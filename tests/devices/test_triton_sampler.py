@@ -326,3 +326,55 @@ def test_the_fused_top_k_bound_is_the_sweeps():
     from devices.triton_device import FUSED_TOP_K
     from devices.triton_mode import kernel_module
     assert FUSED_TOP_K == kernel_module("devices.triton_topk", True).SWEEP_WIDTH - 1
+
+
+@pytest.mark.parametrize("records,order", [(8, "vllm"), (512, "canonical")])
+def test_the_fused_statistics_are_the_processed_rows(monkeypatch, records, order):
+    """``fused_stats`` (``live_kernel``, ``edit_stats_kernel``, ``fused_stats_kernel``) against
+    ``process_logits``' rows, row by row: the columns' statistics combined give each processed row's
+    maximum and first argmax exactly and its softmax sum within float32 rounding; the live words are
+    the mask and allowed bits less the records' entries; each record's value is its processed entry.
+    Rows dense with records (a prompt longer than V), several chunks a row, ``records`` a step of
+    ``edit_stats_kernel``: what a token-level comparison can miss (an entry counted twice shifts a
+    sum, not always a token)."""
+    import dataclasses
+
+    from devices.triton_device import KernelConfig
+    from devices.triton_host import vocab_chunks
+    from specsim.bench.workloads import sampler_params
+    dev = make_interpreter_device(KernelConfig(block=64, num_warps=1, programs=40, race_block=32, race_warps=1))
+    ks = dev.sampler_kernels
+    monkeypatch.setattr(ks, "FUSED_EDIT_BLOCK", records)
+    rng = np.random.default_rng(records)
+    B, K, V = 3, 2, 300
+    k = np.array([2, 0, 1])
+    ids = rng.integers(0, V, int(k.sum()))
+    rows = int(k.sum()) + B
+    params = dataclasses.replace(sampler_params(B, K, V, np.resize(ids, B * K), 5, prompt=400, output=30),
+                                 order=order, min_p=None, token_mask=rng.random((rows, V)) < 0.9)
+    logits = torch.tensor((rng.standard_normal((rows, V)) * 2).astype(np.float32))
+    cu = torch.tensor(np.concatenate([[0], np.cumsum(k)]), dtype=torch.int64)
+    temperature = torch.tensor([1.0, 0.7, 1.3], dtype=torch.float32)
+    fused = ks.fused_inputs(params, k, ids, V, "cpu", torch.float32)
+    want = ks.process_logits(ks, logits, cu, K, ks.sampler_inputs(params, k, ids, V, "cpu", torch.float32), 64, 64,
+                             num_warps=1).double()
+    chunk, nchunk = vocab_chunks(V, rows, 64, 40)
+    assert nchunk > 1
+    columns = nchunk + 1  # the records' statistics: a column of their own
+    stats = (torch.empty(rows, columns), torch.empty(rows, columns), torch.empty(rows, columns, dtype=torch.int32))
+    live, edit_z = ks.fused_stats(ks, logits, cu, temperature, torch.empty(B, dtype=torch.int32), fused, stats, K,
+                                  chunk, 64, 1)
+    t = temperature.double()[torch.tensor(np.repeat(np.arange(B), k + 1))][:, None]
+    m = stats[0].double()
+    top = m.max(dim=1).values
+    got_sum = (stats[1].double() * torch.exp((m - top[:, None]) / t).nan_to_num(0.0)).sum(dim=1)
+    got_arg = torch.where(m == top[:, None], stats[2], 2**31 - 1).min(dim=1).values
+    assert torch.equal(top, want.max(dim=1).values)
+    assert torch.equal(got_arg.long(), want.argmax(dim=1))
+    want_sum = torch.exp((want - top[:, None]) / t).sum(dim=1)
+    assert torch.allclose(got_sum, want_sum, rtol=1e-5), (got_sum, want_sum)
+    e = ks.row_edits(params, k, ids, with_drafts=True)
+    assert torch.equal(edit_z[:len(e["row"])].double(), want[e["row"], e["token"]])
+    allowed = ks.allowed_mask(params, B, V)[np.repeat(np.arange(B), k + 1)] & params.token_mask
+    allowed[e["row"], e["token"]] = False
+    assert (live.numpy() == ks.pack_bits(allowed)).all()
