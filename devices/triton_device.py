@@ -491,12 +491,13 @@ class TritonDevice:
     # (compiled: held to the reference on an H100 by ``specsim.bench.trees --check``, docs/trees.md)
 
     def __init__(self, device: str, config: KernelConfig, kernels_module: ModuleType | None = None,
-                 name: str | None = None):
+                 name: str | None = None, kernel_files: dict | None = None):
         self.device = device
         self.config = config
         self.interpret = device == "cpu"
         self.name = name or ("triton-interpret" if self.interpret else "triton")
         self._kernels = kernels_module
+        self._files = dict(kernel_files or {})  # e.g. an edited devices.triton_sampler (a mutant's)
 
     @property
     def kernels(self) -> ModuleType:
@@ -512,7 +513,7 @@ class TritonDevice:
         enters on first use (``triton_mode.kernel_module`` keeps one copy per mode)."""
         from devices.triton_mode import enter, kernel_module
         enter(self.interpret, self.name)
-        return kernel_module(module, self.interpret)
+        return self._files.get(module) or kernel_module(module, self.interpret)
 
     @property
     def sampler_kernels(self) -> ModuleType:

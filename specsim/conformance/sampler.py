@@ -68,13 +68,19 @@ CASES: dict[str, tuple[tuple, dict]] = {
     "all-point": (SAMPLER_PARAMETERS, {"draft_probs": False}),
     "all-float32": (SAMPLER_PARAMETERS, {"dtype": "float32"}),
     "all-top-k": (SAMPLER_PARAMETERS, {"greedy_fraction": 0.0, "top_k_fraction": 1.0, "top_k_below_vocab": True}),
+    "all-unfiltered": (tuple(p for p in SAMPLER_PARAMETERS if p != "min_p"), {"top_k_fraction": 0.0,
+                                                                            "top_p_fraction": 0.0}),
     "declared": (None, {}),
 }
 """Case → (the §12 parameters on, changes to ``SPEC``). ``declared``: every parameter the device declares,
 together — a device serving a subset (vLLM serves six of nine) is otherwise never asked them combined.
 ``all-top-k``: every request sampled and cut by a top-k (with top-p and min_p where drawn), the batch of
 an engine serving one sampling setting — a device may decide such filters on the §12 rows without
-writing them (the Triton device's fused path), so the suite asks for it apart from the mixed batches."""
+writing them (the Triton device's fused path), so the suite asks for it apart from the mixed batches.
+``all-unfiltered``: every parameter but min_p and no top-k or top-p on any request (greedy ones among
+them) — penalties, bans and bias with plain temperature sampling, which a device may fold into its
+statistics pass without any cut (the Triton device's fused path again), and which a mixed batch, where
+some request always filters, never reaches."""
 
 
 def case_params(name: str, caps) -> tuple:

@@ -134,7 +134,9 @@ class MutatedDevice:
 
 
 def interpreted_triton(mutant: SourceMutant, source: str, config=None):
-    """The ``triton-interpret`` device running the mutated ``devices/triton_kernels.py`` text.
+    """The ``triton-interpret`` device running the mutated text of one of its kernel files
+    (``devices/triton_kernels.py``, or ``devices/triton_sampler.py`` and the like, which the device
+    loads beside it).
 
     Triton reads a kernel's source back by file name: ``devices.triton_mode.kernel_module``
     executes edited text under its own name (in ``linecache``), in the interpreter, and the
@@ -148,8 +150,10 @@ def interpreted_triton(mutant: SourceMutant, source: str, config=None):
         from specsim.mutants.zoo import TRITON_MUTANT_CONFIG as config
     make_interpreter_device()  # raises, naming why, where this process cannot interpret
     enter(True, "triton-interpret")  # before the edited kernels are decorated
-    return TritonDevice("cpu", config, kernels_module=kernel_module(mutant.module, True, source),
-                        name=f"triton-interpret:{mutant.id}")
+    edited = kernel_module(mutant.module, True, source)
+    if mutant.module == "devices.triton_kernels":
+        return TritonDevice("cpu", config, kernels_module=edited, name=f"triton-interpret:{mutant.id}")
+    return TritonDevice("cpu", config, kernel_files={mutant.module: edited}, name=f"triton-interpret:{mutant.id}")
 
 
 # --- loading copies -------------------------------------------------------------------

@@ -472,9 +472,10 @@ up to 64 programs, so that V = 65 spans three tiles and three vocabulary chunks.
 default shape (one 256-wide chunk) the multi-chunk reductions a GPU runs are never executed."""
 
 
-def _triton(mid, bug, models, *edits, killed_by=""):
-    """A mutant of ``devices/triton_kernels.py``, run by the ``triton-interpret`` device."""
-    return SourceMutant(mid, bug, models, TK, tuple(Edit(a, r) for a, r in edits), device="triton-interpret",
+def _triton(mid, bug, models, *edits, killed_by="", module=TK):
+    """A mutant of ``devices/triton_kernels.py`` (or of another of the device's kernel files, ``module``:
+    ``devices.triton_sampler``), run by the ``triton-interpret`` device."""
+    return SourceMutant(mid, bug, models, module, tuple(Edit(a, r) for a, r in edits), device="triton-interpret",
                         killed_by=killed_by, make_from="specsim.mutants.source:interpreted_triton")
 
 
@@ -505,6 +506,13 @@ KERNEL = [
             ("                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)",
              "                if True:  # the raw rows' cut; the §12 rows' is taken after §12 (below)"),
             killed_by="L1-sampler/canonical/all-top-k"),
+    _triton("triton-sampler-record-counted-twice", "on the fused SPEC §12 path, edit_stats_kernel reads a record's "
+            "live bit without clearing it: the statistics pass and the race count each record's entry twice, raw "
+            "(z + bias) and processed (penalties, bans)",
+            "docs/bugs.md C13 (a sparse edit counted beside the dense entry, not in its place)",
+            ("            old = tl.atomic_and(live_ptr + row * W + tok // 32, ~bit, mask=inside)",
+             "            old = tl.load(live_ptr + row * W + tok // 32, mask=inside, other=0)"),
+            killed_by="L1-sampler/canonical/all-unfiltered", module="devices.triton_sampler"),
 ]
 """Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
 

@@ -5,7 +5,7 @@
 #
 #   OUT=DIR bash tools/gpu/docs_records.sh gpu1|gpu2 [cpu1|cpu2]
 #
-# gpu1: bench (anchor, V=32000, bfloat16, the SPEC §12 sampler), the filter profile; gpu2: bench at V=151936,
+# gpu1: bench (anchor, V=32000, bfloat16, every goal in one run), the filter profile; gpu2: bench at V=151936,
 # the tree benchmark, then the whole conformance suite on the compiled Triton device. cpu1: the seed tables of
 # the sampler and tree mutants and the group calibration; cpu2: the zoo's seed table, the L3 calibration, the
 # sampler precision table and the sizes calibration. Each record is copied to $OUT/results when written;
@@ -30,7 +30,7 @@ cpu2() {
   taskset -c 4-15 python3 tools/sizes_calibration.py torch,hpu,npu 30 --record $R/sizes-calibration.json; keep $R/sizes-calibration.json
 }
 gpu1() {
-  taskset -c 0-3 bash tools/gpu/bench_records.sh anchor v32000 bfloat16 sampler
+  taskset -c 0-3 bash tools/gpu/bench_records.sh anchor v32000 bfloat16 goals
   taskset -c 0-3 python3 tools/gpu/filter_profile.py --record $R/triton-filters.json
   for f in bench-h100 bench-h100-v32000 bench-h100-bfloat16 bench-h100-goals triton-filters; do keep $R/$f.json; done
 }
