@@ -62,6 +62,15 @@ def test_headline_values_are_the_first_shapes_rows_as_printed():
     assert len([k for k in values if k.endswith("-ms")]) == 3   # the second shape's row is not a headline
 
 
+def test_headline_values_leave_out_another_dtype_of_the_same_shape():
+    """A ``--goals`` run also times bfloat16 logits at the anchor's shape: its rows are not the headline's
+    (they once overwrote the float32 anchor's values)."""
+    result = fake_result()
+    result.rows.append(dict(result.rows[0], dtype="bfloat16", median_ms=0.237))
+    values = step.record(result, "specsim bench")["values"]
+    assert values["triton-graph-draft-ms"] == "0.331"
+
+
 def test_a_written_record_renders_in_the_docs(tmp_path):
     records.write(step.record(fake_result(), "specsim bench --record x.json"), tmp_path / "bench-h100.json")
     rec = records.load("bench-h100", tmp_path)

@@ -512,14 +512,14 @@ def note(result: BenchResult) -> str:
 
 
 def headline_values(result: BenchResult) -> dict[str, str]:
-    """``copy-gb-s``, and per row of the first shape ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
+    """``copy-gb-s``, and per row of the first shape and dtype ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
     ``<row>-<mode>-pct-its-floor``, (where vLLM ran) ``<row>-<mode>-vs-vllm`` and (where ``triton graph``
     ran) ``<row>-<mode>-vs-plain``, as printed."""
     values = {"copy-gb-s": f"{result.copy_bw / 1e9:.0f}"}
     first = result.rows[0] if result.rows else None
     for r in result.rows:
-        if (r["batch"], r["K"], r["V"]) != (first["batch"], first["K"], first["V"]):
-            continue
+        if (r["batch"], r["K"], r["V"], r["dtype"]) != (first["batch"], first["K"], first["V"], first["dtype"]):
+            continue  # (a --goals run also holds bfloat16 rows of the same shape: not the headline's)
         c = dict(zip(HEADER, cells(r)))
         key = f"{slug(r['device'])}-{r['mode']}"
         values[f"{key}-ms"] = c["median ms"]
