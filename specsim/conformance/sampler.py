@@ -80,7 +80,7 @@ writing them (the Triton device's fused path), so the suite asks for it apart fr
 ``all-unfiltered``: every parameter but min_p and no top-k or top-p on any request (greedy ones among
 them) — penalties, bans and bias with plain temperature sampling, which a device may fold into its
 statistics pass without any cut (the Triton device's fused path again), and which a mixed batch, where
-some request always filters, never reaches."""
+some request always filters, never reaches; its coins sit next to their ratios (``NEAR_COIN_CASES``)."""
 
 
 def case_params(name: str, caps) -> tuple:
@@ -112,14 +112,26 @@ def case_changes(name: str, dtypes=("float64",)) -> dict:
     return changes
 
 
+NEAR_COIN_CASES = ("all-unfiltered",)
+"""Cases whose acceptance coins sit next to their ratios (``volume.near_coins``: beyond the dtype's tolerance,
+within a few of it): a target probability off by more than that — a softmax sum taken over other entries
+than the numerator's, an entry counted twice — flips about half the decisions, where random coins see it
+only when one happens to fall between the two ratios."""
+
+
 def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",), params=None):
     """The batch and injected noise of one random check (both deterministic in ``seed``; ``dtypes``: the
     device's, for ``case_changes``; ``params``: the §12 parameters, default ``CASES[name]``'s)."""
+    from specsim.conformance.volume import near_coins
+    from specsim.judge.compare import TOLERANCE
     params, changes = params or CASES[name][0], case_changes(name, dtypes)
     rng = np.random.default_rng(seed)
     batch = repetitive(rng, close_drafts(rng, random_batch(rng, replace(QUICK_SPEC if ctx.quick else SPEC, **changes))))
     batch = replace(batch, sampler=random_sampler(rng, batch, params, order))
-    return batch, random_noise(rng, batch)
+    noise = random_noise(rng, batch)
+    if name in NEAR_COIN_CASES:
+        noise = near_coins(rng, batch, noise, TOLERANCE[str(np.asarray(batch.target_logits).dtype)])
+    return batch, noise
 
 
 def _random_checks(device, ctx, only: str | None = None) -> list[CheckResult]:

@@ -506,13 +506,15 @@ KERNEL = [
             ("                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)",
              "                if True:  # the raw rows' cut; the §12 rows' is taken after §12 (below)"),
             killed_by="L1-sampler/canonical/all-top-k"),
-    _triton("triton-sampler-record-counted-twice", "on the fused SPEC §12 path, edit_stats_kernel reads a record's "
-            "live bit without clearing it: the statistics pass and the race count each record's entry twice, raw "
-            "(z + bias) and processed (penalties, bans)",
-            "docs/bugs.md C13 (a sparse edit counted beside the dense entry, not in its place)",
-            ("            old = tl.atomic_and(live_ptr + row * W + tok // 32, ~bit, mask=inside)",
-             "            old = tl.load(live_ptr + row * W + tok // 32, mask=inside, other=0)"),
-            killed_by="L1-sampler/canonical/all-unfiltered", module="devices.triton_sampler"),
+    _triton("triton-sampler-stats-past-the-bits", "on the fused SPEC §12 path without filters, fused_stats_kernel "
+            "reads every entry without the live bits: banned entries and the records' raw entries enter the softmax "
+            "sums and the greedy argmax (the records' processed values counted too), while the race still reads "
+            "through the bits",
+            "docs/bugs.md C13 (a sparse edit counted beside the dense entry), #50 (vLLM #42744: §12 applied to one "
+            "pass and not the other)",
+            ("            words = tl.load(live_ptr + row * W + first // 32 + line, mask=first + line * 32 < hi, other=0)",
+             "            words = tl.full([LINES], -1, tl.int32)"),
+            killed_by="L1-sampler/vllm/all-unfiltered", module="devices.triton_sampler"),
 ]
 """Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
 
