@@ -496,8 +496,8 @@ class TritonDevice:
         self.config = config
         self.interpret = device == "cpu"
         self.name = name or ("triton-interpret" if self.interpret else "triton")
-        self._kernels = kernels_module
-        self._files = dict(kernel_files or {})  # e.g. an edited devices.triton_sampler (a mutant's)
+        self._files = dict(kernel_files or {})  # edited kernel files by module name (a mutant's)
+        self._kernels = kernels_module or self._files.get("devices.triton_kernels")
 
     @property
     def kernels(self) -> ModuleType:

@@ -150,10 +150,8 @@ def interpreted_triton(mutant: SourceMutant, source: str, config=None):
         from specsim.mutants.zoo import TRITON_MUTANT_CONFIG as config
     make_interpreter_device()  # raises, naming why, where this process cannot interpret
     enter(True, "triton-interpret")  # before the edited kernels are decorated
-    edited = kernel_module(mutant.module, True, source)
-    if mutant.module == "devices.triton_kernels":
-        return TritonDevice("cpu", config, kernels_module=edited, name=f"triton-interpret:{mutant.id}")
-    return TritonDevice("cpu", config, kernel_files={mutant.module: edited}, name=f"triton-interpret:{mutant.id}")
+    return TritonDevice("cpu", config, kernel_files={mutant.module: kernel_module(mutant.module, True, source)},
+                        name=f"triton-interpret:{mutant.id}")
 
 
 # --- loading copies -------------------------------------------------------------------
