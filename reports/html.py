@@ -66,6 +66,7 @@ def html_figure(fig) -> str:
 def render(report: dict) -> str:
     """``report``: what :func:`reports.render.build` returns."""
     body = [f"<h1>specsim report</h1>", f'<p class="headline">{esc(report["headline"])}</p>']
+    body += [html_table(t, "h2") for t in report.get("banner") or []]  # the verdict and its scope come first
     if report["provenance"]:
         body.append(html_table(report["provenance"], "h2"))
     if report["figures"]:

@@ -49,6 +49,8 @@ def render(report: dict) -> str:
 
 def _render(report: dict, folded: bool) -> str:
     out = ["# specsim report", "", md_cell(report["headline"]), ""]
+    for table in report.get("banner") or []:  # the verdict and its scope come first (SPEC §10)
+        out += [md_table(table, "##"), ""]
     if report["provenance"]:
         out += [md_table(report["provenance"], "##"), ""]
     for section, items in report["sections"]:

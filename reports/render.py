@@ -96,6 +96,7 @@ def build(inputs: Inputs, *, with_plots: bool = True) -> dict:
         "title": "specsim report — " + (", ".join(tables.device_label(d) for _, d in inputs.conformance) or "no device"),
         "headline": headline or "no conformance, mutant or simulation input",
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "banner": [t for t in (tables.scope_table(d) for _, d in inputs.conformance) if t is not None],
         "provenance": _provenance_table(inputs.conformance),
         "sections": sections, "figures": figures, "notes": _gaps(inputs, figures, plots_ok, why),
         "inputs": inputs,

@@ -193,11 +193,81 @@ def verdict_status(doc: dict) -> str:
     'QUICK'
     """
     v = doc.get("verdict")
+    if (doc.get("run") or {}).get("complete") is False:
+        return "INCOMPLETE"  # whatever an older document wrote into its verdict: the run did not finish
     if isinstance(v, dict) and v.get("status"):
         status = str(v["status"]).upper()
     else:
         status = "PASS" if doc.get("passed") else "FAIL"
     return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
+
+
+def _sizes_cell(entry: dict) -> str:
+    tree = f", trees of {entry['tree_nodes']:,} nodes" if entry.get("tree_nodes") else ""
+    return (f"V ≤ {entry.get('V', 0):,}, K ≤ {entry.get('K', 0)}, batch ≤ {entry.get('batch', 0):,}{tree}; "
+            f"{entry.get('calls', 0):,} calls; {'/'.join(entry.get('dtypes') or [])}")
+
+
+def scope_rows(doc: dict) -> list[list[str]]:
+    """The verdict and what it covers, as (what, value) rows: the first lines of every report and of
+    ``specsim conform``'s output."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    sc = v.get("scope") if isinstance(v.get("scope"), dict) else {}
+    rows = [["verdict", verdict_status(doc)],
+            ["judged against", f"SPEC {v.get('judged_against') or v.get('spec_version') or doc.get('spec_version', '?')}"
+                               f", specsim {doc.get('suite_version', '?')}"]]
+    declared = sc.get("declared") or (doc.get("device") or {}).get("capabilities") or {}
+    if declared:
+        noise = ["injected noise"] * bool(declared.get("injected_noise")) + \
+            ([f"rng {declared.get('rng')}"] if declared.get("rng") not in (None, "none") else [])
+        trees = "/".join(declared.get("tree_schemes") or []) or "none"
+        rows.append(["declared", f"{' + '.join(noise) or 'no randomness'}; V ≤ {declared.get('max_vocab_size', 0):,}, "
+                                 f"K ≤ {declared.get('max_k')}, dtypes {'/'.join(declared.get('dtypes') or [])}, "
+                                 f"trees {trees} (≤ {declared.get('max_tree_nodes')} nodes), "
+                                 f"§12 {len(declared.get('sampler') or [])} parameter(s)"])
+    for mode, entry in (sc.get("checked") or {}).items():
+        rows.append([f"checked ({mode})", _sizes_cell(entry)])
+    if declared and not sc.get("checked"):
+        rows.append(["checked", "no call held to its law (no law group ran)"])
+    for name, vol in (sc.get("volume") or {}).items():
+        short = int(vol.get("reached", 0)) < int(vol.get("requested", 0))
+        rows.append([f"volume {name}", f"{int(vol.get('reached', 0)):,} of {int(vol.get('requested', 0)):,} requests"
+                                       + (" — cut by its time budget" if short else "")])
+    if "seed" in sc:
+        rows.append(["seed", f"{sc['seed']}" + ("" if sc.get("seed_is_default") else " (not the suite seed)")])
+        rows.append(["α (family)", f"{sc['alpha_family']:g}" + ("" if sc.get("alpha_is_default") else " (not the suite's)")])
+    if sc.get("groups_not_run"):
+        rows.append(["groups not run", ", ".join(sc["groups_not_run"])])
+    profiles = v.get("profiles") if isinstance(v.get("profiles"), dict) else {}
+    met = [n for n, e in profiles.items() if e.get("met")]
+    unmet = [f"{n} ({e.get('why')})" for n, e in profiles.items() if e.get("declared") and not e.get("met")]
+    if profiles:
+        rows.append(["profiles met", ", ".join(met) or "none"])
+    if unmet:
+        rows.append(["declared, not met", "; ".join(unmet)])
+    newer = v.get("newer_checks") or {}
+    if newer.get("count"):
+        rows.append(["new since the declared SPEC", f"{newer['count']} check(s), not counted"
+                                                    + (f"; failing: {', '.join(newer.get('failing') or [])}"
+                                                       if newer.get("failing") else "")])
+    unsupported = [c for c in checks_of(doc) if c.get("status") == "not_supported"]
+    if unsupported:
+        rows.append(["not supported", f"{len(unsupported)} check(s), first: {unsupported[0].get('name')} "
+                                      f"({first_line(unsupported[0].get('detail'), 120)})"])
+    for r in v.get("reasons") or []:
+        rows.append(["why", str(r)])
+    return rows
+
+
+def scope_table(doc: dict) -> "Table | None":
+    """The verdict banner: status, SPEC and suite versions, declaration, what was checked per noise mode,
+    volume, α, seed, profiles, what did not run and why."""
+    if not isinstance(doc.get("verdict"), dict) and "passed" not in doc:
+        return None
+    status = verdict_status(doc)
+    return Table(f"Verdict: {status} — {device_label(doc)}", ["", ""], scope_rows(doc),
+                 classes=[[("pass" if status in ("PASS", "PASS-WITH-WAIVERS") else "fail"), ""]] +
+                 [["", ""]] * (len(scope_rows(doc)) - 1))
 
 
 def verdict_text(doc: dict) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 
 from devices.validate import as_chain_batch, check_call, check_tree_call
 from devices.protocol import Capabilities, InvalidInput, TreeBatch, UnsupportedCall
+from specsim.conformance import scope
 from specsim.conformance.results import CheckResult
 from specsim.judge.compare import output_problems
 
@@ -53,10 +54,13 @@ def ask(device, batch, noise=None):
     again as ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
     try:
         if isinstance(batch, TreeBatch):
-            return device.verify_tree(batch, noise)
-        return device.verify(batch, noise)
+            out = device.verify_tree(batch, noise)
+        else:
+            out = device.verify(batch, noise)
     except UnsupportedCall as e:
         raise Refusal(e, batch, noise) from e
+    scope.record(batch, noise, getattr(getattr(device, "capabilities", None), "rng", "none"))
+    return out
 
 
 def outside_declaration(caps: Capabilities | None, batch, noise=None) -> str | None:

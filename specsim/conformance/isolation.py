@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from specsim.conformance import scope as run_scope
 from specsim.conformance.results import CheckResult
 
 GROUP_FILE_KIND = "specsim.conformance.group"
@@ -151,6 +152,7 @@ class GroupOutcome:
     elapsed_s: float
     returncode: int | None = None
     stderr_tail: str = ""
+    scope: dict = field(default_factory=dict)  # what the group's calls exercised (specsim.conformance.scope)
 
     def to_json(self) -> dict:
         return {"group": self.group, "outcome": self.outcome, "elapsed_s": round(self.elapsed_s, 3),
@@ -170,6 +172,7 @@ class Plan:
     capabilities: dict | None = None
     extra: dict = field(default_factory=dict)
     waivers: str | None = None  # the waiver file's content hash (vendor_waivers.WaiverFile.key), None: no file
+    code: dict | None = None  # code_fingerprint(): the device's and the suite's code, SPEC and package versions
 
     def key(self) -> dict:
         """As stored in conformance.json (JSON round-tripped, so tuples compare equal to lists)."""
@@ -178,7 +181,86 @@ class Plan:
     def _key(self) -> dict:
         return {"device": self.device_spec, "seed": self.seed, "alpha_family": self.alpha_family,
                 "quick": self.quick, "groups": list(self.groups), "device_name": self.device_name,
-                "capabilities": self.capabilities, "waivers": self.waivers}
+                "capabilities": self.capabilities, "waivers": self.waivers, "code": self.code}
+
+    def declaration(self) -> str:
+        """What the device declared in the parent (name and capabilities), as one hash a worker checks."""
+        return _digest(json.dumps({"name": self.device_name, "capabilities": self.capabilities}, sort_keys=True))
+
+
+# ----------------------------------------------------------------------------- what a run's code is
+
+_FINGERPRINT_PACKAGES = ("numpy", "scipy", "torch", "triton", "ml_dtypes")
+"""Installed packages whose release can change a device's answers; their versions are part of a run's code."""
+
+
+def _digest(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _files_digest(roots: list[str]) -> str:
+    """SHA-256 over every Python file below ``roots`` (paths relative to their root, and bytes)."""
+    import hashlib
+    h = hashlib.sha256()
+    for root in sorted(set(roots)):
+        files = [root] if os.path.isfile(root) else sorted(
+            os.path.join(d, f) for d, dirs, names in os.walk(root) if "__pycache__" not in d
+            for f in names if f.endswith((".py", ".so", ".pyd", ".cu", ".cpp", ".h")))
+        for path in files:
+            h.update(os.path.relpath(path, os.path.dirname(root)).encode())
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def _module_roots(names: list[str]) -> list[str]:
+    """The files of each module's top-level package (the whole package: a kernel lives beside its device)."""
+    import importlib.util
+    roots = []
+    for name in names:
+        top = name.split(".")[0]
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            roots += [p for p in spec.submodule_search_locations if os.path.isdir(p)]
+        elif spec.origin and os.path.isfile(spec.origin):
+            roots.append(spec.origin)
+    return roots
+
+
+def _package_versions(modules: list[str]) -> dict:
+    from importlib import metadata
+    names = list(_FINGERPRINT_PACKAGES)
+    try:
+        owners = metadata.packages_distributions()
+        names += [d for m in modules for d in owners.get(m.split(".")[0], ())]
+    except Exception:  # an odd environment: the fixed list still stands
+        pass
+    versions = {}
+    for n in dict.fromkeys(names):
+        try:
+            versions[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def code_fingerprint(device_spec: str, device) -> dict:
+    """What a run's results depend on besides its options: specsim's release and code, the SPEC version,
+    the device's code (every file of the top-level package of its class and of its factory) and the
+    installed releases of the packages it runs on. ``--resume`` refuses a run whose fingerprint differs:
+    results of two different codes are never one certificate."""
+    from reference import SPEC_VERSION
+    from specsim import __version__
+    modules = [type(device).__module__] + ([device_spec.split(":")[0]] if ":" in device_spec else [])
+    suite = _module_roots(["specsim", "reference", "devices"])
+    return {"specsim": __version__, "spec_version": SPEC_VERSION, "suite_code": _files_digest(suite),
+            "device_code": _files_digest(_module_roots(modules)), "packages": _package_versions(modules)}
 
 
 # ----------------------------------------------------------------------------- child side
@@ -201,6 +283,9 @@ def worker_main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=1e-3)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--result", required=True, help="where to write the results JSON")
+    p.add_argument("--declaration", default=None,
+                   help="the hash of the parent's device name and capabilities (Plan.declaration); a device that "
+                        "declares otherwise here is refused (exit 4)")
     args = p.parse_args(argv)
 
     if hasattr(signal, "SIGUSR1"):  # the parent asks for a traceback before killing a hung child
@@ -215,14 +300,29 @@ def worker_main(argv: list[str] | None = None) -> int:
     except DeviceLoadError as e:
         print(f"device load failed in the group's process: {e}", file=sys.stderr)
         return 3
+    if args.declaration is not None:
+        caps = getattr(device, "capabilities", None)
+        here = Plan("", 0, 0.0, False, [], getattr(device, "name", None),
+                    caps.to_json() if caps is not None else None)
+        if here.declaration() != args.declaration:
+            print(f"the device loaded in the group's process declares otherwise than in the run's process: here "
+                  f"name {here.device_name!r}, capabilities {json.dumps(here.capabilities, sort_keys=True)}. A "
+                  "device's declaration must not depend on the process that loads it (a factory probing the "
+                  "hardware differently per process?): one run, one declaration", file=sys.stderr)
+            return DECLARATION_MISMATCH_EXIT
     if args.target:  # a group not in GROUPS (the parent names it by target); register it for run_group
         GROUPS[args.group] = args.target
     ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
     started = time.monotonic()
-    results = run_group(args.group, device, ctx)
+    scopes: dict = {}
+    results = run_group(args.group, device, ctx, scopes)
     _write_json_atomic(args.result, {"group": args.group, "elapsed_s": time.monotonic() - started,
-                                     "results": [r.to_json() for r in results]})
+                                     "results": [r.to_json() for r in results], "scope": scopes.get(args.group, {})})
     return 0
+
+
+DECLARATION_MISMATCH_EXIT = 4
+"""A worker's exit status when the device it loaded declares otherwise than the parent's."""
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -233,7 +333,8 @@ def _layer_of(group: str) -> str:
 
 
 def _error(group: str, what: str, detail: str) -> CheckResult:
-    return CheckResult(name=f"{group}/{what}", layer=_layer_of(group), status="error", detail=detail)
+    return CheckResult(name=f"{group}/{what}", layer=_layer_of(group), status="error", detail=detail,
+                       extra={"group": group})
 
 
 def _child_env() -> dict:
@@ -309,11 +410,14 @@ def _stop(proc: subprocess.Popen, *, dump: bool = True) -> None:
 
 def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, workdir: str, *,
                             timeout_s: float = DEFAULT_GROUP_TIMEOUT_S,
-                            on_tick: Callable[[], None] | None = None) -> GroupOutcome:
+                            on_tick: Callable[[], None] | None = None,
+                            declaration: str | None = None) -> GroupOutcome:
     """Run one group in a child process and turn whatever happens into results.
 
     - ``target``: the group's ``"module:function"``.
     - ``workdir``: where the child's result and stderr files go (removed afterwards).
+    - ``declaration``: ``Plan.declaration()`` of the parent's device; the child refuses a device that declares
+      otherwise (one ``error`` result ``<group>/declaration-mismatch``).
     """
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", group)
     result_path = os.path.join(workdir, f".{safe}.child.json")
@@ -323,7 +427,8 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
             os.remove(path)
     cmd = [sys.executable, "-X", "faulthandler", "-m", "specsim.conformance.isolation",
            "--device", device_spec, "--group", group, "--target", target, "--seed", str(ctx.seed),
-           "--alpha", repr(ctx.alpha_family), "--result", result_path] + (["--quick"] if ctx.quick else [])
+           "--alpha", repr(ctx.alpha_family), "--result", result_path] + (["--quick"] if ctx.quick else []) \
+        + (["--declaration", declaration] if declaration else [])
     started = time.monotonic()
     with open(stderr_path, "wb") as err:
         proc = None
@@ -360,6 +465,9 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
             return GroupOutcome(group, "crashed", [_error(group, "crashed",
                 f"the group's process was killed by {name} (exit status {rc}) after {elapsed:.1f} s"
                 f"{_where(tail)}; stderr tail:\n{tail}")], elapsed, rc, tail)
+        if rc == DECLARATION_MISMATCH_EXIT:
+            return GroupOutcome(group, "declaration_mismatch", [_error(group, "declaration-mismatch",
+                f"the device declared otherwise in the group's process than in the run's: {tail}")], elapsed, rc, tail)
         if rc == 3:
             return GroupOutcome(group, "load_failed", [_error(group, "crashed",
                 f"the device did not load in the group's process (exit 3): {tail}")], elapsed, rc, tail)
@@ -367,11 +475,12 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
             with open(result_path) as f:
                 payload = json.load(f)
             results = [CheckResult.from_json(d) for d in payload["results"]]
+            group_scope = payload.get("scope") or {}
         except (OSError, ValueError, KeyError, TypeError) as e:
             return GroupOutcome(group, "no_result", [_error(group, "crashed",
                 f"the group's process exited with status {rc} without results ({type(e).__name__}: {e}); "
                 f"stderr tail:\n{tail}")], elapsed, rc, tail)
-        return GroupOutcome(group, "ok", results, elapsed, rc, tail if rc else "")
+        return GroupOutcome(group, "ok", results, elapsed, rc, tail if rc else "", group_scope)
     finally:
         for path in (result_path, stderr_path):
             if os.path.exists(path):
@@ -391,11 +500,19 @@ def _difference(key: str, stored, now) -> str:
         said = {None: "no --waivers file"}
         return (f"waivers: the stored run used {said.get(stored, f'a waiver file with {stored}')}, this one "
                 f"{said.get(now, f'a waiver file with {now}')} (the same --waivers FILE, unchanged, is needed)")
+    if key == "code":  # say which part of the code changed, not two dicts of hashes
+        stored, now = stored or {}, now or {}
+        parts = [k for k in sorted(set(stored) | set(now)) if stored.get(k) != now.get(k)]
+        names = {"device_code": "the device's code", "suite_code": "specsim's code", "specsim": "specsim's release",
+                 "spec_version": "the SPEC version", "packages": "installed package releases"}
+        return ("code: " + ", ".join(names.get(k, k) for k in parts) + " changed since the stored run; results of "
+                "two codes are never one run (start over without --resume)")
     return f"{key}: stored {stored!r}, now {now!r}"
 
 
-def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult], dict]]:
-    """A stored run's finished groups, after checking it is the same run as ``plan``.
+def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult], dict, dict]]:
+    """A stored run's finished groups (results, isolation record, scope), after checking it is the same run
+    as ``plan`` — the same options and the same code (``code_fingerprint``).
 
     Raises :class:`ResumeMismatch` naming every difference.
     """
@@ -425,7 +542,10 @@ def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult]
                 gdoc = json.load(f)
             if gdoc.get("kind") != GROUP_FILE_KIND or gdoc.get("group") != group:
                 continue
-            finished[group] = ([CheckResult.from_json(d) for d in gdoc["results"]], gdoc.get("isolation", {}))
+            if gdoc.get("plan") != plan.key():
+                continue  # written by another run: run it again
+            finished[group] = ([CheckResult.from_json(d) for d in gdoc["results"]], gdoc.get("isolation", {}),
+                               gdoc.get("scope") or {})
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not finished (or torn): run it again
     return finished
@@ -450,7 +570,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     plan = Plan(device_spec, ctx.seed, ctx.alpha_family, ctx.quick, list(groups),
                 getattr(device, "name", None),
                 device.capabilities.to_json() if device is not None else None,
-                waivers=waivers.key() if waivers is not None else None)
+                waivers=waivers.key() if waivers is not None else None,
+                code=code_fingerprint(device_spec, device))
     finished = load_finished(out_dir, plan) if resume else {}
     started_at = _now()
     workdir_holder = None
@@ -465,8 +586,9 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
         workdir_holder = tempfile.TemporaryDirectory(prefix="specsim-conform-")
         workdir = workdir_holder.name
 
-    outcomes: dict[str, dict] = {g: dict(meta, resumed=True) for g, (_, meta) in finished.items()}
-    by_group: dict[str, list[CheckResult]] = {g: res for g, (res, _) in finished.items()}
+    outcomes: dict[str, dict] = {g: dict(meta, resumed=True) for g, (_, meta, _) in finished.items()}
+    by_group: dict[str, list[CheckResult]] = {g: res for g, (res, _, _) in finished.items()}
+    scopes: dict[str, dict] = {g: sc for g, (_, _, sc) in finished.items()}
 
     interrupted: dict = {}
 
@@ -477,7 +599,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
             from specsim.conformance.vendor_waivers import apply
             results, record = apply(results, waivers, device_spec=device_spec,
                                     device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
-        doc = document(device_spec, device, ctx, results, [g for g in plan.groups if g in by_group])
+        doc = document(device_spec, device, ctx, results, [g for g in plan.groups if g in by_group],
+                       complete=complete, scope=run_scope.of_run({g: scopes[g] for g in plan.groups if g in scopes}))
         if record is not None:
             doc["waivers"] = record
         doc["run"] = {"isolation": "subprocess", "complete": complete,
@@ -510,12 +633,15 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
             running, group_started = group, time.monotonic()
             outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
                                               timeout_s=timeout_s or default_timeout(group),
-                                              on_tick=progress.tick if progress is not None else None)
+                                              on_tick=progress.tick if progress is not None else None,
+                                              declaration=plan.declaration())
             if out_dir:
                 _write_json_atomic(group_path(out_dir, group), {
                     "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
-                    "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results]})
+                    "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results],
+                    "scope": outcome.scope})
             by_group[group] = outcome.results
+            scopes[group] = outcome.scope
             outcomes[group] = outcome.to_json()
             running = None
             if progress is not None:

@@ -6,24 +6,29 @@ its checks pass (a device that declares nothing and answers token 0 passes nothi
 Optional profiles are listed in ``PROFILES``: a row per profile, so a new capability (a tree
 scheme, a sampler parameter, a logits dtype) is one more row.
 
-The verdict (``verdict(caps, checks, groups_run, quick=...)``), written into ``conformance.json``
-and the reports::
+The verdict (``verdict(caps, checks, groups_run, quick=..., complete=..., seed=..., alpha_family=...,
+all_groups=..., scope=...)``), written into ``conformance.json`` and the reports::
 
-    {"status": "pass" | "pass-with-waivers" | "fail" | "partial" | "quick",
+    {"status": "pass" | "pass-with-waivers" | "fail" | "partial" | "quick" | "incomplete",
      "reasons": [...],                       # why not "pass", one line each
      "waived": [...],                        # names of the failing checks a vendor waiver covers
      "core_profile": {"met": bool, "missing": [...]},
-     "optional_profiles": {"point-proposals": true, ...},
-     "quick": bool,                          # judged at --quick sizes
-     "spec_version": "1.0"}
+     "optional_profiles": {"point-proposals": true, ...},   # met: declared, its groups ran and passed
+     "profiles": {"point-proposals": {"declared", "met", "why"}, ...},
+     "newer_checks": {"count", "failing"},   # checks newer than the SPEC version the device declares
+     "scope": {...},                         # what the verdict covers (see _scope)
+     "quick": bool, "complete": bool, "spec_version": "1.1"}
 
 ``pass``: the core profile is declared, no check failed or errored, no check the core needs
-came back ``not_supported``, and the checks that carry the core's evidence ran and passed
-(``CORE_EVIDENCE``: the chain step's own checks, never a tree's or a §12 sampler's).
-``partial``: like pass, but the run left out every group carrying a piece of the core's
-evidence (``--groups``): no claim about the core, exit status 0. ``quick``: a ``--quick`` run
-(smaller cases and samples, for testing the harness) in which nothing failed: never a verdict,
-exit status 0. ``fail``: anything else, at any size.
+came back ``not_supported``, the checks that carry the core's evidence ran and passed
+(``CORE_EVIDENCE``: the chain step's own checks, never a tree's or a §12 sampler's), and the run
+was the whole suite as published: every group, at full size, at the suite seed and at least the
+suite's α. ``partial``: nothing failed, but the run was narrower — a ``--groups`` subset, another
+seed, a weaker α, a check cut below its full volume by its time budget — and the reasons list
+each narrowing. ``quick``: a ``--quick`` run (smaller cases and samples, for testing the harness)
+in which nothing failed: never a verdict. ``incomplete``: the run did not finish (a stop signal, a
+kill, a crash of the runner itself, or a reader looking while it runs): never a verdict.
+``fail``: a check failed, at any size. Only ``pass`` and ``pass-with-waivers`` are ``passed``.
 
 A device's refusal (``UnsupportedCall``) of a call inside its declaration is a failing check
 (``specsim.conformance._common.refused``), so it reaches the verdict as a ``fail``.
@@ -55,11 +60,14 @@ the common open models (Llama 3: 128,256; Qwen 2.5/3: 151,936 padded to 152,064)
 
 @dataclass(frozen=True)
 class Profile:
-    """One row: a name, what it adds (SPEC section), and why a device lacks it (None: it has it)."""
+    """One row: a name, what it adds (SPEC section), why a device lacks it (empty: it declares it), and the
+    groups that carry its evidence: a declared profile is *met* only when each of them ran and none of
+    their checks failed."""
 
     name: str
     spec: str
     lacking: Callable[[Capabilities], list[str]]
+    groups: tuple[str, ...] = ()
 
 
 def _flags(*names: str) -> Callable[[Capabilities], list[str]]:
@@ -83,17 +91,25 @@ def _core(caps: Capabilities) -> list[str]:
 
 CORE = Profile("core", "§2, §3 full and greedy, §5, §6, float32", _core)
 
+_CHAIN_L1 = ("L1-injected", "L1-edges", "L1-sizes", "L1-volume")
+_TREES = ("L1-trees", "L2-trees", "L3-trees")
+
 PROFILES: tuple[Profile, ...] = (
-    Profile("injected-noise", "§5.1 (layer L1 token for token)", _flags("injected_noise")),
-    Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"]),
-    Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"]),
-    Profile("point-proposals", "§3 point proposals", _flags("point_proposals")),
-    Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts")),
-    Profile("float64", "§6 float64 logits", _dtype("float64")),
-    Profile("float16", "§6 16-bit logits", _dtype("float16")),
-    Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16")),
+    Profile("injected-noise", "§5.1 (layer L1 token for token)", _flags("injected_noise"), _CHAIN_L1),
+    Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"],
+            ("L1-keyed", "L2-rng", "L2-sizes")),
+    Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"],
+            ("L2-rng", "L3-statistical")),
+    Profile("point-proposals", "§3 point proposals", _flags("point_proposals"), ("L1-injected", "L3-statistical")),
+    Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts"),
+            ("input-rules", "L1-injected", "L1-edges", "capabilities")),
+    Profile("float64", "§6 float64 logits", _dtype("float64"), ("L1-injected",)),
+    Profile("float16", "§6 16-bit logits", _dtype("float16"), ("L1-injected",)),
+    Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16"), ("L1-injected",)),
+    Profile("sampler", "§12 the whole sampler", lambda caps: [] if caps.sampler else ["sampler"],
+            ("L1-sampler", "L3-statistical")),
 ) + tuple(
-    Profile(f"tree-{s}", "§11", lambda caps, s=s: [] if s in caps.tree_schemes else [f"tree_schemes {s}"])
+    Profile(f"tree-{s}", "§11", lambda caps, s=s: [] if s in caps.tree_schemes else [f"tree_schemes {s}"], _TREES)
     for s in TREE_SCHEMES
 )
 """The optional profiles, in report order. Add a row for a capability you introduce."""
@@ -180,14 +196,91 @@ def _core_unsupported(checks: list[dict]) -> list[str]:
     return [c["name"] for c in checks if c["status"] == "not_supported" and (c.get("extra") or {}).get("core")]
 
 
-def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str], quick: bool = False) -> dict:
+DEFAULT_SEED = 0
+"""The suite seed a certificate is run at. Other seeds explore (a borderline case, a campaign); a run at
+another seed is PARTIAL, so that rerunning seeds until a borderline case passes cannot make a PASS."""
+
+DEFAULT_ALPHA_FAMILY = 1e-3
+"""The family false-fail budget whose power docs/statistics.md states (detectable TV per case). A run with a
+larger budget is stricter (more power, more false fails) and may PASS; a smaller one weakens every
+statistical test below its documented power and is PARTIAL."""
+
+STATUSES = ("pass", "pass-with-waivers", "fail", "partial", "quick", "incomplete")
+"""Every verdict status; ``passed`` (and exit status 0) only for the first two."""
+
+PASSING = ("pass", "pass-with-waivers")
+
+
+def _newer(check: dict) -> bool:
+    """A check introduced after the SPEC version the device declares: shown apart, never counted."""
+    return bool((check.get("extra") or {}).get("newer_than_declared"))
+
+
+def _group_of(check: dict) -> str | None:
+    return (check.get("extra") or {}).get("group")
+
+
+def _short_volume(checks: list[dict]) -> list[str]:
+    """Checks that ran fewer requests than their full size (a slow device under a time budget)."""
+    out = []
+    for c in checks:
+        vol = (c.get("extra") or {}).get("volume")
+        if vol and int(vol.get("reached", 0)) < int(vol.get("requested", 0)):
+            out.append(f"{c['name']} reached {vol['reached']:,} of {vol['requested']:,} requests")
+    return out
+
+
+def _narrowing(groups_run: list[str], all_groups: list[str] | None, seed: int, alpha_family: float,
+               checks: list[dict]) -> list[str]:
+    """Why a run whose checks all passed still cannot be a PASS: it is narrower than the suite."""
+    out = []
+    if all_groups is not None:
+        not_run = [g for g in all_groups if g not in groups_run]
+        if not_run:
+            out.append(f"{len(not_run)} group(s) did not run: {', '.join(not_run)} (a PASS needs every group; "
+                       "--groups runs a subset)")
+    if seed != DEFAULT_SEED:
+        out.append(f"seed {seed} is not the suite seed {DEFAULT_SEED}: other seeds explore, a certificate is run at "
+                   f"the suite seed")
+    if alpha_family < DEFAULT_ALPHA_FAMILY:
+        out.append(f"alpha {alpha_family:g} is below the suite's {DEFAULT_ALPHA_FAMILY:g}: every statistical test is "
+                   "weaker than its documented power (docs/statistics.md)")
+    out += [f"{v} (its stated power is the full size's; the time budget cut it)" for v in _short_volume(checks)]
+    return out
+
+
+def _profile_evidence(p: "Profile", caps: Capabilities | None, checks: list[dict], groups_run: list[str]) -> dict:
+    """Declared, met (its groups ran and none of their checks failed), and why not."""
+    declared = caps is not None and not p.lacking(caps)
+    if not declared:
+        return {"declared": False, "met": False, "why": "not declared: " + "; ".join(p.lacking(caps) if caps else
+                                                                                      ["no capabilities"])}
+    absent = [g for g in p.groups if g not in groups_run]
+    if absent:
+        return {"declared": True, "met": False, "why": f"not run: {', '.join(absent)}"}
+    bad = [c["name"] for c in checks if _group_of(c) in p.groups and c["status"] in ("fail", "error")
+           and not c.get("waiver")]
+    if bad:
+        return {"declared": True, "met": False, "why": f"{len(bad)} check(s) of {', '.join(p.groups)} failed, "
+                                                       f"first: {bad[0]}"}
+    return {"declared": True, "met": True, "why": ""}
+
+
+def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str], quick: bool = False, *,
+            complete: bool = True, seed: int = DEFAULT_SEED, alpha_family: float = DEFAULT_ALPHA_FAMILY,
+            all_groups: list[str] | None = None, scope: dict | None = None) -> dict:
     """The verdict of one run (see the module docstring); ``checks`` as in ``conformance.json``,
-    ``groups_run`` the groups that ran, ``quick`` whether at ``--quick`` sizes.
+    ``groups_run`` the groups that ran, ``quick`` whether at ``--quick`` sizes, ``complete`` whether the
+    run finished (an interrupted one is ``incomplete``), ``seed`` and ``alpha_family`` the run's,
+    ``all_groups`` the suite's groups (a run without one of them is ``partial``; None: not judged), ``scope``
+    what the calls exercised (``scope.of_run``).
 
     >>> v = verdict(Capabilities(injected_noise=True, rng="none", max_vocab_size=10, greedy=False), [], [])
     >>> v["status"], v["core_profile"]["missing"]
     ('fail', ['greedy', 'max_vocab_size >= 262144 (declares 10)'])
     """
+    newer = [c for c in checks if _newer(c)]
+    checks = [c for c in checks if not _newer(c)]
     missing = core_lacking(caps)
     reasons = []
     if missing:
@@ -213,12 +306,39 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
             reasons.append(f"no check of {', '.join(ran)} passed: the core's {ev.name} evidence is missing "
                            f"(a device must be checked, not only declared; SPEC §10)")
         else:
-            status = "partial" if status in ("pass", "pass-with-waivers") else status
+            status = "partial" if status in PASSING else status
             reasons.append(f"the core's {ev.name} evidence was not run (groups: {', '.join(ev.groups(caps))})")
+    narrowed = _narrowing(groups_run, all_groups, seed, alpha_family, checks)
+    if narrowed:
+        status = "partial" if status in PASSING else status
+        reasons += narrowed
     if quick and status != "fail":
         reasons.insert(0, f"a --quick run (smaller cases and samples, for testing the harness) is never a verdict; "
                           f"at these sizes it would be {status.upper()}: run without --quick for the verdict")
         status = "quick"
+    if not complete:
+        reasons.insert(0, f"the run did not finish (stopped, killed or still running): no verdict; what ran so far "
+                          f"would be {status.upper()}. Continue it with --resume, or run it again")
+        status = "incomplete"
+    profiles = {p.name: _profile_evidence(p, caps, checks, groups_run) for p in PROFILES}
     return {"status": status, "reasons": reasons, "waived": [c["name"] for c in waived],
             "core_profile": {"met": not missing, "missing": missing},
-            "optional_profiles": optional_profiles(caps), "quick": bool(quick), "spec_version": SPEC_VERSION}
+            "optional_profiles": {name: e["met"] for name, e in profiles.items()},
+            "profiles": profiles,
+            "newer_checks": {"count": len(newer), "failing": [c["name"] for c in newer
+                                                               if c["status"] in ("fail", "error")]},
+            "quick": bool(quick), "complete": bool(complete), "spec_version": SPEC_VERSION,
+            "scope": _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope)}
+
+
+def _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope) -> dict:
+    """What the verdict covers, for the first lines of every report: the declaration, the largest call
+    checked in each noise mode, the volume reached, α and seed (non-default ones marked)."""
+    volumes = {c["name"]: (c.get("extra") or {})["volume"] for c in checks if (c.get("extra") or {}).get("volume")}
+    return {"declared": caps.to_json() if caps is not None else None,
+            "checked": (scope or {}).get("checked", {}), "served": (scope or {}).get("served", {}),
+            "volume": volumes,
+            "seed": seed, "seed_is_default": seed == DEFAULT_SEED,
+            "alpha_family": alpha_family, "alpha_is_default": alpha_family == DEFAULT_ALPHA_FAMILY,
+            "groups_run": list(groups_run),
+            "groups_not_run": [g for g in (all_groups or []) if g not in groups_run]}

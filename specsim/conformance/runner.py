@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from devices.registry import UnresolvedTarget, resolve
+from specsim.conformance import scope as run_scope
+from specsim.conformance.profiles import DEFAULT_ALPHA_FAMILY, DEFAULT_SEED, PASSING
 from specsim.conformance.results import SCHEMA_VERSION, STATUSES, CheckResult
 
 GROUPS: dict[str, str] = {
@@ -52,8 +54,8 @@ class Context:
       (nothing failed) or ``fail``, never ``pass``.
     """
 
-    seed: int = 0
-    alpha_family: float = 1e-3
+    seed: int = DEFAULT_SEED
+    alpha_family: float = DEFAULT_ALPHA_FAMILY
     quick: bool = False
 
 
@@ -96,8 +98,20 @@ def resolve_group(name: str) -> Callable:
                            "is an error, never a skip") from e
 
 
-def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
-    """Run one group in this process; an exception becomes one ``error`` result."""
+def run_group(name: str, device, ctx: Context, scopes: dict | None = None) -> list[CheckResult]:
+    """Run one group in this process; an exception becomes one ``error`` result. Each result's
+    ``extra["group"]`` names the group (profiles read it); ``scopes``, if given, gets ``scopes[name]``:
+    what the group's calls exercised (``specsim.conformance.scope``)."""
+    run_scope.clear()
+    results = _group_results(name, device, ctx)
+    for r in results:
+        r.extra = {**r.extra, "group": name}
+    if scopes is not None:
+        scopes[name] = run_scope.snapshot()
+    return results
+
+
+def _group_results(name: str, device, ctx: Context) -> list[CheckResult]:
     try:
         group = resolve_group(name)
     except MissingGroup as e:
@@ -109,7 +123,8 @@ def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
                             detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]
 
 
-def run_conformance(device, ctx: Context | None = None, groups: list[str] | None = None) -> list[CheckResult]:
+def run_conformance(device, ctx: Context | None = None, groups: list[str] | None = None,
+                    scopes: dict | None = None) -> list[CheckResult]:
     """Run the chosen groups (default: all available) against ``device`` in this process; the
     results, to be judged by ``verdict_of`` (SPEC §10's verdict, the one gate)::
 
@@ -118,23 +133,27 @@ def run_conformance(device, ctx: Context | None = None, groups: list[str] | None
         results = run_conformance(device, Context())
         verdict = verdict_of(device, results)
         assert verdict["status"] == "pass", verdict["reasons"]
+
+    ``scopes``: a dict that gets each group's record of what its calls exercised (pass it on to
+    ``verdict_of`` as ``scope=scope.of_run(scopes)`` for the verdict's scope).
     """
     ctx = ctx or Context()
     results: list[CheckResult] = []
     for name in groups or list(available_groups()):
-        results.extend(run_group(name, device, ctx))
+        results.extend(run_group(name, device, ctx, scopes))
     return results
 
 
 def verdict_of(device, results: list[CheckResult], ctx: Context | None = None,
-               groups: list[str] | None = None) -> dict:
+               groups: list[str] | None = None, *, complete: bool = True, scope: dict | None = None) -> dict:
     """SPEC §10's verdict on ``results`` (``run_conformance``'s, or a run's ``checks``): the gate.
 
     ``status`` is ``"pass"`` only if the device declares the core profile, no check failed or
-    errored, none the core needs is ``not_supported``, and the core's evidence ran and passed;
-    ``reasons`` says why not. ``ctx``: the run's (its ``quick`` runs are never ``pass``: status
-    ``"quick"``). ``groups``: the groups that ran (default every group, so a subset that left out
-    the core's evidence is a ``fail``; name the subset to get ``"partial"`` instead). Not
+    errored, none the core needs is ``not_supported``, the core's evidence ran and passed, and the
+    run was the whole suite (every group of ``GROUPS``, full size, the suite seed, at least the suite's
+    α); ``reasons`` says why not. ``ctx``: the run's (its ``quick`` runs are never ``pass``: status
+    ``"quick"``). ``groups``: the groups that ran (default every group); a subset is at best
+    ``"partial"``. ``complete``: False for a run that did not finish (``"incomplete"``). Not
     ``results.passed``, which only asks that nothing failed: a device declaring nothing meets it.
 
     >>> from devices.protocol import Capabilities
@@ -148,7 +167,8 @@ def verdict_of(device, results: list[CheckResult], ctx: Context | None = None,
     ctx = ctx or Context()
     checks = [r.to_json() if isinstance(r, CheckResult) else r for r in results]
     ran = list(groups) if groups is not None else list(GROUPS)
-    return verdict(getattr(device, "capabilities", None), checks, ran, quick=ctx.quick)
+    return verdict(getattr(device, "capabilities", None), checks, ran, quick=ctx.quick, complete=complete,
+                   seed=ctx.seed, alpha_family=ctx.alpha_family, all_groups=list(GROUPS), scope=scope)
 
 
 def environment(device=None) -> dict:
@@ -172,27 +192,31 @@ def environment(device=None) -> dict:
 
 
 def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
-             groups: list[str] | None = None, plan=None) -> dict:
+             groups: list[str] | None = None, plan=None, *, complete: bool = True,
+             scope: dict | None = None) -> dict:
     """The ``conformance.json`` document (schema ``SCHEMA_VERSION``).
 
     ``groups``: the groups that ran (default: every group). ``verdict`` is ``verdict_of``'s
-    (SPEC §10); ``quick`` is the run's ``ctx.quick``; ``passed`` (exit status 0) is the verdict's
-    status ``pass``, ``pass-with-waivers`` (every failure waived, none of the core's
-    evidence), ``partial`` (a ``--groups`` subset that left out the core's evidence: no
-    claim, no failure) or ``quick`` (a ``--quick`` run in which nothing failed: no verdict).
+    (SPEC §10), its ``scope`` first among what a report shows; ``complete``: False while the run is
+    under way or after it was stopped (the verdict is then ``incomplete``, whatever ran so far);
+    ``scope``: ``specsim.conformance.scope.of_run`` of the groups' records. ``passed`` is true only
+    for the verdicts ``pass`` and ``pass-with-waivers`` (every failure waived, none of the core's
+    evidence): never for ``partial``, ``quick``, ``incomplete`` or ``fail``.
     ``statistical_plan`` is the run's plan (``stat_plan.run_plan``): every statistical test of every
     group for the device's capabilities, its α share and level, n and detectable TV, each marked
     ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
     ``StatPlan`` to list instead (a campaign profile that is a family of its own).
     """
+    from specsim import __version__
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}   # every status, in order: reports read the columns from it
     checks = [r.to_json() for r in results]
     caps = getattr(device, "capabilities", None)
-    judged = verdict_of(device, checks, ctx, groups)
+    judged = verdict_of(device, checks, ctx, groups, complete=complete, scope=scope)
     ran = list(groups) if groups is not None else list(GROUPS)
     return {
         "schema_version": SCHEMA_VERSION,
         "spec_version": judged["spec_version"],
+        "suite_version": __version__,
         "device": {"spec": device_spec, "name": getattr(device, "name", None),
                    "engine": getattr(device, "engine", None),   # a field adapter's "<engine> <release>"
                    "capabilities": caps.to_json() if caps is not None else None},
@@ -201,7 +225,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "alpha_family": ctx.alpha_family,
         "quick": ctx.quick,
         "summary": counts,
-        "passed": judged["status"] in ("pass", "pass-with-waivers", "partial", "quick"),
+        "passed": judged["status"] in PASSING,
         "verdict": judged,
         "statistical_plan": plan.to_json(ran) if plan is not None else _statistical_plan(caps, ctx, ran),
         "checks": checks,
