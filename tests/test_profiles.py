@@ -123,7 +123,8 @@ def test_verdict_rules():
 def test_every_optional_profile_is_reported():
     v = profiles.verdict(torch_device.CAPABILITIES, [], [])
     assert set(v["optional_profiles"]) == {p.name for p in profiles.PROFILES}
-    assert v["optional_profiles"]["philox-keyed"] and not v["optional_profiles"]["float16"]
+    assert v["profiles"]["philox-keyed"]["declared"] and not v["profiles"]["float16"]["declared"]
+    assert not v["optional_profiles"]["philox-keyed"]   # declared, but met only once its groups ran and passed
 
 
 def test_rows_are_uniquely_named():
@@ -198,7 +199,7 @@ def test_cli_says_a_quick_run_is_no_verdict(tmp_path):
     out = subprocess.run([sys.executable, "-m", "specsim.cli", "conform", "--device", "torch", "--groups",
                           "capabilities", "--quick", "--in-process", "--out", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.returncode == 5, out.stdout[-2000:] + out.stderr[-2000:]
     assert f"verdict: QUICK against SPEC {SPEC_VERSION} (a --quick run: not a verdict)" in out.stdout
     assert "verdict: PASS" not in out.stdout
     doc = json.loads((tmp_path / "conformance.json").read_text())

@@ -17,30 +17,43 @@ import sys
 
 from specsim.conformance.runner import GROUPS
 
-HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS, "
-        "PASS-WITH-WAIVERS, PARTIAL or QUICK")
+HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS or "
+        "PASS-WITH-WAIVERS")
+
+EXIT_CODES = {"pass": 0, "pass-with-waivers": 0, "fail": 1, "partial": 4, "quick": 5, "incomplete": 6}
+"""The exit status of each verdict; 2 (bad usage), 3 (device not loaded), 130/143 (stopped) besides."""
 
 EPILOG = """\
 exit status:
-  0    verdict PASS: the core profile (SPEC §10) is declared and checked, and every check passed
-       (or is not_supported by a declared absence outside the core); PASS-WITH-WAIVERS: the same,
-       but for failing checks that --waivers covers, none of them carrying the core's evidence;
-       PARTIAL: a --groups subset without the core's evidence, in which nothing unwaived failed;
-       or QUICK: a --quick run in which nothing unwaived failed (--quick sizes test the harness:
-       never a verdict, never PASS)
+  0    verdict PASS: the core profile (SPEC §10) is declared and checked, every group of the suite
+       ran at full size at the suite seed and α, and every check passed (or is not_supported by a
+       declared absence outside the core); or PASS-WITH-WAIVERS: the same, but for failing checks
+       that --waivers covers, none of them carrying the core's evidence, a crash or a timeout
   1    verdict FAIL, --quick or not: a check failed or errored (a crash, hang or exception in a
        group counts as error; so does a refusal, UnsupportedCall, of a call inside the device's
        declaration), the core profile is not declared, a check the core needs was not_supported,
        or a waived check carries the core's evidence (capabilities of the core, L1-injected,
        L1-keyed, L3-statistical's chain cases): a waiver cannot make a device conform to the core
-  2    bad usage: unknown group, --resume without --out, --resume of a different run (another
-       device, seed, --alpha, --quick, group list or waiver file), or an invalid --waivers file
-  3    the device could not be loaded (see `specsim devices`)
+  2    bad usage: unknown or empty --groups, --alpha outside (0, 1), --resume without --out,
+       --resume of a different run (another device, seed, --alpha, --quick, group list, waiver
+       file, or code: the device's, specsim's, the SPEC version, installed packages), or an
+       invalid --waivers file
+  3    the device could not be loaded (see `specsim devices SPEC`)
+  4    verdict PARTIAL: nothing failed, but the run was narrower than the suite (a --groups subset,
+       another --seed, an --alpha below the suite's, a check cut below its full volume by its time
+       budget); the verdict lists each narrowing
+  5    verdict QUICK: a --quick run in which nothing failed (--quick sizes test the harness: never
+       a verdict, never PASS)
+  6    verdict INCOMPLETE: the run did not finish
   130  stopped by SIGINT (Ctrl-C)
   143  stopped by SIGTERM (a CI time limit, `timeout`, a cancelled job)
        Either way the running group's processes (its whole process group) are ended,
-       conformance.json records the run as incomplete (run.complete false) and the group in
-       run.interrupted; continue with the same command plus --resume
+       conformance.json records the run as incomplete (verdict INCOMPLETE, passed false, the
+       group in run.interrupted); continue with the same command plus --resume. A run killed
+       outright (SIGKILL, out of memory) leaves conformance.json as it was after its last group:
+       INCOMPLETE too.
+  --exit-zero-on partial,quick makes those verdicts exit 0 (for a CI job that runs a subset on
+  purpose); conformance.json's "passed" stays false for them.
 
 waivers (--waivers FILE, the format of `pytest --specsim-waivers`; TOML or JSON):
   [[waiver]]
@@ -88,6 +101,11 @@ def add_arguments(p):
     p.add_argument("--in-process", action="store_true",
                    help="run the groups in this process (no isolation, no time limit); for debugging a device")
     p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
+    p.add_argument("--exit-zero-on", default="", metavar="STATUS[,STATUS]",
+                   help="verdicts, of partial and quick, that exit 0 instead of their own code (see exit status)")
+    p.add_argument("--table", action="store_true",
+                   help="print every check's row (default: the verdict, its scope and the failing checks in full; "
+                        "every row is in the reports)")
 
 
 def _status_cell(r) -> str:
@@ -109,7 +127,7 @@ def _table(results) -> str:
 def verdict_line(verdict: dict) -> str:
     """``verdict: PASS against SPEC 1.0``, or the status and each reason on a line of its own (SPEC §10);
     a ``--quick`` run's says it is no verdict."""
-    head = f"verdict: {verdict['status'].upper()} against SPEC {verdict['spec_version']}"
+    head = f"verdict: {verdict['status'].upper()} against SPEC {verdict.get('judged_against') or verdict['spec_version']}"
     if verdict["status"] == "quick":
         head += " (a --quick run: not a verdict)"
     return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]])
@@ -193,6 +211,13 @@ def _run(args) -> int:
         return _usage("--resume works with the isolated runner only; drop --in-process")
     if args.group_timeout is not None and args.group_timeout <= 0:
         return _usage(f"--group-timeout: must be > 0 seconds, got {args.group_timeout}")
+    if not 0 < args.alpha < 1:
+        return _usage(f"--alpha: the false-fail budget must be in (0, 1), got {args.alpha:g}")
+    if args.groups is not None and not [g for g in args.groups.split(",") if g.strip()]:
+        return _usage("--groups: names no group (leave it out to run every group)")
+    zero_on = [s.strip() for s in (getattr(args, "exit_zero_on", "") or "").split(",") if s.strip()]
+    if [s for s in zero_on if s not in ("partial", "quick")]:
+        return _usage(f"--exit-zero-on: each must be 'partial' or 'quick', got {args.exit_zero_on!r}")
     try:
         waivers = _load_waivers(args.waivers)
     except WaiverError as e:
@@ -206,13 +231,15 @@ def _run(args) -> int:
     ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
 
     if args.in_process:
-        results = run_conformance(device, ctx, names)
+        from specsim.conformance.scope import of_run
+        scopes: dict = {}
+        results = run_conformance(device, ctx, names, scopes)
         record = None
         if waivers is not None:
             from specsim.conformance.vendor_waivers import apply
             results, record = apply(results, waivers, device_spec=args.device,
                                     device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
-        doc = document(args.device, device, ctx, results, names)
+        doc = document(args.device, device, ctx, results, names, scope=of_run(scopes))
         if record is not None:
             doc["waivers"] = record
         doc["run"] = {"isolation": "in-process", "complete": True, "command": list(sys.argv),
@@ -234,7 +261,7 @@ def _run(args) -> int:
             return _usage(str(e))
         results = [CheckResult.from_json(d) for d in doc["checks"]]
 
-    print(_table(results))
+    print(_table(results) if getattr(args, "table", False) else _failing(results))
     s = doc["summary"]
     waived = sum(r.waiver is not None for r in results)
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error"
@@ -242,8 +269,33 @@ def _run(args) -> int:
     if doc.get("waivers"):
         print("\n".join(summary_lines(doc["waivers"])))
     print(verdict_line(doc["verdict"]))
+    print("\n".join(scope_lines(doc)[1:]))
     if args.out:
         print(f"wrote {os.path.join(args.out, 'conformance.json')}")
         if not args.no_report:
             write_reports(args.out)
-    return 0 if doc["passed"] else 1
+    status = doc["verdict"]["status"]
+    return 0 if status in zero_on else EXIT_CODES.get(status, 1)
+
+
+def _failing(results) -> str:
+    """The failing and errored checks, each with its whole detail (the reports have every row)."""
+    bad = [r for r in results if r.status in ("fail", "error")]
+    if not bad:
+        return f"{len(results)} checks, none failed (every row: --table, or the reports)"
+    out = [f"{len(bad)} failing check(s) of {len(results)} (every row: --table, or the reports):"]
+    for r in bad:
+        out.append(f"\n{_status_cell(r)}  {r.name}")
+        if r.waiver:
+            out.append(f"  waived: {r.waiver['reason']} [{r.waiver['link']}]")
+        out += [f"  {line}" for line in (r.detail or "").splitlines()]
+    return "\n".join(out)
+
+
+def scope_lines(doc: dict) -> list[str]:
+    """The verdict's scope as the reports open with it: what the device declared, the largest call checked
+    per noise mode, volume, seed and α, what did not run."""
+    from reports.tables import scope_rows
+    rows = [r for r in scope_rows(doc) if r[0] not in ("verdict", "why")]
+    width = max((len(a) for a, _ in rows), default=0)
+    return ["", "scope:"] + [f"  {a:<{width}}  {b}" for a, b in rows]

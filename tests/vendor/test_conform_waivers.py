@@ -28,7 +28,7 @@ def waiver_file(tmp_path, *entries: dict, name: str = "waivers.toml") -> str:
 
 
 def conform(*argv: str) -> int:
-    return cli.main(["conform", "--quick", "--no-report", *argv])
+    return cli.main(["conform", "--quick", "--no-report", "--exit-zero-on", "quick,partial", *argv])
 
 
 def read(path) -> dict:
@@ -185,7 +185,7 @@ def test_document_passes_pass_with_waivers():
     class Dev:
         name, capabilities = "d", CAPABILITIES
     results = [CheckResult.from_json(c) for c in _passing_core() + [_waived("L1/edge/x")]]
-    doc = runner.document("d", Dev(), runner.Context(), results, ["capabilities", "L1-injected"])
+    doc = runner.document("d", Dev(), runner.Context(), results)   # every group ran: a subset is at best PARTIAL
     assert doc["verdict"]["status"] == "pass-with-waivers" and doc["passed"]
     assert CheckResult.from_json(doc["checks"][-1]).waiver["link"] == LINK + "1"
 

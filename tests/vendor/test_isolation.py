@@ -22,7 +22,8 @@ def fake_groups(monkeypatch):
 
 def conform_args(**kw) -> types.SimpleNamespace:
     base = dict(device="specsim_fakedev:make_good", out=None, seed=0, alpha=1e-3, groups=None, quick=True,
-                group_timeout=60.0, resume=False, in_process=False, no_report=True, waivers=None)
+                group_timeout=60.0, resume=False, in_process=False, no_report=True, waivers=None,
+                exit_zero_on="quick,partial", table=True)  # these test isolation: a --quick subset exits 0 here
     base.update(kw)
     return types.SimpleNamespace(**base)
 
@@ -40,7 +41,8 @@ def test_good_device_passes_every_group(fake_groups, tmp_path, capsys):
     rc = conform.run(conform_args(out=str(tmp_path), groups="F1-ok,F5-ok"))
     doc = read(tmp_path / "conformance.json")
     assert rc == 0, capsys.readouterr()
-    assert doc["passed"] and doc["run"]["complete"] and doc["run"]["isolation"] == "subprocess"
+    assert doc["verdict"]["status"] == "quick" and not doc["passed"]   # a --quick subset: never passed
+    assert doc["run"]["complete"] and doc["run"]["isolation"] == "subprocess"
     assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F5-ok/greedy/V11"}
     assert sorted(os.listdir(tmp_path / "groups")) == ["F1-ok.json", "F5-ok.json"]
 
@@ -196,7 +198,7 @@ def test_interrupted_run_resumes(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.getcwd()]), SPECSIM_PROGRESS="0")
     env.pop("FAKEDEV_NO_HANG", None)
     cmd = [sys.executable, "-c", DRIVER, "conform", "--device", "specsim_fakedev:make_hanging", "--quick",
-           "--groups", "F1-ok,F3-hang,F5-ok", "--out", str(tmp_path), "--no-report"]
+           "--groups", "F1-ok,F3-hang,F5-ok", "--out", str(tmp_path), "--no-report", "--exit-zero-on", "quick,partial"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (tmp_path / "groups" / "F1-ok.json").exists():
@@ -209,12 +211,13 @@ def test_interrupted_run_resumes(tmp_path):
     assert "--resume" in err
     doc = read(tmp_path / "conformance.json")
     assert doc["run"]["complete"] is False and doc["run"]["pending_groups"] == ["F3-hang", "F5-ok"]
+    assert doc["verdict"]["status"] == "incomplete" and doc["passed"] is False
     first = (tmp_path / "groups" / "F1-ok.json").stat().st_mtime_ns
 
     env["FAKEDEV_NO_HANG"] = "1"  # the vendor fixed the driver, same device spec
     done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     doc = read(tmp_path / "conformance.json")
-    assert doc["run"]["complete"] is True and doc["passed"]
+    assert doc["run"]["complete"] is True and doc["verdict"]["status"] == "quick"
     assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F3-hang/greedy/V17", "F5-ok/greedy/V11"}
     assert (tmp_path / "groups" / "F1-ok.json").stat().st_mtime_ns == first  # not run again
