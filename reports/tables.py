@@ -169,11 +169,13 @@ def summary_table(conformance: list[tuple[str, dict]]) -> Table | None:
         shade = VERDICT_CLASSES.get(verdict, "fail")
         classes.append(["", shade] + [""] * (len(columns) + 1))
     return Table("Conformance summary", ["device", "verdict", *columns, "source"], rows,
-                 note="The verdict (SPEC §10): PASS needs the core profile declared and checked and no check "
-                      "failed or errored; PASS-WITH-WAIVERS: the same but for failing checks the vendor's waiver "
-                      "file covers, none of them carrying the core's evidence (they count in fail/error); "
-                      "PARTIAL: a subset of groups, nothing unwaived failed, no claim on the core; "
-                      "QUICK: a --quick run (harness sizes), nothing unwaived failed, never a verdict; "
+                 note="The verdict (SPEC §10): PASS needs the core profile declared and checked, no check "
+                      "failed or errored, and the whole suite run (every group, full size, the suite seed and α); "
+                      "PASS-WITH-WAIVERS: the same but for failing checks the vendor's waiver file covers, none of "
+                      "them carrying the core's evidence (they count in fail/error); PARTIAL: nothing unwaived "
+                      "failed but the run was narrower than the suite (a subset of groups, another seed, a weaker "
+                      "α, a volume cut short), no claim; QUICK: a --quick run (harness sizes), nothing unwaived "
+                      "failed, never a verdict; INCOMPLETE: the run did not finish, never a verdict; "
                       "not_supported outside the core marks a capability the device does not declare.",
                  classes=classes)
 
@@ -202,10 +204,18 @@ def verdict_status(doc: dict) -> str:
     return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
 
 
-def _sizes_cell(entry: dict) -> str:
-    tree = f", trees of {entry['tree_nodes']:,} nodes" if entry.get("tree_nodes") else ""
-    return (f"V ≤ {entry.get('V', 0):,}, K ≤ {entry.get('K', 0)}, batch ≤ {entry.get('batch', 0):,}{tree}; "
-            f"{entry.get('calls', 0):,} calls; {'/'.join(entry.get('dtypes') or [])}")
+def _sizes_cell(entry: dict, declared: dict | None = None) -> str:
+    """The largest call checked, each size beside the declared limit when it stopped short of it."""
+    declared = declared or {}
+
+    def short(size: str, limit: str) -> str:
+        got, lim = int(entry.get(size, 0) or 0), declared.get(limit)
+        return f" (declared {lim:,})" if isinstance(lim, int) and got < lim else ""
+    tree = (f", trees of {entry['tree_nodes']:,} nodes{short('tree_nodes', 'max_tree_nodes')}"
+            if entry.get("tree_nodes") else "")
+    return (f"V ≤ {entry.get('V', 0):,}{short('V', 'max_vocab_size')}, K ≤ {entry.get('K', 0)}{short('K', 'max_k')}, "
+            f"batch ≤ {entry.get('batch', 0):,}{tree}; {entry.get('calls', 0):,} calls; "
+            f"{'/'.join(entry.get('dtypes') or [])}")
 
 
 def scope_rows(doc: dict) -> list[list[str]]:
@@ -226,7 +236,7 @@ def scope_rows(doc: dict) -> list[list[str]]:
                                  f"trees {trees} (≤ {declared.get('max_tree_nodes')} nodes), "
                                  f"§12 {len(declared.get('sampler') or [])} parameter(s)"])
     for mode, entry in (sc.get("checked") or {}).items():
-        rows.append([f"checked ({mode})", _sizes_cell(entry)])
+        rows.append([f"checked ({mode})", _sizes_cell(entry, declared)])
     if declared and not sc.get("checked"):
         rows.append(["checked", "no call held to its law (no law group ran)"])
     for name, vol in (sc.get("volume") or {}).items():
