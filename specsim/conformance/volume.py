@@ -160,6 +160,33 @@ def volume_check(device, *, seed: int, requests: int = VOLUME_REQUESTS, budget_s
     return _verdict(name, tally, dtype, check_seed, note, requested=requests)
 
 
+LOGIC_MARGIN = 100.0
+"""A contradicted decision this many tolerances or more from its tie is logic, not rounding: lower precision flips
+decisions just past the tolerance, a wrong row, index or formula flips them anywhere."""
+
+
+def _diagnosis(by_margin: dict, tolerance: float) -> str:
+    """Precision or logic, from where the contradicted decisions sit (margin decades, ``Tally.by_margin``).
+
+    >>> _diagnosis({"1e-1": 613, "1e-6": 145}, 1e-6)
+    '613 of 758 contradicted decisions sit ≥ 100× the tolerance from their tie: a logic error (a wrong row, index, formula or order), not precision'
+    >>> _diagnosis({"1e-6": 9}, 1e-6)
+    'every contradicted decision sits within 100× the tolerance of its tie: the device computes below its declared precision'
+    """
+    def far(decade: str) -> bool:
+        return decade == "inf" or (decade.startswith("1e") and 10.0 ** int(decade[2:]) >= LOGIC_MARGIN * tolerance)
+    total = sum(by_margin.values())
+    logic = sum(n for d, n in by_margin.items() if far(d))
+    if logic == 0:
+        return (f"every contradicted decision sits within {LOGIC_MARGIN:g}× the tolerance of its tie: the device "
+                "computes below its declared precision")
+    if logic == total:
+        return (f"every contradicted decision sits ≥ {LOGIC_MARGIN:g}× the tolerance from its tie: a logic error (a "
+                "wrong row, index, formula or order), not precision")
+    return (f"{logic} of {total} contradicted decisions sit ≥ {LOGIC_MARGIN:g}× the tolerance from their tie: a logic "
+            "error (a wrong row, index, formula or order), not precision")
+
+
 def _verdict(name: str, tally: Tally, dtype: str, seed: int, note: str, requested: int) -> CheckResult:
     extra, cap = tally.extra(), waiver_cap(tally.decisions)
     extra["volume"] = {"requested": int(requested), "reached": int(tally.requests)}
@@ -173,8 +200,8 @@ def _verdict(name: str, tally: Tally, dtype: str, seed: int, note: str, requeste
                            "judge\n" + "\n".join(tally.errors[:3]), seed=seed, n=tally.requests, extra=extra)
     if tally.beyond:
         return CheckResult(name, "L1", "fail", f"{figure}. {tally.beyond} request(s) contradict a decision beyond "
-                           f"the {dtype} margin (first contradicted margins by decade {extra['by_margin']}): the "
-                           "device computes below its declared precision, or is wrong\n" + "\n".join(tally.examples),
+                           f"the {dtype} margin (first contradicted margins by decade {extra['by_margin']}): "
+                           f"{_diagnosis(tally.by_margin, TOLERANCE[dtype])}\n" + "\n".join(tally.examples),
                            seed=seed, n=tally.requests, extra=extra)
     if tally.within > cap:
         return CheckResult(name, "L1", "fail", f"{figure}. {tally.within} near-tie allowances exceed the cap of "

@@ -192,11 +192,36 @@ REFERENCE_DISAGREES = ("the exact ladder (reference.exact), walking the device's
                        "SPEC §9), not a verdict on the device")
 
 
+def emission(batch: VerifyBatch, want: StepResult, i: int, pos: int) -> str:
+    """What the reference emits at position ``pos`` of request ``i``, named as SPEC §3 names it.
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> b = SimpleNamespace(num_draft_tokens=np.array([3]), temperature=np.array([1.0]))
+    >>> emission(b, SimpleNamespace(num_accepted=np.array([3])), 0, 3)
+    'the bonus token after all 3 drafts were accepted (SPEC §3: sampled from row 3, the target past the last draft)'
+    >>> emission(b, SimpleNamespace(num_accepted=np.array([1])), 0, 1)
+    'the recovered token at position 1, where draft 1 was rejected (SPEC §3: sampled from the residual of row 1)'
+    """
+    k, accepted = int(batch.num_draft_tokens[i]), int(want.num_accepted[i])
+    greedy = float(batch.temperature[i]) == 0
+    if pos < accepted:
+        return f"accepted draft {pos} (SPEC §3: {'it equals the argmax of row ' + str(pos) if greedy else 'its coin fell under the ratio target/draft'})"
+    if pos > accepted:
+        return f"padding after the emitted token (SPEC §7: PLACEHOLDER_TOKEN_ID from position {accepted + 1})"
+    if accepted == k:
+        return (f"the bonus token after all {k} drafts were accepted (SPEC §3: "
+                f"{'the argmax of' if greedy else 'sampled from'} row {k}, the target past the last draft)")
+    return (f"the recovered token at position {pos}, where draft {pos} was rejected (SPEC §3: "
+            + (f"the argmax of row {pos})" if greedy else f"sampled from the residual of row {pos})"))
+
+
 def _describe(batch: VerifyBatch, want: StepResult, i: int, row: list[int], n: int, pos: int, padding_ok: bool) -> str:
-    """Where request ``i`` differs: parameters, first differing position, expected vs got."""
+    """Where request ``i`` differs: parameters, first differing position and what the reference emits there
+    (an accepted draft, a recovered or a bonus token), expected vs got."""
     expected = want.output_token_ids[i, : want.num_accepted[i] + 1].tolist()
     return (f"request {i} (K={batch.num_draft_tokens[i]}, T={batch.temperature[i]:g}, top_k={batch.top_k[i]}, "
-            f"top_p={batch.top_p[i]:g}): position {pos}: expected token "
+            f"top_p={batch.top_p[i]:g}): position {pos}, {emission(batch, want, i, pos)}: expected token "
             f"{expected[pos] if pos < len(expected) else '(none)'}, got {row[pos] if pos < len(row) else '(none)'}; "
             f"expected {expected} with {want.num_accepted[i]} accepted, got row {row} with num_accepted={n}"
             + ("" if padding_ok else " (bad num_accepted or padding)"))
