@@ -9,6 +9,7 @@ itself honest (its mutants, calibration, campaigns, proposers, engine, benchmark
 VENDOR_COMMANDS = {
     "devices": "specsim.commands.devices",
     "conform": "specsim.commands.conform",
+    "replay": "specsim.commands.replay",
     "report": "specsim.commands.report",
     "field": "specsim.commands.field",
 }

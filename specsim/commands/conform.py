@@ -289,6 +289,8 @@ def _failing(results) -> str:
         if r.waiver:
             out.append(f"  waived: {r.waiver['reason']} [{r.waiver['link']}]")
         out += [f"  {line}" for line in (r.detail or "").splitlines()]
+        if r.extra.get("replay"):
+            out.append(f"  replay: {r.extra['replay']} [--npz case.npz]")
     return "\n".join(out)
 
 

@@ -156,6 +156,21 @@ def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> Check
                        detectable_tv=tv if tv is not None and np.isfinite(tv) else None)
 
 
+REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/edge/", "L1/sizes/", "L1-sampler/")
+"""The checks ``one_check`` can run alone: a name starting with one of these (not ``L1-sampler/edge/``)."""
+
+
+def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) -> str | None:
+    """The command that re-runs check ``name`` alone (``specsim replay``), or None if it cannot run alone.
+
+    >>> replay_command("torch", 3, "L1/edge/vocab-one")
+    'specsim replay --device torch --seed 3 L1/edge/vocab-one'
+    """
+    if not name.startswith(REPLAYABLE) or name.startswith("L1-sampler/edge/"):
+        return None
+    return f"specsim replay --device {device_spec} --seed {seed}{' --quick' if quick else ''} {name}"
+
+
 def one_check(device, ctx, name: str) -> CheckResult:
     """The one L1 check called ``name`` (as ``specsim conform`` names it), alone: for a test that
     holds a slow device (Triton's interpreter) to a named check without running its whole group.

@@ -210,6 +210,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
     from specsim import __version__
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}   # every status, in order: reports read the columns from it
     checks = [r.to_json() for r in results]
+    _add_replay(checks, device_spec, ctx)
     caps = getattr(device, "capabilities", None)
     judged = verdict_of(device, checks, ctx, groups, complete=complete, scope=scope)
     ran = list(groups) if groups is not None else list(GROUPS)
@@ -230,6 +231,16 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "statistical_plan": plan.to_json(ran) if plan is not None else _statistical_plan(caps, ctx, ran),
         "checks": checks,
     }
+
+
+def _add_replay(checks: list[dict], device_spec: str, ctx: Context) -> None:
+    """Each failing L1 check that can run alone gets ``extra["replay"]``: the command that re-runs it."""
+    from specsim.conformance.exact import replay_command
+    for c in checks:
+        if c["status"] in ("fail", "error"):
+            command = replay_command(device_spec, ctx.seed, c["name"], ctx.quick)
+            if command:
+                c.setdefault("extra", {})["replay"] = command
 
 
 def _statistical_plan(caps, ctx: Context, groups: list[str]) -> dict | None:
