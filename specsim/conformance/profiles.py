@@ -15,7 +15,11 @@ and the reports::
      "core_profile": {"met": bool, "missing": [...]},
      "optional_profiles": {"point-proposals": true, ...},
      "quick": bool,                          # judged at --quick sizes
-     "spec_version": "1.0"}
+     "spec_version": "1.1",                  # the SPEC version judged against (= judged_against)
+     "suite_version": "0.1.0",               # specsim's own version
+     "judged_against": "1.1",                # the device's Capabilities.spec_version, else the current
+     "declared_spec_version": None,          # what the device declared (None: nothing)
+     "newer_checks": {"count": 0, "failing": []}}   # checks newer than the declared version: apart
 
 ``pass``: the core profile is declared, no check failed or errored, no check the core needs
 came back ``not_supported``, and the checks that carry the core's evidence ran and passed
@@ -24,6 +28,10 @@ came back ``not_supported``, and the checks that carry the core's evidence ran a
 evidence (``--groups``): no claim about the core, exit status 0. ``quick``: a ``--quick`` run
 (smaller cases and samples, for testing the harness) in which nothing failed: never a verdict,
 exit status 0. ``fail``: anything else, at any size.
+
+A check newer than the SPEC version the device declares (``spec_versions.newer_than_declared``)
+never counts: not as a failure, not as ``not_supported``, not as evidence; ``newer_checks``
+counts them and names the failing ones, apart from the verdict.
 
 A device's refusal (``UnsupportedCall``) of a call inside its declaration is a failing check
 (``specsim.conformance._common.refused``), so it reaches the verdict as a ``fail``.
@@ -41,8 +49,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from devices.protocol import TREE_SCHEMES, Capabilities
-from reference import SPEC_VERSION
+from specsim import __version__
 from specsim.conformance.cases import CASES as L3_CASES
+from specsim.conformance.spec_versions import newer_than_declared, verdict_fields
 
 CORE_MIN_MAX_K = 8
 """Core: ``max_k`` at least this. EAGLE-style and MTP drafters run 1–7 draft tokens per step in
@@ -188,8 +197,9 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     >>> v["status"], v["core_profile"]["missing"]
     ('fail', ['greedy', 'max_vocab_size >= 262144 (declares 10)'])
     """
+    versions, reasons = verdict_fields(caps, checks)
+    checks = [c for c in checks if not newer_than_declared(c)]   # new since the device's version: shown apart
     missing = core_lacking(caps)
-    reasons = []
     if missing:
         reasons.append(f"core profile not met: the device does not declare {'; '.join(missing)} (SPEC §10)")
     bad = [c["name"] for c in checks if c["status"] in ("fail", "error") and not c.get("waiver")]
@@ -221,4 +231,5 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
         status = "quick"
     return {"status": status, "reasons": reasons, "waived": [c["name"] for c in waived],
             "core_profile": {"met": not missing, "missing": missing},
-            "optional_profiles": optional_profiles(caps), "quick": bool(quick), "spec_version": SPEC_VERSION}
+            "optional_profiles": optional_profiles(caps), "quick": bool(quick),
+            "spec_version": versions["judged_against"], "suite_version": __version__, **versions}
