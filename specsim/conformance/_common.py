@@ -53,7 +53,7 @@ def node_limit(caps: Capabilities) -> str:
     ``max_tree_nodes``, or SPEC §11.1's default named as such (a default is no declaration).
 
     >>> node_limit(Capabilities(injected_noise=True, rng="none", max_vocab_size=8))
-    'max_tree_nodes=64 (undeclared: SPEC §11.1's default)'
+    "max_tree_nodes=64 (undeclared: SPEC §11.1's default)"
     """
     if caps.max_tree_nodes is None:
         return f"max_tree_nodes={caps.tree_node_limit} (undeclared: SPEC §11.1's default)"
