@@ -93,7 +93,7 @@ def provenance(doc: dict) -> dict[str, str]:
         "verdict": verdict_text(doc),
         **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
         "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
-        "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
+        "SPEC version": spec_version_text(doc),
     }
     if run:
         out["run"] = (f"{run.get('isolation', '?')}; " + ("complete" if run.get("complete", True) else "INCOMPLETE")
@@ -198,6 +198,24 @@ def verdict_status(doc: dict) -> str:
     else:
         status = "PASS" if doc.get("passed") else "FAIL"
     return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
+
+
+def spec_version_text(doc: dict) -> str:
+    """The SPEC version judged against, whether the device declared it, specsim's version, and the
+    checks newer than the declared version (shown apart: they do not count in the verdict)."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    version = str(doc.get("spec_version") or v.get("spec_version") or "unstated")
+    if "declared_spec_version" in v:
+        version += (" (declared by the device)" if v["declared_spec_version"] else
+                    " (the device declares no spec_version: judged against the current SPEC)")
+    if v.get("suite_version"):
+        version += f"; specsim {v['suite_version']}"
+    newer = v.get("newer_checks") or {}
+    if newer.get("count"):
+        failing = newer.get("failing") or []
+        version += (f"; {newer['count']} check(s) new since SPEC {v.get('judged_against', version)}, not counted"
+                    + (f" ({len(failing)} failing, first: {failing[0]})" if failing else ""))
+    return version
 
 
 def verdict_text(doc: dict) -> str:

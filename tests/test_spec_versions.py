@@ -148,3 +148,17 @@ def test_an_all_false_withdrawn_mask_is_served_without_declaring_withdrawn_draft
     by_name = {r.name: r for r in ROWS}
     assert check_row(device, by_name["withdrawn-all-false"]).status == "pass"
     assert check_row(device, by_name["withdrawn_drafts"]).status == "pass"      # a True entry: refused
+
+
+def test_the_report_and_the_verdict_line_name_the_version_and_the_newer_checks_apart():
+    from reports.tables import spec_version_text
+    from specsim.commands.conform import verdict_line
+    checks = [{"name": "L1/trees/edge/sglang-threshold-single-zero", "layer": "L1", "status": "fail",
+               "extra": {"since": "1.1", "newer_than_declared": True}}]
+    verdict = profiles.verdict(Spec10Device("1.0").capabilities, checks, ["capabilities"])
+    text = spec_version_text({"spec_version": verdict["spec_version"], "verdict": verdict})
+    assert text.startswith("1.0 (declared by the device); specsim ")
+    assert "1 check(s) new since SPEC 1.0, not counted (1 failing, first: L1/trees/edge/sglang" in text
+    assert "new since SPEC 1.0 (not counted): 1 check(s), 1 failing: L1/trees/edge/sglang" in verdict_line(verdict)
+    undeclared = profiles.verdict(make_cpu_device().capabilities, [], ["capabilities"])
+    assert "note: the device declares no spec_version" in verdict_line(undeclared)
