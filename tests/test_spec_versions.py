@@ -11,6 +11,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from devices.protocol import Capabilities, InvalidInput
@@ -162,3 +163,18 @@ def test_the_report_and_the_verdict_line_name_the_version_and_the_newer_checks_a
     assert "new since SPEC 1.0 (not counted): 1 check(s), 1 failing: L1/trees/edge/sglang" in verdict_line(verdict)
     undeclared = profiles.verdict(make_cpu_device().capabilities, [], ["capabilities"])
     assert "note: the device declares no spec_version" in verdict_line(undeclared)
+
+
+def test_a_tree_served_wrong_beyond_an_undeclared_limit_fails():
+    class Wrong(_UndeclaredLimit):
+        def verify_tree(self, batch, noise=None):
+            out = super().verify_tree(batch, noise)
+            if int(batch.num_nodes.max()) > 64:   # beyond SPEC's default: the emitted token off by one
+                tokens = np.array(out.output_token_ids, copy=True)
+                n = int(out.num_accepted[0])
+                tokens[0, n] = (tokens[0, n] + 1) % batch.vocab_size
+                out = dataclasses.replace(out, output_token_ids=tokens)
+            return out
+
+    past = check_row(Wrong(refuse=False), next(r for r in ROWS if r.name == "tree-max_tree_nodes+1"))
+    assert past.status == "fail" and "request 0" in past.detail
