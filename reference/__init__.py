@@ -6,9 +6,6 @@ section by section.
 """
 
 SPEC_VERSIONS = ("1.0", "1.1")
-"""Every published version of ``SPEC.md``, oldest first (its "Version history" lists what each
-added). A published version is frozen: a new requirement makes a new version."""
-
+"""Every published (frozen) version of ``SPEC.md``, oldest first: its "Version history" says what each added."""
 SPEC_VERSION = SPEC_VERSIONS[-1]
-"""The version of ``SPEC.md`` this code implements (its header states the same); every
-conformance document and report names the version it was judged against (SPEC §10)."""
+"""The version this code implements (SPEC.md's header states it); every report names the one it judged against."""
