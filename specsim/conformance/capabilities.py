@@ -5,7 +5,7 @@ needs it), a device that **declares** it must answer the call with a well-formed
 (SPEC §7), and a device that does **not** must raise ``UnsupportedCall`` — not answer
 silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``; for trees ``max_k``
 as the depth and ``max_tree_nodes``) is checked at the limit (works) and one past it
-(raises). One check per row, named ``capabilities/<row>``; rows of the core profile carry
+(raises; a ``max_tree_nodes`` never declared may be refused or served there, as the reference does). One check per row, named ``capabilities/<row>``; rows of the core profile carry
 ``extra["core"]`` so the verdict knows a core mode that was not served (``profiles.verdict``).
 
 Add a row for a capability you introduce: ``Row(name, core, declared, edit)``, where
