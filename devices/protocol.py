@@ -122,12 +122,19 @@ class Capabilities:
       bounds the depth (the longest path, so the output row ``max_k + 1``), and
       ``max_tree_nodes`` the nodes of one request (SPEC §11.1): a deeper or
       larger tree raises ``UnsupportedCall``, one at the limits must be served.
+      ``max_tree_nodes`` None (the default) declares no node limit: trees up to
+      ``DEFAULT_MAX_TREE_NODES`` must be served, and a larger one may be served or
+      refused (``tree_node_limit``: the declared limit, else that default).
     - ``sampler``: the SPEC §12 parameters served (of ``SAMPLER_PARAMETERS``) and
       ``sampler_orders`` the order profiles (of ``SAMPLER_ORDERS``); empty (the default): a
       batch with ``sampler`` parameters raises ``UnsupportedCall``.
     - ``withdrawn_drafts``: the device serves ``VerifyBatch.withdrawn`` (SPEC §4's withdrawn
       drafts: rejected, residual from the draft row). False (the default): a batch with a
       withdrawn draft raises ``UnsupportedCall``, never served as padding.
+    - ``spec_version``: the SPEC version the device implements (``"1.0"``, ``"1.1"``, …; the
+      known ones are ``reference.SPEC_VERSIONS``). A check newer than it is reported apart and
+      never fails the device, and a feature added since is never sent to it. None (the default):
+      the device is judged against the current version, and the verdict says so.
     """
 
     injected_noise: bool
@@ -141,10 +148,11 @@ class Capabilities:
     top_p: bool = True
     dtypes: tuple[str, ...] = ("float32", "float64")
     tree_schemes: tuple[str, ...] = ()
-    max_tree_nodes: int = DEFAULT_MAX_TREE_NODES
+    max_tree_nodes: int | None = None
     sampler: tuple[str, ...] = ()
     sampler_orders: tuple[str, ...] = ()
     withdrawn_drafts: bool = False
+    spec_version: str | None = None
 
     def __post_init__(self):
         if self.rng not in ("philox", "seeded", "none"):
@@ -158,17 +166,28 @@ class Capabilities:
         for s in self.tree_schemes:
             if s not in TREE_SCHEMES:
                 raise InvalidInput(f"capabilities.tree_schemes: each must be one of {TREE_SCHEMES}, got {s!r}")
-        if isinstance(self.max_tree_nodes, bool) or not isinstance(self.max_tree_nodes, (int, np.integer)) \
-                or self.max_tree_nodes < 1:
-            raise InvalidInput(f"capabilities.max_tree_nodes: must be an integer >= 1, got {self.max_tree_nodes!r}")
+        if self.max_tree_nodes is not None and (isinstance(self.max_tree_nodes, bool)
+                                                or not isinstance(self.max_tree_nodes, (int, np.integer))
+                                                or self.max_tree_nodes < 1):
+            raise InvalidInput(f"capabilities.max_tree_nodes: must be an integer >= 1 or None (undeclared), "
+                               f"got {self.max_tree_nodes!r}")
+        if self.spec_version is not None and not isinstance(self.spec_version, str):
+            raise InvalidInput(f"capabilities.spec_version: must be a SPEC version string such as '1.0', or None, "
+                               f"got {self.spec_version!r}")
         for name, values, known in (("sampler", self.sampler, SAMPLER_PARAMETERS),
                                     ("sampler_orders", self.sampler_orders, SAMPLER_ORDERS)):
             for s in values:
                 if s not in known:
                     raise InvalidInput(f"capabilities.{name}: each must be one of {known}, got {s!r}")
 
+    @property
+    def tree_node_limit(self) -> int:
+        """The nodes per request the device serves at most: the declared ``max_tree_nodes``, else
+        ``DEFAULT_MAX_TREE_NODES`` (a device may refuse beyond it, or serve beyond it correctly)."""
+        return DEFAULT_MAX_TREE_NODES if self.max_tree_nodes is None else int(self.max_tree_nodes)
+
     def to_json(self) -> dict:
-        """Every declared field by name (``max_tree_nodes`` included, read with ``tree_schemes``)."""
+        """Every field by name as declared (``max_tree_nodes`` and ``spec_version`` None where undeclared)."""
         return dataclasses.asdict(self)
 
 

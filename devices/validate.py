@@ -202,8 +202,9 @@ def check_tree_call(batch: TreeBatch, noise: Noise | None, capabilities: Capabil
     check_capabilities(dataclasses.replace(chain, num_draft_tokens=np.array([int(depths.max(initial=0))])),
                        capabilities)
     largest = int(np.max(batch.num_nodes, initial=0))
-    if largest > capabilities.max_tree_nodes:
-        raise UnsupportedCall(f"max_tree_nodes <= {capabilities.max_tree_nodes} nodes per request", largest)
+    if largest > capabilities.tree_node_limit:
+        # an undeclared limit is SPEC §11.1's default: refusing beyond it is allowed, never required
+        raise UnsupportedCall(f"max_tree_nodes <= {capabilities.tree_node_limit} nodes per request", largest)
     return depths
 
 

@@ -5,6 +5,6 @@ numpy and the standard library only; imports nothing else of specsim's.
 section by section.
 """
 
-SPEC_VERSION = "1.0"
-"""The version of ``SPEC.md`` this code implements (its header states the same); every
-conformance document and report names the version it was judged against (SPEC §10)."""
+SPEC_VERSIONS = ("1.0", "1.1")  # every published (frozen) SPEC.md, oldest first: see its "Version history"
+SPEC_VERSION = SPEC_VERSIONS[-1]
+"""The version this code implements (SPEC.md's header states it); every report names the one it judged against."""

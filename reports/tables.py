@@ -93,7 +93,7 @@ def provenance(doc: dict) -> dict[str, str]:
         "verdict": verdict_text(doc),
         **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
         "sizes": "--quick (harness sizes: not a verdict)" if quick_run(doc) else "full",
-        "SPEC version": str(doc.get("spec_version") or (doc.get("verdict") or {}).get("spec_version") or "unstated"),
+        "SPEC version": spec_version_text(doc),
     }
     if run:
         out["run"] = (f"{run.get('isolation', '?')}; " + ("complete" if run.get("complete", True) else "INCOMPLETE")
@@ -223,9 +223,7 @@ def scope_rows(doc: dict) -> list[list[str]]:
     ``specsim conform``'s output."""
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     sc = v.get("scope") if isinstance(v.get("scope"), dict) else {}
-    rows = [["verdict", verdict_status(doc)],
-            ["judged against", f"SPEC {v.get('judged_against') or v.get('spec_version') or doc.get('spec_version', '?')}"
-                               f", specsim {doc.get('suite_version', '?')}"]]
+    rows = [["verdict", verdict_status(doc)], ["judged against", f"SPEC {spec_version_text(doc)}"]]
     declared = sc.get("declared") or (doc.get("device") or {}).get("capabilities") or {}
     if declared:
         noise = ["injected noise"] * bool(declared.get("injected_noise")) + \
@@ -233,7 +231,7 @@ def scope_rows(doc: dict) -> list[list[str]]:
         trees = "/".join(declared.get("tree_schemes") or []) or "none"
         rows.append(["declared", f"{' + '.join(noise) or 'no randomness'}; V ≤ {declared.get('max_vocab_size', 0):,}, "
                                  f"K ≤ {declared.get('max_k')}, dtypes {'/'.join(declared.get('dtypes') or [])}, "
-                                 f"trees {trees} (≤ {declared.get('max_tree_nodes')} nodes), "
+                                 f"trees {trees} (≤ {declared.get('max_tree_nodes') or '64, undeclared,'} nodes), "
                                  f"§12 {len(declared.get('sampler') or [])} parameter(s)"])
     for mode, entry in (sc.get("checked") or {}).items():
         rows.append([f"checked ({mode})", _sizes_cell(entry, declared)])
@@ -255,11 +253,6 @@ def scope_rows(doc: dict) -> list[list[str]]:
         rows.append(["profiles met", ", ".join(met) or "none"])
     if unmet:
         rows.append(["declared, not met", "; ".join(unmet)])
-    newer = v.get("newer_checks") or {}
-    if newer.get("count"):
-        rows.append(["new since the declared SPEC", f"{newer['count']} check(s), not counted"
-                                                    + (f"; failing: {', '.join(newer.get('failing') or [])}"
-                                                       if newer.get("failing") else "")])
     unsupported = [c for c in checks_of(doc) if c.get("status") == "not_supported"]
     if unsupported:
         rows.append(["not supported", f"{len(unsupported)} check(s), first: {unsupported[0].get('name')} "
@@ -278,6 +271,23 @@ def scope_table(doc: dict) -> "Table | None":
     return Table(f"Verdict: {status} — {device_label(doc)}", ["", ""], scope_rows(doc),
                  classes=[[("pass" if status in ("PASS", "PASS-WITH-WAIVERS") else "fail"), ""]] +
                  [["", ""]] * (len(scope_rows(doc)) - 1))
+
+def spec_version_text(doc: dict) -> str:
+    """The SPEC version judged against, whether the device declared it, specsim's version, and the
+    checks newer than the declared version (shown apart: they do not count in the verdict)."""
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    version = str(doc.get("spec_version") or v.get("spec_version") or "unstated")
+    if "declared_spec_version" in v:
+        version += (" (declared by the device)" if v["declared_spec_version"] else
+                    " (the device declares no spec_version: judged against the current SPEC)")
+    if v.get("suite_version"):
+        version += f"; specsim {v['suite_version']}"
+    newer = v.get("newer_checks") or {}
+    if newer.get("count"):
+        failing = newer.get("failing") or []
+        version += (f"; {newer['count']} check(s) new since SPEC {v.get('judged_against', version)}, not counted"
+                    + (f" ({len(failing)} failing, first: {failing[0]})" if failing else ""))
+    return version
 
 
 def verdict_text(doc: dict) -> str:

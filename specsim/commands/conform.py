@@ -130,7 +130,18 @@ def verdict_line(verdict: dict) -> str:
     head = f"verdict: {verdict['status'].upper()} against SPEC {verdict.get('judged_against') or verdict['spec_version']}"
     if verdict["status"] == "quick":
         head += " (a --quick run: not a verdict)"
-    return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]])
+    return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]] + _version_lines(verdict))
+
+
+def _version_lines(verdict: dict) -> list[str]:
+    """The verdict's version note and the checks new since the declared version, apart from its reasons."""
+    lines = [f"  note: {verdict['spec_version_note']}"] if verdict.get("spec_version_note") else []
+    newer = verdict.get("newer_checks") or {}
+    if newer.get("count"):
+        failing = newer.get("failing") or []
+        lines.append(f"  new since SPEC {verdict['judged_against']} (not counted): {newer['count']} check(s)"
+                     + (f", {len(failing)} failing: {', '.join(failing[:5])}" if failing else ""))
+    return lines
 
 
 def _usage(message: str) -> int:

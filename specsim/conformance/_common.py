@@ -49,6 +49,18 @@ class Refusal(Exception):
         return f"the device refused {self.what or 'a call'}: UnsupportedCall: {self.error}"
 
 
+def node_limit(caps: Capabilities) -> str:
+    """The node limit a tree check holds ``caps`` to, as a message says it: the declared
+    ``max_tree_nodes``, or SPEC §11.1's default named as such (a default is no declaration).
+
+    >>> node_limit(Capabilities(injected_noise=True, rng="none", max_vocab_size=8))
+    "max_tree_nodes=64 (undeclared: SPEC §11.1's default)"
+    """
+    if caps.max_tree_nodes is None:
+        return f"max_tree_nodes={caps.tree_node_limit} (undeclared: SPEC §11.1's default)"
+    return f"declared max_tree_nodes={caps.max_tree_nodes}"
+
+
 def ask(device, batch, noise=None):
     """``device.verify(batch, noise)`` (``verify_tree`` for a ``TreeBatch``); a refusal is raised
     again as ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
@@ -124,7 +136,7 @@ def declaration_against(caps: Capabilities, batch, noise, said: str = "") -> str
              "K": f"max_k={caps.max_k}, {'tree depth' if tree else 'K'}={depth}",
              "dtype": f"dtypes={'/'.join(caps.dtypes)}, dtype={batch.target_logits.dtype.name}"}
     if tree:
-        parts["nodes"] = (f"max_tree_nodes={caps.max_tree_nodes}, "
+        parts["nodes"] = (f"{node_limit(caps)}, "
                           f"nodes={int(np.asarray(batch.num_nodes).max(initial=0))} in the largest request")
         parts["tree"] = (f"tree_schemes={'/'.join(caps.tree_schemes)}, "
                          f"needs {'/'.join(sorted(batch.schemes_needed()))}")

@@ -5,7 +5,7 @@ needs it), a device that **declares** it must answer the call with a well-formed
 (SPEC §7), and a device that does **not** must raise ``UnsupportedCall`` — not answer
 silently, not raise anything else. A limit (``max_k``, ``max_vocab_size``; for trees ``max_k``
 as the depth and ``max_tree_nodes``) is checked at the limit (works) and one past it
-(raises). One check per row, named ``capabilities/<row>``; rows of the core profile carry
+(raises; a ``max_tree_nodes`` never declared may be refused or served there, as the reference does). One check per row, named ``capabilities/<row>``; rows of the core profile carry
 ``extra["core"]`` so the verdict knows a core mode that was not served (``profiles.verdict``).
 
 Add a row for a capability you introduce: ``Row(name, core, declared, edit)``, where
@@ -27,6 +27,7 @@ import numpy as np
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise,
                               SamplerParams, TreeBatch, UnsupportedCall, VerifyBatch)
 from specsim.conformance.results import CheckResult
+from specsim.conformance.spec_versions import not_sent
 from specsim.judge.compare import output_problems
 
 V, K = 8, 2
@@ -142,14 +143,14 @@ def tree_limit_call(caps: Capabilities, nodes: int, depth: int) -> Call:
 
 def _tree_depth_limit(caps: Capabilities) -> int:
     """The deepest tree the declaration admits: ``max_k``, unless ``max_tree_nodes`` nodes cannot reach it."""
-    return min(caps.max_k, caps.max_tree_nodes)
+    return min(caps.max_k, caps.tree_node_limit)
 
 
 def _past_depth(caps: Capabilities) -> bool | None:
     """A tree one level deeper than ``max_k`` (a chain of ``max_k + 1`` nodes) must be refused; None
     where that chain would also break ``max_tree_nodes`` (the refusal would not say which limit) or
     is beyond ``LARGEST_TREE_PROBED``."""
-    if caps.tree_schemes and (caps.max_k + 1 > caps.max_tree_nodes or caps.max_k >= LARGEST_TREE_PROBED):
+    if caps.tree_schemes and (caps.max_k + 1 > caps.tree_node_limit or caps.max_k >= LARGEST_TREE_PROBED):
         return None
     return False
 
@@ -157,8 +158,8 @@ def _past_depth(caps: Capabilities) -> bool | None:
 def _why_not_past_depth(caps: Capabilities) -> str:
     if caps.max_k >= LARGEST_TREE_PROBED:
         return f"declared max_k {caps.max_k} is above the {LARGEST_TREE_PROBED} this group calls as a tree depth"
-    return (f"a tree of depth max_k + 1 = {caps.max_k + 1} has more than the declared max_tree_nodes "
-            f"{caps.max_tree_nodes} nodes: its refusal cannot be attributed to the depth")
+    return (f"a tree of depth max_k + 1 = {caps.max_k + 1} has more than max_tree_nodes "
+            f"{caps.tree_node_limit} nodes: its refusal cannot be attributed to the depth")
 
 
 def sampler_call(caps: Capabilities, name: str) -> Call:
@@ -187,14 +188,36 @@ def withdrawn_call(caps: Capabilities) -> Call:
     return Call(replace(base.batch, draft_token_ids=ids, withdrawn=withdrawn), base.noise, base.needs)
 
 
+def unwithdrawn_call(caps: Capabilities) -> Call:
+    """A chain step with draft probabilities and an all-False ``withdrawn`` mask: no draft is withdrawn
+    (SPEC §4, as ``withdrawn`` None), so every device serves it, withdrawn drafts declared or not."""
+    base = chain_call(caps, draft_probs=True)
+    return Call(replace(base.batch, withdrawn=np.zeros(len(base.batch.draft_token_ids), bool)), base.noise,
+                base.needs)
+
+
+EITHER = "either"
+"""``Row.declared``'s answer for a limit the device never declared: it may refuse the call beyond
+SPEC's default (``UnsupportedCall``) or serve it; a well-formed answer and a refusal both pass."""
+
+
+def _past_node_limit(caps: Capabilities) -> bool | str | None:
+    """One node past ``max_tree_nodes``: must be refused where declared; either way where the
+    limit is SPEC §11.1's default, which the device never chose; None beyond ``LARGEST_TREE_PROBED``."""
+    if caps.tree_schemes and caps.tree_node_limit >= LARGEST_TREE_PROBED:
+        return None
+    return EITHER if caps.tree_schemes and caps.max_tree_nodes is None else False
+
+
 @dataclass(frozen=True)
 class Row:
     """A capability, whether the core needs it, whether ``caps`` declare it, and its call."""
 
     name: str
     core: bool
-    declared: Callable[[Capabilities], bool | None]
-    """True: must be served; False: must raise; None: not checkable here (not_supported)."""
+    declared: Callable[[Capabilities], bool | str | None]
+    """True: must be served; False: must raise; ``EITHER``: may do either (a limit never declared);
+    None: not checkable here (not_supported)."""
     call: Callable[[Capabilities], Call]
     unchecked: Callable[[Capabilities], str] | None = None
     """Why ``declared`` said None (default: the declared ``max_vocab_size`` is not allocated)."""
@@ -214,6 +237,7 @@ ROWS: list[Row] = [
     Row("injected_noise", False, _flag("injected_noise"), lambda c: chain_call(c, injected=True)),
     Row("own-randomness", False, lambda c: c.rng != "none", lambda c: chain_call(c, injected=False)),
     Row("withdrawn_drafts", False, _flag("withdrawn_drafts"), withdrawn_call),
+    Row("withdrawn-all-false", False, lambda c: True, unwithdrawn_call),
     *[Row(f"dtype-{d}", d == "float32", lambda c, d=d: d in c.dtypes, lambda c, d=d: chain_call(c, dtype=d))
       for d in ("float32", "float64", "float16", "bfloat16")],
     Row("max_k", True, lambda c: True, lambda c: chain_call(c, k=c.max_k)),
@@ -229,10 +253,9 @@ ROWS: list[Row] = [
     Row("tree-max_k+1", False, _past_depth, lambda c: tree_limit_call(c, c.max_k + 1, c.max_k + 1),
         unchecked=_why_not_past_depth),
     Row("tree-max_tree_nodes", False, lambda c: bool(c.tree_schemes),
-        lambda c: tree_limit_call(c, min(c.max_tree_nodes, LARGEST_TREE_PROBED), min(c.max_k, TREE_PROBE_DEPTH))),
-    Row("tree-max_tree_nodes+1", False,
-        lambda c: None if c.tree_schemes and c.max_tree_nodes >= LARGEST_TREE_PROBED else False,
-        lambda c: tree_limit_call(c, c.max_tree_nodes + 1, min(c.max_k, TREE_PROBE_DEPTH)),
+        lambda c: tree_limit_call(c, min(c.tree_node_limit, LARGEST_TREE_PROBED), min(c.max_k, TREE_PROBE_DEPTH))),
+    Row("tree-max_tree_nodes+1", False, _past_node_limit,
+        lambda c: tree_limit_call(c, c.tree_node_limit + 1, min(c.max_k, TREE_PROBE_DEPTH)),
         unchecked=lambda c: f"declared max_tree_nodes {c.max_tree_nodes} is above the {LARGEST_TREE_PROBED} "
                             "this group calls"),
     *[Row(f"sampler-{p}", False, lambda c, p=p: p in c.sampler and "canonical" in c.sampler_orders,
@@ -296,6 +319,9 @@ def check_row(device, row: Row) -> CheckResult:
     """One row both ways: declared → a well-formed answer; undeclared → ``UnsupportedCall``."""
     caps: Capabilities = device.capabilities
     name, extra = f"capabilities/{row.name}", {"core": True} if row.core else {}
+    unsent = not_sent(caps, name, "L0", extra)
+    if unsent:
+        return unsent
     declared = row.declared(caps)
     if declared is None:
         why = row.unchecked(caps) if row.unchecked else (f"declared max_vocab_size {caps.max_vocab_size} is above "
@@ -305,6 +331,8 @@ def check_row(device, row: Row) -> CheckResult:
         call = row.call(caps)
     except MemoryError as e:
         return CheckResult(name, "L0", "not_supported", f"the call could not be built: {e}", extra=extra)
+    if declared is EITHER:
+        return _either(device, call, name, extra)
     if declared:
         lacking = sorted(n for n in call.needs if not _has(caps, n))
         if lacking:
@@ -328,6 +356,31 @@ def check_row(device, row: Row) -> CheckResult:
     problems = structure_problems(call.batch, out)
     return CheckResult(name, "L0", "fail" if problems else "pass",
                        "; ".join(problems) or "declared; answered a well-formed output", extra=extra)
+
+
+def _either(device, call: Call, name: str, extra: dict) -> CheckResult:
+    """A call beyond a limit the device never declared (SPEC §11.1's default): a refusal passes, and
+    so does a well-formed answer; anything else fails."""
+    try:
+        out = _invoke(device, call)
+    except UnsupportedCall as e:
+        return CheckResult(name, "L0", "pass", f"limit undeclared; refused beyond SPEC's default: {e}", extra=extra)
+    except Exception as e:
+        return CheckResult(name, "L0", "fail", f"limit undeclared: refusing must raise UnsupportedCall; raised "
+                           f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}", extra=extra)
+    problems = structure_problems(call.batch, out) or _against_reference(device, call, out)
+    return CheckResult(name, "L0", "fail" if problems else "pass",
+                       "; ".join(problems) or "limit undeclared (a default is no declaration); served beyond "
+                       "SPEC's default, as the reference does where the noise is known", extra=extra)
+
+
+def _against_reference(device, call: Call, out) -> list[str]:
+    """A tree served beyond an undeclared limit is held to the reference where its noise is known
+    (injected, or Philox-keyed): serving it is allowed, serving it wrong is not."""
+    if not isinstance(call.batch, TreeBatch) or (call.noise is None and device.capabilities.rng != "philox"):
+        return []
+    from specsim.testing.trees import compare_tree, reference_tree_step
+    return compare_tree(out, reference_tree_step(call.batch, call.noise))
 
 
 def capabilities_group(device, ctx) -> list[CheckResult]:

@@ -13,6 +13,7 @@ the device refuses it as the rule asks (a pass).
 from __future__ import annotations
 
 from specsim.conformance.results import CheckResult
+from specsim.conformance.spec_versions import not_sent
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
 
 from devices.protocol import UnsupportedCall
@@ -20,6 +21,9 @@ from devices.protocol import UnsupportedCall
 
 def _probe(device, bad, entry: str = "verify") -> CheckResult:
     name = f"input/{bad.rule.replace(' ', '-')}"
+    unsent = not_sent(device.capabilities, name, "input")
+    if unsent:
+        return unsent
     batch, noise = bad.make()
     if noise is not None and not device.capabilities.injected_noise:
         noise = None  # the rule concerns the batch; let the device draw its own

@@ -15,9 +15,14 @@ all_groups=..., scope=...)``), written into ``conformance.json`` and the reports
      "core_profile": {"met": bool, "missing": [...]},
      "optional_profiles": {"point-proposals": true, ...},   # met: declared, its groups ran and passed
      "profiles": {"point-proposals": {"declared", "met", "why"}, ...},
-     "newer_checks": {"count", "failing"},   # checks newer than the SPEC version the device declares
      "scope": {...},                         # what the verdict covers (see _scope)
-     "quick": bool, "complete": bool, "spec_version": "1.1"}
+     "quick": bool,                          # judged at --quick sizes
+     "complete": bool,                       # the run finished
+     "spec_version": "1.1",                  # the SPEC version judged against (= judged_against)
+     "suite_version": "0.1.0",               # specsim's own version
+     "judged_against": "1.1",                # the device's Capabilities.spec_version, else the current
+     "declared_spec_version": None,          # what the device declared (None: nothing)
+     "newer_checks": {"count": 0, "failing": []}}   # checks newer than the declared version: apart
 
 ``pass``: the core profile is declared, no check failed or errored, no check the core needs
 came back ``not_supported``, the checks that carry the core's evidence ran and passed
@@ -29,6 +34,10 @@ each narrowing. ``quick``: a ``--quick`` run (smaller cases and samples, for tes
 in which nothing failed: never a verdict. ``incomplete``: the run did not finish (a stop signal, a
 kill, a crash of the runner itself, or a reader looking while it runs): never a verdict.
 ``fail``: a check failed, at any size. Only ``pass`` and ``pass-with-waivers`` are ``passed``.
+
+A check newer than the SPEC version the device declares (``spec_versions.newer_than_declared``)
+never counts: not as a failure, not as ``not_supported``, not as evidence; ``newer_checks``
+counts them and names the failing ones, apart from the verdict.
 
 A device's refusal (``UnsupportedCall``) of a call inside its declaration is a failing check
 (``specsim.conformance._common.refused``), so it reaches the verdict as a ``fail``.
@@ -46,8 +55,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from devices.protocol import TREE_SCHEMES, Capabilities
-from reference import SPEC_VERSION
+from specsim import __version__
 from specsim.conformance.cases import CASES as L3_CASES
+from specsim.conformance.spec_versions import newer_than_declared, verdict_fields
 
 CORE_MIN_MAX_K = 8
 """Core: ``max_k`` at least this. EAGLE-style and MTP drafters run 1–7 draft tokens per step in
@@ -211,11 +221,6 @@ STATUSES = ("pass", "pass-with-waivers", "fail", "partial", "quick", "incomplete
 PASSING = ("pass", "pass-with-waivers")
 
 
-def _newer(check: dict) -> bool:
-    """A check introduced after the SPEC version the device declares: shown apart, never counted."""
-    return bool((check.get("extra") or {}).get("newer_than_declared"))
-
-
 def _group_of(check: dict) -> str | None:
     return (check.get("extra") or {}).get("group")
 
@@ -279,10 +284,9 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     >>> v["status"], v["core_profile"]["missing"]
     ('fail', ['greedy', 'max_vocab_size >= 262144 (declares 10)'])
     """
-    newer = [c for c in checks if _newer(c)]
-    checks = [c for c in checks if not _newer(c)]
+    versions, reasons = verdict_fields(caps, checks)
+    checks = [c for c in checks if not newer_than_declared(c)]   # new since the device's version: shown apart
     missing = core_lacking(caps)
-    reasons = []
     if missing:
         reasons.append(f"core profile not met: the device does not declare {'; '.join(missing)} (SPEC §10)")
     bad = [c["name"] for c in checks if c["status"] in ("fail", "error") and not c.get("waiver")]
@@ -324,10 +328,8 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     return {"status": status, "reasons": reasons, "waived": [c["name"] for c in waived],
             "core_profile": {"met": not missing, "missing": missing},
             "optional_profiles": {name: e["met"] for name, e in profiles.items()},
-            "profiles": profiles,
-            "newer_checks": {"count": len(newer), "failing": [c["name"] for c in newer
-                                                               if c["status"] in ("fail", "error")]},
-            "quick": bool(quick), "complete": bool(complete), "spec_version": SPEC_VERSION,
+            "profiles": profiles, "quick": bool(quick), "complete": bool(complete),
+            "spec_version": versions["judged_against"], "suite_version": __version__, **versions,
             "scope": _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope)}
 
 

@@ -22,6 +22,7 @@ from devices.registry import UnresolvedTarget, resolve
 from specsim.conformance import scope as run_scope
 from specsim.conformance.profiles import DEFAULT_ALPHA_FAMILY, DEFAULT_SEED, PASSING
 from specsim.conformance.results import SCHEMA_VERSION, STATUSES, CheckResult
+from specsim.conformance.spec_versions import annotate
 
 GROUPS: dict[str, str] = {
     "L1-injected": "specsim.conformance.exact:injected_noise_group",
@@ -117,7 +118,7 @@ def _group_results(name: str, device, ctx: Context) -> list[CheckResult]:
     except MissingGroup as e:
         return [CheckResult(name=f"{name}/missing", layer=name.split("-")[0], status="error", detail=str(e))]
     try:
-        return list(group(device, ctx))
+        return annotate(list(group(device, ctx)), getattr(device, "capabilities", None))
     except Exception as e:  # the device raised something the group did not expect
         return [CheckResult(name=f"{name}/crashed", layer=name.split("-")[0], status="error",
                             detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]

@@ -20,6 +20,7 @@ from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from reference.laws import spread
 from reference.target import target_probs
 from reference.tree import children_of, depths, level
+from specsim.conformance._common import node_limit
 from specsim.testing.seeds import case_seed
 
 V = 5
@@ -189,8 +190,8 @@ def pattern_lacking(caps, pattern: Pattern) -> str | None:
     if depth > caps.max_k:
         return f"tree depth {depth} > declared max_k={caps.max_k}"
     nodes = max(len(t.parents) for t in pattern.trees)
-    if nodes > caps.max_tree_nodes:
-        return f"a tree of {nodes} nodes > declared max_tree_nodes={caps.max_tree_nodes}"
+    if nodes > caps.tree_node_limit:
+        return f"a tree of {nodes} nodes > {node_limit(caps)}"
     if pattern.scheme == "greedy" and not caps.greedy:
         return "greedy requests (temperature 0): the device does not declare greedy"
     point = all(t.draft is None for t in pattern.trees)

@@ -35,7 +35,7 @@ import numpy as np
 from devices.protocol import Noise, TreeBatch
 from reference.target import target_probs
 from reference.tree import children_of
-from specsim.conformance._common import ask, call
+from specsim.conformance._common import ask, call, node_limit
 from specsim.conformance.results import CheckResult
 from specsim.testing.engine_trees import BUILDERS, EngineTree, chain_tree
 from specsim.testing.seeds import case_seed
@@ -161,8 +161,8 @@ def _lacking(caps, scheme: str, V: int, requests: list[Request]) -> str | None:
     if DEPTH > caps.max_k:
         return f"tree depth {DEPTH} > declared max_k={caps.max_k}"
     largest = max(len(r.tree.parents) for r in requests)
-    if largest > caps.max_tree_nodes:
-        return f"a tree of {largest} nodes > declared max_tree_nodes={caps.max_tree_nodes}"
+    if largest > caps.tree_node_limit:
+        return f"a tree of {largest} nodes > {node_limit(caps)}"
     return None
 
 

@@ -206,11 +206,11 @@ def limit_shapes(caps, quick: bool = False) -> dict[str, np.ndarray]:
     ``min(max_k, max_tree_nodes)``, two chains under the root), EAGLE-2's size (64 nodes at depth 6:
     11 root children, the deep subtree under the tenth) and, but for ``quick`` runs, the largest
     (``max_tree_nodes`` at depth 8; the capabilities group calls it in every run)."""
-    depth = min(caps.max_k, caps.max_tree_nodes, DEEPEST)
-    shapes = {f"depth-{depth}": layered_parents(min(2 * depth, caps.max_tree_nodes), depth)}
-    wide = min(WIDE_NODES, caps.max_tree_nodes)
+    depth = min(caps.max_k, caps.tree_node_limit, DEEPEST)
+    shapes = {f"depth-{depth}": layered_parents(min(2 * depth, caps.tree_node_limit), depth)}
+    wide = min(WIDE_NODES, caps.tree_node_limit)
     shapes[f"nodes-{wide}"] = layered_parents(wide, min(WIDE_DEPTH, caps.max_k))
-    most = min(caps.max_tree_nodes, LARGEST)
+    most = min(caps.tree_node_limit, LARGEST)
     if most > wide and not quick:
         shapes[f"nodes-{most}"] = layered_parents(most, min(LARGEST_DEPTH, caps.max_k))
     return shapes
@@ -339,7 +339,7 @@ def tree_l2_group(device, ctx) -> list[CheckResult]:
     caps, results = device.capabilities, []
     for scheme in ("rrs", "sglang"):
         spec = TreeSpec(scheme=scheme, drafting="with_replacement" if scheme == "rrs" else "top", batch=8,
-                        greedy_fraction=0.0, max_nodes=min(6, caps.max_k, caps.max_tree_nodes))
+                        greedy_fraction=0.0, max_nodes=min(6, caps.max_k, caps.tree_node_limit))
         base = f"L2/trees/{scheme}"
         seed = case_seed(ctx.seed, base)
         if scheme not in caps.tree_schemes:

@@ -61,7 +61,8 @@ def test_max_tree_nodes_must_be_a_positive_integer(value):
 
 def test_capabilities_json_carries_max_tree_nodes():
     assert CAPABILITIES.to_json()["max_tree_nodes"] == 1024
-    assert Capabilities(injected_noise=True, rng="none", max_vocab_size=8).to_json()["max_tree_nodes"] == 64
+    undeclared = Capabilities(injected_noise=True, rng="none", max_vocab_size=8)
+    assert undeclared.to_json()["max_tree_nodes"] is None and undeclared.tree_node_limit == 64   # a default is no declaration
 
 
 def test_tree_errors_name_num_nodes_not_the_chain_argument():
