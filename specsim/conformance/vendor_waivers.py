@@ -1,8 +1,9 @@
 """A vendor's waivers in ``specsim conform --waivers FILE``: known failures, each with a reason and a link.
 
 One format for both routes: the file of ``pytest --specsim-waivers`` (``specsim/conformance/waivers.py``
-reads and validates it). ``specsim conform`` applies its ``conformance:`` entries, each naming
-conformance checks (``CheckResult.name``) exactly or by a ``*``/``?`` pattern::
+reads and validates it). ``specsim conform`` applies its ``conformance:`` entries, each naming one
+conformance check (``CheckResult.name``) exactly or the variants of one check by a narrow pattern, and
+the shipped ``property_tests/test_conformance_groups.py`` applies them through :func:`apply` too::
 
     [[waiver]]
     check  = "conformance:L1/edge/top-p-cut-ties"

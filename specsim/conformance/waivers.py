@@ -26,6 +26,18 @@ release (its ``engine`` says which) the entry waives nothing, and what it would 
 judged on that release (``specsim field``, ``specsim conform --waivers``). The field's waiver files
 (``devices/field/*_waivers.toml``) name it on every entry.
 
+A test waiver's ``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
+matched against the test's id from ``property_tests/`` on (so it does not
+depend on where the package is installed), its full node id, and its name;
+a pattern without wildcards also matches every parametrization and every test
+in a file it names (``property_tests/test_bad_input.py``). ``reason``, ``issue``
+(an ``http(s)://`` URL; also spelt ``link`` or ``url``) and ``check`` are required; an unknown key is an error
+(a typo must not silently disable a waiver). An entry that matches no collected
+test is reported at the end of the run. A test waiver never covers the tests of
+``property_tests/test_conformance_groups.py`` (``GATE_FILE``): they are the verdict, which only
+``conformance:`` entries reach (an entry naming that file is refused at load; a pattern that matches
+its tests leaves them unmarked, and the summary says so).
+
 What a waiver may say (each rule broken is a :class:`WaiverError` at load, naming the file, the entry
 and the rule):
 
