@@ -203,8 +203,8 @@ def specsim_conformance_waivers(pytestconfig, specsim_device):
     def waive(results):
         if st.waiver_file is None:
             return list(results), None
-        out, record = apply(results, st.waiver_file, device_spec=spec, device_name=getattr(specsim_device, "name", None),
-                            engine=st.engine)
+        out, record = apply(results, st.waiver_file, device_spec=spec,
+                            device_name=getattr(specsim_device, "name", None), engine=st.engine)
         _remember(st, record)
         return out, record
     return waive

@@ -41,7 +41,8 @@ def _unwaived(results: list) -> list:
 
 
 def _refusals(record: dict | None) -> str:
-    return "".join(f"\nwaiver refused: {e['check']!r} ({e['source']}): {e['why']}" for e in (record or {}).get("refused", []))
+    refused = (record or {}).get("refused", [])
+    return "".join(f"\nwaiver refused: {e['check']!r} ({e['source']}): {e['why']}" for e in refused)
 
 
 @pytest.mark.parametrize("group", list(available_groups()))

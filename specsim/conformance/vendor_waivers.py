@@ -41,12 +41,14 @@ Example::
     >>> w = Waiver(check="conformance:L1/edge/top-*", reason="top-p keeps one tied token", issue="https://x.example/1",
     ...            source="f, entry 1")
     >>> wf = WaiverFile("f", "0" * 64, (w,))
-    >>> results, record = apply([CheckResult("L1/edge/top-a", "L1", "fail"), CheckResult("L1/edge/top-b", "L1", "pass")],
-    ...                         wf, device_spec="dev")
+    >>> checks = [CheckResult("L1/edge/top-a", "L1", "fail"), CheckResult("L1/edge/top-b", "L1", "pass")]
+    >>> results, record = apply(checks, wf, device_spec="dev")
     >>> results[0].status, results[0].waiver["reason"], results[1].waiver
     ('fail', 'top-p keeps one tied token', None)
-    >>> record["waived"], record["counts"]
-    ([{'check': 'L1/edge/top-a', 'status': 'fail', 'source': 'f, entry 1'}], {'waived': 1, 'refused': 0, 'stale': 0, 'not_applicable': 0})
+    >>> record["waived"]
+    [{'check': 'L1/edge/top-a', 'status': 'fail', 'source': 'f, entry 1'}]
+    >>> record["counts"]
+    {'waived': 1, 'refused': 0, 'stale': 0, 'not_applicable': 0}
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ A ``check`` beginning ``conformance:`` names conformance *checks* (``CheckResult
 e.g. ``conformance:L1/edge/u0-masked-point``) rather than tests. Both routes apply them through one
 function (``specsim.conformance.vendor_waivers.apply``) and judge through one verdict
 (``specsim.conformance.runner.verdict_of``): ``specsim conform --waivers FILE`` and the shipped
-``property_tests/test_conformance_groups.py`` under ``pytest --specsim-waivers FILE``. Two optional keys describe a deviation for the field table
-(``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
+``property_tests/test_conformance_groups.py`` under ``pytest --specsim-waivers FILE``. Two optional keys
+describe a deviation for the field table (``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
 ``JUDGEMENTS``); a third, ``upstream_status``, records what the engine's project already knows of it
 (``UPSTREAM_STATUS``: documented, an issue or pull request, or none found — a person's finding, with its link),
 which the field's upstream reports quote as their "Known upstream?" line. ``judged_on`` names the
