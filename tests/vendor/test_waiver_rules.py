@@ -60,6 +60,7 @@ def entry(check: str, reason: str = GOOD, **more) -> dict:
     (entry("conformance:capabilities/top_p"), "names the core's evidence"),
     (entry("property_tests/test_device_exact.py", "wip"), "placeholder ('wip')"),
     (entry("property_tests/test_conformance_groups.py::test_conformance_verdict"), "names the shipped verdict tests"),
+    (entry("test_conformance_group_passes[L1-edges]"), "names the shipped verdict tests"),
 ])
 def test_a_waiver_that_could_hide_too_much_is_refused_at_load_naming_the_rule(tmp_path, bad, rule):
     path = waiver_file(tmp_path, entry("conformance:L1/edge/top-p-cut-ties"), bad)
