@@ -10,14 +10,18 @@ Options (also ``pytest --help``, group "specsim"):
 - ``--specsim-device=SPEC``: a registered device name or ``module:attr``
   (default: ``$SPECSIM_DEVICE``, else ``torch``);
 - ``--specsim-waivers=FILE``: expected failures, each with a reason and an
-  issue URL (``specsim/conformance/waivers.py`` has the format; default
+  issue URL (``specsim/conformance/waivers.py`` has the format and its rules; default
   ``$SPECSIM_WAIVERS``). Waived tests are marked ``xfail`` (not strict: a
   statistical test of a buggy device can pass by chance) or ``skip``; entries
-  that match no collected test are listed in the terminal summary.
+  that match no collected test are listed in the terminal summary. The file is read and
+  checked by the loader of ``specsim conform --waivers``, and its ``conformance:`` entries
+  are applied by the same function (``specsim.conformance.vendor_waivers.apply``).
 
 The shipped ``property_tests/test_conformance_groups.py`` gates on SPEC §10's verdict
-(``test_conformance_verdict``, through ``specsim.conformance.runner.verdict_of``), not only on
-no check failing: a device that declares nothing fails no check, and fails there.
+(``test_conformance_verdict``, through :func:`judge_conformance`: ``vendor_waivers.apply`` then
+``specsim.conformance.runner.verdict_of``, what ``specsim conform --quick --waivers FILE`` does), not only on
+no check failing: a device that declares nothing fails no check, and fails there. A test waiver never
+reaches those tests (``waivers.GATE_FILE``); a crash record or the core's evidence is never waived.
 
 The header shows the device, where the choice came from, every ``SPECSIM_*``
 variable (a typo in one is then visible), and devices that failed to load
@@ -72,10 +76,13 @@ class _State:
 
     def __init__(self):
         self.waivers = []
+        self.waiver_file = None  # vendor_waivers.WaiverFile: what the conformance tests apply
         self.waivers_path: str | None = None
         self.matched: set = set()
         self.waived_items: dict[str, object] = {}  # nodeid -> Waiver
-        self.waived_checks: dict[str, tuple] = {}  # conformance check name -> (its status, Waiver)
+        self.gate_refused: dict[str, object] = {}  # nodeid of a verdict test -> the test waiver that matched it
+        self.waived_checks: dict[str, str] = {}  # conformance check name -> the source of the entry waiving it
+        self.refused_checks: dict[str, dict] = {}  # entry source -> its refused record (checks merged)
         self.judged_elsewhere: list = []  # conformance waivers judged on another release than the device's
         self.engine: str | None = None
 
@@ -95,11 +102,12 @@ def pytest_configure(config):
     st = _state(config)
     path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
     if path:
-        from specsim.conformance.waivers import WaiverError, load
+        from specsim.conformance.vendor_waivers import WaiverError, load_file
         try:
-            st.waivers = load(path)
+            st.waiver_file = load_file(path, option="--specsim-waivers")
         except WaiverError as e:
             raise pytest.UsageError(str(e)) from None
+        st.waivers = list(st.waiver_file.waivers)
         st.waivers_path = path
 
 
@@ -149,34 +157,71 @@ def specsim_device(pytestconfig):
     pytest.fail(f"specsim: device {spec!r} ({origin}) did not load: {why}", pytrace=False)
 
 
+def judge_conformance(device, device_spec: str, results: list, waiver_file, ctx, groups: list[str]
+                      ) -> tuple[list, dict | None, dict]:
+    """``(results, waiver record, verdict)`` of conformance ``results`` from ``groups`` run under ``ctx``:
+    ``waiver_file`` (a ``vendor_waivers.WaiverFile``, or None) applied by ``vendor_waivers.apply`` and the
+    verdict given by ``specsim.conformance.runner.verdict_of``, the two functions of ``specsim conform``, so
+    the same device, results and waiver file get the same verdict whichever route ran them."""
+    from specsim.conformance.runner import verdict_of
+    from specsim.conformance.vendor_waivers import apply
+    record = None
+    if waiver_file is not None:
+        results, record = apply(results, waiver_file, device_spec=device_spec,
+                                device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
+    return results, record, verdict_of(device, results, ctx, groups)
+
+
+def _remember(st: _State, record: dict | None) -> None:
+    """What the summary says of the conformance waivers, from each ``apply`` record of the session."""
+    if record is None:
+        return
+    st.waived_checks.update((e["check"], e["source"]) for e in record["waived"])
+    for e in record["refused"]:
+        kept = st.refused_checks.setdefault(e["source"], dict(e, checks=[]))
+        kept["checks"] = list(dict.fromkeys(kept["checks"] + e["checks"]))
+    if not st.judged_elsewhere:
+        st.judged_elsewhere = [e for e in record["not_applicable"] if e["why"].startswith("judged on ")]
+
+
 @pytest.fixture(scope="session")
 def specsim_conformance_waivers(pytestconfig, specsim_device):
-    """``waive(results) -> (kept, waived)``: drops the conformance checks that the ``conformance:``
-    waivers applying to this device cover, and records which waivers matched (for the summary).
-    A waiver judged on another release of the device's engine (``judged_on``) drops nothing: its checks
-    are held to SPEC like any other, and the summary names the release it was judged on."""
+    """``waive(results) -> (results, record)``: the conformance waivers of ``--specsim-waivers`` applied by
+    ``specsim.conformance.vendor_waivers.apply`` (what ``specsim conform --waivers`` applies): a failing check
+    an entry covers comes back carrying its ``waiver``; a crash record or a check carrying the core's evidence
+    comes back unwaived, the entry listed under the record's ``refused``. ``record`` is None without a file.
+    A waiver judged on another release of the device's engine (``judged_on``) waives nothing: its checks are
+    held to SPEC like any other, and the summary names the release it was judged on."""
+    from specsim.conformance.vendor_waivers import apply
     st = _state(pytestconfig)
     spec = device_choice(pytestconfig)[0]
-    engine = getattr(specsim_device, "engine", None)
-    for_device = [w for w in st.waivers if w.conformance and w.applies_to_device(spec)]
-    active = [w for w in for_device if w.judged_on_engine(engine)]
-    st.judged_elsewhere = [w for w in for_device if w not in active]
-    st.engine = engine
+    st.engine = getattr(specsim_device, "engine", None)
     # Not reported as stale here: a check may exist only at full sizes (specsim conform) or on another
     # device; ``specsim field`` reports conformance waivers that explain no failing check.
     st.matched.update(w for w in st.waivers if w.conformance)
 
     def waive(results):
-        kept, waived = [], []
-        for r in results:
-            w = next((w for w in active if w.matches_check(r.name)), None)
-            if w is None:
-                kept.append(r)
-            else:
-                st.waived_checks[r.name] = (r.status, w)
-                waived.append((r, w))
-        return kept, waived
+        if st.waiver_file is None:
+            return list(results), None
+        out, record = apply(results, st.waiver_file, device_spec=spec,
+                            device_name=getattr(specsim_device, "name", None), engine=st.engine)
+        _remember(st, record)
+        return out, record
     return waive
+
+
+@pytest.fixture(scope="session")
+def specsim_conformance_verdict(pytestconfig, specsim_device):
+    """``judge(results, ctx, groups) -> (results, record, verdict)``: :func:`judge_conformance` for the device
+    and waiver file of this session."""
+    st = _state(pytestconfig)
+    spec = device_choice(pytestconfig)[0]
+
+    def judge(results, ctx, groups):
+        out, record, verdict = judge_conformance(specsim_device, spec, results, st.waiver_file, ctx, groups)
+        _remember(st, record)
+        return out, record, verdict
+    return judge
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +255,7 @@ def pytest_collection_modifyitems(config, items):
     st = _state(config)
     if not st.waivers:
         return
-    from specsim.conformance.waivers import check_id
+    from specsim.conformance.waivers import GATE_FILE, check_id
     spec = device_choice(config)[0]
     for item in items:
         cid = check_id(item.nodeid)
@@ -219,6 +264,9 @@ def pytest_collection_modifyitems(config, items):
                 continue
             st.matched.add(w)
             if not w.applies_to_device(spec):
+                continue
+            if cid.startswith(GATE_FILE) or "test_conformance_groups.py::" in item.nodeid:
+                st.gate_refused[item.nodeid] = w   # the verdict is reached by conformance: entries only
                 continue
             text = f"waived: {w.reason} ({w.issue})"
             item.add_marker(pytest.mark.skip(reason=text) if w.mark == "skip"
@@ -238,17 +286,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     applied = len(st.waived_items)
     tr.write_line(f"{len(st.waivers)} waiver(s) from {st.waivers_path}; applied to {applied} test(s) "
                   f"for device {spec!r}")
-    failing = sum(status in ("fail", "error") for status, _ in st.waived_checks.values())
-    if st.waived_checks:
-        tr.write_line(f"{len(st.waived_checks)} conformance check(s) waived, {failing} of them failing as expected; "
-                      f"{len(st.waived_checks) - failing} passed (fixed?): "
-                      + ", ".join(n for n, (status, _) in st.waived_checks.items() if status == "pass")[:500])
+    if st.waived_checks or st.refused_checks:
+        tr.write_line(f"conformance waivers (applied as specsim conform applies them): {len(st.waived_checks)} "
+                      f"failing check(s) waived, {len(st.refused_checks)} entr"
+                      f"{'y' if len(st.refused_checks) == 1 else 'ies'} refused")
+    for source, e in st.refused_checks.items():
+        shown = ", ".join(e["checks"][:3]) + (f" and {len(e['checks']) - 3} more" if len(e["checks"]) > 3 else "")
+        tr.write_line(f"  refused: {e['check']!r} ({source}) on {shown}: {e['why']}; still failing", red=True)
+    for nodeid, w in st.gate_refused.items():
+        tr.write_line(f"  refused: {w.check!r} ({w.source}) on {nodeid}: a test waiver never covers the verdict "
+                      "tests; name the failing checks as conformance:<check name>", red=True)
     if st.judged_elsewhere:
         tr.write_line(f"{len(st.judged_elsewhere)} conformance waiver(s) not applied: judged on another release "
                       f"than this device's ({st.engine or 'engine release unknown'}); the checks they name are held "
                       "to SPEC:", yellow=True)
-        for w in st.judged_elsewhere:
-            tr.write_line(f"  judged on {w.judged_on}: {w.check!r} ({w.source})", yellow=True)
+        for e in st.judged_elsewhere:
+            tr.write_line(f"  {e['why'].split(';')[0]}: {e['check']!r} ({e['source']})", yellow=True)
     xpassed = [r.nodeid for r in tr.stats.get("xpassed", []) if r.nodeid in st.waived_items]
     if xpassed:
         tr.write_line(f"{len(xpassed)} waived test(s) passed (XPASS); is the issue fixed? "

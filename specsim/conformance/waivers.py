@@ -13,10 +13,11 @@ A waivers file lives in the vendor's repository and is passed with
 or JSON: ``{"waiver": [{...}, ...]}`` (``"waivers"`` also accepted) or a bare list.
 
 A ``check`` beginning ``conformance:`` names conformance *checks* (``CheckResult.name``,
-e.g. ``conformance:L1/edge/u0-masked-point``) rather than tests: the conformance-group
-tests then leave exactly those checks out of their verdict, so one understood deviation
-does not hide a whole group. Two optional keys describe a deviation for the field table
-(``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
+e.g. ``conformance:L1/edge/u0-masked-point``) rather than tests. Both routes apply them through one
+function (``specsim.conformance.vendor_waivers.apply``) and judge through one verdict
+(``specsim.conformance.runner.verdict_of``): ``specsim conform --waivers FILE`` and the shipped
+``property_tests/test_conformance_groups.py`` under ``pytest --specsim-waivers FILE``. Two optional keys
+describe a deviation for the field table (``docs/field.md``): ``deviation`` (a short id grouping entries) and ``judgement`` (one of
 ``JUDGEMENTS``); a third, ``upstream_status``, records what the engine's project already knows of it
 (``UPSTREAM_STATUS``: documented, an issue or pull request, or none found — a person's finding, with its link),
 which the field's upstream reports quote as their "Known upstream?" line. ``judged_on`` names the
@@ -25,17 +26,41 @@ release (its ``engine`` says which) the entry waives nothing, and what it would 
 judged on that release (``specsim field``, ``specsim conform --waivers``). The field's waiver files
 (``devices/field/*_waivers.toml``) name it on every entry.
 
-The same file serves ``specsim conform --waivers FILE``, which applies its ``conformance:``
-entries (``specsim.conformance.vendor_waivers``).
-
-``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
+A test waiver's ``check`` is a test id or a pattern with ``*`` and ``?`` wildcards (``[`` is literal),
 matched against the test's id from ``property_tests/`` on (so it does not
 depend on where the package is installed), its full node id, and its name;
 a pattern without wildcards also matches every parametrization and every test
 in a file it names (``property_tests/test_bad_input.py``). ``reason``, ``issue``
 (an ``http(s)://`` URL; also spelt ``link`` or ``url``) and ``check`` are required; an unknown key is an error
 (a typo must not silently disable a waiver). An entry that matches no collected
-test is reported at the end of the run.
+test is reported at the end of the run. A test waiver never covers the tests of
+``property_tests/test_conformance_groups.py`` (``GATE_FILE``): they are the verdict, which only
+``conformance:`` entries reach (an entry naming that file is refused at load; a pattern that matches
+its tests leaves them unmarked, and the summary says so).
+
+What a waiver may say (each rule broken is a :class:`WaiverError` at load, naming the file, the entry
+and the rule):
+
+- ``reason``: at least ``MIN_REASON_WORDS`` words saying what deviates and why, not a placeholder
+  (``PLACEHOLDER_REASONS``: "known", "todo", "n/a", "flaky", "wip", ...). Every entry, test or check.
+- ``issue`` (also spelt ``link`` or ``url``): an ``http://`` or ``https://`` URL. Every entry.
+- a ``conformance:`` check is one check's exact name, or a **narrow pattern** (``narrow_pattern_problem``):
+  ``*`` and ``?`` only in the pattern's last ``/``-segment, after at least two whole segments (the layer
+  and the area: ``L1/edge/``), and either at least ``MIN_STEM`` characters of the check's own name
+  (``L1/edge/u0-*``, ``L1/sizes/batch-B*``) or a third whole segment (``L1-sampler/edge/penalty-zeroes-draft/*``,
+  ``L3/v8-ties/r0/*``). A pattern covers the variants of one check (its dtypes, orders, sizes), never a
+  whole group, area or layer (``*``, ``L1/*``, ``L1/edge/*``, ``L2/*batch-invariance`` are refused).
+- a ``conformance:`` check never names a record of a group that did not run to its end
+  (``UNWAIVABLE_RECORDS``: ``<group>/crashed``, ``/timeout``, ``/missing``, ``/declaration-mismatch``,
+  ``/mutated-input``): a crash is no deviation of the law, and it hides every check of its group.
+- a ``conformance:`` check that names, or whose pattern can match, the core's evidence
+  (``specsim.conformance.profiles.carries_core_evidence``: L1-injected, L1-keyed, L3's chain cases, the
+  core rows of the capabilities group) loads only as a **judged deviation record**, with ``deviation``
+  and ``judgement`` both given (the field table's judgements of engines): it documents the failure and
+  never waives it (SPEC §10: a waiver cannot make a device conform to the core).
+
+Whatever loads, applying never waives a crash record or a check that carries the core's evidence: such a
+check keeps failing, unwaived, and the waiver record lists the entry under ``refused``, with why.
 
 Example::
 
@@ -67,6 +92,25 @@ UPSTREAM_STATUS = ("documented", "open issue", "open pull request", "closed pull
 """How ``upstream_status`` begins (then ``: `` and the finding); every kind but "none found" carries its link."""
 ALIASES = {"id": "check", "pattern": "check", "url": "issue", "link": "issue"}
 MARKS = ("xfail", "skip")
+
+MIN_REASON_WORDS = 4
+"""A reason says what deviates and why in at least this many words ("top-p keeps one tied token")."""
+PLACEHOLDER_REASONS = frozenset({
+    "known", "known issue", "known bug", "known failure", "known deviation", "expected", "expected failure",
+    "todo", "to do", "tbd", "fixme", "n/a", "na", "none", "flaky", "wip", "temp", "temporary", "ignore", "skip",
+    "xfail", "waived", "waiver", "reason", "see issue", "see link", "see ticket", "see tracker", "later",
+    "fix later", "will fix", "to be fixed", "investigating", "unknown", "-", "?", "...", "x", "r"})
+"""Reasons that say nothing (compared without case, spaces or end punctuation); a reason made only of
+these words is refused too ("known flaky wip todo")."""
+MIN_STEM = 3
+"""A narrow pattern fixing only the layer and the area fixes at least this many characters of the check's
+own name after them (``L1/edge/u0-*``)."""
+UNWAIVABLE_RECORDS = ("crashed", "timeout", "missing", "declaration-mismatch", "mutated-input")
+"""The last segment of the records a run writes in place of checks that could not be judged (a group that
+crashed, ran past its limit or was not found; a device whose declaration changed, or that wrote into its
+inputs): never waived."""
+GATE_FILE = "property_tests/test_conformance_groups.py"
+"""The shipped verdict tests: reached by ``conformance:`` entries only, never by a test waiver."""
 
 
 class WaiverError(ValueError):
@@ -201,6 +245,7 @@ def parse_entry(raw, where: str) -> Waiver:
     if not issue.startswith(("https://", "http://")) or len(issue) < 12 or " " in issue:
         raise WaiverError(f"{where}: 'issue' must be the URL of the issue tracking the failure "
                           f"(http:// or https://), got {issue!r}")
+    _check_reason(entry["reason"], where)
     devices = entry.get("devices", [])
     if isinstance(devices, str):
         devices = [devices]
@@ -219,10 +264,120 @@ def parse_entry(raw, where: str) -> Waiver:
     if not isinstance(judged_on, str) or (judged_on and not JUDGED_ON_FORMAT.match(judged_on.strip())):
         raise WaiverError(f"{where}: 'judged_on' must name the engine and the release the judgement was made on, "
                           f"one space apart (\"transformers 5.23.0\"), got {judged_on!r}")
-    return Waiver(check=entry["check"].strip(), reason=entry["reason"].strip(), issue=issue,
+    check = entry["check"].strip()
+    if check.startswith(CONFORMANCE):
+        _check_conformance_name(check[len(CONFORMANCE):], where, recorded=bool(deviation and judgement))
+    else:
+        _check_test_name(check, where)
+    return Waiver(check=check, reason=entry["reason"].strip(), issue=issue,
                   devices=tuple(devices), mark=mark, source=where, deviation=deviation, judgement=judgement,
                   upstream_status=_upstream_status(entry.get("upstream_status", ""), where),
                   judged_on=judged_on.strip())
+
+
+def reason_problem(reason: str) -> str | None:
+    """Why ``reason`` says too little to waive anything (None: it is a reason).
+
+    >>> reason_problem("known"), reason_problem("top-p keeps one tied token; fixed in driver 2.4")
+    ("it is a placeholder ('known')", None)
+    """
+    text = " ".join(reason.split()).strip(" .!,;:").lower()
+    words = re.findall(r"[^\W_][\w.+'/-]*", text)
+    if text in PLACEHOLDER_REASONS or (words and all(w in PLACEHOLDER_REASONS for w in words)):
+        return f"it is a placeholder ({reason.strip()!r})"
+    if len(words) < MIN_REASON_WORDS:
+        return f"it has {len(words)} word(s), fewer than {MIN_REASON_WORDS}"
+    return None
+
+
+def _check_reason(reason: str, where: str) -> None:
+    why = reason_problem(reason)
+    if why is not None:
+        raise WaiverError(f"{where}: 'reason' must say what deviates and why, in at least {MIN_REASON_WORDS} words "
+                          f"and not a placeholder such as 'known', 'todo', 'n/a', 'flaky' or 'wip': {why}")
+
+
+def narrow_pattern_problem(name: str) -> str | None:
+    """Why the conformance check pattern ``name`` (no ``conformance:``) is not narrow (None: an exact name, or
+    a narrow pattern: the module docstring's rule).
+
+    >>> [narrow_pattern_problem(p) is None for p in ("L1/edge/u0-*", "L3/v8-ties/r0/*", "L1/edge/*", "L1/*", "*")]
+    [True, True, False, False, False]
+    """
+    first = min((i for i in (name.find("*"), name.find("?")) if i >= 0), default=-1)
+    if first < 0:
+        return None
+    fixed = name[:first]
+    if "/" in name[first:]:
+        return "a wildcard may stand only in the pattern's last '/'-segment"
+    segments = fixed.count("/")
+    if segments < 2:
+        return ("a pattern fixes at least the layer and the area (two whole segments, 'L1/edge/') before its "
+                "wildcard: it covers the variants of one check, never a whole group, area or layer")
+    stem = fixed.rsplit("/", 1)[1]
+    if segments < 3 and len(stem) < MIN_STEM:
+        return (f"after the layer and the area a pattern fixes at least {MIN_STEM} characters of the check's own "
+                "name ('L1/edge/u0-*') or a third whole segment ('L1-sampler/edge/penalty-zeroes-draft/*'): "
+                f"{fixed!r} would cover a whole area")
+    return None
+
+
+def unwaivable_record(name: str) -> bool:
+    """Whether ``name`` is a record of a group that could not be judged (``UNWAIVABLE_RECORDS``).
+
+    >>> unwaivable_record("L1-injected/crashed"), unwaivable_record("L1/edge/u0-masked-point")
+    (True, False)
+    """
+    return name.rsplit("/", 1)[-1] in UNWAIVABLE_RECORDS
+
+
+def may_match_core_evidence(name: str) -> bool:
+    """Whether the conformance check name or narrow pattern ``name`` can match a check that carries the core's
+    evidence (``specsim.conformance.profiles.carries_core_evidence``).
+
+    >>> may_match_core_evidence("L1/injected/full-*"), may_match_core_evidence("L1/edge/u0-*")
+    (True, False)
+    """
+    from specsim.conformance.capabilities import ROWS
+    from specsim.conformance.profiles import CHAIN_LAW_PREFIXES, carries_core_evidence
+    core_rows = {f"capabilities/{row.name}" for row in ROWS if row.core}
+    first = min((i for i in (name.find("*"), name.find("?")) if i >= 0), default=-1)
+    if first < 0:
+        return carries_core_evidence({"name": name, "extra": {"core": name in core_rows}})
+    fixed = name[:first]
+    if fixed.startswith("L3/trees"):
+        return False
+    return any(p.startswith(fixed) or fixed.startswith(p) for p in CHAIN_LAW_PREFIXES + tuple(core_rows))
+
+
+def _check_conformance_name(name: str, where: str, recorded: bool) -> None:
+    """The rules a ``conformance:`` check obeys (module docstring); ``recorded``: the entry gives
+    ``deviation`` and ``judgement``."""
+    why = narrow_pattern_problem(name)
+    if why is not None:
+        raise WaiverError(f"{where}: 'check' conformance:{name} is not one check: {why}")
+    if unwaivable_record(name):
+        raise WaiverError(f"{where}: 'check' conformance:{name} names a record of a group that could not be judged "
+                          f"(its last segment is one of {list(UNWAIVABLE_RECORDS)}); a crash, a time-out or a "
+                          "missing group cannot be waived: fix it, or leave the group out with --groups")
+    if not recorded and may_match_core_evidence(name):
+        raise WaiverError(f"{where}: 'check' conformance:{name} names the core's evidence (L1-injected, L1-keyed, "
+                          "L3's chain cases, the capabilities group's core rows), which no waiver covers (SPEC §10); "
+                          "to document a known deviation there give 'deviation' and 'judgement': the entry is then "
+                          "recorded and the check keeps failing")
+
+
+GATE_TESTS = ("test_conformance_verdict", "test_conformance_group_passes")
+"""The tests of ``GATE_FILE``."""
+
+
+def _check_test_name(check: str, where: str) -> None:
+    path, _, test = check.rpartition("::")
+    if (check.startswith(GATE_FILE) or path.endswith("test_conformance_groups.py")
+            or test.startswith(GATE_TESTS) or check.endswith("test_conformance_groups.py")):
+        raise WaiverError(f"{where}: 'check' {check} names the shipped verdict tests ({GATE_FILE}); "
+                          "only conformance:<check name> entries reach the verdict, through the same rules as "
+                          "specsim conform --waivers")
 
 
 def _upstream_status(value, where: str) -> str:

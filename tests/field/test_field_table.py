@@ -165,8 +165,8 @@ def test_every_shipped_field_waiver_names_the_release_it_was_judged_on(tmp_path,
         for w in field.field_waivers(device):
             release = field.release_of(w.judged_on)
             assert release and f"/v{release}/" in w.issue, (device, w.check, w.judged_on, w.issue)
-    (tmp_path / "x_waivers.toml").write_text('[[waiver]]\ncheck = "conformance:L1/edge/k0"\nreason = "r"\n'
-                                             'issue = "https://x.example/1"\n')
+    (tmp_path / "x_waivers.toml").write_text('[[waiver]]\ncheck = "conformance:L1/edge/k0"\n'
+                                             'reason = "the k0 edge deviates here"\nissue = "https://x.example/1"\n')
     monkeypatch.setattr(devices.field, "__file__", str(tmp_path / "__init__.py"))
     from specsim.conformance.waivers import WaiverError
     with pytest.raises(WaiverError, match="judged_on"):
@@ -176,8 +176,8 @@ def test_every_shipped_field_waiver_names_the_release_it_was_judged_on(tmp_path,
 def test_a_judged_on_that_names_no_release_is_refused(tmp_path):
     from specsim.conformance.waivers import WaiverError, load
     path = tmp_path / "w.toml"
-    path.write_text('[[waiver]]\ncheck = "conformance:x"\nreason = "r"\nissue = "https://x.example/1"\n'
-                    'judged_on = "5.23.0"\n')
+    path.write_text('[[waiver]]\ncheck = "conformance:x"\nreason = "the x check deviates here"\n'
+                    'issue = "https://x.example/1"\njudged_on = "5.23.0"\n')
     with pytest.raises(WaiverError, match=r"entry 1: 'judged_on' must name the engine and the release"):
         load(str(path))
 
