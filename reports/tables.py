@@ -339,15 +339,17 @@ def waived_table(doc: dict) -> Table | None:
 def stale_waivers_table(doc: dict) -> Table | None:
     """The waiver entries that waived nothing in this run (stale), and those not for this run, each with why."""
     record = doc.get("waivers") if isinstance(doc.get("waivers"), dict) else {}
-    entries = [("stale", e) for e in record.get("stale") or []] + \
+    entries = [("refused", e) for e in record.get("refused") or []] + \
+        [("stale", e) for e in record.get("stale") or []] + \
         [("not applied", e) for e in record.get("not_applicable") or []]
     if not entries:
         return None
     return Table(f"Waivers that waived nothing — {device_label(doc)}", ["waiver", "entry", "kind", "why", "link"],
                  [[str(e.get("check")), str(e.get("source")), kind, str(e.get("why")), str(e.get("link"))]
                   for kind, e in entries],
-                 note=f"From {record.get('file')}. A stale entry matched no failing check of this run: fixed, "
-                      "renamed, misspelt, or in a group this run left out.")
+                 note=f"From {record.get('file')}. A refused entry named a crash, a timeout or the core's evidence, "
+                      "which no waiver covers: its checks still fail. A stale entry matched no failing check of this "
+                      "run: fixed, renamed, misspelt, or in a group this run left out.")
 
 
 def statistical_table(doc: dict) -> Table | None:

@@ -57,7 +57,7 @@ exit status:
 
 waivers (--waivers FILE, the format of `pytest --specsim-waivers`; TOML or JSON):
   [[waiver]]
-  check  = "conformance:L1/edge/top-p-cut-ties"   # a check name, or a pattern with * and ?
+  check  = "conformance:L1/edge/top-p-cut-ties"   # a check name, or a narrow pattern (vendor guide §5)
   reason = "top-p keeps one of the tokens tied at the cut; fixed in driver 2.4"
   link   = "https://tracker.acme.example/SPEC-123"
   devices = ["acme-npu"]                          # optional

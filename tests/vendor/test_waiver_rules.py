@@ -164,7 +164,7 @@ def edge_results():
 
 def by_conform(tmp_path, monkeypatch, results, waivers: str | None) -> tuple[int, dict | None]:
     """``specsim conform --quick --in-process`` on ``results`` (the groups' own run, shared by both routes)."""
-    monkeypatch.setattr(runner, "run_conformance", lambda device, ctx, names: list(results))
+    monkeypatch.setattr(runner, "run_conformance", lambda device, ctx, names, scopes=None: list(results))
     out = tmp_path / "conform"
     rc = cli.main(["conform", "--quick", "--in-process", "--no-report", "--device", DEVICE,
                    "--groups", ",".join(GROUPS), "--out", str(out)] + (["--waivers", waivers] if waivers else []))
@@ -190,7 +190,7 @@ def test_both_routes_give_one_verdict_for_one_device_and_waiver_file(tmp_path, m
                        entry("conformance:L1/edge/u0-*"))
     rc, doc = by_conform(tmp_path, monkeypatch, edge_results, path)
     other = by_pytest(edge_results, path)
-    assert rc == 0 and doc["verdict"]["status"] == other["verdict"]["status"] == "quick"
+    assert rc == 5 and doc["verdict"]["status"] == other["verdict"]["status"] == "quick"   # QUICK: exit 5
     assert doc["verdict"]["waived"] == other["verdict"]["waived"] == ["L1/edge/vocab-one"]
     assert doc["verdict"]["reasons"] == other["verdict"]["reasons"]
     assert doc["waivers"]["counts"] == other["waivers"]["counts"] == {"waived": 1, "refused": 0, "stale": 1,
