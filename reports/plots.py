@@ -255,7 +255,7 @@ def matrix_figure(conformance) -> Figure | None:
     if not conformance:
         return None
     devices, groups, cells = tables.matrix(conformance)
-    if not groups:
+    if not groups or len(devices) < 2:  # one device: a single column says nothing the layer table does not
         return None
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch

@@ -59,7 +59,12 @@ def fmt(x, digits: int = 4) -> str:
 
 
 def first_line(text, width: int = 120) -> str:
-    line = (str(text or "").splitlines() or [""])[0]
+    """The first line of ``text``, cut to ``width``; None is empty, but 0 is "0" (token 0, none accepted).
+
+    >>> first_line(0), first_line(None), first_line("a\\nb")
+    ('0', '', 'a')
+    """
+    line = (str("" if text is None else text).splitlines() or [""])[0]
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -87,8 +92,7 @@ def provenance(doc: dict) -> dict[str, str]:
         "machine": ", ".join(str(env[k]) for k in ("platform", "machine", "processor", "cuda") if env.get(k)),
         "suite seed": fmt(doc.get("seed")),
         "α family budget": fmt(doc.get("alpha_family")),
-        "sample sizes": (f"n = {fmt(min(ns))} … {fmt(max(ns))} over {len(ns)} checks that sample" if ns
-                         else "no statistical checks"),
+        "sample sizes": _sample_sizes(ns),
         "checks": ", ".join(f"{n} {s}" for s, n in (doc.get("summary") or {}).items()),
         "verdict": verdict_text(doc),
         **({"waivers": waivers_line(doc["waivers"])} if isinstance(doc.get("waivers"), dict) else {}),
@@ -259,7 +263,31 @@ def scope_rows(doc: dict) -> list[list[str]]:
                                       f"({first_line(unsupported[0].get('detail'), 120)})"])
     for r in v.get("reasons") or []:
         rows.append(["why", str(r)])
+    rows += [["next", step] for step in next_steps(doc)]
     return rows
+
+
+def next_steps(doc: dict) -> list[str]:
+    """What to do about this verdict, with the commands."""
+    status, spec = verdict_status(doc), (doc.get("device") or {}).get("spec") or "SPEC"
+    bad = [c for c in checks_of(doc) if c.get("status") in ("fail", "error") and not waived(c)]
+    steps = []
+    replay = next(((c.get("extra") or {}).get("replay") for c in bad if (c.get("extra") or {}).get("replay")), None)
+    if replay:
+        steps.append(f"replay a failure alone, and save its calls for a bug report: {replay} --npz case.npz")
+    if bad:
+        steps.append("a known deviation outside the core's evidence can be waived, with a reason and a link: "
+                     f"specsim conform --device {spec} --waivers FILE (vendor guide §5); a crash, a timeout or the "
+                     "core's evidence cannot")
+    if any(c.get("status") == "not_supported" for c in checks_of(doc)):
+        steps.append("a mode or limit your device serves but does not declare is not checked: declare it in its "
+                     "Capabilities (`specsim devices " + spec + "` shows the declaration)")
+    if status == "INCOMPLETE":
+        steps.append("continue the run: the same command with --resume (refused if any code changed)")
+    if status in ("PARTIAL", "QUICK"):
+        steps.append(f"for a verdict, run the whole suite: specsim conform --device {spec} --out DIR "
+                     "(no --groups, --quick, --seed or smaller --alpha)")
+    return steps
 
 
 def scope_table(doc: dict) -> "Table | None":
@@ -607,6 +635,29 @@ def _vector(v) -> tuple[list, list[float]] | None:
     return None
 
 
+def _sample_sizes(ns: list) -> str:
+    """The checks' sample sizes in words.
+
+    >>> _sample_sizes([100000]), _sample_sizes([10, 20, 30]), _sample_sizes([])
+    ('n = 100000 (1 check that samples)', 'n = 10 … 30 over 3 checks that sample', 'no statistical checks')
+    """
+    if not ns:
+        return "no statistical checks"
+    if min(ns) == max(ns):
+        return f"n = {fmt(ns[0])} ({len(ns)} check{'s' if len(ns) > 1 else ''} that sample{'' if len(ns) > 1 else 's'})"
+    return f"n = {fmt(min(ns))} … {fmt(max(ns))} over {len(ns)} checks that sample"
+
+
+def _in_count_order(labels, observed, expected):
+    """Cells whose labels are all whole numbers (a number accepted, a token id) in numeric order; others as they came."""
+    try:
+        keys = [int(str(label)) for label in labels]
+    except ValueError:
+        return labels, observed, expected
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return [labels[i] for i in order], [observed[i] for i in order], [expected[i] for i in order]
+
+
 def distribution_of(check: dict) -> dict | None:
     """A statistical check's observed counts and exact law, if its ``extra`` carries them.
 
@@ -638,6 +689,7 @@ def distribution_of(check: dict) -> dict | None:
     n = float(check["n"]) if partial else sum(obs[1])
     text = " ".join(str(x) for x in (check.get("name"), extra.get("kind"), extra.get("what"))).lower()
     kind = "num_accepted" if "accept" in text else "tokens"
-    return {"labels": labels, "observed": obs[1], "expected": expected, "n": n, "kind": kind, "partial": partial,
+    labels, observed, expected = _in_count_order(labels, list(obs[1]), list(expected))
+    return {"labels": labels, "observed": observed, "expected": expected, "n": n, "kind": kind, "partial": partial,
             "position": extra.get("position"), "name": check.get("name"), "p_value": check.get("p_value"),
             "alpha": check.get("alpha"), "status": check.get("status"), "seed": check.get("seed")}
