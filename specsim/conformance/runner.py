@@ -97,13 +97,18 @@ def resolve_group(name: str) -> Callable:
 
 
 def run_group(name: str, device, ctx: Context) -> list[CheckResult]:
-    """Run one group in this process; an exception becomes one ``error`` result."""
+    """Run one group in this process; an exception becomes one ``error`` result, and a ``MutatedInput``
+    (the device wrote to its inputs, SPEC §1) that the group let through one ``<group>/mutated-input``
+    ``fail``."""
     try:
         group = resolve_group(name)
     except MissingGroup as e:
         return [CheckResult(name=f"{name}/missing", layer=name.split("-")[0], status="error", detail=str(e))]
+    from specsim.conformance._common import MutatedInput, mutated_result
     try:
         return list(group(device, ctx))
+    except MutatedInput as e:  # a write the group let through: a failure of the device, not of the group
+        return [mutated_result(f"{name}/mutated-input", name.split("-")[0], e)]
     except Exception as e:  # the device raised something the group did not expect
         return [CheckResult(name=f"{name}/crashed", layer=name.split("-")[0], status="error",
                             detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]
