@@ -30,6 +30,7 @@ GROUPS: dict[str, str] = {
     "L1-trees": "specsim.conformance.trees:tree_l1_group",
     "L2-trees": "specsim.conformance.trees:tree_l2_group",
     "L1-volume": "specsim.conformance.volume:volume_group",
+    "L1-long": "specsim.conformance.long_run:long_run_group",
     "L2-rng": "specsim.conformance.rng_contracts:rng_group",
     "L2-sizes": "specsim.conformance.sizes:rng_sizes_group",
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
