@@ -130,3 +130,15 @@ def test_the_input_rules_and_capabilities_calls_are_frozen_too(device):
         failed = [r for r in run_group(group, ClampsInPlace(device, top_k_max=0, temperature_max=0.0),
                                        Context(quick=True)) if r.status == "fail"]
         assert any(READ_ONLY_RULE in r.detail for r in failed), group
+
+
+def test_a_devices_own_warning_is_still_shown_once():
+    def warns(batch, noise):
+        warnings.warn("the device's own warning")
+        return None
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            frozen_call(warns, {"batch": np.zeros(2), "noise": None})
+    assert [str(w.message) for w in seen] == ["the device's own warning"]

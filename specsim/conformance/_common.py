@@ -23,7 +23,6 @@ import re
 import traceback
 import warnings
 import zlib
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -131,13 +130,16 @@ def read_only(value):
     return value
 
 
-@contextmanager
-def _quiet_read_only_tensors():
-    # torch.from_numpy/as_tensor warn (once a process) that a read-only array gives a writable
-    # tensor; the fingerprint is what judges writes, and the warning would name none.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        yield
+_TORCH_READ_ONLY_WARNING = "The given NumPy array is not writable"
+
+
+def _quiet_read_only_tensors() -> None:
+    """Silence torch's warning that a read-only array gives a writable tensor (``torch.from_numpy``,
+    ``as_tensor``): the suite made the array read-only, and the fingerprint judges writes. One filter for
+    the process, added once: a ``catch_warnings`` around each call would reset the registry of warnings
+    already shown, so a device's own warning would print at every call instead of once."""
+    if not any(f[1] is not None and f[1].pattern == _TORCH_READ_ONLY_WARNING for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=_TORCH_READ_ONLY_WARNING, category=UserWarning)
 
 
 def frozen_call(invoke, inputs: dict):
@@ -145,9 +147,9 @@ def frozen_call(invoke, inputs: dict):
     ``inputs`` changed during the call (raised even when the call itself raised: the write comes
     first) or if the device tried to write a read-only view."""
     before = fingerprint(inputs)
+    _quiet_read_only_tensors()
     try:
-        with _quiet_read_only_tensors():
-            out = invoke(**{name: read_only(value) for name, value in inputs.items()})
+        out = invoke(**{name: read_only(value) for name, value in inputs.items()})
     except ValueError as e:
         _unchanged(before, inputs)
         if "read-only" in str(e):
