@@ -40,10 +40,11 @@ wrong by its index in the run ("correct for its first 100 calls, then wrong at
 call 101") and whose ``extra["scope"]`` states what it covered: ``{"mode",
 "V", "K", "batch", "calls"}`` (largest V, K and batch of its calls).
 
-Cost: measured on the torch CPU device, one core, the default seed —
-full (3000 calls) about 40 s with injected noise (the reference's step dominates), quick
-(300 calls) about 4 s; black box (``rng="seeded"``) about the same. The
-calls above 32768 are one in 40 and hold at most 4 requests.
+Cost, measured on the torch CPU device at the default seed as the process's CPU time on one
+thread (``OMP_NUM_THREADS=1``; ``time.process_time()`` around ``run_group("L1-long", load("torch"),
+Context(quick=...))``): full (3000 calls) 20-22 s with injected noise, 21 s as a black box
+(``BlackBox``, ``rng="seeded"``); quick (300 calls) 2.1 s and 3.2 s. The device's step and the
+reference's share it; most calls are small (``SHAPES``), the rare large ones hold few requests.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch
+from devices.protocol import Noise, VerifyBatch
 from reference.target import target_rows
 from specsim.conformance._common import ask, call
 from specsim.conformance.results import CheckResult
