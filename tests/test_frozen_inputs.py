@@ -142,3 +142,24 @@ def test_a_devices_own_warning_is_still_shown_once():
         for _ in range(3):
             frozen_call(warns, {"batch": np.zeros(2), "noise": None})
     assert [str(w.message) for w in seen] == ["the device's own warning"]
+
+
+def test_a_shared_read_only_array_is_checked_at_every_call():
+    """The suite's shared tiles are read-only to numpy; their fingerprint is remembered between calls, and
+    every call's write is still caught, the first and any later one."""
+    tile = np.arange(6.0)
+    tile.flags.writeable = False
+
+    def reads(batch, noise):
+        return float(batch.sum())
+
+    def writes(batch, noise):
+        torch.from_numpy(batch).add_(1.0)
+
+    for invoke, caught in ((reads, False), (writes, True), (reads, False), (writes, True)):
+        try:
+            frozen_call(invoke, {"batch": tile, "noise": None})
+        except MutatedInput as e:
+            assert caught and e.fields == ("batch",)
+        else:
+            assert not caught

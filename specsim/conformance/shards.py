@@ -77,9 +77,10 @@ def _tiles(built: Built, dtype_name: str, n: int) -> tuple:
              None if built.case.point else np.tile(built.draft_rows.astype(dtype), (n, 1)),
              np.tile(built.target_logits.astype(dtype), (n, 1)),
              np.tile(built.temperature, n), np.tile(built.top_k, n), np.tile(built.top_p, n))
-    for a in parts:
-        if a is not None:  # shared by every call of the case: not even the suite may write them
+    for a in parts:  # shared by every call of the case: nothing may write them (nor what they view)
+        while isinstance(a, np.ndarray):
             a.flags.writeable = False
+            a = a.base
     if len(cache) >= 2:
         cache.pop(next(iter(cache)))
     cache[(dtype_name, n)] = parts
