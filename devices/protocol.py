@@ -443,7 +443,8 @@ class TreeOutput:
 
 @runtime_checkable
 class Device(Protocol):
-    """A verification device. ``verify`` must not mutate its arguments.
+    """A verification device. ``verify`` must not mutate its arguments (SPEC §1: inputs are read-only;
+    the suite hands it read-only arrays and fails a call that changes any).
 
     ``noise`` given: use exactly that randomness (requires
     ``capabilities.injected_noise``). ``noise`` None: draw your own as

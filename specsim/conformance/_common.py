@@ -6,12 +6,24 @@ refusal into ``Refusal`` carrying the call; ``refused`` then judges it from the 
 ``devices.validate.check_call`` / ``check_tree_call``: a call those refuse for the declaration is
 ``not_supported``; any other refusal — a batch size (never a declared limit), a V within
 ``max_vocab_size``, a declared mode — is a ``fail`` naming the declaration it contradicts.
+
+``ask`` also holds the device to SPEC §1's read-only inputs: the device gets read-only views of
+every array of the call (the batch, its ``sampler`` parameters, the noise), and a fingerprint of
+every one of them is taken before and after the call. A write — through numpy (a ``ValueError`` on
+the read-only view) or through a tensor sharing the memory (``torch.from_numpy``, which accepts a
+read-only array) — raises ``MutatedInput`` naming the fields; ``call`` turns it into a ``fail``
+naming the rule, and ``runner.run_group`` into ``<group>/mutated-input`` where a group lets it
+through.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import traceback
+import warnings
+import weakref
+import zlib
 
 import numpy as np
 
@@ -61,18 +73,163 @@ def node_limit(caps: Capabilities) -> str:
     return f"declared max_tree_nodes={caps.max_tree_nodes}"
 
 
-def ask(device, batch, noise=None):
-    """``device.verify(batch, noise)`` (``verify_tree`` for a ``TreeBatch``); a refusal is raised
-    again as ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
+READ_ONLY_RULE = "SPEC §1 (inputs are read-only: a step never writes its arguments)"
+"""The rule ``MutatedInput`` breaks, as every result naming it cites it."""
+
+
+class MutatedInput(Exception):
+    """The device wrote to the arrays of its call (``READ_ONLY_RULE``). ``fields``: the arrays whose
+    contents changed (``batch.top_k``, ``batch.sampler.logit_bias``, ``noise.uniforms``), in the
+    call's field order; ``attempt``: a write numpy refused on a read-only view (the field is then
+    unknown, and ``fields`` may be empty)."""
+
+    def __init__(self, fields: tuple[str, ...], attempt: str = ""):
+        super().__init__(fields, attempt)
+        self.fields, self.attempt = tuple(fields), attempt
+
+    def __str__(self) -> str:
+        said = [f"{', '.join(self.fields)} changed during the call"] if self.fields else []
+        said += [f"it tried to write a read-only input ({self.attempt})"] if self.attempt else []
+        return f"the device wrote to its inputs: {'; '.join(said)}. {READ_ONLY_RULE}"
+
+
+def _arrays(value, path: str):
+    """``(path, array)`` for every numpy array in ``value``: a dataclass's fields, a tuple's or list's
+    items, nested (``batch.sampler.bad_words[1][0]``)."""
+    if isinstance(value, np.ndarray):
+        yield path, value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _arrays(getattr(value, f.name), f"{path}.{f.name}")
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _arrays(item, f"{path}[{i}]")
+
+
+def fingerprint(inputs: dict, *, remembered: bool = False) -> dict[str, tuple]:
+    """Every array of ``inputs`` (name → a batch, noise, sampler parameters or array) → its shape, dtype
+    and a CRC-32 of its bytes: equal fingerprints before and after a call mean nothing was written
+    (CRC-32 misses a change with probability 2⁻³², and any change of at most 32 adjacent bits never).
+
+    Each array's value is remembered for arrays no numpy path can write (``_sealed``: the suite's
+    shared read-only tiles); ``remembered=True`` takes those from the last fingerprint instead of
+    hashing them again. Only a call can change them, and every call's after-fingerprint is fresh.
+
+    >>> a = np.arange(4)
+    >>> before = fingerprint({"top_k": a})
+    >>> a[0] = 9
+    >>> [k for k in before if before[k] != fingerprint({"top_k": a})[k]]
+    ['top_k']
+    """
+    return {path: _entry(a, remembered) for name, value in inputs.items() for path, a in _arrays(value, name)}
+
+
+_SEALED: dict[int, tuple] = {}
+"""id → (weak reference, fingerprint entry) of the sealed arrays last fingerprinted."""
+
+
+def _entry(a: np.ndarray, remembered: bool) -> tuple:
+    sealed = _sealed(a)
+    if remembered and sealed:
+        ref, entry = _SEALED.get(id(a), (None, None))
+        if ref is not None and ref() is a:
+            return entry
+    entry = (a.shape, a.dtype.str, zlib.crc32(_bytes(a)))
+    if sealed:
+        if len(_SEALED) > 4096:   # dead arrays' entries: drop them all now and then
+            _SEALED.clear()
+        _SEALED[id(a)] = (weakref.ref(a), entry)
+    return entry
+
+
+def _sealed(a: np.ndarray) -> bool:
+    """No numpy path can write ``a``: it and every array it views are read-only."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        a = a.base
+    return a is None
+
+
+def _bytes(a: np.ndarray):
+    """``a``'s bytes without a copy where it is contiguous (any dtype: bfloat16 has no buffer format)."""
+    if a.dtype.hasobject:  # the objects' identities: an item replaced shows
+        return a.tobytes()
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8).data
+
+
+def read_only(value):
+    """``value`` with every array replaced by a read-only view of it (the caller's arrays stay writable:
+    the suite may reuse them; the device's writes through numpy raise, writes through shared memory
+    show in ``fingerprint``)."""
+    if isinstance(value, np.ndarray):
+        view = value.view()
+        view.flags.writeable = False
+        return view
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: read_only(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
+    if isinstance(value, (tuple, list)):
+        return type(value)(read_only(item) for item in value)
+    return value
+
+
+_TORCH_READ_ONLY_WARNING = "The given NumPy array is not writable"
+
+
+def _quiet_read_only_tensors() -> None:
+    """Silence torch's warning that a read-only array gives a writable tensor (``torch.from_numpy``,
+    ``as_tensor``): the suite made the array read-only, and the fingerprint judges writes. One filter for
+    the process, added once: a ``catch_warnings`` around each call would reset the registry of warnings
+    already shown, so a device's own warning would print at every call instead of once."""
+    if not any(f[1] is not None and f[1].pattern == _TORCH_READ_ONLY_WARNING for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=_TORCH_READ_ONLY_WARNING, category=UserWarning)
+
+
+def frozen_call(invoke, inputs: dict):
+    """``invoke(**read_only(inputs))``, held to ``READ_ONLY_RULE``: ``MutatedInput`` if an array of
+    ``inputs`` changed during the call (raised even when the call itself raised: the write comes
+    first) or if the device tried to write a read-only view."""
+    before = fingerprint(inputs, remembered=True)
+    _quiet_read_only_tensors()
     try:
-        if isinstance(batch, TreeBatch):
-            out = device.verify_tree(batch, noise)
-        else:
-            out = device.verify(batch, noise)
+        out = invoke(**{name: read_only(value) for name, value in inputs.items()})
+    except ValueError as e:
+        _unchanged(before, inputs)
+        if "read-only" in str(e):
+            raise MutatedInput((), f"ValueError: {e}") from e
+        raise
+    except BaseException:
+        _unchanged(before, inputs)
+        raise
+    _unchanged(before, inputs)
+    return out
+
+
+def _unchanged(before: dict, inputs: dict) -> None:
+    after = fingerprint(inputs)
+    changed = tuple(path for path in before if before[path] != after.get(path))
+    if changed:
+        raise MutatedInput(changed)
+
+
+def ask(device, batch, noise=None):
+    """``device.verify(batch, noise)`` (``verify_tree`` for a ``TreeBatch``) on read-only inputs
+    (``frozen_call``: ``MutatedInput`` if the device wrote any); a refusal is raised again as
+    ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
+    verify = device.verify_tree if isinstance(batch, TreeBatch) else device.verify
+    try:
+        out = frozen_call(lambda batch, noise: verify(batch, noise), {"batch": batch, "noise": noise})
     except UnsupportedCall as e:
         raise Refusal(e, batch, noise) from e
     scope.record(batch, noise, getattr(getattr(device, "capabilities", None), "rng", "none"))
     return out
+
+
+def mutated_result(name: str, layer: str, e: MutatedInput, **fields) -> CheckResult:
+    """A ``MutatedInput`` as check ``name``'s failing result, naming the fields and the rule."""
+    return CheckResult(name, layer, "fail", f"{e} Hand the arrays over untouched: copy what the kernel "
+                       "must change (clamps, casts in place, scratch use)", **fields)
 
 
 def outside_declaration(caps: Capabilities | None, batch, noise=None) -> str | None:
@@ -162,11 +319,14 @@ def _modes_used(batch, noise, caps: Capabilities) -> list[str]:
 
 def call(name: str, layer: str, fn, caps: Capabilities | None):
     """Run ``fn()`` (which calls the device through ``ask`` or ``formed``): ``(its value, None)``, or
-    ``(None, result)``: a ``Refusal`` judged by ``refused``, any other exception an ``error``."""
+    ``(None, result)``: a ``Refusal`` judged by ``refused``, a ``MutatedInput`` a ``fail`` naming
+    the fields and ``READ_ONLY_RULE``, any other exception an ``error``."""
     try:
         return fn(), None
     except Malformed:  # not a crash: the group turns it into its failing well-formed-output check
         raise
+    except MutatedInput as e:
+        return None, mutated_result(name, layer, e)
     except Refusal as r:
         return None, refused(name, layer, r, caps)
     except UnsupportedCall as e:  # not through ``ask``: the call it refused is unknown, so nothing can be judged

@@ -26,6 +26,7 @@ import numpy as np
 
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise,
                               SamplerParams, TreeBatch, UnsupportedCall, VerifyBatch)
+from specsim.conformance._common import MutatedInput, Refusal, ask, mutated_result
 from specsim.conformance.results import CheckResult
 from specsim.conformance.spec_versions import not_sent
 from specsim.judge.compare import output_problems
@@ -308,11 +309,13 @@ def structure_problems(batch: VerifyBatch | TreeBatch, out) -> list[str]:
 
 
 def _invoke(device, call: Call):
-    if isinstance(call.batch, TreeBatch):
-        if not hasattr(device, "verify_tree"):
-            raise UnsupportedCall("verify_tree (the device has none)")
-        return device.verify_tree(call.batch, call.noise)
-    return device.verify(call.batch, call.noise)
+    """The row's call through ``ask`` (read-only inputs, SPEC §1); a refusal as the ``UnsupportedCall`` itself."""
+    if isinstance(call.batch, TreeBatch) and not hasattr(device, "verify_tree"):
+        raise UnsupportedCall("verify_tree (the device has none)")
+    try:
+        return ask(device, call.batch, call.noise)
+    except Refusal as r:
+        raise r.error from r
 
 
 def check_row(device, row: Row) -> CheckResult:
@@ -346,6 +349,8 @@ def check_row(device, row: Row) -> CheckResult:
             return CheckResult(name, "L0", "fail", f"declares {row.name} but raised UnsupportedCall: {e} "
                                f"(a declared capability must be served; repro: {repro})", extra=extra)
         return CheckResult(name, "L0", "pass", f"undeclared; raised UnsupportedCall: {e}", extra=extra)
+    except MutatedInput as e:
+        return mutated_result(name, "L0", e, extra=extra)
     except Exception as e:
         what = "a declared capability" if declared else "an undeclared capability must raise UnsupportedCall"
         return CheckResult(name, "L0", "fail", f"{what}: raised {type(e).__name__}: {e} (repro: {repro})\n"

@@ -12,11 +12,10 @@ the device refuses it as the rule asks (a pass).
 
 from __future__ import annotations
 
+from specsim.conformance._common import MutatedInput, Refusal, ask, mutated_result
 from specsim.conformance.results import CheckResult
 from specsim.conformance.spec_versions import not_sent
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
-
-from devices.protocol import UnsupportedCall
 
 
 def _probe(device, bad, entry: str = "verify") -> CheckResult:
@@ -30,9 +29,11 @@ def _probe(device, bad, entry: str = "verify") -> CheckResult:
         if bad.argument in ("uniforms", "exponentials"):
             return CheckResult(name, "input", "not_supported", "device does not take injected noise")
     try:
-        getattr(device, entry)(batch, noise)
-    except UnsupportedCall as e:
-        return CheckResult(name, "input", "not_supported", f"UnsupportedCall: {e}")
+        ask(device, batch, noise)   # verify_tree for a TreeBatch: ``entry`` names it in the messages
+    except Refusal as r:
+        return CheckResult(name, "input", "not_supported", f"UnsupportedCall: {r.error}")
+    except MutatedInput as e:
+        return mutated_result(name, "input", e)
     except ValueError as e:
         if bad.argument in str(e):
             return CheckResult(name, "input", "pass", f"refused: {e}")

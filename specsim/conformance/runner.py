@@ -33,6 +33,7 @@ GROUPS: dict[str, str] = {
     "L1-trees": "specsim.conformance.trees:tree_l1_group",
     "L2-trees": "specsim.conformance.trees:tree_l2_group",
     "L1-volume": "specsim.conformance.volume:volume_group",
+    "L1-long": "specsim.conformance.long_run:long_run_group",
     "L2-rng": "specsim.conformance.rng_contracts:rng_group",
     "L2-sizes": "specsim.conformance.sizes:rng_sizes_group",
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
@@ -100,9 +101,10 @@ def resolve_group(name: str) -> Callable:
 
 
 def run_group(name: str, device, ctx: Context, scopes: dict | None = None) -> list[CheckResult]:
-    """Run one group in this process; an exception becomes one ``error`` result. Each result's
-    ``extra["group"]`` names the group (profiles read it); ``scopes``, if given, gets ``scopes[name]``:
-    what the group's calls exercised (``specsim.conformance.scope``)."""
+    """Run one group in this process; an exception becomes one ``error`` result, and a ``MutatedInput``
+    (the device wrote to its inputs, SPEC §1) that the group let through one ``<group>/mutated-input``
+    ``fail``. Each result's ``extra["group"]`` names the group (profiles read it); ``scopes``, if given,
+    gets ``scopes[name]``: what the group's calls exercised (``specsim.conformance.scope``)."""
     run_scope.clear()
     results = _group_results(name, device, ctx)
     for r in results:
@@ -117,8 +119,11 @@ def _group_results(name: str, device, ctx: Context) -> list[CheckResult]:
         group = resolve_group(name)
     except MissingGroup as e:
         return [CheckResult(name=f"{name}/missing", layer=name.split("-")[0], status="error", detail=str(e))]
+    from specsim.conformance._common import MutatedInput, mutated_result
     try:
         return annotate(list(group(device, ctx)), getattr(device, "capabilities", None))
+    except MutatedInput as e:  # a write the group let through: a failure of the device, not of the group
+        return [mutated_result(f"{name}/mutated-input", name.split("-")[0], e)]
     except Exception as e:  # the device raised something the group did not expect
         return [CheckResult(name=f"{name}/crashed", layer=name.split("-")[0], status="error",
                             detail=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")]

@@ -13,7 +13,7 @@ import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, UnsupportedCall, VerifyBatch
 from specsim.judge import stats
-from specsim.conformance._common import Refusal, ask
+from specsim.conformance._common import Refusal, ask, frozen_call
 from specsim.conformance.cases import Built
 from specsim.conformance.stat_plan import CasePlan
 from specsim.conformance.tally import Tally, tally_chunk
@@ -77,9 +77,10 @@ def _tiles(built: Built, dtype_name: str, n: int) -> tuple:
              None if built.case.point else np.tile(built.draft_rows.astype(dtype), (n, 1)),
              np.tile(built.target_logits.astype(dtype), (n, 1)),
              np.tile(built.temperature, n), np.tile(built.top_k, n), np.tile(built.top_p, n))
-    for a in parts:
-        if a is not None:
-            a.flags.writeable = False  # a device must not mutate its input; a shared tile would carry it over
+    for a in parts:  # shared by every call of the case: nothing may write them (nor what they view)
+        while isinstance(a, np.ndarray):
+            a.flags.writeable = False
+            a = a.base
     if len(cache) >= 2:
         cache.pop(next(iter(cache)))
     cache[(dtype_name, n)] = parts
@@ -126,7 +127,9 @@ def _verify_repeated(device, built: Built, drafts: list, rng: np.random.Generato
     positions = rng.integers(0, 2**31, size=n * B, dtype=np.int64)
     template = template_batch(built, dtype)
     try:
-        return device.verify_repeated(template, n, ids, seeds, positions)
+        return frozen_call(lambda template, draft_token_ids, seeds, positions: device.verify_repeated(
+            template, n, draft_token_ids, seeds, positions),
+            {"template": template, "draft_token_ids": ids, "seeds": seeds, "positions": positions})
     except UnsupportedCall as e:  # judged on the template: V, K, dtype and modes are the call's, B is never declared
         raise Refusal(e, template, None, what=f"verify_repeated of this template tiled {n} times") from e
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from devices.protocol import Noise, TreeBatch, UnsupportedCall
+from devices.protocol import Noise, TreeBatch
 from reference.tree import children_of
-from specsim.conformance._common import ask, call
+from specsim.conformance._common import MutatedInput, Refusal, ask, call
 from specsim.conformance.results import CheckResult
 from specsim.conformance.tree_patterns import pattern_checks
 from specsim.conformance.tree_sizes import size_checks
@@ -485,9 +485,11 @@ def _unsupported(device, name: str, spec: TreeSpec, seed: int) -> CheckResult:
     """An undeclared scheme must raise ``UnsupportedCall`` (SPEC §11.6)."""
     batch = random_tree_batch(np.random.default_rng(seed), spec)
     try:
-        device.verify_tree(batch, random_tree_noise(np.random.default_rng(seed), batch))
-    except UnsupportedCall:
+        ask(device, batch, random_tree_noise(np.random.default_rng(seed), batch))
+    except Refusal:
         return _contract(f"{name}/undeclared-raises", True, f"{spec.scheme!r} undeclared: UnsupportedCall", seed)
+    except MutatedInput as e:
+        return _contract(f"{name}/undeclared-raises", False, str(e), seed)
     except Exception as e:  # noqa: BLE001 — any other outcome is the failure being checked
         return _contract(f"{name}/undeclared-raises", False, f"raised {type(e).__name__}: {e}", seed)
     return _contract(f"{name}/undeclared-raises", False, f"{spec.scheme!r} is undeclared but the call succeeded", seed)

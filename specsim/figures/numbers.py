@@ -271,6 +271,8 @@ NUMBERS.update({
     "group_timeout_l3_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).GROUP_TIMEOUT_OVERRIDES_S['L3-statistical']:g}",
     "interrupt_grace_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x'])._INTERRUPT_GRACE_S:g}",
     "volume_budget_s": lambda: f"{__import__('specsim.conformance.volume', fromlist=['x']).DEVICE_BUDGET_S:g}",
+    "long_run_calls": lambda: str(__import__("specsim.conformance.long_run", fromlist=["x"]).CALLS),
+    "long_run_quick_calls": lambda: str(__import__("specsim.conformance.long_run", fromlist=["x"]).QUICK_CALLS),
 })
 
 

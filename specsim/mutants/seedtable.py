@@ -39,6 +39,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/sizes/", "L1-sizes"),
     ("L1/trees/", "L1-trees"),
     ("L1/volume", "L1-volume"),
+    ("L1/long", "L1-long"),
     ("L2/trees/", "L2-trees"),
     ("L2/sizes/", "L2-sizes"),
     ("L2/", "L2-rng"),
