@@ -12,7 +12,7 @@ from specsim.commands import AUDIENCES
 
 DESCRIPTION = ("specsim: the reference and conformance kit for speculative decoding. Exit codes: 0 success; "
                "1 a check failed or errored (or a mutant survived); 2 bad usage or bad input; 3 the device "
-               "could not be loaded.")
+               "could not be loaded; `specsim conform` adds 4 PARTIAL, 5 QUICK and 6 INCOMPLETE (see its --help).")
 EPILOG = "Run 'specsim COMMAND --help' for a command's options."
 WIDTH = 100
 
