@@ -1,16 +1,19 @@
 """``specsim simulate``: run the simulated engine on a synthetic workload and print its metrics.
 
-    specsim simulate --proposer eagle -k 4 --temperature 1.0          # seed 000's print format
+    specsim simulate --proposer eagle -k 4 --temperature 1.0          # vLLM's acceptance-metrics print format
     specsim simulate --json                                           # the same as JSON
-    specsim simulate --sweep-temperature                              # seed 003's table
+    specsim simulate --sweep-temperature                              # acceptance length by temperature
     specsim simulate --bench                                          # emitted tokens/s, batch 64
 """
 
 from __future__ import annotations
 
-HELP = "run the simulated engine on a synthetic workload; print seed 000's metrics, a temperature sweep or a benchmark"
+import sys
 
-SWEEP_TEMPERATURES = (0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0)  # seed 003's rows
+HELP = ("run the simulated engine on a synthetic workload; print its acceptance metrics (vLLM's format), a "
+        "temperature sweep or a benchmark")
+
+SWEEP_TEMPERATURES = (0.0, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 2.0)  # the sweep's rows
 
 
 def add_arguments(p):
@@ -35,13 +38,13 @@ def add_arguments(p):
     e.add_argument("--max-num-seqs", type=int, default=64)
     e.add_argument("--max-num-batched-tokens", type=int, default=8192)
     e.add_argument("--partial-drafts", action="store_true", help="verify fewer drafts when the budget is short")
-    e.add_argument("--no-draft-probs", action="store_true", help="seed 003's kill switch: point proposals")
+    e.add_argument("--no-draft-probs", action="store_true", help="drafts without their probabilities (point proposals), as engines that drop them do")
     e.add_argument("--device", default="torch", help="device name or module:attr ('reference' for the reference)")
     e.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the metrics as JSON")
     o.add_argument("--sweep-temperature", action="store_true",
-                   help="temperature 0..2: mean acceptance length without and with draft probs (seed 003)")
+                   help="temperature 0..2: mean acceptance length without and with draft probs")
     o.add_argument("--bench", action="store_true", help="time the run: emitted tokens per second")
     o.add_argument("--repeat", type=int, default=5, help="--bench: timed runs (the median is reported)")
 
@@ -141,8 +144,15 @@ def run(args) -> int:
         from specsim.engine.workload import build_engine
         engine = build_engine(_workload(args))
     except ValueError as e:
-        print(f"specsim simulate: {e}")
+        print(f"specsim simulate: {e}", file=sys.stderr)
         return 2
-    engine.run()
+    from devices.protocol import UnsupportedCall
+    try:
+        engine.run()
+    except UnsupportedCall as e:  # the engine draws its own randomness: a device that cannot is no engine sampler
+        print(f"specsim simulate: the device {args.device!r} refused the engine's step ({e}); the engine needs a "
+              "device that draws its own randomness (Capabilities.rng 'philox' or 'seeded'), such as torch",
+              file=sys.stderr)
+        return 2
     print(engine.metrics.to_json() if args.json else engine.metrics.format())
     return 0
