@@ -18,7 +18,7 @@ import numpy as np
 from devices.validate import as_chain_batch, check_call, check_tree_call
 from devices.protocol import Capabilities, InvalidInput, TreeBatch, UnsupportedCall
 from specsim.conformance.results import CheckResult
-from specsim.judge.compare import output_problems
+from specsim.judge.compare import output_problems, returned_type_problem
 
 
 def missing(caps: Capabilities, needs, *, vocab_size: int = 0, max_k: int = 0, dtype: str | None = None) -> str | None:
@@ -48,15 +48,24 @@ class Refusal(Exception):
         return f"the device refused {self.what or 'a call'}: UnsupportedCall: {self.error}"
 
 
+class WrongReturn(Exception):
+    """``verify`` (``verify_tree``) returned something that is no ``VerifyOutput`` (``TreeOutput``): the message
+    names the type; a check through ``call`` fails with it."""
+
+
 def ask(device, batch, noise=None):
     """``device.verify(batch, noise)`` (``verify_tree`` for a ``TreeBatch``); a refusal is raised
-    again as ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
+    again as ``Refusal`` carrying the call, so that the group can judge it (``refused``); a return value
+    that is no ``VerifyOutput`` (``TreeOutput``) raises ``WrongReturn`` naming its type."""
+    tree = isinstance(batch, TreeBatch)
     try:
-        if isinstance(batch, TreeBatch):
-            return device.verify_tree(batch, noise)
-        return device.verify(batch, noise)
+        out = device.verify_tree(batch, noise) if tree else device.verify(batch, noise)
     except UnsupportedCall as e:
         raise Refusal(e, batch, noise) from e
+    problem = returned_type_problem(out, *(("verify_tree", "TreeOutput") if tree else ("verify", "VerifyOutput")))
+    if problem:
+        raise WrongReturn(problem)
+    return out
 
 
 def outside_declaration(caps: Capabilities | None, batch, noise=None) -> str | None:
@@ -153,6 +162,8 @@ def call(name: str, layer: str, fn, caps: Capabilities | None):
         raise
     except Refusal as r:
         return None, refused(name, layer, r, caps)
+    except WrongReturn as e:  # SPEC §7's output is not there at all: the check fails, naming what came back
+        return None, CheckResult(name, layer, "fail", str(e))
     except UnsupportedCall as e:  # not through ``ask``: the call it refused is unknown, so nothing can be judged
         return None, CheckResult(name, layer, "error", f"UnsupportedCall from a call the check did not record "
                                  f"({e}): whether it was inside the declaration cannot be told\n"
