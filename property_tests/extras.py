@@ -92,9 +92,10 @@ def decide(names) -> tuple[str, str] | None:
     return "skip", reason
 
 
-def need(name: str):
+def need(name: str, *, load: bool = True):
     """At a test module's top: the module of optional dependency ``name`` imported, or the whole test
-    module skipped with the reason (failed under ``SPECSIM_REQUIRE_EXTRAS=1``). Returns None for a program."""
+    module skipped with the reason (failed under ``SPECSIM_REQUIRE_EXTRAS=1``). Returns None for a program,
+    or with ``load=False``: present, not imported (Triton's mode is chosen before its first import)."""
     import pytest
 
     what = decide([name])
@@ -104,4 +105,4 @@ def need(name: str):
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason, allow_module_level=True)
     extra = EXTRAS[name]
-    return importlib.import_module(extra.module) if extra.module else None
+    return importlib.import_module(extra.module) if extra.module and load else None
