@@ -19,4 +19,4 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 PIP_CONSTRAINT= python -m pip install -q --no-deps --target "$dir" "$spec"   # the newest match, not the pin
 PYTHONPATH="$dir" python -c "import triton; print('newest Triton admitted by \"$spec\":', triton.__version__)"
-PYTHONPATH="$dir" python -m pytest -q tests/devices/test_triton_device.py tests/platforms/test_ptd.py
+SPECSIM_REQUIRE_EXTRAS=1 PYTHONPATH="$dir" python -m pytest -q tests/devices/test_triton_device.py tests/platforms/test_ptd.py

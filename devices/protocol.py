@@ -29,7 +29,7 @@ A minimal device::
     class MyDevice:
         name = "my-npu"
         capabilities = Capabilities(injected_noise=True, rng="none",
-                                    max_vocab_size=256_000)
+                                    max_vocab_size=262_144)   # the core profile needs >= 262,144
         def verify(self, batch: VerifyBatch, noise: Noise | None = None) -> VerifyOutput:
             ...
 

@@ -10,14 +10,18 @@ A spec names a device three ways:
       [project.entry-points."specsim.devices"]
       acme-npu = "acme_specsim.device:make_device"
 
-* a ``"module:attr"`` string: ``"acme_specsim.device:make_device"``.
+* a ``"module:attr"`` string: ``"acme_specsim.device:make_device"``. A module found nowhere on the import
+  path is looked for in the current directory too (``specsim conform --device acme_dev:make_device`` run
+  from ``acme_dev.py``'s directory), as ``python -m`` would; it never shadows an installed module.
 
-The attribute is a factory (called with no arguments) or a device instance.
+The attribute is a factory (a function or a class, called with no arguments) or a device instance.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import traceback
 from dataclasses import dataclass
 from importlib import metadata
@@ -114,9 +118,9 @@ def resolve(target: str, what: str = "target") -> object:
         obj = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         missing = e.name if e.name is not None and module_name.startswith(e.name) else None
-        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {e!r}", missing) from e
+        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {said(e)}", missing) from e
     except Exception as e:
-        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {e!r}") from e
+        raise UnresolvedTarget(f"{what} {target!r}: importing {module_name!r} failed: {said(e)}") from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -126,6 +130,61 @@ def resolve(target: str, what: str = "target") -> object:
     return obj
 
 
+def said(e: BaseException) -> str:
+    """An exception as one line, its type and message: ``RuntimeError: needs triton``.
+
+    >>> said(ModuleNotFoundError("No module named 'acme_dev'"))
+    "ModuleNotFoundError: No module named 'acme_dev'"
+    """
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _current_directory_searched() -> bool:
+    """Whether imports already look in the current directory (``python -m`` and ``python -c`` put it on
+    the path; the ``specsim`` script does not)."""
+    here = os.getcwd()
+    return any(os.path.abspath(p or os.curdir) == here for p in sys.path)
+
+
+def _resolve_device(target: str) -> object:
+    """``resolve(target)``; a module missing from the import path is looked for in the current directory
+    too, appended last so that it never shadows an installed module. Still missing: the error says where
+    it was looked for."""
+    top = target.partition(":")[0].split(".")[0]
+    try:
+        return resolve(target, "device spec")
+    except UnresolvedTarget as e:
+        error = e
+    if error.missing == top and not _current_directory_searched():
+        sys.path.append(os.getcwd())
+        try:
+            return resolve(target, "device spec")
+        except UnresolvedTarget as e:
+            error = e
+    hint = (f" (looked for it on the import path and in the current directory, {os.getcwd()}: run from the "
+            "module's directory, or put its directory on PYTHONPATH)") if error.missing == top else ""
+    raise DeviceLoadError(f"{error}{hint}") from error
+
+
+PROTOCOL_ATTRIBUTES = ("name", "capabilities", "verify")
+"""What a device has (``devices.protocol.Device``)."""
+
+
+def lacking(obj: object) -> list[str]:
+    """Which of ``name``, ``capabilities`` and ``verify`` an object lacks (``verify`` must be callable).
+
+    >>> class Half:
+    ...     name = "half"
+    ...     verify = None
+    >>> lacking(Half())
+    ['capabilities', 'verify (not callable)']
+    """
+    out = [a for a in PROTOCOL_ATTRIBUTES if not hasattr(obj, a)]
+    if "verify" not in out and not callable(getattr(obj, "verify")):
+        out.append("verify (not callable)")
+    return out
+
+
 def load(spec: str) -> Device:
     """Turn a device spec into a device, checking it honours the protocol."""
     known = entries()
@@ -133,20 +192,19 @@ def load(spec: str) -> Device:
     if ":" not in target:
         raise DeviceLoadError(f"unknown device {spec!r}: not a registered name ({', '.join(sorted(known))}) "
                               "and not a 'module:attr' string")
-    try:
-        obj = resolve(target, "device spec")
-    except UnresolvedTarget as e:
-        raise DeviceLoadError(str(e)) from e
-    if not isinstance(obj, Device):
+    obj = _resolve_device(target)
+    if isinstance(obj, type) or (lacking(obj) and callable(obj)):
         try:
             obj = obj()  # a factory
         except DeviceLoadError as e:  # the factory's own account of why (an engine release it cannot run)
             raise DeviceLoadError(f"device spec {spec!r}: {e}") from None
         except Exception as e:
-            raise DeviceLoadError(f"device spec {spec!r}: calling {target} failed: {e!r}") from e
-    if not isinstance(obj, Device):
+            raise DeviceLoadError(f"device spec {spec!r}: calling {target} failed: {said(e)}") from e
+    missing = lacking(obj)
+    if missing:
         raise DeviceLoadError(f"device spec {spec!r}: {target} gave {type(obj).__name__}, which lacks "
-                              "'name', 'capabilities' or 'verify' (see devices/protocol.py)")
+                              f"{', '.join(missing)}: a device has name, capabilities and verify "
+                              "(see devices/protocol.py)")
     if not isinstance(obj.capabilities, Capabilities):
         raise DeviceLoadError(f"device spec {spec!r}: capabilities must be devices.protocol.Capabilities, "
                               f"got {type(obj.capabilities).__name__}")
@@ -167,10 +225,17 @@ def survey() -> list[Availability]:
         try:
             out.append(Availability(entry, load(entry.name), None))
         except DeviceLoadError as e:
-            cause = e.__cause__
-            tail = "".join(traceback.format_exception_only(type(cause), cause)).strip() if cause else ""
-            out.append(Availability(entry, None, str(e) if not tail or tail in str(e) else f"{e} [{tail}]"))
+            out.append(Availability(entry, None, load_error_text(e)))
     return out
+
+
+def load_error_text(e: DeviceLoadError) -> str:
+    """A load error in full, its cause said once: appended in brackets only where the message leaves it out."""
+    cause = e.__cause__
+    if cause is None or str(cause) in str(e):
+        return str(e)
+    tail = "".join(traceback.format_exception_only(type(cause), cause)).strip()
+    return f"{e} [{tail}]"
 
 
 def is_field(availability: "Availability") -> bool:

@@ -99,6 +99,8 @@ def pytest_configure(config):
     # an installed suite has no pyproject.toml to declare its markers
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
     config.addinivalue_line("markers", "slow: long statistical campaign; opt in with --run-slow")
+    config.addinivalue_line("markers", "needs_extra(name, ...): needs an optional dependency (property_tests/extras.py); "
+                                       "skipped without it, failed instead under SPECSIM_REQUIRE_EXTRAS=1")
     st = _state(config)
     path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
     if path:
@@ -273,6 +275,23 @@ def pytest_collection_modifyitems(config, items):
                             else pytest.mark.xfail(reason=text, strict=False))
             st.waived_items[item.nodeid] = w
             break
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A ``needs_extra`` test whose optional dependency is absent: skipped with the reason and how to install
+    it, or failed under ``SPECSIM_REQUIRE_EXTRAS=1`` (``property_tests/extras.py``)."""
+    names = [name for mark in item.iter_markers("needs_extra") for name in mark.args]
+    if not names:
+        return
+    from property_tests.extras import decide
+    what = decide(names)
+    if what is None:
+        return
+    action, reason = what
+    if action == "fail":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -33,7 +33,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("llguidance", reason="structured output needs llguidance (pip install 'specsim[grammar]')")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("llguidance")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+need("llguidance")
 
 from property_tests import test_engine_properties as engine_properties  # noqa: E402
 from property_tests.test_engine_properties import assert_sequence_law, run_engine  # noqa: E402

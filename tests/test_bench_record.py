@@ -160,11 +160,11 @@ def test_a_filter_rows_floor_adds_its_per_request_parameters():
         assert workloads.row_floor_bytes(label, SHAPE, filters) == 2048 + 32, label
 
 
+@pytest.mark.needs_extra("triton")
 def test_the_s12_rows_floors_add_their_own_inputs_as_passed():
     """The fused row is handed bit-packed masks, the unfused one int8 masks: the same parameters, their
     own bytes (counted by hand from the shapes and dtypes the builders document)."""
     torch = pytest.importorskip("torch")
-    pytest.importorskip("triton")
     import numpy as np
 
     from devices.triton_sampler import fused_inputs, row_edits, sampler_inputs
@@ -309,12 +309,12 @@ for top_k, top_p, probs in ((0, 1.0, x["draft_probs"]), (5, 0.9, x["draft_probs"
 """
 
 
+@pytest.mark.needs_extra("triton")
 def test_the_v2_glue_runs_vllms_verifier_on_the_benchmarks_inputs():
     """``field.vllm_v2_step`` on an input dict of ``make_inputs``' keys, V2's kernels in Triton's interpreter
     (a process of its own: the interpreter is a per-process Triton mode)."""
     import os
     import subprocess
-    pytest.importorskip("triton")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", V2_GLUE], capture_output=True, text=True,
                          timeout=300, env=dict(os.environ, TRITON_INTERPRET="1"))
     assert out.returncode == 0, out.stderr[-3000:]

@@ -2,6 +2,8 @@
 
 - ``reference/`` imports numpy and the standard library only (and itself).
 - ``devices/`` never imports ``reference`` or ``specsim``: a device checked against itself proves nothing.
+- No import circle between modules anywhere in the house, imports inside functions included: a module
+  that needs another's piece and is needed back shares the piece through a third module instead.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def test_reference_stays_small_enough_to_audit():
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
                    "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "devices.torch_tree", "specsim.testing.batches", "specsim.testing.sampler_params", "specsim.testing.trees",
                    "specsim.judge.compare", "specsim.judge.allowances", "specsim.testing.seeds", "specsim.testing.bad_inputs",
-                   "specsim.bench.harness", "specsim.bench.workloads", "specsim.bench.step", "specsim.bench.trees", "devices.registry", "specsim.figures.architecture", "specsim.conformance.runner"]
+                   "specsim.bench.harness", "specsim.bench.workloads", "specsim.bench.step", "specsim.bench.trees", "devices.registry", "specsim.figures.architecture", "specsim.conformance.runner", "specsim.conformance.progress"]
 
 
 @pytest.mark.parametrize("name", DOCTEST_MODULES)
@@ -81,6 +83,51 @@ def test_the_house_rules_catch_a_circle_and_a_wrong_arrow():
         "import circle: specsim.conformance ↔ specsim.judge",
         "specsim.conformance → property_tests (specsim.conformance.z): nothing may import property_tests",
         "reports → specsim.conformance (reports.tables): reports read JSON and import no room"]
+
+
+def module_graph(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
+    """Module → the modules of the house it imports, anywhere in its text (functions included), over every
+    ``.py`` file of the rooms (``specsim.figures.architecture.TOP``). ``from pkg import sub`` is an arrow to
+    the submodule; any other import, to the deepest module of ours it names."""
+    from specsim.figures.architecture import TOP, _imported, _module_name
+    files = {}
+    for top in TOP:
+        for path in sorted((root / top).rglob("*.py")):
+            module, package = _module_name(path, root)
+            files[module] = (path, package)
+
+    def deepest(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in files:
+            parts.pop()
+        return ".".join(parts) or None
+
+    graph = {}
+    for module, (path, package) in files.items():
+        arrows = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in _imported(node, package):
+                names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+                subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in files}
+                arrows |= subs or {deepest(target)} - {None}
+        graph[module] = arrows - {module}
+    return graph
+
+
+def test_no_import_circle_between_any_modules_of_the_house():
+    from specsim.figures.architecture import find_circles
+    circles = find_circles(module_graph())
+    assert not circles, "import circles (functions' imports included): " + "; ".join(" ↔ ".join(c) for c in circles)
+
+
+def test_the_module_circle_check_sees_an_import_inside_a_function(tmp_path):
+    from specsim.figures.architecture import find_circles
+    (tmp_path / "specsim" / "room").mkdir(parents=True)
+    (tmp_path / "specsim" / "room" / "__init__.py").write_text("")
+    (tmp_path / "specsim" / "room" / "a.py").write_text("from specsim.room.b import B\n")
+    (tmp_path / "specsim" / "room" / "b.py").write_text("def f():\n    from specsim.room import a\n")
+    (tmp_path / "specsim" / "room" / "c.py").write_text("from . import a\n")
+    assert find_circles(module_graph(tmp_path)) == [["specsim.room.a", "specsim.room.b"]]
 
 
 def test_specsim_root_holds_only_packages_and_the_command():

@@ -42,10 +42,19 @@ def test_family_ids_are_unique_and_every_family_has_mutants_and_correct_subjects
     assert FAMILIES["proposer"].mutant_ids() == sorted(MUTANTS)
 
 
+FAMILY_EXTRAS = {"grammar": "llguidance"}
+"""A family present only where its optional dependency is (``specsim.mutants.families.FAMILIES``): its subjects
+carry ``needs_extra``, so that CI's extras step (``pytest -m needs_extra``) judges them."""
+
+
 def _family_subjects():
     from specsim.mutants.families import FAMILIES
-    return [(f.id, "mutant", m) for f in FAMILIES.values() for m in f.mutant_ids()] + \
-           [(f.id, "correct", c) for f in FAMILIES.values() for c in f.correct_ids()]
+
+    def param(family: str, kind: str, subject: str):
+        extra = FAMILY_EXTRAS.get(family)
+        return pytest.param(family, kind, subject, marks=[pytest.mark.needs_extra(extra)] if extra else [])
+    return [param(f.id, "mutant", m) for f in FAMILIES.values() for m in f.mutant_ids()] + \
+           [param(f.id, "correct", c) for f in FAMILIES.values() for c in f.correct_ids()]
 
 
 @pytest.mark.parametrize("family,kind,subject", _family_subjects())

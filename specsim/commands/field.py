@@ -79,11 +79,13 @@ def _machine() -> str:
 def _why_not(error: str) -> str:
     """The loader's own message out of the registry's error text.
 
+    >>> _why_not("device spec 'x': calling m:f failed: ImportError: no wheel here")
+    'no wheel here'
     >>> _why_not("device spec 'x': calling m:f failed: ImportError('no') [ImportError: no wheel here]")
     'no wheel here'
     """
     import re
-    m = re.search(r"\[\w+: (.*)\]$", error, re.S)
+    m = re.search(r"\[\w+: (.*)\]$", error, re.S) or re.search(r": calling \S+ failed: \w+: (.*)$", error, re.S)
     return m.group(1) if m else error
 
 

@@ -31,7 +31,7 @@ from devices.validate import as_chain_batch, check_call, check_tree_call
 from devices.protocol import Capabilities, InvalidInput, TreeBatch, UnsupportedCall
 from specsim.conformance import scope
 from specsim.conformance.results import CheckResult
-from specsim.judge.compare import output_problems
+from specsim.judge.compare import output_problems, returned_type_problem
 
 
 def missing(caps: Capabilities, needs, *, vocab_size: int = 0, max_k: int = 0, dtype: str | None = None) -> str | None:
@@ -213,15 +213,25 @@ def _unchanged(before: dict, inputs: dict) -> None:
         raise MutatedInput(changed)
 
 
+class WrongReturn(Exception):
+    """``verify`` (``verify_tree``) returned something that is no ``VerifyOutput`` (``TreeOutput``): the message
+    names the type; a check through ``call`` fails with it."""
+
+
 def ask(device, batch, noise=None):
     """``device.verify(batch, noise)`` (``verify_tree`` for a ``TreeBatch``) on read-only inputs
     (``frozen_call``: ``MutatedInput`` if the device wrote any); a refusal is raised again as
-    ``Refusal`` carrying the call, so that the group can judge it (``refused``)."""
-    verify = device.verify_tree if isinstance(batch, TreeBatch) else device.verify
+    ``Refusal`` carrying the call, so that the group can judge it (``refused``); a return value that is no
+    ``VerifyOutput`` (``TreeOutput``) raises ``WrongReturn`` naming its type."""
+    tree = isinstance(batch, TreeBatch)
+    verify = device.verify_tree if tree else device.verify
     try:
         out = frozen_call(lambda batch, noise: verify(batch, noise), {"batch": batch, "noise": noise})
     except UnsupportedCall as e:
         raise Refusal(e, batch, noise) from e
+    problem = returned_type_problem(out, *(("verify_tree", "TreeOutput") if tree else ("verify", "VerifyOutput")))
+    if problem:
+        raise WrongReturn(problem)
     scope.record(batch, noise, getattr(getattr(device, "capabilities", None), "rng", "none"))
     return out
 
@@ -329,6 +339,8 @@ def call(name: str, layer: str, fn, caps: Capabilities | None):
         return None, mutated_result(name, layer, e)
     except Refusal as r:
         return None, refused(name, layer, r, caps)
+    except WrongReturn as e:  # SPEC §7's output is not there at all: the check fails, naming what came back
+        return None, CheckResult(name, layer, "fail", str(e))
     except UnsupportedCall as e:  # not through ``ask``: the call it refused is unknown, so nothing can be judged
         return None, CheckResult(name, layer, "error", f"UnsupportedCall from a call the check did not record "
                                  f"({e}): whether it was inside the declaration cannot be told\n"

@@ -42,6 +42,7 @@ Example (what ``specsim conform --out DIR`` does)::
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import json
@@ -646,7 +647,7 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
             running = None
             if progress is not None:
                 worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
-                progress.done(worst)
+                progress.done(worst, counts=collections.Counter(r.status for r in outcome.results))
             save(complete=False)
     except KeyboardInterrupt as e:  # the group's processes are stopped (run_group_in_subprocess); say where
         interrupted.update(group=running, signal=e.name if isinstance(e, Interrupted) else "SIGINT", at=_now())

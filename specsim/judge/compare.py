@@ -125,7 +125,23 @@ class Comparison:
         return text.strip()
 
 
+def returned_type_problem(got: object, method: str = "verify", expected: str = "VerifyOutput") -> str | None:
+    """Why what ``method`` returned is no ``expected`` (None: it has ``output_token_ids`` and ``num_accepted``):
+    read before anything else of a device's output, so that a wrong type is a named failure, never an
+    ``AttributeError`` deep in a group.
+
+    >>> returned_type_problem((np.zeros((1, 2)), np.zeros(1)))
+    'verify must return VerifyOutput (got tuple)'
+    """
+    if all(hasattr(got, a) for a in ("output_token_ids", "num_accepted")):
+        return None
+    return f"{method} must return {expected} (got {type(got).__name__})"
+
+
 def _check_structure(batch: VerifyBatch, got: VerifyOutput) -> list[str]:
+    wrong_type = returned_type_problem(got)
+    if wrong_type:
+        return [wrong_type]
     width = batch.max_k + 1
     out, acc = np.asarray(got.output_token_ids), np.asarray(got.num_accepted)
     problems = []

@@ -11,7 +11,7 @@ family is three things and a sentence:
   was seen, not that the check fails everything;
 * ``judge(kind, subject_id, ctx)`` — build the subject (``kind`` is
   ``"mutant"`` or ``"correct"``) in this process and run the check on it,
-  returning a ``specsim.mutants.runner.Verdict`` whose ``killer`` is the first
+  returning a ``specsim.mutants.verdict.Verdict`` whose ``killer`` is the first
   failing (or erroring) check as a ``CheckResult``, so rows, ``mutants.json``
   and the report read the same as the zoo's;
 * ``design(ctx)`` — the check, its size, α and power, written into
@@ -61,7 +61,7 @@ from typing import Callable
 
 from specsim.conformance.results import CheckResult
 from specsim.conformance.runner import Context
-from specsim.mutants.runner import Verdict
+from specsim.mutants.verdict import Verdict
 
 DEVICE = "device"
 """The device zoo's family name (``specsim.mutants.zoo``, judged by the conformance suite; not in ``FAMILIES``)."""

@@ -131,7 +131,7 @@ def judge(kind: str, subject: str, ctx):
     ``grammar/outputs``, then (unless ``ctx.quick``) ``grammar/law`` at ``ctx.alpha_family``; the killer is
     the first failing check."""
     from specsim.engine.grammar import list_grammar
-    from specsim.mutants.runner import Verdict
+    from specsim.mutants.verdict import Verdict
     start = time.perf_counter()
     grammar = make(subject) if kind == "mutant" else list_grammar()
     checks = [check_outputs(grammar, seed=ctx.seed)]

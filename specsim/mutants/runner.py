@@ -20,34 +20,7 @@ from dataclasses import dataclass
 from specsim.conformance.black_box import BlackBox
 from specsim.conformance.results import CheckResult
 from specsim.conformance.runner import Context, available_groups, run_group
-
-
-@dataclass
-class Verdict:
-    name: str
-    bug: str
-    models: str
-    killed: bool
-    killer: CheckResult | None
-    groups_run: list
-    seconds: float
-    family: str = "device"   # specsim.mutants.families: "device" is the zoo, judged by the conformance suite
-    note: str = ""           # a family's word on its named check (appended to the evidence)
-
-    def evidence(self) -> str:
-        if self.killer is None:
-            return self.note
-        k = self.killer
-        if k.p_value is not None:
-            said = f"p={k.p_value:.3g} <= alpha={k.alpha:.3g}"
-        else:
-            said = (k.detail.splitlines() or [""])[0][:160]
-        return f"{said}; {self.note}" if self.note else said
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "family": self.family, "bug": self.bug, "models": self.models, "killed": self.killed,
-                "killer": self.killer.to_json() if self.killer else None, "evidence": self.evidence(),
-                "groups_run": self.groups_run, "seconds": round(self.seconds, 2)}
+from specsim.mutants.verdict import Verdict  # noqa: F401 - judged here, and named here by callers
 
 
 def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:

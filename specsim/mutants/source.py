@@ -133,21 +133,19 @@ class MutatedDevice:
             return self.inner.verify_tree(batch, noise)
 
 
-def interpreted_triton(mutant: SourceMutant, source: str, config=None):
+def interpreted_triton(mutant: SourceMutant, source: str, config):
     """The ``triton-interpret`` device running the mutated text of one of its kernel files
     (``devices/triton_kernels.py``, or ``devices/triton_sampler.py`` and the like, which the device
     loads beside it).
 
     Triton reads a kernel's source back by file name: ``devices.triton_mode.kernel_module``
     executes edited text under its own name (in ``linecache``), in the interpreter, and the
-    device launches those kernels. ``config`` (default: the zoo's ``TRITON_MUTANT_CONFIG``)
-    is the launch shape; the process enters Triton's interpreter mode (as the
+    device launches those kernels. ``config`` (a ``devices.triton_device.KernelConfig``; the zoo's
+    mutants pass its ``TRITON_MUTANT_CONFIG``) is the launch shape; the process enters Triton's interpreter mode (as the
     ``triton-interpret`` device does) and raises if it already runs Triton compiled.
     """
     from devices.triton_device import TritonDevice, make_interpreter_device
     from devices.triton_mode import enter, kernel_module
-    if config is None:
-        from specsim.mutants.zoo import TRITON_MUTANT_CONFIG as config
     make_interpreter_device()  # raises, naming why, where this process cannot interpret
     enter(True, "triton-interpret")  # before the edited kernels are decorated
     return TritonDevice("cpu", config, kernel_files={mutant.module: kernel_module(mutant.module, True, source)},

@@ -36,7 +36,7 @@ import numpy as np
 from devices.validate import validate
 from devices.triton_device import KernelConfig
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch, VerifyOutput
-from specsim.mutants.source import Edit, SourceMutant
+from specsim.mutants.source import Edit, SourceMutant, interpreted_triton
 from specsim.mutants.walk import keyed_noise
 
 
@@ -472,11 +472,16 @@ up to 64 programs, so that V = 65 spans three tiles and three vocabulary chunks.
 default shape (one 256-wide chunk) the multi-chunk reductions a GPU runs are never executed."""
 
 
+def interpreted_triton_mutant(mutant: SourceMutant, source: str):
+    """A Triton mutant's device: ``source.interpreted_triton`` at ``TRITON_MUTANT_CONFIG``'s launch shape."""
+    return interpreted_triton(mutant, source, TRITON_MUTANT_CONFIG)
+
+
 def _triton(mid, bug, models, *edits, killed_by="", module=TK):
     """A mutant of ``devices/triton_kernels.py`` (or of another of the device's kernel files, ``module``:
     ``devices.triton_sampler``), run by the ``triton-interpret`` device."""
     return SourceMutant(mid, bug, models, module, tuple(Edit(a, r) for a, r in edits), device="triton-interpret",
-                        killed_by=killed_by, make_from="specsim.mutants.source:interpreted_triton")
+                        killed_by=killed_by, make_from="specsim.mutants.zoo:interpreted_triton_mutant")
 
 
 KERNEL = [

@@ -7,7 +7,10 @@ import os
 
 import pytest
 
-ray = pytest.importorskip("ray")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("ray")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+ray = need("ray")
 
 from specsim.campaign.executors import InProcess, Ray  # noqa: E402
 from specsim.campaign.run import run_campaign  # noqa: E402

@@ -33,7 +33,7 @@ from specsim.testing.seeds import case_seed  # noqa: E402
 
 tk = td.kernels(interpret=True)
 # tl.where evaluates both branches: log(0) and -inf - -inf in the discarded one are expected
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.needs_extra("triton"), pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 SUITE_SEED = 20261122
 BLOCK = 64

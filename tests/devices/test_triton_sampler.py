@@ -18,7 +18,7 @@ from specsim.conformance.sampler import random_case  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 
 # tl.where evaluates both branches: -inf - -inf in the discarded one is expected
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.needs_extra("triton"), pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from devices.triton_mode import kernel_module  # noqa: E402
 from tests.devices.test_filter_cut import random_rows  # noqa: E402
 from tests.devices.test_filter_sync import same_cut  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [pytest.mark.needs_extra("triton"), pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 topk = kernel_module("devices.triton_topk", True)
 SMALL = dict(block=32, programs=8)  # several chunks of several tiles at V = 300
 KERNELS = ("group_max_kernel", "compact_kernel", "lane_top_kernel", "select_kernel", "row_select_kernel",

@@ -4,7 +4,10 @@ the matcher, masks along drafts, rollback to the accepted prefix, grammars refus
 import numpy as np
 import pytest
 
-llguidance = pytest.importorskip("llguidance", reason="structured output needs llguidance (specsim[grammar])")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("llguidance")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+llguidance = need("llguidance")
 
 from specsim.engine import DraftModelProposer, Engine, SamplingParams, ToyLM  # noqa: E402
 from specsim.engine import grammar as grammar_module  # noqa: E402

@@ -3,7 +3,10 @@ passing every check, anchors exact, and the family registered in ``specsim mutan
 
 import pytest
 
-pytest.importorskip("llguidance", reason="structured output needs llguidance (specsim[grammar])")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("llguidance")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+need("llguidance")
 
 from specsim.engine.grammar import list_grammar  # noqa: E402
 from specsim.mutants import grammar as grammar_mutants  # noqa: E402

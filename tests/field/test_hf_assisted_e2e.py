@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("transformers")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("transformers")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+need("transformers")
 
 from specsim.field.engines.check import check_engine  # noqa: E402
 from specsim.field.engines.hf_assisted import CONFIGS, engines  # noqa: E402

@@ -17,7 +17,10 @@ import sys
 import numpy as np
 import pytest
 
-transformers = pytest.importorskip("transformers")
+from property_tests.extras import need  # noqa: E402
+
+pytestmark = pytest.mark.needs_extra("transformers")   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+transformers = need("transformers")
 
 from devices.field import hf_transformers  # noqa: E402
 from devices.protocol import UnsupportedCall, VerifyBatch  # noqa: E402

@@ -49,7 +49,13 @@ def test_no_reproduction_imports_this_project(script):
     assert engine_of(script) in imported and "--specsim-loader" not in (REPRO / script).read_text()
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+def with_its_extra(script: str):
+    """A transformers reproduction needs transformers (an extra CI installs); a vLLM one needs vLLM itself and a GPU."""
+    marks = [pytest.mark.needs_extra("transformers")] if engine_of(script) == "transformers" else []
+    return pytest.param(script, marks=marks)
+
+
+@pytest.mark.parametrize("script", [with_its_extra(s) for s in SCRIPTS])
 def test_each_reproduction_exits_1_standalone_on_the_pinned_release(script):
     engine = engine_of(script)
     if not reports.importable_standalone(engine):
@@ -63,6 +69,7 @@ def test_each_reproduction_exits_1_standalone_on_the_pinned_release(script):
         assert run.output.count("q == warpers twice") == 2, run.output
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if engine_of(s) == "vllm"])
 def test_vllm_reproductions_on_the_wheels_members(script, cache):
     """The same files, unchanged, on vLLM 0.33.0's modules out of the pinned wheel (Triton's interpreter here)."""

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 
+import pytest
+
 from devices.field import vllm_device
 from specsim.conformance.waivers import JUDGEMENTS, load
 
@@ -17,6 +19,7 @@ GROUPS = ("L1-edges", "L1-injected", "input-rules")
 
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_vllms_kernels_pass_the_small_group_set_except_for_waived_deviations(cache):
     """A process of its own: the interpreter is a per-process Triton mode. Green means every failing check is a
     known deviation (waiver file); a new one fails here by name."""
@@ -45,6 +48,7 @@ for c in checks:
 """
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_vllm_serves_withdrawn_drafts_as_spec_does(cache):
     """vLLM reads every -1 draft's row (max(t - d, 0)): SPEC §4's withdrawn-draft rule, so the adapter declares
     ``withdrawn_drafts`` and passes the withdrawn edge and cases token for token (a process of its own: the
@@ -72,6 +76,7 @@ print("ok")
 """
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_the_bench_rows_run_vllms_forward_and_rejection_sample(cache):
     """``specsim bench``'s two vLLM rows (``devices.field.vllm_bench``) on bench-shaped inputs, in the
     interpreter (a process of its own): the glue runs in every mode and the greedy rows agree."""

@@ -38,6 +38,7 @@ def test_vocab_mapping_loads_without_leaving_vllm_in_sys_modules(cache):
     assert not [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_stand_ins_for_absent_features_raise_by_name():
     modules = _vllm_standins.build("cpu")
     with pytest.raises(_vllm_standins.StandInError, match="FLy verification"):
@@ -62,6 +63,7 @@ def test_docstring_examples_run(module):
     assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_vllms_own_kernel_runs_in_the_interpreter_in_a_fresh_process(cache):
     """``expand_batch_to_tokens`` (vLLM's ``expand_kernel``), loaded in a process of its own so this
     one's Triton mode stays undecided: [a, b, c] with cu = [2, 5, 6] → [a, a, b, b, b, c]."""

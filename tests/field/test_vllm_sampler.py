@@ -10,6 +10,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from devices.field import vllm_device
 from specsim.conformance.waivers import load
 
@@ -53,6 +55,7 @@ def _run(cache) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_confirmed(cache):
     """A process of its own (Triton's interpreter is a per-process mode); full sizes, seed 0."""
     got = _run(cache)
@@ -113,6 +116,7 @@ print(agree, accepted)
 """
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_the_bench_row_with_vllms_served_parameters_runs_them(cache):
     """``specsim bench``'s ``vllm §12 (served)`` row (``vllm_bench.make_step(sampler=...)``, interpreter): greedy
     rows with the bench's §12 parameters less the mask, bias and min_p give the torch device's tokens."""

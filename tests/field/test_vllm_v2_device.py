@@ -136,6 +136,7 @@ print("ok")
 """
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_v2s_verifier_matches_the_reference_where_it_is_deterministic(cache):
     """A process of its own (the interpreter is a per-process Triton mode)."""
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", GLUE], capture_output=True, text=True, timeout=300)
@@ -149,6 +150,7 @@ def test_every_shipped_v2_waiver_has_a_reason_link_deviation_and_judgement():
         assert set(w.devices) == {"vllm-v2", "vllm-v2-interpret"}, w.source
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_every_kernel_v2_launches_compiles_for_sm90_without_a_gpu(cache):
     """``tools/vllm_v2_ptx.py`` in a process of its own (compiled mode): the kernels as the device launches them,
     the stand-ins included (a plain-Python watermark stand-in fails here: Triton refuses non-JIT callees)."""

@@ -66,6 +66,7 @@ def no_pip_config(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
 def test_a_local_wheel_loads_with_the_network_off_through_the_loaders_own_path(tmp_path, offline, monkeypatch):
     wheel = _wheel(tmp_path / FILENAME, MEMBERS)
     spec = _spec(wheel)

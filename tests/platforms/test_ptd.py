@@ -8,6 +8,7 @@ import torch
 
 from devices.ptd import (FIELDS, allocate_buffers, buffer_rows, cpu_query_start_loc,
                          prepare_ptd_inputs_torch)
+from property_tests import extras
 from reference.ptd import PtdInputError, buffer_size, prepare_ptd_inputs, ptd_draft_rows
 from specsim.testing.seeds import case_seed
 
@@ -18,6 +19,9 @@ try:
     TRITON = None
 except Exception as e:  # ImportError, or a triton without the interpreter
     TRITON = f"triton unavailable: {e!r}"
+
+TRITON_MARKS = [pytest.mark.needs_extra("triton"),   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
+                pytest.mark.skipif(TRITON is not None and extras.present("triton"), reason=str(TRITON))]
 
 SENTINEL = -7
 
@@ -61,8 +65,7 @@ def run_all(arrays, kw, cap_drafts=True, spare=3):
     return want, host_qsl, got
 
 
-@pytest.mark.parametrize("impl", ["torch", pytest.param("triton", marks=pytest.mark.skipif(
-    TRITON is not None, reason=str(TRITON)))])
+@pytest.mark.parametrize("impl", ["torch", pytest.param("triton", marks=TRITON_MARKS)])
 @pytest.mark.parametrize("cap_drafts", [True, False])
 def test_torch_and_triton_match_reference(cap_drafts, impl):
     rng = np.random.default_rng(case_seed(0, f"ptd-agree-{cap_drafts}"))
@@ -134,7 +137,8 @@ def test_draft_rows_depend_on_context_and_mask_count_only():
     assert (rows[2] == row_of([1, 2, 9, 9])).all()
 
 
-@pytest.mark.skipif(TRITON is not None, reason=str(TRITON))
+@TRITON_MARKS[0]
+@TRITON_MARKS[1]
 def test_triton_mask_rows_of_request_zero():
     """Mask rows of request 0 are where a 'previous row' load would read index -1 (bug #13's
     pattern); the kernel clamps addresses before loading, and the rows agree with the reference."""

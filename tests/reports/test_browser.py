@@ -12,7 +12,7 @@ Content-Security-Policy. Checked:
 - input text with ``<script>`` / ``onerror=`` became text, not elements.
 
 Skipped when chromium is absent (``.ci/install-chromium.sh`` installs it); with
-``SPECSIM_REQUIRE_BROWSER=1`` (CI) its absence is an error instead.
+``SPECSIM_REQUIRE_BROWSER=1`` or ``SPECSIM_REQUIRE_EXTRAS=1`` (CI's extras step) its absence is an error instead.
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ import fcntl
 import json
 import os
 import select
-import shutil
 import subprocess
 import time
 
 import pytest
 
+from property_tests import extras
 from reports import plots
 
-CHROMIUM = os.environ.get("SPECSIM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = extras.chromium()
 
 if CHROMIUM is None and os.environ.get("SPECSIM_REQUIRE_BROWSER") == "1":  # CI sets it: a skip would hide the gap
     raise RuntimeError("SPECSIM_REQUIRE_BROWSER=1 but chromium is not installed; run .ci/install-chromium.sh")
 
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (run .ci/install-chromium.sh; CI installs it)"),
+    pytest.mark.needs_extra("chromium"),   # absent: skipped (failed under SPECSIM_REQUIRE_EXTRAS=1)
     pytest.mark.skipif(not plots.available()[0], reason="matplotlib not installed: the report has no images"),
 ]
 
