@@ -215,7 +215,7 @@ def specsim_conformance_waivers(pytestconfig, specsim_device):
 @pytest.fixture(scope="session")
 def specsim_conformance_verdict(pytestconfig, specsim_device):
     """``judge(results, ctx, groups) -> (results, record, verdict)``: :func:`judge_conformance` for the device
-    and waiver file of this session."""
+    and waiver file of this pytest run."""
     st = _state(pytestconfig)
     spec = device_choice(pytestconfig)[0]
 

@@ -111,8 +111,8 @@ def test_the_verdict_fails_a_refusing_device_and_passes_the_torch_device():
     refuser = verdict_of(device, run_conformance(device, ctx, groups), ctx, groups)
     assert refuser["status"] == "fail" and refuser["core_profile"]["met"]
     assert any("check(s) failed or errored" in r for r in refuser["reasons"]), refuser["reasons"]
-    device = torch_device.TorchDevice()
-    assert verdict_of(device, run_conformance(device, ctx, groups), ctx, groups)["status"] == "pass"
+    device = torch_device.TorchDevice()   # nothing fails; the two groups are a subset of the suite: PARTIAL
+    assert verdict_of(device, run_conformance(device, ctx, groups), ctx, groups)["status"] == "partial"
 
 
 def _call(V: int) -> VerifyBatch:

@@ -50,7 +50,7 @@ def test_help_lists_every_command_once_under_its_audience_in_plain_text(capsys):
     for name in COMMANDS:
         at = [i for i in range(len(out)) if out.startswith(f"\n  {name} ", i)]
         assert len(at) == 1, f"{name} listed {len(at)} times"
-        assert (vendor < at[0] < maintainer) == (name in ("devices", "conform", "report", "field")), name
+        assert (vendor < at[0] < maintainer) == (name in ("devices", "conform", "replay", "report", "field")), name
 
 
 @pytest.mark.parametrize("name", [None, *COMMANDS])

@@ -26,7 +26,7 @@ import numpy as np
 
 from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_PARAMETERS, TREE_SCHEMES, Capabilities, Noise,
                               SamplerParams, TreeBatch, UnsupportedCall, VerifyBatch)
-from specsim.conformance._common import MutatedInput, Refusal, ask, mutated_result
+from specsim.conformance._common import MutatedInput, Refusal, WrongReturn, ask, mutated_result
 from specsim.conformance.results import CheckResult
 from specsim.conformance.spec_versions import not_sent
 from specsim.judge.compare import output_problems
@@ -351,6 +351,8 @@ def check_row(device, row: Row) -> CheckResult:
         return CheckResult(name, "L0", "pass", f"undeclared; raised UnsupportedCall: {e}", extra=extra)
     except MutatedInput as e:
         return mutated_result(name, "L0", e, extra=extra)
+    except WrongReturn as e:  # SPEC §7's output is not there at all: the check fails, naming what came back
+        return CheckResult(name, "L0", "fail", f"{e} (repro: {repro})", extra=extra)
     except Exception as e:
         what = "a declared capability" if declared else "an undeclared capability must raise UnsupportedCall"
         return CheckResult(name, "L0", "fail", f"{what}: raised {type(e).__name__}: {e} (repro: {repro})\n"

@@ -160,31 +160,33 @@ def volume_check(device, *, seed: int, requests: int = VOLUME_REQUESTS, budget_s
     return _verdict(name, tally, dtype, check_seed, note, requested=requests)
 
 
-LOGIC_MARGIN = 100.0
-"""A contradicted decision this many tolerances or more from its tie is logic, not rounding: lower precision flips
-decisions just past the tolerance, a wrong row, index or formula flips them anywhere."""
+LOGIC_MARGIN = 0.1
+"""A contradicted decision this far (in probability) or further from its tie is logic, not rounding: a 16-bit
+intermediate behind a float32 declaration moves a decision by a few 2⁻⁸ at most (margins up to about 0.02-0.05);
+a wrong row, index or formula flips decisions anywhere."""
 
 
-def _diagnosis(by_margin: dict, tolerance: float) -> str:
+def _diagnosis(by_margin: dict) -> str:
     """Precision or logic, from where the contradicted decisions sit (margin decades, ``Tally.by_margin``).
 
-    >>> _diagnosis({"1e-1": 613, "1e-6": 145}, 1e-6)
-    '613 of 758 contradicted decisions sit ≥ 100× the tolerance from their tie: a logic error (a wrong row, index, formula or order), not precision'
-    >>> _diagnosis({"1e-6": 9}, 1e-6)
-    'every contradicted decision sits within 100× the tolerance of its tie: the device computes below its declared precision'
+    >>> _diagnosis({"1e-1": 613, "1e-6": 145})
+    '613 of 758 contradicted decisions sit 0.1 or more from their tie, a logic error (a wrong row, index, formula or order); the other 145 sit close to theirs, as when the device computes below its declared precision'
+    >>> _diagnosis({"1e-3": 9})
+    'every contradicted decision sits within 0.1 of its tie: the device computes below its declared precision'
     """
     def far(decade: str) -> bool:
-        return decade == "inf" or (decade.startswith("1e") and 10.0 ** int(decade[2:]) >= LOGIC_MARGIN * tolerance)
+        return decade == "inf" or (decade.startswith("1e") and 10.0 ** int(decade[2:]) >= LOGIC_MARGIN)
     total = sum(by_margin.values())
     logic = sum(n for d, n in by_margin.items() if far(d))
     if logic == 0:
-        return (f"every contradicted decision sits within {LOGIC_MARGIN:g}× the tolerance of its tie: the device "
-                "computes below its declared precision")
+        return (f"every contradicted decision sits within {LOGIC_MARGIN:g} of its tie: the device computes below its "
+                "declared precision")
     if logic == total:
-        return (f"every contradicted decision sits ≥ {LOGIC_MARGIN:g}× the tolerance from its tie: a logic error (a "
-                "wrong row, index, formula or order), not precision")
-    return (f"{logic} of {total} contradicted decisions sit ≥ {LOGIC_MARGIN:g}× the tolerance from their tie: a logic "
-            "error (a wrong row, index, formula or order), not precision")
+        return (f"every contradicted decision sits {LOGIC_MARGIN:g} or more from its tie: a logic error (a wrong row, "
+                "index, formula or order), not precision")
+    return (f"{logic} of {total} contradicted decisions sit {LOGIC_MARGIN:g} or more from their tie, a logic error (a "
+            f"wrong row, index, formula or order); the other {total - logic} sit close to theirs, as when the device "
+            "computes below its declared precision")
 
 
 def _verdict(name: str, tally: Tally, dtype: str, seed: int, note: str, requested: int) -> CheckResult:
@@ -201,7 +203,7 @@ def _verdict(name: str, tally: Tally, dtype: str, seed: int, note: str, requeste
     if tally.beyond:
         return CheckResult(name, "L1", "fail", f"{figure}. {tally.beyond} request(s) contradict a decision beyond "
                            f"the {dtype} margin (first contradicted margins by decade {extra['by_margin']}): "
-                           f"{_diagnosis(tally.by_margin, TOLERANCE[dtype])}\n" + "\n".join(tally.examples),
+                           f"{_diagnosis(tally.by_margin)}\n" + "\n".join(tally.examples),
                            seed=seed, n=tally.requests, extra=extra)
     if tally.within > cap:
         return CheckResult(name, "L1", "fail", f"{figure}. {tally.within} near-tie allowances exceed the cap of "

@@ -32,4 +32,4 @@ def test_sweep_prints_seed_003s_table(capsys):
 
 def test_bad_workload_exits_2(capsys):
     assert main(["simulate", *SMALL, "--max-num-batched-tokens", "2"]) == 2
-    assert "never be scheduled" in capsys.readouterr().out
+    assert "never be scheduled" in capsys.readouterr().err   # a usage error goes to stderr
