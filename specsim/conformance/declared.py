@@ -1,0 +1,782 @@
+"""Every declared limit at its value, with the law checked, in every noise mode the device declares.
+
+A declaration (``Capabilities``) is a promise up to its limits: ``max_vocab_size``, ``max_k``,
+``max_tree_nodes`` (with ``max_k`` as the depth), and any batch size. These groups call the device
+at those values — not only at the core's minimum, and not only for the form of the output:
+
+* **Sizes from the declaration** (``declared_sizes``): V at the core's 262144 and at the declared
+  ``max_vocab_size`` (capped where one request's float rows would pass ``CALL_BYTES``; the check's
+  detail and ``extra["declared"]`` then say the V checked and why); K at the core's 8 and at the
+  declared ``max_k``; for each declared tree scheme a tree of ``max_tree_nodes`` nodes at depth
+  ``max_k`` (both capped at ``TREE_CAP``); and batches of ``BATCH_SIZES`` requests, each side of the
+  sizes where kernels switch paths.
+* ``L1-declared`` — token for token against ``reference`` (``specsim.judge.compare``, SPEC §9's
+  near-tie allowances), in each declared noise mode: ``injected`` (given noise, SPEC §5.1) and
+  ``keyed`` (``rng == "philox"``, noise None: the reference's keyed streams, SPEC §5.2). Checks
+  ``L1/declared/<mode>/{vocab-V<V>, K<K>, batch-B<B>, tree-<scheme>-N<N>-D<D>}``.
+* ``L3-declared`` — a device drawing its own randomness (``rng`` "seeded" or "philox", with or
+  without injected noise), mode ``device-rng``:
+
+  - ``L3/declared/support/...``: **exact support**, no statistics. The target rows put their mass
+    on a few ids spread over the whole vocabulary (``spread_ids``: the last ids, each side of
+    2^15, 2^16, 2^17, 2^18, the middle, the first), no two neighbours in one request, every id the
+    dominant one of some request; drafts inside and outside the support; sampled, greedy, top-k and
+    top-p requests. Every emitted sequence must have positive probability under the request's exact
+    law (``edge_laws.request_law``, SPEC §2–§4), so a token from a wrong row, a wrong offset or a
+    truncated index lands outside the support and fails. Trees: one-hot rows down the deepest
+    path, so the walk is certain and only the leaf's token is drawn (from a few ids).
+  - ``L3/declared/law/vocab-V<V>`` and ``.../K<K>``: **goodness of fit** of one few-id request,
+    repeated ``n`` times under distinct seeds, against its exact law (7 and 5 sequences), at each
+    declared V and at the declared ``max_k``. Each is one test of the run's statistical plan
+    (``stat_plan``: its α share of ``ctx.alpha_family``, n and detectable TV listed in
+    ``conformance.json``; ``law_tests`` enumerates them).
+
+Every law-checking result carries ``extra["scope"] = {"mode", "V", "K", "batch", "tree_nodes"}``
+(``K``: the largest K, or the tree depth; ``tree_nodes``: the largest tree, 0 for chains), so
+a verdict can state the largest size checked per noise mode.
+
+``ctx.quick`` shrinks sample counts and the batch sweep, never the declared limits: V, K and trees
+are checked at their declared values in a quick run too.
+
+Cost (torch device on the CPU, one core, ``torch.set_num_threads(1)``; its keyed Philox draw of
+V exponentials per request dominates at V = 262144): ``L1-declared`` about 25 s, ``L3-declared``
+about 45 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144); with ``--quick`` about 15 s
+and 12 s. Measured with ``python -m specsim.conformance.declared`` (prints each group's time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from devices.protocol import Noise, TreeBatch, VerifyBatch
+from specsim.conformance._common import Malformed, Refusal, call, formed, malformed_result, refused
+from specsim.conformance.l1_judge import judge
+from specsim.conformance.results import CheckResult
+from specsim.testing.seeds import case_seed
+
+CORE_VOCAB = 262_144
+"""The core profile's ``max_vocab_size`` (Gemma 3's vocabulary): always checked when declared."""
+CORE_K = 8
+"""The core profile's ``max_k``: checked beside the declared value."""
+
+CALL_BYTES = 1 << 30
+"""The float rows of one call (logits, draft rows, float64 exponentials) are kept at or below this."""
+BYTES_PER_ID = 3 * 4 + 2 * 4 + 8
+"""One K = 2 request's bytes per vocabulary id: three float32 logits rows, two float32 draft rows, one
+float64 exponential."""
+VOCAB_CAP = CALL_BYTES // BYTES_PER_ID
+"""The largest V checked: one request at this V fills ``CALL_BYTES`` (38 347 922)."""
+TREE_CAP = 4096
+"""Trees (nodes, depth) and chains (K) are checked up to this; a larger declared limit is checked here."""
+
+SMALL_V = 64
+"""The vocabulary of the K, tree and batch checks: the declared V has its own checks."""
+BATCH_SIZES = (1, 2, 7, 8, 9, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025)
+"""Each side of the sizes where kernels switch paths: a warp, a block, a second launch, a split grid."""
+QUICK_BATCH_SIZES = (1, 9, 33, 257)
+
+LAW_SAMPLES, QUICK_LAW_SAMPLES = 240, 60
+"""Repetitions of the goodness-of-fit request at a declared V (its cost: one V-wide draw each)."""
+DEEP_LAW_SAMPLES, QUICK_DEEP_LAW_SAMPLES = 2000, 200
+"""Repetitions of the goodness-of-fit request at the declared ``max_k`` (V = ``SMALL_V``)."""
+
+INJECTED, KEYED, DEVICE_RNG = "injected", "keyed", "device-rng"
+
+
+# --------------------------------------------------------------------------- the declared sizes
+
+@dataclass(frozen=True)
+class Limit:
+    """One size checked: ``value``, the ``declared`` value it stands for, and why they differ (or None)."""
+
+    value: int
+    declared: int
+    capped: str | None = None
+
+    def to_json(self) -> dict:
+        return {"checked": self.value, "declared": self.declared} | ({"capped": self.capped} if self.capped else {})
+
+
+def vocab_limits(caps) -> list[Limit]:
+    """V at the core's 262144 (when declared) and at the declared ``max_vocab_size`` (capped at ``VOCAB_CAP``).
+
+    >>> from devices.protocol import Capabilities
+    >>> [l.value for l in vocab_limits(Capabilities(True, "none", 1 << 19))]
+    [262144, 524288]
+    >>> vocab_limits(Capabilities(True, "none", 1 << 30))[1].capped[:40]
+    'one request at the declared V = 10737418'
+    """
+    out = [Limit(min(CORE_VOCAB, caps.max_vocab_size), caps.max_vocab_size)]
+    if caps.max_vocab_size > CORE_VOCAB:
+        capped = None
+        if caps.max_vocab_size > VOCAB_CAP:
+            capped = (f"one request at the declared V = {caps.max_vocab_size} needs "
+                      f"{caps.max_vocab_size * BYTES_PER_ID / 2**30:.1f} GiB of float rows; checked up to V = "
+                      f"{VOCAB_CAP}, where it fills the {CALL_BYTES >> 30} GiB one call may hold")
+        out.append(Limit(min(caps.max_vocab_size, VOCAB_CAP), caps.max_vocab_size, capped))
+    return out
+
+
+def k_limits(caps) -> list[Limit]:
+    """K at the core's 8 and at the declared ``max_k`` (capped at ``TREE_CAP``)."""
+    out = [Limit(min(CORE_K, caps.max_k), caps.max_k)]
+    if caps.max_k > CORE_K:
+        out.append(Limit(min(caps.max_k, TREE_CAP), caps.max_k,
+                         None if caps.max_k <= TREE_CAP else f"declared max_k {caps.max_k} is checked at {TREE_CAP}"))
+    return out
+
+
+def tree_limits(caps) -> tuple[Limit, Limit]:
+    """(nodes, depth) of the declared-limit tree: ``max_tree_nodes`` nodes at depth ``max_k`` (the nodes permitting)."""
+    nodes = Limit(min(caps.max_tree_nodes, TREE_CAP), caps.max_tree_nodes,
+                  None if caps.max_tree_nodes <= TREE_CAP else f"declared max_tree_nodes is checked at {TREE_CAP}")
+    depth = min(caps.max_k, nodes.value, TREE_CAP)
+    return nodes, Limit(depth, caps.max_k, None if depth == caps.max_k else
+                        f"depth {depth}: the most {nodes.value} nodes and the {TREE_CAP} cap allow")
+
+
+def batch_sizes(ctx) -> tuple:
+    return QUICK_BATCH_SIZES if ctx.quick else BATCH_SIZES
+
+
+def scope(mode: str, V: int, K: int, batch: int, tree_nodes: int = 0) -> dict:
+    """``extra["scope"]`` of a law-checking result: the sizes it checked in its noise mode."""
+    return {"mode": mode, "V": int(V), "K": int(K), "batch": int(batch), "tree_nodes": int(tree_nodes)}
+
+
+# --------------------------------------------------------------------------- few-id supports
+
+def spread_ids(V: int) -> list[int]:
+    """The ids a support batch puts its mass on: the last three, each side of 2^15 … 2^24 (below V), the
+    last 128-wide tile's first id, the middle, the first two; sorted, distinct.
+
+    >>> spread_ids(64)
+    [0, 1, 32, 61, 62, 63]
+    >>> spread_ids(262144)[-5:]
+    [131071, 131072, 262016, 262141, 262142]
+    """
+    picks = [V - 1, V - 2, V - 3, (V - 1) // 128 * 128, V // 2, 0, 1]
+    picks += [p for b in (15, 16, 17, 18, 20, 24) for p in (2 ** b - 1, 2 ** b) if 2 ** b < V]
+    return sorted({p for p in picks if 0 <= p < V})
+
+
+def _outside(support: list[int], near: int, V: int) -> int:
+    """An id outside ``support``, next to ``near`` where possible (a misread by one lands on it)."""
+    for d in (1, -1, 2, -2, 3, -3):
+        if 0 <= near + d < V and near + d not in support:
+            return near + d
+    return next(v for v in range(V) if v not in support)
+
+
+@dataclass
+class Req:
+    """One request of a few-id batch: its drafts, rows (``[K + 1]`` supports and logits), draft rows, mode."""
+
+    drafts: list
+    supports: list          # [K + 1] lists of ids with finite logits
+    levels: list            # [K + 1] lists of their logits
+    draft_rows: list | None  # [K] dicts id -> draft probability, or None (point proposals)
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    what: str = "sampled"
+
+    @property
+    def K(self) -> int:
+        return len(self.drafts)
+
+
+def _dtype(caps) -> str:
+    return "float32" if "float32" in caps.dtypes else caps.dtypes[0]
+
+
+def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return x.astype(ml_dtypes.bfloat16)
+    return x.astype(dtype)
+
+
+def assemble(reqs: list[Req], V: int, dtype: str, point: bool, seeds=None) -> VerifyBatch:
+    """The requests as one ``VerifyBatch``: logits ``-inf`` off each row's support (float ``dtype``), draft
+    rows (float32, or the logits' dtype when float64) zero off theirs; ``seeds`` ``[B]`` (default 1 … B)."""
+    B, N = len(reqs), sum(r.K for r in reqs)
+    logits = np.full((N + B, V), -np.inf, dtype=np.float64)
+    rows = None if point else np.zeros((N, V), dtype=np.float64)
+    row, drow = 0, 0
+    for r in reqs:
+        for ids, lv in zip(r.supports, r.levels):
+            logits[row, ids] = lv
+            row += 1
+        for j in range(r.K):
+            if rows is not None:
+                for x, p in r.draft_rows[j].items():
+                    rows[drow, x] = p
+            drow += 1
+    draft_dtype = "float64" if dtype == "float64" else "float32"
+    if rows is not None:
+        rows = rows.astype(draft_dtype)
+        rows /= rows.sum(axis=1, keepdims=True, dtype=rows.dtype)
+    seeds = np.arange(1, B + 1, dtype=np.uint64) if seeds is None else np.asarray(seeds, dtype=np.uint64)
+    return VerifyBatch(np.array([r.K for r in reqs], np.int64), np.array([x for r in reqs for x in r.drafts], np.int64),
+                       rows, _cast(logits, dtype), np.array([r.temperature for r in reqs]),
+                       np.array([r.top_k for r in reqs], np.int64), np.array([r.top_p for r in reqs]),
+                       seeds, (np.arange(B, dtype=np.int64) * 7) % 4096)
+
+
+def request_laws(batch: VerifyBatch) -> list[dict]:
+    """Each request's exact law of emitted sequences (``edge_laws.request_law``) from the values the device
+    is given (its logits and draft rows in float64)."""
+    from specsim.conformance.edge_laws import request_law
+    from specsim.testing.edges import Request
+    logits = np.asarray(batch.target_logits).astype(np.float64)
+    probs = None if batch.draft_probs is None else np.asarray(batch.draft_probs).astype(np.float64)
+    cu = batch.request_offsets()
+    out = []
+    for i in range(batch.batch_size):
+        k0, k1 = int(cu[i]), int(cu[i + 1])
+        r = Request(list(map(int, batch.draft_token_ids[k0:k1])), logits[k0 + i:k1 + i + 1],
+                    None if probs is None else probs[k0:k1], float(batch.temperature[i]), int(batch.top_k[i]),
+                    float(batch.top_p[i]))
+        out.append(request_law(r, probs is None))
+    return out
+
+
+def _pick_modes(caps) -> list[str]:
+    modes = ["reject-outside", "accept-inside", "bonus"]
+    modes += ["greedy"] * caps.greedy + ["top-k"] * caps.top_k + ["top-p"] * caps.top_p
+    return modes
+
+
+def support_requests(V: int, caps) -> list[Req]:
+    """One request per ``spread_ids(V)`` id, that id dominant (~0.9 of the row), two other spread ids beside
+    it (never a neighbour), modes in turn: a draft outside the support (rejected with certainty), drafts
+    inside it, a bonus-only request, greedy, top-k = 2 cutting a drafted id, top-p = 0.8 keeping the
+    dominant id alone."""
+    pool = spread_ids(V)
+    P, step = len(pool), max(2, len(pool) // 3)
+    modes, k2, k1 = _pick_modes(caps), min(2, caps.max_k), min(1, caps.max_k)
+    out = []
+    for a, dominant in enumerate(pool):
+        support = [dominant, pool[(a + step) % P], pool[(a + 2 * step) % P]]
+        mode = modes[a % len(modes)]
+        levels = [3.0, 0.5, 0.0]
+        outside = _outside(support, dominant, V)
+        if mode == "reject-outside":
+            drafts = [outside, support[1]][:k2]
+        elif mode == "accept-inside":
+            drafts = [dominant, support[1]][:k2]
+        elif mode == "greedy":
+            drafts = [dominant, support[2]][:k2]
+        elif mode in ("top-k", "top-p"):
+            drafts = [support[2] if mode == "top-k" else support[1]][:k1]
+        else:
+            drafts = []
+        K = len(drafts)
+        rows = [{x: 0.6} | {s: 0.2 for s in support[1:] if s != x} | ({dominant: 0.2} if x != dominant else {})
+                for x in drafts]
+        out.append(Req(drafts, [support] * (K + 1), [levels] * (K + 1), rows if caps.draft_probs else None,
+                       temperature=0.0 if mode == "greedy" else 1.0, top_k=2 if mode == "top-k" else 0,
+                       top_p=0.8 if mode == "top-p" else 1.0, what=mode))
+    return out
+
+
+def law_request(V: int, caps) -> Req:
+    """The goodness-of-fit request at vocabulary V: K = 2 (``max_k`` permitting), three ids (the last, the
+    middle, the second) with logits 1, 0.5, 0; the first draft the last id at draft probability 0.8 (accepted
+    about half the time), the second the middle id: 7 emitted sequences."""
+    support = [V - 1, V // 2, 1]
+    drafts = [V - 1, V // 2][:min(2, caps.max_k)]
+    rows = [{x: 0.8} | {s: 0.1 for s in support if s != x} for x in drafts]
+    K = len(drafts)
+    return Req(drafts, [support] * (K + 1), [[1.0, 0.5, 0.0]] * (K + 1), rows if caps.draft_probs else None,
+               what="law")
+
+
+def deep_request(K: int, V: int, caps, *, rejected_at_last: bool, law: bool = False) -> Req:
+    """A request of K drafts whose first K − 1 are accepted with certainty (one-hot rows on them), then:
+    ``rejected_at_last`` — the last draft outside its row's three ids (rejected with certainty); ``law`` —
+    the last draft inside them at draft probability 0.8 (accepted about half the time); else accepted
+    with certainty too. The bonus row holds three ids."""
+    rng = np.random.default_rng(K * 7919 + V)
+    drafts = [int(x) for x in rng.integers(0, V, K)]
+    support3 = [V - 1, V // 2, 1]
+    supports = [[x] for x in drafts[:-1]] if K else []
+    levels = [[0.0] for _ in drafts[:-1]] if K else []
+    rows = [{x: 1.0} for x in drafts[:-1]] if K else []
+    if K:
+        if rejected_at_last:
+            drafts[-1] = _outside(support3, V // 2, V)
+            supports.append(support3)
+            levels.append([1.0, 0.5, 0.0])
+            rows.append({drafts[-1]: 0.6, V - 1: 0.4})
+        elif law:
+            drafts[-1] = V - 1
+            supports.append(support3)
+            levels.append([1.0, 0.5, 0.0])
+            rows.append({V - 1: 0.8, V // 2: 0.1, 1: 0.1})
+        else:
+            supports.append([drafts[-1]])
+            levels.append([0.0])
+            rows.append({drafts[-1]: 1.0})
+    supports.append(support3)
+    levels.append([1.0, 0.5, 0.0])
+    what = "last draft rejected" if rejected_at_last else "law" if law else "every draft accepted"
+    return Req(drafts, supports, levels, rows if caps.draft_probs else None, what=what)
+
+
+def deep_requests(K: int, caps, V: int = SMALL_V) -> list[Req]:
+    """K = ``K`` requests: every draft accepted, the last rejected, and (greedy declared) a greedy copy."""
+    out = [deep_request(K, V, caps, rejected_at_last=False), deep_request(K, V, caps, rejected_at_last=True)]
+    if caps.greedy:
+        out.append(dataclasses.replace(deep_request(K, V, caps, rejected_at_last=True), temperature=0.0,
+                                       what="greedy, last draft rejected"))
+    return out
+
+
+def random_requests(rng, B: int, V: int, caps) -> list[Req]:
+    """``B`` requests of K in 0 … min(4, max_k), each row on three non-adjacent ids drawn at random, drafts
+    inside or outside them, a fifth greedy, a fifth top-k (1 or 2), a fifth top-p = 0.7 (where declared)."""
+    out = []
+    kmax = min(4, caps.max_k)
+    for _ in range(B):
+        K = int(rng.integers(0, kmax + 1))
+        supports, levels = [], []
+        for _ in range(K + 1):
+            while True:
+                ids = sorted(int(x) for x in rng.choice(V, 3, replace=False))
+                if np.diff(ids).min() > 1:
+                    break
+            supports.append(ids)
+            levels.append(list(rng.normal(0.0, 1.0, 3)))
+        drafts = [int(rng.choice(supports[j])) if rng.random() < 0.6 else _outside(supports[j], supports[j][0], V)
+                  for j in range(K)]
+        rows = [{x: 0.5} | {s: 0.5 / 3 for s in supports[j] if s != x} for j, x in enumerate(drafts)]
+        kind = rng.random()
+        mode = ("greedy" if kind < 0.2 and caps.greedy else "top-k" if kind < 0.4 and caps.top_k
+                else "top-p" if kind < 0.6 and caps.top_p else "sampled")
+        out.append(Req(drafts, supports, levels, rows if caps.draft_probs else None,
+                       temperature=0.0 if mode == "greedy" else 1.0,
+                       top_k=int(rng.integers(1, 3)) if mode == "top-k" else 0, top_p=0.7 if mode == "top-p" else 1.0,
+                       what=mode))
+    return out
+
+
+# --------------------------------------------------------------------------- trees at the declared limits
+
+def _layered(nodes: int, depth: int):
+    from specsim.testing.trees import deepest_path, layered_parents
+    parents = layered_parents(nodes, depth)
+    return parents, deepest_path(parents)
+
+
+def certain_tree(scheme: str, nodes: int, depth: int, V: int, dtype: str, seed: int) -> tuple[TreeBatch, list, list]:
+    """One request's tree of ``nodes`` nodes at depth ``depth`` whose walk is certain: each row on the deepest
+    path is one-hot on the path's next token (its earlier siblings carry other tokens: rejected with certainty),
+    the leaf's row holds three ids. (batch, path nodes, the leaf row's ids). ``scheme`` ``"greedy"``: T = 0."""
+    from reference.tree import children_of
+    rng = np.random.default_rng(seed)
+    parents, path = _layered(nodes, depth)
+    tokens = rng.integers(0, V, nodes)
+    kids = children_of(parents.tolist())
+    logits = rng.normal(0.0, 1.0, (nodes + 1, V))
+    for node in path:
+        slot = int(parents[node]) + 1
+        for sib in kids[slot]:
+            if sib != node and tokens[sib] == tokens[node]:
+                tokens[sib] = (tokens[node] + 1 + rng.integers(0, V - 1)) % V
+        logits[slot] = -np.inf
+        logits[slot, tokens[node]] = 0.0
+    leaf = path[-1] + 1 if path else 0
+    support3 = [V - 1, V // 2, 1]
+    logits[leaf] = -np.inf
+    logits[leaf, support3] = [1.0, 0.5, 0.0]
+    greedy = scheme == "greedy"
+    batch = TreeBatch(np.array([nodes], np.int64), parents.astype(np.int64), tokens.astype(np.int64), None,
+                      _cast(logits, dtype), np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1),
+                      np.array([seed % 2**63 | 1], np.uint64), np.array([5], np.int64),
+                      scheme="rrs" if greedy else scheme)
+    return batch, path, support3
+
+
+def steered_tree(scheme: str, nodes: int, depth: int, V: int, dtype: str, rng) -> tuple[TreeBatch, Noise]:
+    """A tree of ``nodes`` nodes at depth ``depth`` with random rows, steered down its deepest path by its
+    injected coins (``tree_sizes.assemble``): the law's coins and races at every depth."""
+    from specsim.conformance.tree_sizes import Request, assemble as assemble_trees
+    from specsim.testing.engine_trees import EngineTree
+    parents, path = _layered(nodes, depth)
+    tree = EngineTree(parents, rng.integers(0, V, nodes).astype(np.int64), None, path)
+    return assemble_trees(rng, [Request(tree, scheme == "greedy", scheme != "greedy")], V,
+                          "rrs" if scheme == "greedy" else scheme, "point", dtype)
+
+
+def join_trees(a: TreeBatch, noise_a: Noise, b: TreeBatch, noise_b: Noise | None) -> tuple[TreeBatch, Noise]:
+    """Two one-scheme tree batches as one (``a``'s scheme), their noise joined (``noise_b`` None: fresh coins)."""
+    rng = np.random.default_rng(0)
+    nb = noise_b or Noise(rng.random(int(b.num_nodes.sum())), rng.exponential(size=(b.batch_size, b.vocab_size)))
+    cat = np.concatenate
+    batch = TreeBatch(cat([a.num_nodes, b.num_nodes]), cat([a.parents, b.parents]),
+                      cat([a.draft_token_ids, b.draft_token_ids]), None,
+                      cat([a.target_logits, b.target_logits.astype(a.target_logits.dtype)]),
+                      cat([a.temperature, b.temperature]), cat([a.top_k, b.top_k]), cat([a.top_p, b.top_p]),
+                      cat([a.seeds, b.seeds]), cat([a.positions, b.positions]), scheme=a.scheme)
+    return batch, Noise(cat([noise_a.uniforms, nb.uniforms]), cat([noise_a.exponentials, nb.exponentials]))
+
+
+# --------------------------------------------------------------------------- L1-declared
+
+def noise_modes(caps) -> list[str]:
+    """The token-for-token modes the device declares: ``injected`` and (``rng == "philox"``) ``keyed``."""
+    return [INJECTED] * bool(caps.injected_noise) + [KEYED] * (caps.rng == "philox")
+
+
+def _call(name: str, layer: str, fn, caps, said: str):
+    """``_common.call``, with a malformed output (SPEC §7) this check's failure (naming its sizes), not the group's."""
+    try:
+        return call(name, layer, fn, caps)
+    except Malformed as e:
+        return None, CheckResult(name, layer, "fail", f"malformed output (SPEC §7): {e}")
+
+
+def _with_scope(result: CheckResult, sc: dict, said: str, declared: dict | None = None) -> CheckResult:
+    result.extra = dict(result.extra or {}) | {"scope": sc} | ({"declared": declared} if declared else {})
+    if result.status != "pass":
+        result.detail = f"{said}: {result.detail}"
+    return result
+
+
+def _l1_chain(device, ctx, mode: str, name: str, batch: VerifyBatch, rng, said: str, declared=None,
+              noise: Noise | None = None) -> CheckResult:
+    from specsim.testing.batches import random_noise
+    if mode == INJECTED and noise is None:
+        noise = random_noise(rng, batch)
+    seed = case_seed(ctx.seed, name)
+    result = judge(name, device, batch, noise if mode == INJECTED else None, seed, note=f" ({said})")
+    return _with_scope(result, scope(mode, batch.vocab_size, batch.max_k, batch.batch_size), said, declared)
+
+
+def _deep_noise(rng, batch: VerifyBatch) -> Noise:
+    """Coins below 0.05 (every draft a coin can accept is accepted), exponentials at random."""
+    return Noise(rng.uniform(0.0, 0.05, int(batch.num_draft_tokens.sum())),
+                 rng.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300)
+
+
+def _steered_chain(rng, K: int, V: int, caps) -> Req:
+    """K drafts on random rows (each draft's logit lifted: accepted under a small coin): the law at every depth."""
+    drafts = [int(x) for x in rng.integers(0, V, K)]
+    supports = [list(range(V))] * (K + 1)
+    levels = []
+    for j in range(K + 1):
+        z = rng.normal(0.0, 1.0, V)
+        if j < K:
+            z[drafts[j]] += 4.0
+        levels.append(list(z))
+    rows = [{x: 0.5} | {int(y): 0.5 / 4 for y in rng.choice([v for v in range(V) if v != x], 4, replace=False)}
+            for x in drafts]
+    return Req(drafts, supports, levels, rows if caps.draft_probs else None, what="random rows")
+
+
+def l1_checks(device, ctx) -> list[CheckResult]:
+    caps = device.capabilities
+    modes = noise_modes(caps)
+    if not modes:
+        return [CheckResult("L1/declared", "L1", "not_supported", "device takes no injected noise and draws no keyed "
+                            "Philox noise: nothing to compare token for token (L3-declared holds its law)")]
+    dtype, point = _dtype(caps), not caps.draft_probs
+    results = []
+    for mode in modes:
+        for lim in vocab_limits(caps):
+            name = f"L1/declared/{mode}/vocab-V{lim.value}"
+            batch = assemble(support_requests(lim.value, caps), lim.value, dtype, point)
+            said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
+            results.append(_l1_chain(device, ctx, mode, name, batch, np.random.default_rng(case_seed(ctx.seed, name)),
+                                     said, lim.to_json()))
+        for lim in k_limits(caps):
+            name = f"L1/declared/{mode}/K{lim.value}"
+            rng = np.random.default_rng(case_seed(ctx.seed, name))
+            reqs = deep_requests(lim.value, caps) + [_steered_chain(rng, lim.value, SMALL_V, caps)]
+            batch = assemble(reqs, SMALL_V, dtype, point)
+            noise = _deep_noise(rng, batch) if mode == INJECTED else None
+            said = f"K={lim.value} (declared max_k {lim.declared})"
+            results.append(_l1_chain(device, ctx, mode, name, batch, rng, said, lim.to_json(), noise))
+        for B in batch_sizes(ctx):
+            name = f"L1/declared/{mode}/batch-B{B}"
+            rng = np.random.default_rng(case_seed(ctx.seed, name))
+            batch = assemble(random_requests(rng, B, SMALL_V, caps), SMALL_V, dtype, point)
+            results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
+        results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
+    return results
+
+
+def _l1_tree(device, ctx, mode: str, scheme: str) -> CheckResult:
+    from specsim.testing.trees import compare_tree, reference_tree_step
+    caps = device.capabilities
+    nodes, depth = tree_limits(caps)
+    name = f"L1/declared/{mode}/tree-{scheme}-N{nodes.value}-D{depth.value}"
+    seed = case_seed(ctx.seed, name)
+    rng = np.random.default_rng(seed)
+    dtype = _dtype(caps)
+    certain, _, _ = certain_tree(scheme, nodes.value, depth.value, SMALL_V, dtype, seed)
+    steered, noise = steered_tree(scheme, nodes.value, depth.value, SMALL_V, dtype, rng)
+    batch, noise = join_trees(steered, noise, certain, None)
+    noise = noise if mode == INJECTED else None
+    said = f"{scheme} tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, max_k {depth.declared})"
+    sc = scope(mode, SMALL_V, depth.value, batch.batch_size, nodes.value)
+    declared = {"tree_nodes": nodes.to_json(), "depth": depth.to_json()}
+    got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps, said)
+    if problem:
+        return _with_scope(problem, sc, said, declared)
+    want = reference_tree_step(batch, noise)
+    problems = compare_tree(got, want, repro=f" [case {name}, seed {seed}]")
+    detail = "; ".join(problems[:3]) if problems else (
+        f"{said}: agree; accepted {want.num_accepted.tolist()} nodes")
+    return _with_scope(CheckResult(name, "L1", "fail" if problems else "pass", detail, seed=seed), sc, said, declared)
+
+
+def formed_tree(device, batch: TreeBatch, noise):
+    """``verify_tree`` through ``_common.ask`` (a refusal judged against the declaration), its form checked."""
+    from specsim.conformance._common import ask
+    from specsim.conformance.capabilities import structure_problems
+    out = ask(device, batch, noise)
+    problems = structure_problems(batch, out)
+    if problems:
+        raise Malformed(f"tree batch of {batch.batch_size}, V={batch.vocab_size}: " + "; ".join(problems))
+    return out
+
+
+def declared_exact_group(device, ctx) -> list[CheckResult]:
+    """``L1-declared``: the declared sizes token for token in each declared noise mode (module docstring)."""
+    try:
+        return l1_checks(device, ctx)
+    except Malformed as e:
+        return [malformed_result("L1", e)]
+
+
+# --------------------------------------------------------------------------- L3-declared: exact support
+
+def _show(law: dict, limit: int = 4) -> str:
+    return ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:limit])
+
+
+def outside_support(batch: VerifyBatch, out, reqs: list[Req]) -> list[str]:
+    """One line per request whose emitted sequence has probability 0 under its exact law."""
+    problems = []
+    for i, law in enumerate(request_laws(batch)):
+        got = tuple(out.emitted(i))
+        if got not in law:
+            problems.append(f"request {i} ({reqs[i].what}, K={reqs[i].K}) emitted {list(got)}, which its exact law "
+                            f"gives probability 0; the law: {_show(law)}")
+    return problems
+
+
+def _support_chain(device, ctx, name: str, batch: VerifyBatch, reqs: list[Req], said: str, declared=None) -> CheckResult:
+    caps = device.capabilities
+    sc = scope(DEVICE_RNG, batch.vocab_size, batch.max_k, batch.batch_size)
+    seed = case_seed(ctx.seed, name)
+    batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
+                                                                                  dtype=np.uint64))
+    got, problem = _call(name, "L3", lambda: formed(device, batch), caps, said)
+    if problem:
+        return _with_scope(problem, sc, said, declared)
+    problems = outside_support(batch, got, reqs)
+    detail = (f"{len(problems)} of {batch.batch_size} requests outside their law's support: " + "; ".join(problems[:3])
+              if problems else f"{said}: every one of {batch.batch_size} requests emitted a sequence of its exact "
+                               "law's support (exact, no statistics)")
+    return _with_scope(CheckResult(name, "L3", "fail" if problems else "pass", detail, seed=seed), sc, said, declared)
+
+
+def _support_tree(device, ctx, scheme: str) -> CheckResult:
+    from specsim.testing.trees import reference_tree_step
+    caps = device.capabilities
+    nodes, depth = tree_limits(caps)
+    name = f"L3/declared/support/tree-{scheme}-N{nodes.value}-D{depth.value}"
+    seed = case_seed(ctx.seed, name)
+    batch, path, leaf_ids = certain_tree(scheme, nodes.value, depth.value, SMALL_V, _dtype(caps), seed)
+    said = f"{scheme} tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, max_k {depth.declared})"
+    sc = scope(DEVICE_RNG, SMALL_V, depth.value, 1, nodes.value)
+    declared = {"tree_nodes": nodes.to_json(), "depth": depth.to_json()}
+    rng = np.random.default_rng(seed)
+    want = reference_tree_step(batch, Noise(rng.random(nodes.value), rng.exponential(size=(1, SMALL_V))))
+    tokens = [int(t) for t in batch.draft_token_ids[path]]
+    if want.accepted_nodes[0][:len(path)].tolist() != path:
+        return CheckResult(name, "L3", "error", f"{said}: the reference does not walk the certain path "
+                           f"{path[:5]}…: the check built a tree whose walk is not certain", seed=seed)
+    got, problem = _call(name, "L3", lambda: formed_tree(device, batch, None), caps, said)
+    if problem:
+        return _with_scope(problem, sc, said, declared)
+    emitted, nodes_got = got.emitted(0), np.asarray(got.accepted_nodes)[0][:len(path)].tolist()
+    allowed = [int(want.output_token_ids[0][len(path)])] if scheme == "greedy" else leaf_ids
+    ok = emitted[:-1] == tokens and nodes_got == path and emitted[-1] in allowed
+    detail = (f"{said}: accepted the certain path of {len(path)} nodes and emitted {emitted[-1]} of the leaf's "
+              f"{allowed}" if ok else f"the walk is certain: nodes {path[:6]}… (tokens {tokens[:6]}…), then one of "
+              f"{allowed}; got nodes {nodes_got[:6]}… and tokens {emitted[:6]}…{emitted[-1:]}")
+    return _with_scope(CheckResult(name, "L3", "pass" if ok else "fail", detail, seed=seed), sc, said, declared)
+
+
+def support_checks(device, ctx) -> list[CheckResult]:
+    caps = device.capabilities
+    dtype, point = _dtype(caps), not caps.draft_probs
+    results = []
+    for lim in vocab_limits(caps):
+        reqs = support_requests(lim.value, caps)
+        said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
+        results.append(_support_chain(device, ctx, f"L3/declared/support/vocab-V{lim.value}",
+                                      assemble(reqs, lim.value, dtype, point), reqs, said, lim.to_json()))
+    for lim in k_limits(caps):
+        reqs = deep_requests(lim.value, caps)
+        results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}", assemble(reqs, SMALL_V, dtype, point),
+                                      reqs, f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
+    for B in batch_sizes(ctx):
+        name = f"L3/declared/support/batch-B{B}"
+        reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
+        results.append(_support_chain(device, ctx, name, assemble(reqs, SMALL_V, dtype, point), reqs, f"B={B}"))
+    results += [_support_tree(device, ctx, scheme) for scheme in caps.tree_schemes]
+    return results
+
+
+# --------------------------------------------------------------------------- L3-declared: goodness of fit
+
+@dataclass(frozen=True)
+class LawCase:
+    """One goodness-of-fit test: its check name, the request, its vocabulary, n, and the sizes it stands for."""
+
+    check: str
+    req: Req = field(compare=False)
+    V: int
+    n: int
+    K: int
+    declared: dict = field(compare=False, default_factory=dict)
+
+    @property
+    def what(self) -> str:
+        return f"V={self.V}" if "vocab" in self.check else f"K={self.K}"
+
+
+def law_cases(caps, quick: bool) -> list[LawCase]:
+    """The goodness-of-fit tests a device of capabilities ``caps`` is asked (none without its own randomness):
+    one per declared V (``law_request``), one at the declared ``max_k`` (``deep_request`` with ``law``)."""
+    if caps.rng == "none":
+        return []
+    out = [LawCase(f"L3/declared/law/vocab-V{lim.value}", law_request(lim.value, caps), lim.value,
+                   QUICK_LAW_SAMPLES if quick else LAW_SAMPLES, min(2, caps.max_k), lim.to_json())
+           for lim in vocab_limits(caps)]
+    deepest = k_limits(caps)[-1]
+    if deepest.value >= 1:
+        out.append(LawCase(f"L3/declared/law/K{deepest.value}", deep_request(deepest.value, SMALL_V, caps,
+                                                                             rejected_at_last=False, law=True),
+                           SMALL_V, QUICK_DEEP_LAW_SAMPLES if quick else DEEP_LAW_SAMPLES, deepest.value,
+                           deepest.to_json()))
+    return out
+
+
+def case_law(case: LawCase, caps) -> dict:
+    """The exact law of the case's request (emitted sequence -> probability)."""
+    return request_laws(assemble([case.req], case.V, _dtype(caps), not caps.draft_probs))[0]
+
+
+def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
+    """(test name, check, law's probabilities in key order, n) of each goodness-of-fit test, for ``stat_plan``."""
+    out = []
+    for case in law_cases(caps, quick):
+        law = case_law(case, caps)
+        out.append((case.check, case.check, [law[k] for k in sorted(law)], case.n))
+    return out
+
+
+def _rows_per_call(case: LawCase, caps) -> int:
+    """Requests per call so that one call's float rows stay within ``CALL_BYTES``."""
+    K = case.req.K
+    per_request = case.V * ((K + 1) * 4 + (K * 4 if caps.draft_probs else 0))
+    return max(1, CALL_BYTES // per_request)
+
+
+def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
+    from specsim.judge import stats
+    caps = device.capabilities
+    seed = case_seed(ctx.seed, case.check)
+    sc = scope(DEVICE_RNG, case.V, case.K, min(case.n, _rows_per_call(case, caps)))
+    said = case.what + (f" (declared {case.declared['declared']}; {case.declared['capped']})"
+                        if case.declared.get("capped") else "")
+    law = case_law(case, caps)
+    seeds = np.random.default_rng(seed).integers(1, 2**63, case.n, dtype=np.uint64)
+    per_call = _rows_per_call(case, caps)
+    seen: Counter = Counter()
+    for start in range(0, case.n, per_call):
+        chunk = seeds[start:start + per_call]
+        batch = assemble([case.req] * len(chunk), case.V, _dtype(caps), not caps.draft_probs, seeds=chunk)
+        got, problem = _call(case.check, "L3", lambda b=batch: formed(device, b), caps, said)
+        if problem:
+            return _with_scope(problem, sc, said, case.declared)
+        seen.update(tuple(got.emitted(i)) for i in range(batch.batch_size))
+    alpha = plan.alpha(case.check)
+    outside = {k: c for k, c in seen.items() if k not in law}
+    if outside:
+        return _with_scope(CheckResult(case.check, "L3", "fail", f"emitted {sorted(outside)[:3]} "
+                                       f"({sum(outside.values())} of {case.n} samples), which the exact law gives "
+                                       f"probability 0; the law: {_show(law)}", n=case.n, seed=seed),
+                           sc, said, case.declared)
+    keys = sorted(law)
+    result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]), alpha,
+                            what=case.check, seed=seed)
+    detail = (f"{said}: {result.report()}; exact support over {case.n} samples; the law: {_show(law)}")
+    out = CheckResult(case.check, "L3", "pass" if result.passed else "fail", detail, p_value=result.p_value,
+                      alpha=alpha, n=case.n, statistic=result.statistic, detectable_tv=result.detectable_tv, seed=seed,
+                      extra={"alpha_share": plan.test(case.check).alpha_share})
+    return _with_scope(out, sc, said, case.declared)
+
+
+def declared_law_group(device, ctx) -> list[CheckResult]:
+    """``L3-declared``: exact support at every declared size, then each declared V's and ``max_k``'s law
+    (module docstring). A device without its own randomness: one ``not_supported``."""
+    caps = device.capabilities
+    if caps.rng == "none":
+        return [CheckResult("L3/declared", "L3", "not_supported", "device draws no randomness of its own "
+                            "(L1-declared checks its declared sizes token for token)")]
+    from specsim.conformance.stat_plan import run_plan
+    plan = run_plan(caps, ctx)
+    try:
+        results = support_checks(device, ctx)
+        return results + [_law_check(device, ctx, case, plan) for case in law_cases(caps, ctx.quick)]
+    except Malformed as e:
+        return [malformed_result("L3", e)]
+
+
+def main(argv=None) -> int:
+    """``python -m specsim.conformance.declared [--device torch] [--quick] [--threads 1]``: both groups, timed."""
+    import argparse
+
+    import torch
+
+    from devices.registry import load
+    from specsim.conformance.runner import Context, run_group
+    p = argparse.ArgumentParser(prog="python -m specsim.conformance.declared", description=main.__doc__)
+    p.add_argument("--device", default="torch")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device, ctx = load(args.device), Context(quick=args.quick)
+    for group in ("L1-declared", "L3-declared"):
+        start = time.perf_counter()
+        results = run_group(group, device, ctx)
+        took = time.perf_counter() - start
+        for r in results:
+            if r.status != "pass":
+                print(f"  {r.status:13} {r.name}: {r.detail[:300]}")
+        print(f"{group}: {len(results)} checks, {sum(r.status == 'pass' for r in results)} pass, {took:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "VOCAB_CAP", "TREE_CAP", "BATCH_SIZES", "LAW_SAMPLES",
+           "DEEP_LAW_SAMPLES", "Limit", "vocab_limits", "k_limits", "tree_limits", "scope", "spread_ids",
+           "support_requests", "law_request", "deep_request", "random_requests", "assemble", "request_laws",
+           "certain_tree", "declared_exact_group", "declared_law_group", "law_cases", "law_tests"]
