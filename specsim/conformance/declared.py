@@ -38,10 +38,11 @@ a verdict can state the largest size checked per noise mode.
 ``ctx.quick`` shrinks sample counts and the batch sweep, never the declared limits: V, K and trees
 are checked at their declared values in a quick run too.
 
-Cost (torch device on the CPU, one core, ``torch.set_num_threads(1)``; its keyed Philox draw of
-V exponentials per request dominates at V = 262144): ``L1-declared`` about 25 s, ``L3-declared``
-about 45 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144); with ``--quick`` about 15 s
-and 12 s. Measured with ``python -m specsim.conformance.declared`` (prints each group's time).
+Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
+draw of V exponentials per request dominates at V = 262144): ``L1-declared`` 9.3 s and ``L3-declared``
+25.1 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144), 5.7 s and 8.5 s with ``--quick``;
+peak memory 1.9 GB. Measured with ``python -m specsim.conformance.declared [--quick]``, which prints
+each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
 """
 
 from __future__ import annotations
@@ -196,6 +197,8 @@ def _dtype(caps) -> str:
 
 
 def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
+    if x.dtype == np.dtype(dtype if dtype != "bfloat16" else "float32") and dtype != "bfloat16":
+        return x
     if dtype == "bfloat16":
         import ml_dtypes
         return x.astype(ml_dtypes.bfloat16)
@@ -206,8 +209,9 @@ def assemble(reqs: list[Req], V: int, dtype: str, point: bool, seeds=None) -> Ve
     """The requests as one ``VerifyBatch``: logits ``-inf`` off each row's support (float ``dtype``), draft
     rows (float32, or the logits' dtype when float64) zero off theirs; ``seeds`` ``[B]`` (default 1 … B)."""
     B, N = len(reqs), sum(r.K for r in reqs)
-    logits = np.full((N + B, V), -np.inf, dtype=np.float64)
-    rows = None if point else np.zeros((N, V), dtype=np.float64)
+    draft_dtype = "float64" if dtype == "float64" else "float32"
+    logits = np.full((N + B, V), -np.inf, dtype=draft_dtype)  # built at the width it is sent in (16-bit: cast below)
+    rows = None if point else np.zeros((N, V), dtype=draft_dtype)
     row, drow = 0, 0
     for r in reqs:
         for ids, lv in zip(r.supports, r.levels):
@@ -218,9 +222,7 @@ def assemble(reqs: list[Req], V: int, dtype: str, point: bool, seeds=None) -> Ve
                 for x, p in r.draft_rows[j].items():
                     rows[drow, x] = p
             drow += 1
-    draft_dtype = "float64" if dtype == "float64" else "float32"
     if rows is not None:
-        rows = rows.astype(draft_dtype)
         rows /= rows.sum(axis=1, keepdims=True, dtype=rows.dtype)
     seeds = np.arange(1, B + 1, dtype=np.uint64) if seeds is None else np.asarray(seeds, dtype=np.uint64)
     return VerifyBatch(np.array([r.K for r in reqs], np.int64), np.array([x for r in reqs for x in r.drafts], np.int64),
@@ -245,6 +247,22 @@ def request_laws(batch: VerifyBatch) -> list[dict]:
                     float(batch.top_p[i]))
         out.append(request_law(r, probs is None))
     return out
+
+
+def per_call(reqs: list[Req], V: int) -> list[list[Req]]:
+    """``reqs`` in consecutive calls whose float rows stay within ``CALL_BYTES`` (``BYTES_PER_ID`` a request)."""
+    size = max(1, CALL_BYTES // (V * BYTES_PER_ID))
+    return [reqs[i:i + size] for i in range(0, len(reqs), size)]
+
+
+def _first_failure(parts: list[CheckResult]) -> CheckResult:
+    """One check made of several calls: the first that did not pass, else the last (its detail counting the calls)."""
+    for r in parts:
+        if r.status != "pass":
+            return r
+    if len(parts) > 1:
+        parts[-1].detail += f" (in {len(parts)} calls, each within {CALL_BYTES >> 30} GiB of float rows)"
+    return parts[-1]
 
 
 def _pick_modes(caps) -> list[str]:
@@ -492,10 +510,11 @@ def l1_checks(device, ctx) -> list[CheckResult]:
     for mode in modes:
         for lim in vocab_limits(caps):
             name = f"L1/declared/{mode}/vocab-V{lim.value}"
-            batch = assemble(support_requests(lim.value, caps), lim.value, dtype, point)
             said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
-            results.append(_l1_chain(device, ctx, mode, name, batch, np.random.default_rng(case_seed(ctx.seed, name)),
-                                     said, lim.to_json()))
+            rng = np.random.default_rng(case_seed(ctx.seed, name))
+            parts = [_l1_chain(device, ctx, mode, name, assemble(reqs, lim.value, dtype, point), rng, said, lim.to_json())
+                     for reqs in per_call(support_requests(lim.value, caps), lim.value)]
+            results.append(_first_failure(parts))
         for lim in k_limits(caps):
             name = f"L1/declared/{mode}/K{lim.value}"
             rng = np.random.default_rng(case_seed(ctx.seed, name))
@@ -623,10 +642,10 @@ def support_checks(device, ctx) -> list[CheckResult]:
     dtype, point = _dtype(caps), not caps.draft_probs
     results = []
     for lim in vocab_limits(caps):
-        reqs = support_requests(lim.value, caps)
         said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
-        results.append(_support_chain(device, ctx, f"L3/declared/support/vocab-V{lim.value}",
-                                      assemble(reqs, lim.value, dtype, point), reqs, said, lim.to_json()))
+        results.append(_first_failure([
+            _support_chain(device, ctx, f"L3/declared/support/vocab-V{lim.value}", assemble(reqs, lim.value, dtype, point),
+                           reqs, said, lim.to_json()) for reqs in per_call(support_requests(lim.value, caps), lim.value)]))
     for lim in k_limits(caps):
         reqs = deep_requests(lim.value, caps)
         results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}", assemble(reqs, SMALL_V, dtype, point),
@@ -688,11 +707,15 @@ def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
     return out
 
 
+LAW_CALL_BYTES = CALL_BYTES // 4
+"""The float rows of one call of a goodness-of-fit test: a device's working copies are a few times its inputs."""
+
+
 def _rows_per_call(case: LawCase, caps) -> int:
-    """Requests per call so that one call's float rows stay within ``CALL_BYTES``."""
+    """Requests per call so that one call's float rows stay within ``LAW_CALL_BYTES``."""
     K = case.req.K
     per_request = case.V * ((K + 1) * 4 + (K * 4 if caps.draft_probs else 0))
-    return max(1, CALL_BYTES // per_request)
+    return max(1, LAW_CALL_BYTES // per_request)
 
 
 def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
@@ -762,13 +785,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     device, ctx = load(args.device), Context(quick=args.quick)
     for group in ("L1-declared", "L3-declared"):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         results = run_group(group, device, ctx)
-        took = time.perf_counter() - start
+        took, used = time.perf_counter() - start, time.process_time() - cpu
         for r in results:
             if r.status != "pass":
                 print(f"  {r.status:13} {r.name}: {r.detail[:300]}")
-        print(f"{group}: {len(results)} checks, {sum(r.status == 'pass' for r in results)} pass, {took:.1f} s")
+        print(f"{group}: {len(results)} checks, {sum(r.status == 'pass' for r in results)} pass, "
+              f"{took:.1f} s wall, {used:.1f} s CPU")
     return 0
 
 

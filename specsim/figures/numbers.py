@@ -79,6 +79,11 @@ def _tv(group: str, black_box: bool = False) -> Callable[[], str]:
     return tv
 
 
+def _declared_call_bytes() -> str:
+    from specsim.conformance.declared import CALL_BYTES
+    return f"{CALL_BYTES >> 30} GiB"
+
+
 def _l3_checks() -> str:
     return str(len(_run_plan().of_group("L3-statistical")))
 
@@ -155,6 +160,7 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "declared_tests": _stat_tests(False, "L3-declared"),
     "declared_tests_black_box": _stat_tests(True, "L3-declared"),
     "declared_tv": _tv("L3-declared"),
+    "declared_call_bytes": _declared_call_bytes,
     "edges": _count(_edges),
     "groups": _count(_groups),
     "capability_rows": _count(_capability_rows),
