@@ -134,3 +134,11 @@ def test_a_device_declaring_max_k_16_wrong_past_k_8_fails_naming_k(rng):
     failing = _failing(run_group(group, device, QUICK))
     assert failing and all("K=16" in r.detail for r in failing)
     assert {r.name.split("/")[-1] for r in failing} <= {"K16"}
+
+
+def test_a_device_wrong_only_past_the_core_vocabulary_fails_at_its_declared_one():
+    caps = _caps(rng="none", max_k=8, max_vocab_size=1 << 19)
+    device = Wrong(caps, lambda b: b.vocab_size > 262_144, "bump", -1)
+    results = run_group("L1-declared", device, QUICK)
+    assert [r.name for r in _failing(results)] == ["L1/declared/injected/vocab-V524288"]
+    assert max(r.extra["scope"]["V"] for r in results) == 1 << 19

@@ -26,7 +26,7 @@ from specsim.conformance.black_box import BlackBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "specsim" / "conformance"
-STATISTICAL_GROUPS = ("L1-edges", "L1-sampler", "L1-trees", "L3-trees", "L3-statistical")
+STATISTICAL_GROUPS = ("L1-edges", "L1-sampler", "L1-trees", "L3-trees", "L3-declared", "L3-statistical")
 SOME_L3_CASES = {"v8-hetero", "v16-sampler", "v32768-pit"}
 """L3-statistical's cases run by the default test (a greedy request, a §12 case, the PIT case);
 the whole group in the slow one."""
@@ -125,7 +125,7 @@ def _checks_match_the_plan(results, plan, groups, l3_cases=None):
 @pytest.fixture(scope="module")
 def black_box_run():
     device, ctx = BlackBox(load("torch")), Context(quick=True)
-    results = [r for g in STATISTICAL_GROUPS[:4] for r in run_group(g, device, ctx)]
+    results = [r for g in STATISTICAL_GROUPS[:5] for r in run_group(g, device, ctx)]
     from specsim.conformance.statistical import statistical_group
     results += statistical_group(device, ctx, cases=SOME_L3_CASES)
     return device, ctx, results
