@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from devices.protocol import Noise, TreeBatch, VerifyBatch
-from specsim.conformance._common import Malformed, Refusal, call, formed, malformed_result, refused
+from specsim.conformance._common import Malformed, call, formed, malformed_result
 from specsim.conformance.l1_judge import judge
 from specsim.conformance.results import CheckResult
 from specsim.testing.seeds import case_seed
@@ -197,12 +197,10 @@ def _dtype(caps) -> str:
 
 
 def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
-    if x.dtype == np.dtype(dtype if dtype != "bfloat16" else "float32") and dtype != "bfloat16":
-        return x
     if dtype == "bfloat16":
         import ml_dtypes
         return x.astype(ml_dtypes.bfloat16)
-    return x.astype(dtype)
+    return x if x.dtype == np.dtype(dtype) else x.astype(dtype)
 
 
 def assemble(reqs: list[Req], V: int, dtype: str, point: bool, seeds=None) -> VerifyBatch:
@@ -453,7 +451,7 @@ def noise_modes(caps) -> list[str]:
     return [INJECTED] * bool(caps.injected_noise) + [KEYED] * (caps.rng == "philox")
 
 
-def _call(name: str, layer: str, fn, caps, said: str):
+def _call(name: str, layer: str, fn, caps):
     """``_common.call``, with a malformed output (SPEC §7) this check's failure (naming its sizes), not the group's."""
     try:
         return call(name, layer, fn, caps)
@@ -512,8 +510,8 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             name = f"L1/declared/{mode}/vocab-V{lim.value}"
             said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
             rng = np.random.default_rng(case_seed(ctx.seed, name))
-            parts = [_l1_chain(device, ctx, mode, name, assemble(reqs, lim.value, dtype, point), rng, said, lim.to_json())
-                     for reqs in per_call(support_requests(lim.value, caps), lim.value)]
+            parts = [_l1_chain(device, ctx, mode, name, assemble(reqs, lim.value, dtype, point), rng, said,
+                               lim.to_json()) for reqs in per_call(support_requests(lim.value, caps), lim.value)]
             results.append(_first_failure(parts))
         for lim in k_limits(caps):
             name = f"L1/declared/{mode}/K{lim.value}"
@@ -532,6 +530,11 @@ def l1_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
+def _tree_said(scheme: str, nodes: Limit, depth: Limit) -> str:
+    return (f"{scheme} tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, "
+            f"max_k {depth.declared})")
+
+
 def _l1_tree(device, ctx, mode: str, scheme: str) -> CheckResult:
     from specsim.testing.trees import compare_tree, reference_tree_step
     caps = device.capabilities
@@ -544,10 +547,10 @@ def _l1_tree(device, ctx, mode: str, scheme: str) -> CheckResult:
     steered, noise = steered_tree(scheme, nodes.value, depth.value, SMALL_V, dtype, rng)
     batch, noise = join_trees(steered, noise, certain, None)
     noise = noise if mode == INJECTED else None
-    said = f"{scheme} tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, max_k {depth.declared})"
+    said = _tree_said(scheme, nodes, depth)
     sc = scope(mode, SMALL_V, depth.value, batch.batch_size, nodes.value)
     declared = {"tree_nodes": nodes.to_json(), "depth": depth.to_json()}
-    got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps, said)
+    got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps)
     if problem:
         return _with_scope(problem, sc, said, declared)
     want = reference_tree_step(batch, noise)
@@ -593,13 +596,14 @@ def outside_support(batch: VerifyBatch, out, reqs: list[Req]) -> list[str]:
     return problems
 
 
-def _support_chain(device, ctx, name: str, batch: VerifyBatch, reqs: list[Req], said: str, declared=None) -> CheckResult:
+def _support_chain(device, ctx, name: str, batch: VerifyBatch, reqs: list[Req], said: str,
+                   declared=None) -> CheckResult:
     caps = device.capabilities
     sc = scope(DEVICE_RNG, batch.vocab_size, batch.max_k, batch.batch_size)
     seed = case_seed(ctx.seed, name)
     batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
                                                                                   dtype=np.uint64))
-    got, problem = _call(name, "L3", lambda: formed(device, batch), caps, said)
+    got, problem = _call(name, "L3", lambda: formed(device, batch), caps)
     if problem:
         return _with_scope(problem, sc, said, declared)
     problems = outside_support(batch, got, reqs)
@@ -616,7 +620,7 @@ def _support_tree(device, ctx, scheme: str) -> CheckResult:
     name = f"L3/declared/support/tree-{scheme}-N{nodes.value}-D{depth.value}"
     seed = case_seed(ctx.seed, name)
     batch, path, leaf_ids = certain_tree(scheme, nodes.value, depth.value, SMALL_V, _dtype(caps), seed)
-    said = f"{scheme} tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, max_k {depth.declared})"
+    said = _tree_said(scheme, nodes, depth)
     sc = scope(DEVICE_RNG, SMALL_V, depth.value, 1, nodes.value)
     declared = {"tree_nodes": nodes.to_json(), "depth": depth.to_json()}
     rng = np.random.default_rng(seed)
@@ -625,7 +629,7 @@ def _support_tree(device, ctx, scheme: str) -> CheckResult:
     if want.accepted_nodes[0][:len(path)].tolist() != path:
         return CheckResult(name, "L3", "error", f"{said}: the reference does not walk the certain path "
                            f"{path[:5]}…: the check built a tree whose walk is not certain", seed=seed)
-    got, problem = _call(name, "L3", lambda: formed_tree(device, batch, None), caps, said)
+    got, problem = _call(name, "L3", lambda: formed_tree(device, batch, None), caps)
     if problem:
         return _with_scope(problem, sc, said, declared)
     emitted, nodes_got = got.emitted(0), np.asarray(got.accepted_nodes)[0][:len(path)].tolist()
@@ -643,13 +647,15 @@ def support_checks(device, ctx) -> list[CheckResult]:
     results = []
     for lim in vocab_limits(caps):
         said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
+        name = f"L3/declared/support/vocab-V{lim.value}"
         results.append(_first_failure([
-            _support_chain(device, ctx, f"L3/declared/support/vocab-V{lim.value}", assemble(reqs, lim.value, dtype, point),
-                           reqs, said, lim.to_json()) for reqs in per_call(support_requests(lim.value, caps), lim.value)]))
+            _support_chain(device, ctx, name, assemble(reqs, lim.value, dtype, point), reqs, said, lim.to_json())
+            for reqs in per_call(support_requests(lim.value, caps), lim.value)]))
     for lim in k_limits(caps):
         reqs = deep_requests(lim.value, caps)
-        results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}", assemble(reqs, SMALL_V, dtype, point),
-                                      reqs, f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
+        results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
+                                      assemble(reqs, SMALL_V, dtype, point), reqs,
+                                      f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
     for B in batch_sizes(ctx):
         name = f"L3/declared/support/batch-B{B}"
         reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
@@ -727,12 +733,12 @@ def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
                         if case.declared.get("capped") else "")
     law = case_law(case, caps)
     seeds = np.random.default_rng(seed).integers(1, 2**63, case.n, dtype=np.uint64)
-    per_call = _rows_per_call(case, caps)
+    size = _rows_per_call(case, caps)
     seen: Counter = Counter()
-    for start in range(0, case.n, per_call):
-        chunk = seeds[start:start + per_call]
+    for start in range(0, case.n, size):
+        chunk = seeds[start:start + size]
         batch = assemble([case.req] * len(chunk), case.V, _dtype(caps), not caps.draft_probs, seeds=chunk)
-        got, problem = _call(case.check, "L3", lambda b=batch: formed(device, b), caps, said)
+        got, problem = _call(case.check, "L3", lambda b=batch: formed(device, b), caps)
         if problem:
             return _with_scope(problem, sc, said, case.declared)
         seen.update(tuple(got.emitted(i)) for i in range(batch.batch_size))
