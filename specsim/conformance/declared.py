@@ -7,9 +7,10 @@ at those values — not only at the core's minimum, and not only for the form of
 * **Sizes from the declaration** (``declared_sizes``): V at the core's 262144 and at the declared
   ``max_vocab_size`` (capped where one request's float rows would pass ``CALL_BYTES``; the check's
   detail and ``extra["declared"]`` then say the V checked and why); K at the core's 8 and at the
-  declared ``max_k``; for each declared tree scheme a tree of ``max_tree_nodes`` nodes at depth
-  ``max_k`` (both capped at ``TREE_CAP``); and batches of ``BATCH_SIZES`` requests, each side of the
-  sizes where kernels switch paths.
+  declared ``max_k`` (its batch holding a request at each ``K_LADDER`` value between); for each
+  declared tree scheme a tree of ``max_tree_nodes`` nodes at depth ``max_k`` (both capped at
+  ``TREE_CAP``); and batches of ``BATCH_SIZES`` requests, each side of the sizes where kernels
+  switch paths.
 * ``L1-declared`` — token for token against ``reference`` (``specsim.judge.compare``, SPEC §9's
   near-tie allowances), in each declared noise mode: ``injected`` (given noise, SPEC §5.1) and
   ``keyed`` (``rng == "philox"``, noise None: the reference's keyed streams, SPEC §5.2). Checks
@@ -346,13 +347,19 @@ def deep_request(K: int, V: int, caps, *, rejected_at_last: bool, law: bool = Fa
     return Req(drafts, supports, levels, rows if caps.draft_probs else None, what=what)
 
 
+K_LADDER = (9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025)
+"""Draft counts each side of the powers of two past the core's 8: the check at a declared ``max_k`` holds a
+request of every one below it, so a path that switches at some K between 8 and ``max_k`` is reached."""
+
+
 def deep_requests(K: int, caps, V: int = SMALL_V) -> list[Req]:
-    """K = ``K`` requests: every draft accepted, the last rejected, and (greedy declared) a greedy copy."""
+    """K = ``K`` requests: every draft accepted, the last rejected, and (greedy declared) a greedy copy; above
+    the core's 8, one request (last draft rejected) at each ``K_LADDER`` value between 8 and ``K``."""
     out = [deep_request(K, V, caps, rejected_at_last=False), deep_request(K, V, caps, rejected_at_last=True)]
     if caps.greedy:
         out.append(dataclasses.replace(deep_request(K, V, caps, rejected_at_last=True), temperature=0.0,
                                        what="greedy, last draft rejected"))
-    return out
+    return out + [deep_request(k, V, caps, rejected_at_last=True) for k in K_LADDER if CORE_K < k < K]
 
 
 def random_requests(rng, B: int, V: int, caps) -> list[Req]:
