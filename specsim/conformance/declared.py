@@ -40,9 +40,9 @@ a verdict can state the largest size checked per noise mode.
 are checked at their declared values in a quick run too.
 
 Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
-draw of V exponentials per request dominates at V = 262144): ``L1-declared`` 9.3 s and ``L3-declared``
-25.1 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144), 5.7 s and 8.5 s with ``--quick``;
-peak memory 1.9 GB. Measured with ``python -m specsim.conformance.declared [--quick]``, which prints
+draw of V exponentials per request dominates at V = 262144): ``L1-declared`` 7.8 s and ``L3-declared``
+19.4 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144; 11 s and 26 s wall), 5.0 s and 7.1 s
+with ``--quick``; peak memory 1.8 GB. Measured with ``python -m specsim.conformance.declared [--quick]``, which prints
 each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
 """
 
