@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from devices.protocol import UnsupportedCall, VerifyOutput
-from specsim.conformance import declared
+from specsim.conformance import declared_cases
 from specsim.conformance.runner import Context, run_group
 
 torch_device = pytest.importorskip("devices.torch_device")
@@ -55,18 +55,18 @@ def _failing(results):
 
 def test_declared_sizes_follow_the_declaration():
     caps = _caps(max_vocab_size=1 << 30, max_k=16)
-    vocab = declared.vocab_limits(caps)
-    assert [v.value for v in vocab] == [262_144, declared.VOCAB_CAP]
+    vocab = declared_cases.vocab_limits(caps)
+    assert [v.value for v in vocab] == [262_144, declared_cases.VOCAB_CAP]
     assert "GiB" in vocab[1].capped and vocab[1].declared == 1 << 30
-    assert [k.value for k in declared.k_limits(caps)] == [8, 16]
-    nodes, depth = declared.tree_limits(torch_device.CAPABILITIES)
+    assert [k.value for k in declared_cases.k_limits(caps)] == [8, 16]
+    nodes, depth = declared_cases.tree_limits(torch_device.CAPABILITIES)
     assert (nodes.value, depth.value) == (1024, 256)
 
 
 def test_support_batches_keep_neighbours_apart_and_reach_the_last_ids():
     caps = torch_device.CAPABILITIES
     V = 262_144
-    reqs = declared.support_requests(V, caps)
+    reqs = declared_cases.support_requests(V, caps)
     dominant = {r.supports[-1][0] for r in reqs}
     assert {V - 1, V - 2, V - 3, 2**15, 2**16 - 1, 2**17} <= dominant
     for r in reqs:
@@ -105,7 +105,7 @@ def test_the_plan_lists_the_laws_with_n_and_detectable_tv():
     tests = run_plan(caps, QUICK).of_group("L3-declared")
     assert [t.name for t in tests] == ["L3/declared/law/vocab-V262144", "L3/declared/law/vocab-V524288",
                                        "L3/declared/law/K256"]
-    assert [t.n for t in tests] == [declared.QUICK_LAW_SAMPLES] * 2 + [declared.QUICK_DEEP_LAW_SAMPLES]
+    assert [t.n for t in tests] == [declared_cases.QUICK_LAW_SAMPLES] * 2 + [declared_cases.QUICK_DEEP_LAW_SAMPLES]
     assert all(t.detectable_tv or t.note for t in tests)
     assert not run_plan(replace(caps, rng="none"), QUICK).of_group("L3-declared")
 

@@ -87,14 +87,14 @@ def test_torch_with_injected_noise_plans_every_l3_check_and_no_edge():
     """With injected noise the edges are exact answers: the plan is every check of L3-statistical's and
     L3-trees' case lists (torch supports them all) and L3-declared's laws, each at 1e-3 over their count,
     run at a tenth."""
-    from specsim.conformance import declared, tree_cases
+    from specsim.conformance import declared_cases, tree_cases
     from specsim.conformance.cases import CASES
     caps = load("torch").capabilities
     plan = stat_plan.run_plan(caps, Context(quick=True))
     assert {t.group for t in plan.tests} == {"L3-statistical", "L3-trees", "L3-declared"}
     count = sum(len(stat_plan.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
                                                                     for c in tree_cases.CASES)
-    count += len(declared.law_cases(caps, True))
+    count += len(declared_cases.law_cases(caps, True))
     assert len(plan.tests) == count
     assert all(t.alpha == pytest.approx(1e-3 / count / 10, rel=1e-12) for t in plan.tests)
 

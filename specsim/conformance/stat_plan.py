@@ -26,7 +26,7 @@ added there is planned, budgeted and sized here with no other change:
   constructed sibling pattern (``tree_pattern_cases.law_tests``) within the
   declaration;
 * ``L3-declared`` (the device's own randomness) — one goodness-of-fit test per
-  declared vocabulary and at the declared ``max_k`` (``declared.law_tests``).
+  declared vocabulary and at the declared ``max_k`` (``declared_cases.law_tests``).
 
 **Coverage.** The plan holds every group's tests for the device's capabilities,
 whatever ``--groups`` selects: a check's α and sample size — and so its draws —
@@ -58,7 +58,7 @@ import numpy as np
 
 from reference.laws import num_accepted_law
 from specsim.judge import stats
-from specsim.conformance import declared, tree_cases, tree_pattern_cases
+from specsim.conformance import declared_cases, tree_cases, tree_pattern_cases
 from specsim.conformance._common import missing
 from specsim.conformance.cases import CASES, Built, Case, build, capability_needs
 from specsim.conformance.edge_laws import (edge_form, request_law, sampler_edge_lacking, sampler_edge_laws, samples,
@@ -516,7 +516,7 @@ def _enumerate(caps) -> tuple:
     names += [(TREES, n) for c in tree_cases_asked(caps) for n in tree_cases.check_names(c)]
     names += [(EDGES_GROUP, name) for name, _, _ in edges] + [(SAMPLER, name) for name, _, _ in sampler]
     names += [(PATTERNS, name) for name, _, _, _ in pattern_tests(caps)]
-    names += [(DECLARED, case.check) for case in declared.law_cases(caps, False)]
+    names += [(DECLARED, case.check) for case in declared_cases.law_cases(caps, False)]
     laws = {name: (check, law) for name, check, law in edges + sampler}
     return tuple(names), laws
 
@@ -535,7 +535,7 @@ def _run_plan(caps, seed: int, alpha_family: float, quick: bool) -> StatPlan:
     sized.update((t.name, t) for t in _tree_tests(of(TREES), seed, quick))
     sized.update((t.name, t) for t in _pattern_tests(list(of(PATTERNS)), caps, shares, seed, quick))
     sized.update((name, _law_test(name, DECLARED, check, shares[name], law, n))
-                 for name, check, law, n in declared.law_tests(caps, quick))
+                 for name, check, law, n in declared_cases.law_tests(caps, quick))
     for name, (check, law) in laws.items():
         group = group_of[name]
         n = samples(quick) if group == EDGES_GROUP else sampler_samples(quick)

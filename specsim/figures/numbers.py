@@ -80,7 +80,7 @@ def _tv(group: str, black_box: bool = False) -> Callable[[], str]:
 
 
 def _declared_call_bytes() -> str:
-    from specsim.conformance.declared import CALL_BYTES
+    from specsim.conformance.declared_cases import CALL_BYTES
     return f"{CALL_BYTES >> 30} GiB"
 
 
