@@ -26,7 +26,7 @@ from specsim.conformance.black_box import BlackBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "specsim" / "conformance"
-STATISTICAL_GROUPS = ("L1-edges", "L1-sampler", "L1-trees", "L3-trees", "L3-statistical")
+STATISTICAL_GROUPS = ("L1-edges", "L1-sampler", "L1-trees", "L3-trees", "L3-declared", "L3-statistical")
 SOME_L3_CASES = {"v8-hetero", "v16-sampler", "v32768-pit"}
 """L3-statistical's cases run by the default test (a greedy request, a §12 case, the PIT case);
 the whole group in the slow one."""
@@ -85,13 +85,16 @@ def test_the_plan_is_deterministic_and_the_same_whatever_groups_run():
 
 def test_torch_with_injected_noise_plans_every_l3_check_and_no_edge():
     """With injected noise the edges are exact answers: the plan is every check of L3-statistical's and
-    L3-trees' case lists (torch supports them all), each at 1e-3 over their count, run at a tenth."""
-    from specsim.conformance import tree_cases
+    L3-trees' case lists (torch supports them all) and L3-declared's laws, each at 1e-3 over their count,
+    run at a tenth."""
+    from specsim.conformance import declared_cases, tree_cases
     from specsim.conformance.cases import CASES
-    plan = stat_plan.run_plan(load("torch").capabilities, Context(quick=True))
-    assert {t.group for t in plan.tests} == {"L3-statistical", "L3-trees"}
+    caps = load("torch").capabilities
+    plan = stat_plan.run_plan(caps, Context(quick=True))
+    assert {t.group for t in plan.tests} == {"L3-statistical", "L3-trees", "L3-declared"}
     count = sum(len(stat_plan.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
                                                                     for c in tree_cases.CASES)
+    count += len(declared_cases.law_cases(caps, True))
     assert len(plan.tests) == count
     assert all(t.alpha == pytest.approx(1e-3 / count / 10, rel=1e-12) for t in plan.tests)
 
@@ -122,7 +125,7 @@ def _checks_match_the_plan(results, plan, groups, l3_cases=None):
 @pytest.fixture(scope="module")
 def black_box_run():
     device, ctx = BlackBox(load("torch")), Context(quick=True)
-    results = [r for g in STATISTICAL_GROUPS[:4] for r in run_group(g, device, ctx)]
+    results = [r for g in STATISTICAL_GROUPS[:5] for r in run_group(g, device, ctx)]
     from specsim.conformance.statistical import statistical_group
     results += statistical_group(device, ctx, cases=SOME_L3_CASES)
     return device, ctx, results

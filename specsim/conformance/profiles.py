@@ -101,15 +101,15 @@ def _core(caps: Capabilities) -> list[str]:
 
 CORE = Profile("core", "§2, §3 full and greedy, §5, §6, float32", _core)
 
-_CHAIN_L1 = ("L1-injected", "L1-edges", "L1-sizes", "L1-volume")
+_CHAIN_L1 = ("L1-injected", "L1-edges", "L1-sizes", "L1-declared", "L1-volume", "L1-long")
 _TREES = ("L1-trees", "L2-trees", "L3-trees")
 
 PROFILES: tuple[Profile, ...] = (
     Profile("injected-noise", "§5.1 (layer L1 token for token)", _flags("injected_noise"), _CHAIN_L1),
     Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"],
-            ("L1-keyed", "L2-rng", "L2-sizes")),
+            ("L1-keyed", "L1-declared", "L2-rng", "L2-sizes")),
     Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"],
-            ("L2-rng", "L3-statistical")),
+            ("L2-rng", "L3-statistical", "L3-declared", "L1-long")),
     Profile("point-proposals", "§3 point proposals", _flags("point_proposals"), ("L1-injected", "L3-statistical")),
     Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts"),
             ("input-rules", "L1-injected", "L1-edges", "capabilities")),
@@ -139,11 +139,12 @@ def _law_groups(caps: Capabilities) -> tuple[str, ...]:
         + (("L3-statistical",) if caps.rng != "none" else ())
 
 
-CHAIN_LAW_PREFIXES: tuple[str, ...] = ("L1/injected/", "L1/keyed/") + tuple(
+CHAIN_LAW_PREFIXES: tuple[str, ...] = ("L1/injected/", "L1/keyed/", "L1/declared/", "L1/long/", "L3/declared/") + tuple(
     f"L3/{case.id}/" for case in L3_CASES if not case.sampler)
 """The names of the checks that hold the chain step (``verify``) to its law: L1-injected's and
-L1-keyed's cases, and L3-statistical's cases without SPEC §12 parameters. Not ``L3/trees/...``
-(``verify_tree``), not the L1-sampler's or the §12 L3 cases (an optional profile)."""
+L1-keyed's cases, the declared limits' chains (L1-declared, L3-declared), the long run (L1-long), and
+L3-statistical's cases without SPEC §12 parameters. Not trees (``L3/trees/...``, ``.../tree-...``:
+``verify_tree``), not the L1-sampler's or the §12 L3 cases (an optional profile)."""
 
 CORE_EVIDENCE: tuple[Evidence, ...] = (
     Evidence("capabilities", ("capabilities/",), lambda caps: ("capabilities",)),
@@ -190,7 +191,7 @@ def carries_core_evidence(check: dict) -> bool:
     if name.startswith("capabilities/"):
         return bool((check.get("extra") or {}).get("core"))
     laws = next(ev for ev in CORE_EVIDENCE if ev.name == "law").prefixes
-    return name.startswith(laws) and not name.startswith("L3/trees")
+    return name.startswith(laws) and not name.startswith("L3/trees") and "/tree-" not in name
 
 
 def _waived_reason(waived: list[dict], core: list[dict]) -> str:

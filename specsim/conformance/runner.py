@@ -29,6 +29,7 @@ GROUPS: dict[str, str] = {
     "L1-keyed": "specsim.conformance.exact:keyed_noise_group",
     "L1-edges": "specsim.conformance.exact:edge_group",
     "L1-sizes": "specsim.conformance.sizes:sizes_group",
+    "L1-declared": "specsim.conformance.declared:declared_exact_group",
     "L1-sampler": "specsim.conformance.sampler:sampler_group",
     "L1-trees": "specsim.conformance.trees:tree_l1_group",
     "L2-trees": "specsim.conformance.trees:tree_l2_group",
@@ -39,6 +40,7 @@ GROUPS: dict[str, str] = {
     "input-rules": "specsim.conformance.input_rules:input_rules_group",
     "L3-statistical": "specsim.conformance.statistical:statistical_group",
     "L3-trees": "specsim.conformance.tree_statistics:tree_statistical_group",
+    "L3-declared": "specsim.conformance.declared:declared_law_group",
     "capabilities": "specsim.conformance.capabilities:capabilities_group",
 }
 """Every group, in run order. A group whose module is absent from this checkout is an ``error``

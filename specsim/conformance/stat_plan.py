@@ -24,7 +24,9 @@ added there is planned, budgeted and sized here with no other change:
   edge (``specsim.testing.sampler_edges``), per order profile;
 * ``L1-trees`` (no injected noise) — the same per request of each sampled
   constructed sibling pattern (``tree_pattern_cases.law_tests``) within the
-  declaration.
+  declaration;
+* ``L3-declared`` (the device's own randomness) — one goodness-of-fit test per
+  declared vocabulary and at the declared ``max_k`` (``declared_cases.law_tests``).
 
 **Coverage.** The plan holds every group's tests for the device's capabilities,
 whatever ``--groups`` selects: a check's α and sample size — and so its draws —
@@ -56,7 +58,7 @@ import numpy as np
 
 from reference.laws import num_accepted_law
 from specsim.judge import stats
-from specsim.conformance import tree_cases, tree_pattern_cases
+from specsim.conformance import declared_cases, tree_cases, tree_pattern_cases
 from specsim.conformance._common import missing
 from specsim.conformance.cases import CASES, Built, Case, build, capability_needs
 from specsim.conformance.edge_laws import (edge_form, request_law, sampler_edge_lacking, sampler_edge_laws, samples,
@@ -68,8 +70,9 @@ from specsim.testing.seeds import case_seed
 SAFETY = stats.SAFETY
 """Every test runs at its share / SAFETY (``stats.SAFETY``)."""
 
-L3, TREES, EDGES_GROUP, SAMPLER, PATTERNS = "L3-statistical", "L3-trees", "L1-edges", "L1-sampler", "L1-trees"
-GROUPS = (L3, TREES, EDGES_GROUP, SAMPLER, PATTERNS)
+L3, TREES, EDGES_GROUP, SAMPLER, PATTERNS, DECLARED = ("L3-statistical", "L3-trees", "L1-edges", "L1-sampler",
+                                                      "L1-trees", "L3-declared")
+GROUPS = (L3, TREES, EDGES_GROUP, SAMPLER, PATTERNS, DECLARED)
 """The groups with statistical tests, in the order the plan lists them."""
 
 RULE = ("Bonferroni: alpha_family split evenly over every statistical test of every group for this device "
@@ -513,6 +516,7 @@ def _enumerate(caps) -> tuple:
     names += [(TREES, n) for c in tree_cases_asked(caps) for n in tree_cases.check_names(c)]
     names += [(EDGES_GROUP, name) for name, _, _ in edges] + [(SAMPLER, name) for name, _, _ in sampler]
     names += [(PATTERNS, name) for name, _, _, _ in pattern_tests(caps)]
+    names += [(DECLARED, case.check) for case in declared_cases.law_cases(caps, False)]
     laws = {name: (check, law) for name, check, law in edges + sampler}
     return tuple(names), laws
 
@@ -530,6 +534,8 @@ def _run_plan(caps, seed: int, alpha_family: float, quick: bool) -> StatPlan:
                                                  alpha_family, len(names)))}
     sized.update((t.name, t) for t in _tree_tests(of(TREES), seed, quick))
     sized.update((t.name, t) for t in _pattern_tests(list(of(PATTERNS)), caps, shares, seed, quick))
+    sized.update((name, _law_test(name, DECLARED, check, shares[name], law, n))
+                 for name, check, law, n in declared_cases.law_tests(caps, quick))
     for name, (check, law) in laws.items():
         group = group_of[name]
         n = samples(quick) if group == EDGES_GROUP else sampler_samples(quick)

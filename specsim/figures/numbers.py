@@ -72,6 +72,18 @@ def _bb_tv(group: str) -> Callable[[], str]:
     return tv
 
 
+def _tv(group: str, black_box: bool = False) -> Callable[[], str]:
+    def tv() -> str:
+        tvs = [t.detectable_tv for t in _run_plan(black_box).of_group(group) if t.detectable_tv is not None]
+        return f"{min(tvs):.3f}–{max(tvs):.3f}"
+    return tv
+
+
+def _declared_call_bytes() -> str:
+    from specsim.conformance.declared_cases import CALL_BYTES
+    return f"{CALL_BYTES >> 30} GiB"
+
+
 def _l3_checks() -> str:
     return str(len(_run_plan().of_group("L3-statistical")))
 
@@ -145,6 +157,10 @@ NUMBERS: dict[str, Callable[[], str]] = {
     "sampler_edge_tv_black_box": _bb_tv("L1-sampler"),
     "pattern_tests_black_box": _stat_tests(True, "L1-trees"),
     "pattern_tv_black_box": _bb_tv("L1-trees"),
+    "declared_tests": _stat_tests(False, "L3-declared"),
+    "declared_tests_black_box": _stat_tests(True, "L3-declared"),
+    "declared_tv": _tv("L3-declared"),
+    "declared_call_bytes": _declared_call_bytes,
     "edges": _count(_edges),
     "groups": _count(_groups),
     "capability_rows": _count(_capability_rows),

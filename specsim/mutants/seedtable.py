@@ -37,6 +37,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/keyed/", "L1-keyed"),
     ("L1/edge/", "L1-edges"),
     ("L1/sizes/", "L1-sizes"),
+    ("L1/declared/", "L1-declared"),
     ("L1/trees/", "L1-trees"),
     ("L1/volume", "L1-volume"),
     ("L1/long", "L1-long"),
@@ -45,6 +46,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L2/", "L2-rng"),
     ("input/", "input-rules"),
     ("L3/trees/", "L3-trees"),
+    ("L3/declared/", "L3-declared"),
     ("L3/", "L3-statistical"),
     ("capabilities/", "capabilities"),
 )
@@ -57,6 +59,7 @@ BLACK_BOX_STAND_INS: dict[str, tuple[str, ...]] = {
     "L1-keyed": ("L2-rng", "L3-statistical"),
     "L1-edges": ("L1-edges", "L3-statistical"),
     "L1-sizes": ("L2-sizes",),
+    "L1-declared": ("L3-declared",),
     "L1-volume": ("L3-statistical",),
     "L1-sampler": ("L1-sampler", "L3-statistical"),
     "L1-trees": ("L1-trees", "L2-trees", "L3-trees"),   # L1-trees: the sibling patterns' exact laws
