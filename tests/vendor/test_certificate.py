@@ -226,3 +226,31 @@ def test_bad_alpha_and_empty_groups_are_usage_errors(capsys):
     assert "--alpha" in capsys.readouterr().err
     assert cli.main(["conform", "--groups", ""]) == 2
     assert "--groups" in capsys.readouterr().err
+
+
+class BigBatchRefuser:
+    """The torch device, refusing every batch of more than 8 requests: batch size is never a declared limit."""
+
+    def __init__(self):
+        from devices.torch_device import TorchDevice
+        self.inner = TorchDevice()
+        self.name, self.capabilities = "big-batch-refuser", self.inner.capabilities
+
+    def verify(self, batch, noise=None):
+        from devices.protocol import UnsupportedCall
+        if batch.batch_size > 8:
+            raise UnsupportedCall(f"batch <= 8 (got {batch.batch_size})")
+        return self.inner.verify(batch, noise)
+
+
+def test_a_device_refusing_large_batches_is_never_a_pass_from_a_subset_holding_the_core_evidence():
+    groups, ctx = ["capabilities", "L1-injected"], runner.Context()
+    device = BigBatchRefuser()
+    scopes: dict = {}
+    results = runner.run_conformance(device, ctx, groups, scopes)
+    from specsim.conformance.scope import of_run
+    v = runner.verdict_of(device, results, ctx, groups, scope=of_run(scopes))
+    assert v["status"] in ("fail", "partial"), v["reasons"]
+    assert any("did not run" in r and "L1-sizes" in r for r in v["reasons"]), v["reasons"]
+    assert not v["optional_profiles"]["tree-rrs"] and not v["optional_profiles"]["sampler"]
+    assert v["scope"]["checked"]["injected"]["batch"] <= 8   # what it served is what the scope says
