@@ -142,3 +142,16 @@ def test_a_device_wrong_only_past_the_core_vocabulary_fails_at_its_declared_one(
     results = run_group("L1-declared", device, QUICK)
     assert [r.name for r in _failing(results)] == ["L1/declared/injected/vocab-V524288"]
     assert max(r.extra["scope"]["V"] for r in results) == 1 << 19
+
+
+def test_an_undeclared_node_limit_is_checked_at_specs_default():
+    """``max_tree_nodes`` undeclared (None): the declared-limit tree is SPEC §11.1's default, every device's duty."""
+    from tests.fixtures.spec_1_0_device import Spec10Device
+    from specsim.conformance.declared_cases import tree_limits
+    device = Spec10Device()
+    assert device.capabilities.max_tree_nodes is None
+    nodes, _ = tree_limits(device.capabilities)
+    assert nodes.value == device.capabilities.tree_node_limit
+    results = run_group("L1-declared", device, Context(quick=True))
+    trees = [r for r in results if "/tree-" in r.name]
+    assert trees and all(r.status == "pass" for r in results), [(r.name, r.status) for r in results if r.status != "pass"]

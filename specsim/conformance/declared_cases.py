@@ -93,9 +93,11 @@ def k_limits(caps) -> list[Limit]:
 
 
 def tree_limits(caps) -> tuple[Limit, Limit]:
-    """(nodes, depth) of the declared-limit tree: ``max_tree_nodes`` nodes at depth ``max_k`` (the nodes permitting)."""
-    nodes = Limit(min(caps.max_tree_nodes, TREE_CAP), caps.max_tree_nodes,
-                  None if caps.max_tree_nodes <= TREE_CAP else f"declared max_tree_nodes is checked at {TREE_CAP}")
+    """(nodes, depth) of the declared-limit tree: ``max_tree_nodes`` nodes at depth ``max_k`` (the nodes permitting).
+    An undeclared node limit is SPEC §11.1's default (``tree_node_limit``): the tree every device must serve."""
+    limit = caps.tree_node_limit
+    nodes = Limit(min(limit, TREE_CAP), limit,
+                  None if limit <= TREE_CAP else f"declared max_tree_nodes is checked at {TREE_CAP}")
     depth = min(caps.max_k, nodes.value, TREE_CAP)
     return nodes, Limit(depth, caps.max_k, None if depth == caps.max_k else
                         f"depth {depth}: the most {nodes.value} nodes and the {TREE_CAP} cap allow")
