@@ -296,7 +296,9 @@ def _failing(results) -> str:
         return f"{len(results)} checks, none failed (every row: --table, or the reports)"
     out = [f"{len(bad)} failing check(s) of {len(results)} (every row: --table, or the reports):"]
     for r in bad:
-        out.append(f"\n{_status_cell(r)}  {r.name}")
+        newer = r.extra.get("newer_than_declared")
+        out.append(f"\n{_status_cell(r)}  {r.name}" + (f"  (new in SPEC {r.extra.get('since')}, after the version the "
+                                                        "device declares: shown, not counted)" if newer else ""))
         if r.waiver:
             out.append(f"  waived: {r.waiver['reason']} [{r.waiver['link']}]")
         out += [f"  {line}" for line in (r.detail or "").splitlines()]
