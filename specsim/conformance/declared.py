@@ -124,9 +124,9 @@ def steered_tree(scheme: str, nodes: int, depth: int, V: int, dtype: str, rng) -
                           "rrs" if scheme == "greedy" else scheme, "point", dtype)
 
 
-def join_trees(a: TreeBatch, noise_a: Noise, b: TreeBatch, noise_b: Noise | None) -> tuple[TreeBatch, Noise]:
-    """Two one-scheme tree batches as one (``a``'s scheme), their noise joined (``noise_b`` None: fresh coins)."""
-    rng = np.random.default_rng(0)
+def join_trees(a: TreeBatch, noise_a: Noise, b: TreeBatch, noise_b: Noise | None, rng) -> tuple[TreeBatch, Noise]:
+    """Two one-scheme tree batches as one (``a``'s scheme), their noise joined (``noise_b`` None: fresh coins from
+    ``rng``, the case's generator)."""
     nb = noise_b or Noise(rng.random(int(b.num_nodes.sum())), rng.exponential(size=(b.batch_size, b.vocab_size)))
     cat = np.concatenate
     batch = TreeBatch(cat([a.num_nodes, b.num_nodes]), cat([a.parents, b.parents]),
@@ -238,7 +238,7 @@ def _l1_tree(device, ctx, mode: str, scheme: str) -> CheckResult:
     dtype = logits_dtype(caps)
     certain, _, _ = certain_tree(scheme, nodes.value, depth.value, SMALL_V, dtype, seed)
     steered, noise = steered_tree(scheme, nodes.value, depth.value, SMALL_V, dtype, rng)
-    batch, noise = join_trees(steered, noise, certain, None)
+    batch, noise = join_trees(steered, noise, certain, None, rng)
     noise = noise if mode == INJECTED else None
     said = _tree_said(scheme, nodes, depth)
     sc = scope(mode, SMALL_V, depth.value, batch.batch_size, nodes.value)
