@@ -59,17 +59,12 @@ def _expected(batch, noise):
 
 
 def _differences(batch, out, want) -> list[str]:
-    from specsim.judge.compare import emission
-    lines = []
-    for i in range(batch.batch_size):
-        got = out.emitted(i)
-        expected = want.output_token_ids[i, : int(want.num_accepted[i]) + 1].tolist()
-        if got == expected:
-            continue
-        pos = next((j for j, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-        lines.append(f"    request {i}: expected {expected}, got {got}; first difference at position {pos}, "
-                     f"{emission(batch, want, i, pos)}")
-    return lines
+    """The requests of one call that differ from the reference, as the judge describes them (``compare``: the
+    emission at the first difference, and whether a near tie explains it)."""
+    from specsim.judge.compare import compare
+    cmp = compare(batch, out, want)
+    return [f"    {line}" for line in cmp.structure + cmp.mismatches + cmp.errors] + \
+        [f"    (a near tie, allowed) {line}" for line in cmp.waived]
 
 
 def _arrays(calls) -> dict:
