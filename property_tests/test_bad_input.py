@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from devices.protocol import UnsupportedCall
-from specsim.conformance._common import missing
+from specsim.conformance.core.calls import missing
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
 from specsim.judge.compare import reference_step
 

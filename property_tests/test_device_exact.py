@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, reject
 
-from specsim.conformance._common import missing
+from specsim.conformance.core.calls import missing
 from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.strategies import verify_cases

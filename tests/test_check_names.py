@@ -30,8 +30,9 @@ def test_the_groups_are_the_recorded_ones_in_their_order():
 
 def test_a_quick_run_names_its_checks_as_recorded():
     from devices.registry import load
-    from specsim.conformance import Context, run_conformance
-    from specsim.conformance.runner import document
+    from specsim.conformance import Context
+    from specsim.conformance import run_conformance
+    from specsim.conformance.run.runner import document
     ctx = Context(quick=True)
     device = load("torch")
     results = run_conformance(device, ctx)

@@ -52,7 +52,7 @@ def test_reference_stays_small_enough_to_audit():
 DOCTEST_MODULES = ["reference.rng", "reference.target", "reference.layout", "reference.validate",
                    "reference.verify", "reference.exact", "reference.laws", "reference.tree", "devices.protocol", "devices.torch_sampling", "devices.torch_tree", "specsim.testing.batches", "specsim.testing.sampler_params", "specsim.testing.trees",
                    "specsim.judge.compare", "specsim.judge.allowances", "specsim.testing.seeds", "specsim.testing.bad_inputs",
-                   "specsim.bench.harness", "specsim.bench.workloads", "specsim.bench.step", "specsim.bench.trees", "devices.registry", "specsim.figures.architecture", "specsim.conformance.runner", "specsim.conformance.progress"]
+                   "specsim.bench.harness", "specsim.bench.workloads", "specsim.bench.step", "specsim.bench.trees", "devices.registry", "specsim.figures.architecture", "specsim.conformance.run.runner", "specsim.conformance.run.progress", "specsim.conformance.run.one_check"]
 
 
 @pytest.mark.parametrize("name", DOCTEST_MODULES)

@@ -170,7 +170,7 @@ def sized_batches(batches, vocab_sizes) -> list:
     """Random tree batches at the table's sizes: ``(label, TreeBatch, Noise)``, seeded by ``V + B``."""
     import dataclasses
 
-    from specsim.conformance.trees import CASES
+    from specsim.conformance.checks.trees.groups import CASES
     from specsim.testing.trees import random_tree_batch, random_tree_noise
     out = []
     for B in batches:
@@ -222,8 +222,8 @@ def check(device, refs=None, summary: bool = False):
     ``refs``: ``start_references``' jobs, for the batches at the table's sizes (optional)."""
     import dataclasses
 
-    from specsim.conformance.runner import Context
-    from specsim.conformance.trees import CASES, tree_l1_group, tree_l2_group
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.trees.groups import CASES, tree_l1_group, tree_l2_group
     from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
     problems = 0
     for case, spec in CASES.items():

@@ -63,7 +63,7 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true", help="continue the campaign in --out DIR")
     p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
     p.add_argument("--shard-trials", type=int, default=None,
-                   help="trials per shard (default specsim.conformance.shards.SHARD_TRIALS); part of the draw")
+                   help="trials per shard (default specsim.conformance.stats.shards.SHARD_TRIALS); part of the draw")
     p.add_argument("--max-hours", type=float, default=None,
                    help="stop after the first shards if the estimate for the rest exceeds this")
     add_executor_arguments(p)
@@ -74,7 +74,7 @@ def run(args) -> int:
     from specsim.campaign.run import OverBudget, run_campaign
     from specsim.campaign.store import ResumeMismatch
     from specsim.commands.conform import _table
-    from specsim.conformance.runner import Context, document, write_json_atomic
+    from specsim.conformance.run.runner import Context, document, write_json_atomic
 
     if args.resume and not args.out:
         print("specsim campaign: --resume needs --out DIR", file=sys.stderr)

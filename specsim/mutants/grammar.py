@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 
-from specsim.conformance.results import CheckResult
+from specsim.conformance.core.results import CheckResult
 from specsim.mutants.source import Edit, SourceMutant, _load_copy
 
 MODULE = "specsim.engine.grammar"

@@ -11,10 +11,10 @@ import pytest
 from devices.protocol import Noise
 from devices.torch_device import make_cpu_device
 from reference.tree import depths
-from specsim.conformance import tree_patterns as tp
-from specsim.conformance.runner import Context
-from specsim.conformance.tree_sizes import ENGINE_CASES, QUICK_V, engine_requests, ragged_requests, size_checks
-from specsim.conformance.black_box import BlackBox
+from specsim.conformance.checks.trees import patterns as tp
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.trees.sizes import ENGINE_CASES, QUICK_V, engine_requests, ragged_requests, size_checks
+from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import TREE
 from specsim.testing.trees import reference_tree_step
 
@@ -92,7 +92,7 @@ def test_pattern_rows_where_target_meets_draft_are_refused():
 def test_pattern_laws_are_tests_of_the_runs_plan():
     """Without injected noise each request of a sampled pattern is one goodness-of-fit test of the run's
     plan (group L1-trees, n = the pattern's samples), and the law check runs each at its α there."""
-    from specsim.conformance.stat_plan import run_plan
+    from specsim.conformance.stats.plan import run_plan
     device = BlackBox(make_cpu_device())
     ctx = Context(quick=True)
     plan = run_plan(device.capabilities, ctx)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specsim.cli import main
-from specsim.conformance.runner import GROUPS, Context, run_group
+from specsim.conformance.run.runner import GROUPS, Context, run_group
 from specsim.mutants import seedtable as st
 from specsim.mutants.zoo import MUTANTS
 
@@ -19,7 +19,7 @@ def test_every_groups_checks_map_back_to_it(group):
     """``group_of`` is how a mutant's ``killed_by`` picks the group that judges it: a check whose name
     maps elsewhere would leave its mutant judged by a group that never runs that check."""
     from devices.registry import load
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.core.black_box import BlackBox
     names = {r.name for d in (load("torch"), BlackBox(load("torch")))
              for r in run_group(group, d, Context(quick=True))}
     assert names
@@ -27,8 +27,8 @@ def test_every_groups_checks_map_back_to_it(group):
 
 
 def test_l3_statistical_check_names_map_to_it():
-    from specsim.conformance.cases import CASES
-    from specsim.conformance.stat_plan import check_names
+    from specsim.conformance.cases.chain import CASES
+    from specsim.conformance.stats.plan import check_names
     names = [n for c in CASES for n in check_names(c)]
     assert names and {st.group_of(n) for n in names} == {"L3-statistical"}
 

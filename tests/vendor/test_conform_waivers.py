@@ -9,11 +9,12 @@ import json
 import pytest
 
 from devices.protocol import Capabilities
-from specsim.conformance.waivers import Waiver
+from specsim.conformance.verdict.waivers import Waiver
 from specsim import cli
-from specsim.conformance import profiles, runner
-from specsim.conformance.results import CheckResult
-from specsim.conformance.vendor_waivers import WaiverFile, apply
+from specsim.conformance.verdict import profiles
+from specsim.conformance.run import runner
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.verdict.conform_waivers import WaiverFile, apply
 from specsim_fakegroups import FAKE_GROUPS
 
 LINK = "https://tracker.acme.example/SPEC-"

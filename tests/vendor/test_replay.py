@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 
 from specsim import cli
-from specsim.conformance import runner
+from specsim.conformance.run import runner
 
 WRONG_BONUS = """
     import numpy as np

@@ -1,0 +1,4 @@
+"""The sampler area: L1-sampler, the sampler's parameters and orders held to the reference.
+
+It imports ``checks.chain`` (the one arrow between areas), ``stats``, ``cases`` and ``core``.
+"""
