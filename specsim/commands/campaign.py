@@ -73,7 +73,7 @@ def run(args) -> int:
     from devices.registry import load
     from specsim.campaign.run import OverBudget, run_campaign
     from specsim.campaign.store import ResumeMismatch
-    from specsim.commands.conform import _table
+    from specsim.commands.conform import conform_table
     from specsim.conformance.run.runner import Context, document, write_json_atomic
 
     if args.resume and not args.out:
@@ -98,7 +98,7 @@ def run(args) -> int:
                    ["L3-statistical"],
                    plan=statistical_plan_for(args.device, args.profile, args.alpha, args.quick, args.seed))
     doc["run"] = {**out.run, "complete": True, "command": list(sys.argv), "finished_groups": ["L3-statistical"]}
-    print(_table(results))
+    print(conform_table(results))
     s, r = doc["summary"], out.run
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error")
     print(f"campaign: {r['shards']} shards ({r['shards_resumed']} resumed), {r['trials']} trials, "

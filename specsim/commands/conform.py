@@ -113,7 +113,7 @@ def _status_cell(r) -> str:
     return f"waived ({r.status})" if r.waiver else r.status
 
 
-def _table(results) -> str:
+def conform_table(results) -> str:
     rows = [("check", "layer", "status", "detail")]
     for r in results:
         detail = (r.detail.splitlines() or [""])[0][:70]
@@ -272,7 +272,7 @@ def _run(args) -> int:
             return _usage(str(e))
         results = [CheckResult.from_json(d) for d in doc["checks"]]
 
-    print(_table(results) if getattr(args, "table", False) else _failing(results))
+    print(conform_table(results) if getattr(args, "table", False) else _failing(results))
     s = doc["summary"]
     waived = sum(r.waiver is not None for r in results)
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error"

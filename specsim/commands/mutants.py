@@ -80,7 +80,7 @@ def _selected(args, device_ids: list[str]) -> dict[str, list[str]] | str:
     return {f: every[f] for f in every if f in chosen and (every[f] or not args.only)}
 
 
-def _kinds(args, families: dict[str, list[str]]) -> dict[str, list[str]] | str:
+def mutant_kinds(args, families: dict[str, list[str]]) -> dict[str, list[str]] | str:
     """``families`` with the device zoo cut to ``--kinds`` (other families kept only if ``--families`` names
     them); a string: the usage error."""
     from specsim.mutants.families import DEVICE
@@ -159,7 +159,7 @@ def run(args) -> int:
     base = load(args.base)
     families = _selected(args, mutant_ids(base))
     if not isinstance(families, str):
-        families = _kinds(args, families)
+        families = mutant_kinds(args, families)
     if isinstance(families, str):
         print(f"specsim mutants: {families}", file=sys.stderr)
         return 2

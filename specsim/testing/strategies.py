@@ -112,7 +112,7 @@ def verify_cases(draw, *, max_batch: int = 6, max_k: int = 8, vocab_sizes=(1, 2,
     return batch, Noise(uniforms, exponentials)
 
 
-def _as_dtype(batch: VerifyBatch, dtype) -> VerifyBatch:
+def as_dtype(batch: VerifyBatch, dtype) -> VerifyBatch:
     """The same batch in another float dtype (draft rows renormalised in that dtype)."""
     from dataclasses import replace
     probs = batch.draft_probs

@@ -46,13 +46,13 @@ def test_every_zoo_mutant_has_a_kind_and_a_judging_group_in_both_modes():
 
 
 def test_kinds_selects_the_zoo_lists_and_leaves_other_families_out():
-    from specsim.commands.mutants import _kinds
+    from specsim.commands.mutants import mutant_kinds
     from specsim.mutants import zoo
     families = {"device": list(MUTANTS), "proposer": ["q-before-processors"]}
-    got = _kinds(argparse.Namespace(kinds="tree,sampler", families=None), families)
+    got = mutant_kinds(argparse.Namespace(kinds="tree,sampler", families=None), families)
     assert got == {"device": [i for i in MUTANTS if i in {m.id for m in zoo.TREE + zoo.SAMPLER}]}
-    assert "proposer" in _kinds(argparse.Namespace(kinds="tree", families="device,proposer"), families)
-    assert "unknown" in _kinds(argparse.Namespace(kinds="trees", families=None), families)
+    assert "proposer" in mutant_kinds(argparse.Namespace(kinds="tree", families="device,proposer"), families)
+    assert "unknown" in mutant_kinds(argparse.Namespace(kinds="trees", families=None), families)
 
 
 def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_passes(tmp_path, capsys):
