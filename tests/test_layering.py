@@ -293,3 +293,26 @@ def test_the_vendor_api_is_importable_from_the_package():
     from specsim.conformance.run import runner
     assert GROUPS is runner.GROUPS and run_conformance is runner.run_conformance and verdict_of is runner.verdict_of
     assert Context is runner.Context and CheckResult and BlackBox
+
+
+def test_every_group_is_declared_in_its_area_and_the_rooms_above_name_only_declared_groups():
+    from specsim.conformance.checks import chain, declared, interface, sampler, trees
+    from specsim.conformance.core.groups import Group
+    from specsim.conformance.run.registry import GROUPS, RUN_ORDER
+    from specsim.conformance.stats import plan
+    from specsim.conformance.verdict import profiles
+    declared_in = {g: area for area in (chain, declared, interface, sampler, trees)
+                   for g in vars(area).values() if isinstance(g, Group)}
+    assert set(declared_in) == set(RUN_ORDER) and len(RUN_ORDER) == len(GROUPS), "declared but not listed, or twice"
+    for g, area in declared_in.items():
+        assert g.run.startswith(area.__name__ + "."), f"{g.name} runs {g.run}, outside its area {area.__name__}"
+    assert {g.name for g in RUN_ORDER if g.statistical} == set(plan.GROUPS)
+    named = {g for p in profiles.PROFILES for g in p.groups} | {
+        g for ev in profiles.CORE_EVIDENCE for caps in _declarations() for g in ev.groups(caps)}
+    assert named <= set(GROUPS), f"profiles name groups that no area declares: {sorted(named - set(GROUPS))}"
+
+
+def _declarations():
+    from devices.protocol import Capabilities
+    return [Capabilities(injected_noise=i, rng=r, max_vocab_size=8) for i, r in
+            ((True, "none"), (True, "philox"), (False, "seeded"), (True, "seeded"))]

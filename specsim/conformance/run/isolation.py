@@ -58,19 +58,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from specsim.conformance.core import scope as run_scope
+from specsim.conformance.core.groups import DEFAULT_TIMEOUT_S
 from specsim.conformance.core.results import CheckResult
+from specsim.conformance.run.registry import RUN_ORDER
 
 GROUP_FILE_KIND = "specsim.conformance.group"
 """The ``kind`` of a per-group file (reports skip these: conformance.json holds the same results)."""
 
-DEFAULT_GROUP_TIMEOUT_S = 600.0
-GROUP_TIMEOUT_OVERRIDES_S = {"L3-statistical": 3600.0, "L1-declared": 3600.0, "L3-declared": 3600.0,
-                             "L1-long": 1800.0}
-"""Default limits of groups that legitimately run long: the statistical layer draws ~10⁶ steps on CPU
-(about 6 minutes on a loaded CPU with 2 cores at the default budget); the declared limits' groups scale with
-the declaration (a device declaring V up to 2³⁰ is checked at 38,347,922 ids: L1-declared took 5 min 38 s for
-the Triton device on an NVIDIA H200, L3-declared more than 6 min); the long run makes 3000 calls (more than
-3 min for the Triton device, whose calls are host-bound at small sizes). An explicit ``--group-timeout``
+DEFAULT_GROUP_TIMEOUT_S = DEFAULT_TIMEOUT_S
+GROUP_TIMEOUT_OVERRIDES_S = {g.name: g.timeout_s for g in RUN_ORDER if g.timeout_s != DEFAULT_TIMEOUT_S}
+"""Default limits of groups that legitimately run long, as each declares (``Group.timeout_s``, in its area of
+``checks``: the statistical layer, the declared limits, the long run). An explicit ``--group-timeout``
 applies to every group."""
 
 

@@ -20,31 +20,11 @@ from typing import Callable
 from devices.registry import UnresolvedTarget, resolve
 from specsim.conformance.core import scope as run_scope
 from specsim.conformance.core.context import Context
+from specsim.conformance.run.registry import GROUPS
 from specsim.conformance.verdict.profiles import PASSING
 from specsim.conformance.core.results import SCHEMA_VERSION, STATUSES, CheckResult
 from specsim.conformance.core.spec_versions import annotate
 
-GROUPS: dict[str, str] = {
-    "L1-injected": "specsim.conformance.checks.chain.exact:injected_noise_group",
-    "L1-keyed": "specsim.conformance.checks.chain.exact:keyed_noise_group",
-    "L1-edges": "specsim.conformance.checks.chain.exact:edge_group",
-    "L1-sizes": "specsim.conformance.checks.chain.sizes:sizes_group",
-    "L1-sampler": "specsim.conformance.checks.sampler.group:sampler_group",
-    "L1-trees": "specsim.conformance.checks.trees.groups:tree_l1_group",
-    "L2-trees": "specsim.conformance.checks.trees.groups:tree_l2_group",
-    "L1-volume": "specsim.conformance.checks.chain.volume:volume_group",
-    "L1-long": "specsim.conformance.checks.chain.long_run:long_run_group",
-    "L2-rng": "specsim.conformance.checks.chain.rng:rng_group",
-    "L2-sizes": "specsim.conformance.checks.chain.sizes:rng_sizes_group",
-    "L1-declared": "specsim.conformance.checks.declared.group:declared_exact_group",
-    "input-rules": "specsim.conformance.checks.interface.input_rules:input_rules_group",
-    "L3-statistical": "specsim.conformance.checks.chain.statistical:statistical_group",
-    "L3-trees": "specsim.conformance.checks.trees.statistical:tree_statistical_group",
-    "L3-declared": "specsim.conformance.checks.declared.group:declared_law_group",
-    "capabilities": "specsim.conformance.checks.interface.capabilities:capabilities_group",
-}
-"""Every group, in run order. A group whose module is absent from this checkout is an ``error``
-when run (a check that vanishes must say so), never skipped."""
 
 
 def available_groups() -> dict[str, str]:

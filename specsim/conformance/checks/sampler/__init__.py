@@ -2,3 +2,7 @@
 
 It imports ``checks.chain`` (the one arrow between areas), ``stats``, ``cases`` and ``core``.
 """
+
+from specsim.conformance.core.groups import Group
+
+SAMPLER = Group("L1-sampler", "specsim.conformance.checks.sampler.group:sampler_group", statistical=True)
