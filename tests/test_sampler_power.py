@@ -13,7 +13,7 @@ from reference.verify import KINDS, verify
 from specsim.conformance.run.runner import Context
 from specsim.conformance.stats.plan import run_plan
 from specsim.conformance.checks.sampler.group import edge_check, edge_law_check
-from specsim.conformance.checks.chain.volume import sampler_precision_check
+from specsim.conformance.checks.sampler.precision import sampler_precision_check
 from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import MUTANTS, SAMPLER
 from specsim.testing.bad_inputs import SAMPLER_BAD_INPUTS

@@ -33,7 +33,7 @@ NEW_IN_1_1 = {"capabilities/withdrawn_drafts", "input/withdrawn-not-bool", "inpu
 
 def _run(device, monkeypatch) -> tuple[dict, dict]:
     """The groups ``GROUPS`` in process (the §11 tree edges as a group of their own) and their verdict."""
-    monkeypatch.setitem(runner.GROUPS, "L1-tree-edges", "specsim.conformance.checks.trees.groups:edge_checks")
+    monkeypatch.setitem(runner.GROUPS, "L1-tree-edges", "specsim.conformance.checks.trees.l1:edge_checks")
     checks = [r.to_json() for g in GROUPS for r in run_group(g, device, Context(quick=True))]
     return {c["name"]: c for c in checks}, profiles.verdict(device.capabilities, checks, GROUPS)
 

@@ -27,7 +27,7 @@ from devices.torch_device import make_cpu_device
 from specsim.conformance.stats.plan import run_plan
 from specsim.conformance.run.runner import Context
 from specsim.conformance.checks.sampler.group import edge_check, edge_law_check, sampler_group
-from specsim.conformance.checks.chain.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
 from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import SAMPLER
 from specsim.testing.sampler_edges import SAMPLER_EDGES

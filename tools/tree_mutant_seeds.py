@@ -53,7 +53,7 @@ def correct_rows(seeds: list[int], quick: bool) -> bool:
     from devices.torch_device import make_cpu_device
     from specsim.conformance.run.runner import Context
     from specsim.conformance.checks.trees.statistical import tree_statistical_group
-    from specsim.conformance.checks.trees.groups import tree_l1_group
+    from specsim.conformance.checks.trees.l1 import tree_l1_group
     device, failed = make_cpu_device(), False
     for seed in seeds:
         ctx = Context(seed=seed, quick=quick)

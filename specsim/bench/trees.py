@@ -170,7 +170,7 @@ def sized_batches(batches, vocab_sizes) -> list:
     """Random tree batches at the table's sizes: ``(label, TreeBatch, Noise)``, seeded by ``V + B``."""
     import dataclasses
 
-    from specsim.conformance.checks.trees.groups import CASES
+    from specsim.conformance.checks.trees.l1 import CASES
     from specsim.testing.trees import random_tree_batch, random_tree_noise
     out = []
     for B in batches:
@@ -223,7 +223,8 @@ def check(device, refs=None, summary: bool = False):
     import dataclasses
 
     from specsim.conformance.run.runner import Context
-    from specsim.conformance.checks.trees.groups import CASES, tree_l1_group, tree_l2_group
+    from specsim.conformance.checks.trees.l1 import CASES, tree_l1_group
+    from specsim.conformance.checks.trees.l2 import tree_l2_group
     from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
     problems = 0
     for case, spec in CASES.items():

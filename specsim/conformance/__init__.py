@@ -21,6 +21,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
 
 _VENDOR_API = {"run_conformance": "specsim.conformance.run.runner", "verdict_of": "specsim.conformance.run.runner",
@@ -52,14 +53,14 @@ MOVED = {
     "shards": "stats.shards",
     "tally": "stats.tally",
     "verdicts": "stats.verdicts",
-    "exact": "checks.chain.exact",
+    "exact": ("checks.chain.exact", "run.one_check"),
     "sizes": "checks.chain.sizes",
-    "volume": "checks.chain.volume",
+    "volume": ("checks.chain.volume", "checks.sampler.precision"),
     "rng_contracts": "checks.chain.rng",
     "statistical": "checks.chain.statistical",
     "long_run": "checks.chain.long_run",
     "sampler": "checks.sampler.group",
-    "trees": "checks.trees.groups",
+    "trees": ("checks.trees.l1", "checks.trees.l2"),
     "tree_patterns": "checks.trees.patterns",
     "tree_sizes": "checks.trees.sizes",
     "tree_statistics": "checks.trees.statistical",
@@ -75,22 +76,40 @@ MOVED = {
     "proposers": "proposer.proposers",
 }
 """The flat layout's modules (``specsim.conformance.<old>``) → their rooms. Importing an old path still works
-for one release, with a ``DeprecationWarning`` naming the new one; it is removed in the next release. (The
-old ``specsim.conformance.cases`` is now the ``cases`` room: its names resolve through ``cases.chain``.)"""
+for one release, with a ``DeprecationWarning`` naming the new one; it is removed in the next release. A module
+that was split names its pieces: the old path is a view whose names resolve through them, in order. (The old
+``specsim.conformance.cases`` is now the ``cases`` room: its names resolve through ``cases.chain``.)"""
+
+
+class _SplitModule(types.ModuleType):
+    """An old module that became several: each name from the first piece that has it."""
+
+    def __init__(self, name: str, pieces: list):
+        super().__init__(name)
+        self._pieces = pieces
+
+    def __getattr__(self, name: str):
+        for piece in self._pieces:
+            if hasattr(piece, name):
+                return getattr(piece, name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
 
 class _MovedLoader(importlib.abc.Loader):
-    def __init__(self, new: str):
+    def __init__(self, new: tuple[str, ...]):
         self.new = new
 
     def create_module(self, spec):
-        module = importlib.import_module(self.new)
-        self._spec = module.__spec__
-        return module
+        pieces = [importlib.import_module(n) for n in self.new]
+        if len(pieces) > 1:
+            self._spec = spec
+            return _SplitModule(spec.name, pieces)
+        self._spec = pieces[0].__spec__
+        return pieces[0]
 
     def exec_module(self, module):
-        # The import system stamps the old name's spec on the module it was handed; the module is the new
-        # one, already run, and keeps its own.
+        # The import system stamps the old name's spec on the module it was handed; a moved module is the
+        # new one, already run, and keeps its own.
         module.__spec__ = self._spec
 
 
@@ -99,8 +118,9 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         prefix, _, old = fullname.rpartition(".")
         if prefix != __name__ or old not in MOVED:
             return None
-        new = f"{__name__}.{MOVED[old]}"
-        warnings.warn(f"{fullname} moved to {new}; the old path is removed in the next release",
+        target = MOVED[old]
+        new = tuple(f"{__name__}.{t}" for t in ((target,) if isinstance(target, str) else target))
+        warnings.warn(f"{fullname} moved to {' and '.join(new)}; the old path is removed in the next release",
                       DeprecationWarning, stacklevel=2)
         return importlib.util.spec_from_loader(fullname, _MovedLoader(new))
 

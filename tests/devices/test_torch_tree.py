@@ -13,7 +13,8 @@ from devices.registry import load
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from specsim.conformance.run.runner import Context
 from specsim.conformance.checks.trees.statistical import tree_statistical_group
-from specsim.conformance.checks.trees.groups import CASES, tree_l1_group, tree_l2_group
+from specsim.conformance.checks.trees.l1 import CASES, tree_l1_group
+from specsim.conformance.checks.trees.l2 import tree_l2_group
 from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
 
 

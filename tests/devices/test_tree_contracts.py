@@ -16,7 +16,8 @@ from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from specsim.conformance.checks.interface.capabilities import ROWS, capabilities_group, check_row
 from specsim.conformance.checks.interface.input_rules import input_rules_group
 from specsim.conformance.run.runner import Context
-from specsim.conformance.checks.trees.groups import EDGES, edge_checks, edge_batch, limit_batch, limit_shapes, tree_l1_group, tree_l2_group
+from specsim.conformance.checks.trees.l1 import EDGES, edge_checks, edge_batch, limit_batch, limit_shapes, tree_l1_group
+from specsim.conformance.checks.trees.l2 import tree_l2_group
 from specsim.testing.bad_inputs import TREE_BAD_INPUTS, good_tree_batch
 from specsim.testing.trees import deepest_path, layered_parents, reference_tree_step
 from tests.fixtures import tree_vendor_devices as vendor

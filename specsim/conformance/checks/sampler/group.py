@@ -29,7 +29,7 @@ checks that need it, never a silent pass):
 - **edges at size** ``L1-sampler/edge/<name>/<order>/V<V>`` (injected noise only): each edge
   re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
   ids), every other id ``-inf`` (``specsim.testing.embed``): its exact tokens, mapped;
-- **precision** ``L1-sampler/precision`` (``volume.sampler_precision_check``): 4096 requests
+- **precision** ``L1-sampler/precision`` (``precision.sampler_precision_check``): 4096 requests
   (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
   3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
 
@@ -113,7 +113,7 @@ def case_changes(name: str, dtypes=("float64",)) -> dict:
 
 
 NEAR_COIN_CASES = ("all-unfiltered",)
-"""Cases whose acceptance coins sit next to their ratios (``volume.near_coins``: beyond the dtype's tolerance,
+"""Cases whose acceptance coins sit next to their ratios (``precision.near_coins``: beyond the dtype's tolerance,
 within a few of it): a target probability off by more than that — a softmax sum taken over other entries
 than the numerator's, an entry counted twice — flips about half the decisions, where random coins see it
 only when one happens to fall between the two ratios."""
@@ -122,7 +122,7 @@ only when one happens to fall between the two ratios."""
 def random_case(name: str, order: str, ctx, seed: int, dtypes=("float64",), params=None):
     """The batch and injected noise of one random check (both deterministic in ``seed``; ``dtypes``: the
     device's, for ``case_changes``; ``params``: the §12 parameters, default ``CASES[name]``'s)."""
-    from specsim.conformance.checks.chain.volume import near_coins
+    from specsim.conformance.checks.sampler.precision import near_coins
     from specsim.judge.compare import TOLERANCE
     params, changes = params or CASES[name][0], case_changes(name, dtypes)
     rng = np.random.default_rng(seed)
@@ -251,7 +251,7 @@ def _finite(x: float) -> float | None:
 def sampler_group(device, ctx) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
-    from specsim.conformance.checks.chain.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+    from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
     precision = sampler_precision_check(device, seed=ctx.seed,
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
     return edge_checks(device, ctx) + random_checks(device, ctx) + [precision] + _size_checks(device, ctx)
