@@ -32,7 +32,7 @@ def test_a_quick_run_names_its_checks_as_recorded():
     from devices.registry import load
     from specsim.conformance import Context
     from specsim.conformance import run_conformance
-    from specsim.conformance.run.runner import document
+    from specsim.conformance.run.document import document
     ctx = Context(quick=True)
     device = load("torch")
     results = run_conformance(device, ctx)

@@ -21,7 +21,8 @@ import pytest
 from devices.protocol import Capabilities
 from devices.registry import load
 from specsim.conformance.stats import plan as stat_plan
-from specsim.conformance.run.runner import Context, document, run_group
+from specsim.conformance.run.runner import Context, run_group
+from specsim.conformance.run.document import document
 from specsim.conformance.core.black_box import BlackBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -66,7 +66,7 @@ def plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool):
 def statistical_plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool, seed: int):
     """The ``StatPlan`` a campaign's ``conformance.json`` lists: the run's (``suite``) or the profile's own."""
     if profile == "suite":
-        return None  # ``runner.document`` lists the run-wide plan
+        return None  # ``run.document`` lists the run-wide plan
     from specsim.conformance.stats.plan import family_plan
     return family_plan(alpha_family, quick, PROFILES[profile], seed)
 

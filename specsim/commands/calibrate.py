@@ -136,7 +136,7 @@ def run_groups(args) -> int:
     """``--groups``: exit 1 on an exact false fail (or an error), or statistical false fails beyond the bound."""
     from specsim.campaign import groups as cg
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.run.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
     groups = args.groups.split(",")
     modes = (args.modes or ",".join(cg.MODES)).split(",")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -173,7 +173,7 @@ def run(args) -> int:
     from specsim.campaign.run import run_campaign
     from specsim.campaign.store import ResumeMismatch
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.run.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
 
     wrong = _group_usage(args)
     if wrong:

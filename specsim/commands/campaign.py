@@ -74,7 +74,9 @@ def run(args) -> int:
     from specsim.campaign.run import OverBudget, run_campaign
     from specsim.campaign.store import ResumeMismatch
     from specsim.commands.conform import conform_table
-    from specsim.conformance.run.runner import Context, document, write_json_atomic
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.run.document import document
+    from specsim.conformance.run.files import write_json_atomic
 
     if args.resume and not args.out:
         print("specsim campaign: --resume needs --out DIR", file=sys.stderr)

@@ -213,7 +213,9 @@ def run(args) -> int:
 def _run(args) -> int:
     from devices.registry import load
     from specsim.conformance.core.results import CheckResult
-    from specsim.conformance.run.runner import Context, chosen_groups, document, run_conformance, write_json_atomic
+    from specsim.conformance.run.runner import Context, chosen_groups, run_conformance
+    from specsim.conformance.run.document import document
+    from specsim.conformance.run.files import write_json_atomic
     from specsim.conformance.verdict.conform_waivers import WaiverError, summary_lines
 
     if args.resume and not args.out:

@@ -194,7 +194,8 @@ def run(args) -> int:
 
     from devices.registry import is_field, survey
     from specsim.field import table as field
-    from specsim.conformance.run.runner import chosen_groups, write_json_atomic
+    from specsim.conformance.run.runner import chosen_groups
+    from specsim.conformance.run.files import write_json_atomic
 
     docs = []
     for path in args.merge:

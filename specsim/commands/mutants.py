@@ -101,7 +101,7 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
     fail of a correct device or a judgement that crashed."""
     import time
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.run.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
     from specsim.mutants import seedtable as st
     try:
         if args.first_seed is not None and "-" in args.seeds:
@@ -151,7 +151,8 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
 def run(args) -> int:
     from devices.registry import EMULATED, is_field, load, survey
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.run.runner import Context, write_json_atomic
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.run.files import write_json_atomic
     from specsim.mutants.families import DEVICE, FAMILIES
     from specsim.mutants.runner import Job, run_job
     from specsim.mutants.zoo import mutant_ids

@@ -70,7 +70,7 @@ MOVED = {
     "profiles": "verdict.profiles",
     "waivers": "verdict.waivers",
     "vendor_waivers": "verdict.conform_waivers",
-    "runner": "run.runner",
+    "runner": ("run.runner", "run.document", "run.files"),
     "isolation": "run.isolation",
     "progress": "run.progress",
     "proposers": "proposer.proposers",

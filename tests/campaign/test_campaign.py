@@ -74,7 +74,7 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_shards(tmp_pat
 
 def test_the_report_says_where_and_how_the_campaign_ran(reference):
     from reports.tables import provenance
-    from specsim.conformance.run.runner import document
+    from specsim.conformance.run.document import document
     doc = document("torch", None, Context(quick=True), reference.results[0])
     doc["run"] = {**reference.run, "complete": True}
     assert provenance(doc)["campaign"].startswith("executor inprocess, 1 workers, 1 worker process(es)")

@@ -270,7 +270,7 @@ def code_fingerprint(device_spec: str, device) -> dict:
 
 
 def _write_json_atomic(path: str, doc) -> None:
-    from specsim.conformance.run.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
     write_json_atomic(path, doc)
 
 
@@ -568,7 +568,7 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     A stop signal (:class:`Interrupted`, or KeyboardInterrupt) stops the running group's processes, writes
     ``conformance.json`` with ``run.interrupted`` (that group stays pending), and propagates.
     """
-    from specsim.conformance.run.runner import document
+    from specsim.conformance.run.document import document
 
     plan = Plan(device_spec, ctx.seed, ctx.alpha_family, ctx.quick, list(groups),
                 getattr(device, "name", None),
