@@ -269,11 +269,11 @@ def test_no_private_name_of_specsim_is_imported_from_outside_its_module():
 def test_the_moved_modules_still_import_from_their_old_paths_with_a_warning():
     import warnings
     from specsim.conformance import MOVED
-    assert "runner" in MOVED and "_common" in MOVED and "stat_plan" in MOVED
+    assert "results" in MOVED and "_common" in MOVED and "stat_plan" in MOVED
     code = ("import warnings, sys; warnings.simplefilter('error')\n"
-            "try:\n    import specsim.conformance.runner\nexcept DeprecationWarning as e:\n    print(e)\n")
+            "try:\n    import specsim.conformance.isolation\nexcept DeprecationWarning as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert "specsim.conformance.run.runner" in out.stdout and "next release" in out.stdout
+    assert "specsim.conformance.run.isolation" in out.stdout and "next release" in out.stdout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import specsim.conformance.run.runner as runner
@@ -293,7 +293,7 @@ def test_the_moved_modules_still_import_from_their_old_paths_with_a_warning():
         assert one_check is moved and edge_group and tree_l1_group and tree_l2_group and volume_group
         assert sampler_precision_check
     assert runner.__spec__.name == "specsim.conformance.run.runner"
-    assert importlib.import_module("specsim.conformance.stat_plan").__spec__.name == "specsim.conformance.stats.plan"
+    assert importlib.import_module("specsim.conformance.stat_plan").make_plan
     assert Context is runner.Context and CASES is chain_cases
 
 
@@ -308,14 +308,14 @@ def test_every_group_is_declared_in_its_area_and_the_rooms_above_name_only_decla
     from specsim.conformance.checks import chain, declared, interface, sampler, trees
     from specsim.conformance.core.groups import Group
     from specsim.conformance.run.registry import GROUPS, RUN_ORDER
-    from specsim.conformance.stats import plan
+    from specsim.conformance.stats import alpha
     from specsim.conformance.verdict import profiles
     declared_in = {g: area for area in (chain, declared, interface, sampler, trees)
                    for g in vars(area).values() if isinstance(g, Group)}
     assert set(declared_in) == set(RUN_ORDER) and len(RUN_ORDER) == len(GROUPS), "declared but not listed, or twice"
     for g, area in declared_in.items():
         assert g.run.startswith(area.__name__ + "."), f"{g.name} runs {g.run}, outside its area {area.__name__}"
-    assert {g.name for g in RUN_ORDER if g.statistical} == set(plan.GROUPS)
+    assert {g.name for g in RUN_ORDER if g.statistical} == set(alpha.GROUPS)
     named = {g for p in profiles.PROFILES for g in p.groups} | {
         g for ev in profiles.CORE_EVIDENCE for caps in _declarations() for g in ev.groups(caps)}
     assert named <= set(GROUPS), f"profiles name groups that no area declares: {sorted(named - set(GROUPS))}"

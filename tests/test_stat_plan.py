@@ -20,6 +20,7 @@ import pytest
 
 from devices.protocol import Capabilities
 from devices.registry import load
+from specsim.conformance.stats import alpha, l3_design
 from specsim.conformance.stats import plan as stat_plan
 from specsim.conformance.run.runner import Context, run_group
 from specsim.conformance.run.document import document
@@ -55,7 +56,7 @@ def test_the_shares_sum_to_alpha_family_exactly(label, alpha_family):
     assert math.fsum(t.alpha_share for t in plan.tests) == alpha_family
     assert plan.to_json()["alpha_share_sum"] == alpha_family
     assert len({t.name for t in plan.tests}) == len(plan.tests)
-    assert all(t.alpha == t.alpha_share / stat_plan.SAFETY > 0 for t in plan.tests)
+    assert all(t.alpha == t.alpha_share / alpha.SAFETY > 0 for t in plan.tests)
     groups = {t.group for t in plan.tests}
     assert ("L1-edges" in groups) == (not caps.injected_noise)
     assert ("L3-trees" in groups) == bool(caps.tree_schemes)
@@ -66,7 +67,7 @@ def test_the_shares_sum_to_alpha_family_exactly(label, alpha_family):
 @pytest.mark.parametrize("alpha_family", [1e-3, 1e-4, 0.1, 0.3, 2.5e-5, 1 / 3])
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 112, 135, 1000, 4097])
 def test_split_is_even_but_for_the_first_share_and_exact(alpha_family, count):
-    shares = stat_plan.split(alpha_family, count)
+    shares = alpha.split(alpha_family, count)
     assert len(shares) == count and math.fsum(shares) == alpha_family
     assert all(s > 0 for s in shares) and len(set(shares[1:])) <= 1
     assert shares[0] == pytest.approx(alpha_family / count, rel=1e-9)
@@ -94,7 +95,7 @@ def test_torch_with_injected_noise_plans_every_l3_check_and_no_edge():
     caps = load("torch").capabilities
     plan = stat_plan.run_plan(caps, Context(quick=True))
     assert {t.group for t in plan.tests} == {"L3-statistical", "L3-trees", "L3-declared"}
-    count = sum(len(stat_plan.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
+    count = sum(len(l3_design.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
                                                                     for c in tree_cases.CASES)
     count += len(declared_cases.law_cases(caps, True))
     assert len(plan.tests) == count

@@ -99,7 +99,7 @@ def shards(device: str, groups, seeds, modes, alpha_family: float, quick: bool) 
 
 def run_budget(alpha_family: float) -> float:
     """The false-fail budget of every statistical check of one device at one suite seed: the run's
-    statistical plan sums to ``alpha_family`` exactly (``stat_plan.run_plan``)."""
+    statistical plan sums to ``alpha_family`` exactly (``stats.plan.run_plan``)."""
     return alpha_family
 
 

@@ -54,7 +54,7 @@ def plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool):
     """The L3 plan of a profile (built once per process): ``suite`` at each check's α in the run-wide plan
     of ``specsim conform`` on that device (the same trials and verdicts); ``signoff`` a family of its own,
     ``alpha_family`` over its checks."""
-    from specsim.conformance.stats.plan import make_plan
+    from specsim.conformance.stats.l3_design import make_plan
     if profile == "suite":
         from specsim.conformance.run.runner import Context
         from specsim.conformance.stats.plan import run_plan

@@ -49,7 +49,7 @@ MOVED = {
     "tree_cases": "cases.trees",
     "tree_pattern_cases": "cases.tree_patterns",
     "declared_cases": "cases.declared",
-    "stat_plan": "stats.plan",
+    "stat_plan": ("stats.plan", "stats.l3_design", "stats.alpha"),
     "shards": "stats.shards",
     "tally": "stats.tally",
     "verdicts": "stats.verdicts",

@@ -101,7 +101,7 @@ def test_verify_repeated_counts_exactly_what_verify_counts():
     """The sign-off profile's transport (rows once, ids per call) changes nothing: same draws, same tallies."""
     from devices.registry import load
     from specsim.conformance.stats.shards import run_shard
-    from specsim.conformance.stats.plan import make_plan
+    from specsim.conformance.stats.l3_design import make_plan
     device = load("torch")
     for cp in make_plan(1e-3, True).cases:
         if cp.case.id in ("v8-hetero", "v8-point", "v32-topp"):   # greedy, point and placeholder, top-p

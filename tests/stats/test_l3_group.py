@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.conformance.cases import chain as C
-from specsim.conformance.stats import plan as P
+from specsim.conformance.stats import l3_design as P
 from specsim.conformance.checks.chain import statistical as S
 from specsim.conformance.run.runner import Context
 from specsim.mutants.walk import Hooks, WalkDevice

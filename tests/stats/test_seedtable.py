@@ -28,7 +28,7 @@ def test_every_groups_checks_map_back_to_it(group):
 
 def test_l3_statistical_check_names_map_to_it():
     from specsim.conformance.cases.chain import CASES
-    from specsim.conformance.stats.plan import check_names
+    from specsim.conformance.stats.l3_design import check_names
     names = [n for c in CASES for n in check_names(c)]
     assert names and {st.group_of(n) for n in names} == {"L3-statistical"}
 

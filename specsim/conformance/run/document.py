@@ -44,7 +44,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
     ``scope``: ``specsim.conformance.core.scope.of_run`` of the groups' records. ``passed`` is true only
     for the verdicts ``pass`` and ``pass-with-waivers`` (every failure waived, none of the core's
     evidence): never for ``partial``, ``quick``, ``incomplete`` or ``fail``.
-    ``statistical_plan`` is the run's plan (``stat_plan.run_plan``): every statistical test of every
+    ``statistical_plan`` is the run's plan (``stats.plan.run_plan``): every statistical test of every
     group for the device's capabilities, its α share and level, n and detectable TV, each marked
     ``ran`` if its group is in ``groups``; the shares sum to ``alpha_family``. ``plan``: another
     ``StatPlan`` to list instead (a campaign profile that is a family of its own).

@@ -15,7 +15,7 @@ from devices.protocol import PLACEHOLDER_TOKEN_ID, UnsupportedCall, VerifyBatch
 from specsim.judge import stats
 from specsim.conformance.core.calls import Refusal, ask, frozen_call
 from specsim.conformance.cases.chain import Built
-from specsim.conformance.stats.plan import CasePlan
+from specsim.conformance.stats.l3_design import CasePlan
 from specsim.conformance.stats.tally import Tally, tally_chunk
 
 MAX_FLOATS_PER_CALL = 20_000_000

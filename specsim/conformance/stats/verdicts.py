@@ -18,7 +18,7 @@ from specsim.judge import stats
 from specsim.conformance.cases.chain import Case
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.shards import SHARD_TRIALS, shard_sizes
-from specsim.conformance.stats.plan import CasePlan, Plan, case_missing, tested_positions
+from specsim.conformance.stats.l3_design import CasePlan, Plan, case_missing, tested_positions
 from specsim.conformance.stats.tally import Tally
 
 

@@ -14,9 +14,9 @@ with ``noise=None`` in large heterogeneous batches, and tests, per request:
 * ``greedy-exact`` for greedy requests: the deterministic path, token for token.
 
 Budget: each statistical check is one test of the run's statistical plan
-(``stat_plan.run_plan``: ``ctx.alpha_family`` split evenly over every
+(``stats.plan.run_plan``: ``ctx.alpha_family`` split evenly over every
 statistical test of the run, each run at a tenth of its share). The trial
-count of a case comes from the planner (``stat_plan.make_plan``) so that every
+count of a case comes from the planner (``stats.l3_design.make_plan``) so that every
 position, bonus included, detects worst-case TV ``TARGET_TV`` with power 1-β at
 that α; the plan asserts this design.
 Expected laws come from ``reference`` (float64, raw logits and parameters),
@@ -31,7 +31,8 @@ from specsim.judge import stats
 from specsim.conformance.core.calls import Refusal, refused
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.shards import run_trials
-from specsim.conformance.stats.plan import make_plan, run_plan
+from specsim.conformance.stats.l3_design import make_plan
+from specsim.conformance.stats.plan import run_plan
 from specsim.conformance.stats.verdicts import NO_RANDOMNESS, case_verdicts, mark_holm, not_supported
 
 

@@ -36,7 +36,7 @@ A device that takes no injected noise is held to each pattern's exact law
 instead (``tree_pattern_cases.step_law``): the pattern repeated ``n`` times
 under distinct seeds, exact support, and per request whose law has more than
 one outcome a goodness-of-fit test of the run's statistical plan
-(``stat_plan.run_plan``, group ``L1-trees``: ``ctx.alpha_family`` split evenly
+(``stats.plan.run_plan``, group ``L1-trees``: ``ctx.alpha_family`` split evenly
 over every statistical test of the run, each run at a tenth of its share);
 each check states its detectable TV. The patterns themselves, their rows as
 sent and their laws are ``tree_pattern_cases``.

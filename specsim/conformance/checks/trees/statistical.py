@@ -14,13 +14,13 @@ with its own randomness (``noise=None``). Per case:
 * ``accepted``: the accepted length against ``accepted_length_law``.
 
 **Budget.** ``path`` and ``accepted`` are tests of the run's statistical plan
-(``stat_plan.run_plan``: ``ctx.alpha_family`` split evenly over every
+(``stats.plan.run_plan``: ``ctx.alpha_family`` split evenly over every
 statistical test of the run, L3-statistical's and the edges' included, each run
 at a tenth of its share). Trials per case come from the plan
-(``stat_plan.tree_trials``): worst-case TV ``tree_cases.TARGET_TV`` (0.03; a
+(``stats.plan.tree_trials``): worst-case TV ``tree_cases.TARGET_TV`` (0.03; a
 case may set its own ``target_tv``) on the path law detected with power 1 − β
 at that α, the pooled cells counted at the planned trials
-(``stat_plan.design_trials``): a path law off by TV 0.047, as siblings verified
+(``stats.plan.design_trials``): a path law off by TV 0.047, as siblings verified
 with their parent's row though drafted without replacement can be
 (docs/bugs.md C10), is detected with power 0.999.
 ``python -m specsim.conformance.checks.trees.statistical [seed ...]`` prints each
