@@ -78,7 +78,7 @@ def test_tree_groups_pass_on_torch_and_are_not_supported_without_trees():
 
 
 def test_tree_statistics_pass_on_torch_in_quick_mode():
-    from specsim.conformance.checks.trees.statistical import CASES as TREE_CASES
+    from specsim.conformance.cases.trees import CASES as TREE_CASES
     results = tree_statistical_group(make_cpu_device(), Context(quick=True))
     assert len(results) == 3 * len(TREE_CASES) == 30 and {r.status for r in results} == {"pass"}, \
         [r.detail for r in results]

@@ -56,11 +56,9 @@ from specsim.judge import stats
 from specsim.conformance.core.calls import ask, call
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.plan import run_plan
-from specsim.conformance.cases.tree_patterns import (EMPTY, PATTERNS, Q_NODE, Q_PATH, Q_ROOT, QUICK_SAMPLES,
-                                                    SAMPLES, SIBLINGS, T_NODE, T_PATH, T_ROOT, V, WHY, Pattern,
-                                                    PatternTree, as_sent, law_seed, law_test_name, laws,
-                                                    pattern_dtype, pattern_lacking, samples, seeded_trees, step_law,
-                                                    tree)
+from specsim.conformance.cases.tree_patterns import (PATTERNS, V, Pattern, PatternTree, as_sent, law_seed,
+                                                    law_test_name, laws, pattern_dtype, pattern_lacking, samples,
+                                                    seeded_trees)
 from specsim.testing.seeds import case_seed
 from specsim.testing.trees import compare_tree, reference_tree_step
 
@@ -360,11 +358,7 @@ def design(caps, ctx) -> list[tuple[str, int, str]]:
     return out
 
 
-__all__ = ["PATTERNS", "Pattern", "PatternTree", "tree", "probes", "greedy_probes", "probe_batch", "step_law", "laws",
-           "pattern_checks", "design",
-           # re-exported from tree_pattern_cases, where the run's plan reads them
-           "V", "T_ROOT", "Q_ROOT", "T_NODE", "Q_NODE", "T_PATH", "Q_PATH", "EMPTY", "SIBLINGS", "WHY", "SAMPLES",
-           "QUICK_SAMPLES", "as_sent", "seeded_trees"]
+__all__ = ["TINY_E", "batch_of", "probes", "greedy_probes", "probe_batch", "pattern_checks", "design"]
 
 
 if __name__ == "__main__":      # python -m specsim.conformance.checks.trees.patterns [--quick]: the patterns' design

@@ -36,7 +36,7 @@ from specsim.judge import stats
 from specsim.conformance.core.calls import ask, call
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.plan import StatPlan, run_plan
-from specsim.conformance.cases.trees import (CASES, QUICK_TRIALS, TARGET_TV, PrefixRows, TreeCase,  # re-exported
+from specsim.conformance.cases.trees import (CASES, PrefixRows, TreeCase,
                                             case_name, laws)
 from specsim.conformance.core.calls import tree_device
 from specsim.testing.seeds import case_seed
@@ -157,8 +157,7 @@ def design(ctx, caps=None) -> list[tuple[str, int, float, float]]:
     return out
 
 
-__all__ = ["TARGET_TV", "QUICK_TRIALS", "CASES", "TreeCase", "PrefixRows", "trial_batch", "laws", "design",
-           "tree_statistical_group"]
+__all__ = ["trial_batch", "design", "tree_statistical_group"]
 
 
 if __name__ == "__main__":      # python -m specsim.conformance.checks.trees.statistical [seed ...]: each case's design
