@@ -1,4 +1,5 @@
-"""The sampler area: L1-sampler, the sampler's parameters and orders held to the reference.
+"""The sampler area: L1-sampler (``group``), the sampler's parameters and orders held to the reference, and its
+precision at volume (``precision``).
 
 It imports ``checks.chain`` (the one arrow between areas), ``stats``, ``cases`` and ``core``.
 """

@@ -1,4 +1,5 @@
-"""The trees area: L1-trees and L2-trees (``groups``), tree patterns, tree sizes and L3-trees.
+"""The trees area: L1-trees (``l1``, with the constructed patterns of ``patterns`` and the engine sizes of ``sizes``),
+L2-trees (``l2``) and L3-trees (``statistical``).
 
 It imports ``stats``, ``cases`` and ``core``; no other area of ``checks``.
 """
