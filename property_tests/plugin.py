@@ -10,16 +10,16 @@ Options (also ``pytest --help``, group "specsim"):
 - ``--specsim-device=SPEC``: a registered device name or ``module:attr``
   (default: ``$SPECSIM_DEVICE``, else ``torch``);
 - ``--specsim-waivers=FILE``: expected failures, each with a reason and an
-  issue URL (``specsim/conformance/waivers.py`` has the format and its rules; default
+  issue URL (``specsim/conformance/verdict/waivers.py`` has the format and its rules; default
   ``$SPECSIM_WAIVERS``). Waived tests are marked ``xfail`` (not strict: a
   statistical test of a buggy device can pass by chance) or ``skip``; entries
   that match no collected test are listed in the terminal summary. The file is read and
   checked by the loader of ``specsim conform --waivers``, and its ``conformance:`` entries
-  are applied by the same function (``specsim.conformance.vendor_waivers.apply``).
+  are applied by the same function (``specsim.conformance.verdict.conform_waivers.apply``).
 
 The shipped ``property_tests/test_conformance_groups.py`` gates on SPEC §10's verdict
 (``test_conformance_verdict``, through :func:`judge_conformance`: ``vendor_waivers.apply`` then
-``specsim.conformance.runner.verdict_of``, what ``specsim conform --quick --waivers FILE`` does), not only on
+``specsim.conformance.run.runner.verdict_of``, what ``specsim conform --quick --waivers FILE`` does), not only on
 no check failing: a device that declares nothing fails no check, and fails there. A test waiver never
 reaches those tests (``waivers.GATE_FILE``); a crash record or the core's evidence is never waived.
 
@@ -104,7 +104,7 @@ def pytest_configure(config):
     st = _state(config)
     path = config.getoption("specsim_waivers", default=None) or os.environ.get("SPECSIM_WAIVERS") or None
     if path:
-        from specsim.conformance.vendor_waivers import WaiverError, load_file
+        from specsim.conformance.verdict.conform_waivers import WaiverError, load_file
         try:
             st.waiver_file = load_file(path, option="--specsim-waivers")
         except WaiverError as e:
@@ -163,10 +163,10 @@ def judge_conformance(device, device_spec: str, results: list, waiver_file, ctx,
                       ) -> tuple[list, dict | None, dict]:
     """``(results, waiver record, verdict)`` of conformance ``results`` from ``groups`` run under ``ctx``:
     ``waiver_file`` (a ``vendor_waivers.WaiverFile``, or None) applied by ``vendor_waivers.apply`` and the
-    verdict given by ``specsim.conformance.runner.verdict_of``, the two functions of ``specsim conform``, so
+    verdict given by ``specsim.conformance.run.runner.verdict_of``, the two functions of ``specsim conform``, so
     the same device, results and waiver file get the same verdict whichever route ran them."""
-    from specsim.conformance.runner import verdict_of
-    from specsim.conformance.vendor_waivers import apply
+    from specsim.conformance.run.runner import verdict_of
+    from specsim.conformance.verdict.conform_waivers import apply
     record = None
     if waiver_file is not None:
         results, record = apply(results, waiver_file, device_spec=device_spec,
@@ -189,12 +189,12 @@ def _remember(st: _State, record: dict | None) -> None:
 @pytest.fixture(scope="session")
 def specsim_conformance_waivers(pytestconfig, specsim_device):
     """``waive(results) -> (results, record)``: the conformance waivers of ``--specsim-waivers`` applied by
-    ``specsim.conformance.vendor_waivers.apply`` (what ``specsim conform --waivers`` applies): a failing check
+    ``specsim.conformance.verdict.conform_waivers.apply`` (what ``specsim conform --waivers`` applies): a failing check
     an entry covers comes back carrying its ``waiver``; a crash record or a check carrying the core's evidence
     comes back unwaived, the entry listed under the record's ``refused``. ``record`` is None without a file.
     A waiver judged on another release of the device's engine (``judged_on``) waives nothing: its checks are
     held to SPEC like any other, and the summary names the release it was judged on."""
-    from specsim.conformance.vendor_waivers import apply
+    from specsim.conformance.verdict.conform_waivers import apply
     st = _state(pytestconfig)
     spec = device_choice(pytestconfig)[0]
     st.engine = getattr(specsim_device, "engine", None)
@@ -257,7 +257,7 @@ def pytest_collection_modifyitems(config, items):
     st = _state(config)
     if not st.waivers:
         return
-    from specsim.conformance.waivers import GATE_FILE, check_id
+    from specsim.conformance.verdict.waivers import GATE_FILE, check_id
     spec = device_choice(config)[0]
     for item in items:
         cid = check_id(item.nodeid)

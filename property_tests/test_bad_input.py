@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from devices.protocol import UnsupportedCall
-from specsim.conformance._common import missing
+from specsim.conformance.core.calls import missing
 from specsim.testing.bad_inputs import BAD_INPUTS, NO_NOISE_WITHOUT_SEEDS, TREE_BAD_INPUTS, TREE_NO_NOISE_WITHOUT_SEEDS
 from specsim.judge.compare import reference_step
 
@@ -47,12 +47,12 @@ def test_valid_input_is_accepted(device_under_test):
     and that refusal says nothing about the batch."""
     from specsim.testing.bad_inputs import good_batch
     from specsim.testing.batches import numpy_dtype
-    from specsim.testing.strategies import _as_dtype
+    from specsim.testing.strategies import as_dtype
     caps = device_under_test.capabilities
     batch, noise = good_batch()
     reference_step(batch, noise)
     dtype = next(d for d in ("float64", "float32", *caps.dtypes) if d in caps.dtypes)
-    device_under_test.verify(_as_dtype(batch, numpy_dtype(dtype)), noise if caps.injected_noise else None)
+    device_under_test.verify(as_dtype(batch, numpy_dtype(dtype)), noise if caps.injected_noise else None)
 
 
 TREE_CASES = TREE_BAD_INPUTS + [TREE_NO_NOISE_WITHOUT_SEEDS]

@@ -2,8 +2,8 @@
 and SPEC §10's verdict: the gate is the verdict, not "nothing failed".
 
 ``conformance:`` waivers (``--specsim-waivers``) are applied as ``specsim conform --waivers`` applies
-them, by the same function (``specsim.conformance.vendor_waivers.apply``), and the verdict is
-``specsim.conformance.runner.verdict_of``'s (``property_tests.plugin.judge_conformance``): a waived
+them, by the same function (``specsim.conformance.verdict.conform_waivers.apply``), and the verdict is
+``specsim.conformance.run.runner.verdict_of``'s (``property_tests.plugin.judge_conformance``): a waived
 check still counts as failed, and only its waiver lets it through; a crash record or a check carrying
 the core's evidence is never waived, and a test waiver never reaches these tests.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from specsim.conformance.runner import Context, available_groups, run_group
+from specsim.conformance.run.runner import Context, available_groups, run_group
 
 CONTEXT = Context(seed=0, quick=True)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, reject
 
-from specsim.conformance._common import missing
+from specsim.conformance.core.calls import missing
 from specsim.judge.compare import compare, reference_step
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.strategies import verify_cases
@@ -57,8 +57,8 @@ def test_device_matches_reference_given_injected_noise(device_under_test, dtype,
     _skip_unless(device_under_test, dtype=dtype)
     batch, noise = case
     if dtype == "float32":
-        from specsim.testing.strategies import _as_dtype
-        batch = _as_dtype(batch, np.float32)
+        from specsim.testing.strategies import as_dtype
+        batch = as_dtype(batch, np.float32)
     _assert_matches(device_under_test, batch, noise)
 
 
@@ -71,8 +71,8 @@ def test_device_matches_reference_with_withdrawn_drafts(device_under_test, dtype
     _skip_unless(device_under_test, needs={"withdrawn_drafts"}, dtype=dtype)
     batch, noise = case
     if dtype == "float32":
-        from specsim.testing.strategies import _as_dtype
-        batch = _as_dtype(batch, np.float32)
+        from specsim.testing.strategies import as_dtype
+        batch = as_dtype(batch, np.float32)
     _assert_matches(device_under_test, batch, noise)
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from devices.protocol import UnsupportedCall, VerifyOutput
-from specsim.conformance import declared_cases
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.cases import declared as declared_cases
+from specsim.conformance.run.runner import Context, run_group
 
 torch_device = pytest.importorskip("devices.torch_device")
 
@@ -100,7 +100,7 @@ def test_the_torch_device_passes_every_declared_size_in_every_mode(torch_runs):
 
 
 def test_the_plan_lists_the_laws_with_n_and_detectable_tv():
-    from specsim.conformance.stat_plan import run_plan
+    from specsim.conformance.stats.plan import run_plan
     caps = replace(torch_device.CAPABILITIES, max_vocab_size=1 << 19)
     tests = run_plan(caps, QUICK).of_group("L3-declared")
     assert [t.name for t in tests] == ["L3/declared/law/vocab-V262144", "L3/declared/law/vocab-V524288",
@@ -147,7 +147,7 @@ def test_a_device_wrong_only_past_the_core_vocabulary_fails_at_its_declared_one(
 def test_an_undeclared_node_limit_is_checked_at_specs_default():
     """``max_tree_nodes`` undeclared (None): the declared-limit tree is SPEC §11.1's default, every device's duty."""
     from tests.fixtures.spec_1_0_device import Spec10Device
-    from specsim.conformance.declared_cases import tree_limits
+    from specsim.conformance.cases.declared import tree_limits
     device = Spec10Device()
     assert device.capabilities.max_tree_nodes is None
     nodes, _ = tree_limits(device.capabilities)

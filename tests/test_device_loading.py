@@ -13,8 +13,8 @@ import pytest
 import devices.protocol
 from devices import registry
 from specsim import cli
-from specsim.conformance.profiles import core_lacking
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.verdict.profiles import core_lacking
+from specsim.conformance.run.runner import Context, run_group
 
 MINIMAL = textwrap.dedent(devices.protocol.__doc__.split("A minimal device::")[1])
 """The minimal device of ``devices/protocol.py``'s docstring, as a vendor would copy it."""

@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from specsim.conformance.edge_laws import as_draft_probs, request_law  # noqa: E402
-from specsim.conformance.exact import edge_group  # noqa: E402
-from specsim.conformance.runner import Context  # noqa: E402
+from specsim.conformance.cases.edges import as_draft_probs, request_law  # noqa: E402
+from specsim.conformance.checks.chain.exact import edge_group  # noqa: E402
+from specsim.conformance.run.runner import Context  # noqa: E402
 from specsim.judge.compare import reference_step  # noqa: E402
 from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from tests.fixtures.seeded_draft_device import SeededDraftDevice  # noqa: E402

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from devices.protocol import Noise, SamplerParams
-from specsim.conformance import runner
-from specsim.conformance._common import READ_ONLY_RULE, MutatedInput, ask, fingerprint, frozen_call, read_only
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.run import runner
+from specsim.conformance.core.calls import READ_ONLY_RULE, MutatedInput, ask, fingerprint, frozen_call, read_only
+from specsim.conformance.run.runner import Context, run_group
 from specsim.testing.batches import BatchSpec, random_batch, random_noise
 
 torch = pytest.importorskip("torch")

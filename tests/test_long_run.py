@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from devices.protocol import UnsupportedCall, VerifyOutput
-from specsim.conformance.black_box import BlackBox
-from specsim.conformance.long_run import QUICK_CALLS, noise_modes, plan
-from specsim.conformance.runner import GROUPS, Context, run_group
+from specsim.conformance.core.black_box import BlackBox
+from specsim.conformance.checks.chain.long_run import QUICK_CALLS, noise_modes, plan
+from specsim.conformance.run.runner import GROUPS, Context, run_group
 
 torch = pytest.importorskip("torch")
 from devices.registry import load  # noqa: E402
@@ -66,7 +66,7 @@ def _first_wrong_call(results) -> int:
 
 
 def test_the_group_is_registered_and_quick_goes_past_a_hundred_calls(torch_device):
-    assert GROUPS["L1-long"] == "specsim.conformance.long_run:long_run_group"
+    assert GROUPS["L1-long"] == "specsim.conformance.checks.chain.long_run:long_run_group"
     assert QUICK_CALLS > 100
     calls = plan(torch_device.capabilities, 0, QUICK_CALLS)
     assert len(calls) == QUICK_CALLS and calls == plan(torch_device.capabilities, 0, QUICK_CALLS)

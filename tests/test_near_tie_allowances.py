@@ -18,11 +18,11 @@ import pytest
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch, VerifyOutput
 from devices.torch_device import make_cpu_device
-from specsim.conformance import l1_judge
-from specsim.conformance.exact import injected_noise_group, judge
-from specsim.conformance.runner import Context
-from specsim.conformance.sampler import sampler_group
-from specsim.conformance.sizes import sizes_group
+from specsim.conformance.core import l1_judge
+from specsim.conformance.checks.chain.exact import injected_noise_group, judge
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.sampler.group import sampler_group
+from specsim.conformance.checks.chain.sizes import sizes_group
 from specsim.judge import compare as compare_module
 from specsim.judge.compare import REFERENCE_DISAGREES, compare, reference_step, waiver_cap
 

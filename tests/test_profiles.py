@@ -13,9 +13,10 @@ import pytest
 
 from devices.protocol import Capabilities
 from reference import SPEC_VERSION
-from specsim.conformance import profiles
-from specsim.conformance.capabilities import ROWS, capabilities_group
-from specsim.conformance.runner import Context, document, run_conformance
+from specsim.conformance.verdict import profiles
+from specsim.conformance.checks.interface.capabilities import ROWS, capabilities_group
+from specsim.conformance.run.runner import Context, run_conformance
+from specsim.conformance.run.document import document
 from tests.fixtures.hollow_devices import HollowDevice, RefusingDevice
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import pytest
 
 from specsim.commands import proposer as command
 from specsim.engine.proposers.checked import PROPOSERS, load
-from specsim.conformance.proposers import DesignError, check
+from specsim.conformance.proposer.proposers import DesignError, check
 
 
 @pytest.mark.parametrize("name", sorted(PROPOSERS))
@@ -70,7 +70,7 @@ def test_the_design_is_asserted_before_sampling():
         check(load("draft_model"), samples=100, max_tv=0.05)
 
 
-@pytest.mark.parametrize("name", ["specsim.conformance.proposers", "specsim.engine.proposers.processed", "specsim.commands.proposer",
+@pytest.mark.parametrize("name", ["specsim.conformance.proposer.proposers", "specsim.engine.proposers.processed", "specsim.commands.proposer",
                                   "specsim.engine.proposers.checked", "specsim.mutants.proposers"])
 def test_docstring_examples_run(name):
     import doctest

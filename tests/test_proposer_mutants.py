@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specsim.mutants.proposers import MUTANTS, make, position0_tv
-from specsim.conformance.proposers import Declaration, check, plan
+from specsim.conformance.proposer.proposers import Declaration, check, plan
 
 SAMPLES = 16_000
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from devices.protocol import Capabilities, UnsupportedCall, VerifyBatch
-from specsim.conformance._common import Refusal, ask, call, refused
-from specsim.conformance.runner import Context, run_conformance, run_group, verdict_of
+from specsim.conformance.core.calls import Refusal, ask, call, refused
+from specsim.conformance.run.runner import Context, run_conformance, run_group, verdict_of
 
 torch_device = pytest.importorskip("devices.torch_device")
 
@@ -71,7 +71,7 @@ def test_vocabulary_refusal_inside_the_declaration_fails_naming_max_vocab_size()
 
 
 def test_vocabulary_refusal_fails_the_statistical_case_instead_of_skipping_it():
-    from specsim.conformance.statistical import statistical_group
+    from specsim.conformance.checks.chain.statistical import statistical_group
     results = statistical_group(VocabRefuser(), QUICK, cases={"v1024-topk", "v256-near"})
     assert all(r.status == "pass" for r in results if r.name.startswith("L3/v256-near/"))
     results = [r for r in results if r.name.startswith("L3/v1024-topk/")]

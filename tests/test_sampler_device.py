@@ -12,8 +12,8 @@ from devices.hpu_device import make_device as make_hpu
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device, tiled_sampler
 from reference.sampler import process_logits
-from specsim.conformance.runner import Context
-from specsim.conformance.sampler import CASES, random_case, sampler_group
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.sampler.group import CASES, random_case, sampler_group
 from specsim.judge.reference_device import ReferenceDevice
 
 
@@ -46,7 +46,7 @@ def _rows_read(batch) -> np.ndarray:
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
-    from specsim.conformance.sampler import SIZES
+    from specsim.conformance.checks.sampler.group import SIZES
     results = sampler_group(device, Context())
     at_size = len(SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # the edges re-stated at size
     assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size  # + precision
@@ -93,7 +93,7 @@ def test_repeated_calls_carry_the_sampler():
 
 
 def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.core.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
     results = sampler_group(BlackBox(make_cpu_device()), Context(quick=True))
     at_size = [r for r in results if r.name.rsplit("/", 1)[-1].startswith("V")]   # the edges re-stated at size
@@ -110,8 +110,8 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistic
     """Mass moved inside the support (vLLM 0.33.0's bonus row banning the stop tokens by the pre-step length,
     docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and each
     request's test is one of the run's statistical plan, at its α there."""
-    from specsim.conformance.stat_plan import run_plan
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.stats.plan import run_plan
+    from specsim.conformance.core.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
     ctx = Context(quick=True)
     device = BlackBox(make_cpu_device())
@@ -132,7 +132,7 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistic
 def test_l3_with_section_12_parameters():
     """The two L3 cases with §12 parameters (quick sizes): the torch device passes; a device without the
     parameters is not_supported, naming them."""
-    from specsim.conformance.statistical import statistical_group
+    from specsim.conformance.checks.chain.statistical import statistical_group
     cases = {"v16-sampler", "v16-sampler-vllm"}
     results = statistical_group(make_cpu_device(), Context(quick=True), cases=cases)
     assert len(results) == 16 and {r.status for r in results} == {"pass"}
@@ -154,8 +154,8 @@ def test_a_black_box_twin_keeps_to_its_declaration_and_refuses_injected_noise():
     ``UnsupportedCall`` — the capabilities group then passes it, instead of "killing" every black-box twin that
     survived the real checks."""
     from devices.protocol import UnsupportedCall
-    from specsim.conformance.runner import run_group
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.run.runner import run_group
+    from specsim.conformance.core.black_box import BlackBox
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     batch, noise = SAMPLER_EDGES[0].batch("canonical")
     with pytest.raises(UnsupportedCall, match="injected noise"):

@@ -10,11 +10,11 @@ from devices.hpu_device import make_device as make_hpu
 from devices.protocol import Capabilities, SamplerParams, UnsupportedCall, VerifyBatch
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
 from reference.verify import KINDS, verify
-from specsim.conformance.runner import Context
-from specsim.conformance.stat_plan import run_plan
-from specsim.conformance.sampler import _edge, _edge_law
-from specsim.conformance.volume import sampler_precision_check
-from specsim.conformance.black_box import BlackBox
+from specsim.conformance.run.runner import Context
+from specsim.conformance.stats.plan import run_plan
+from specsim.conformance.checks.sampler.group import edge_check, edge_law_check
+from specsim.conformance.checks.sampler.precision import sampler_precision_check
+from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import MUTANTS, SAMPLER
 from specsim.testing.bad_inputs import SAMPLER_BAD_INPUTS
 from specsim.judge.compare import reference_step
@@ -65,11 +65,11 @@ def test_each_new_mutant_fails_its_edge_with_injected_noise_and_in_black_box(mut
     order = only or edge.orders[0]
     name = f"L1-sampler/edge/{edge.name}/{order}"
     broken, correct = mutant.make(), make_cpu_device()
-    assert _edge(correct, edge, order, "float64", name, ctx).status == "pass"
-    assert _edge(broken, edge, order, "float64", name, ctx).status == "fail"
+    assert edge_check(correct, edge, order, "float64", name, ctx).status == "pass"
+    assert edge_check(broken, edge, order, "float64", name, ctx).status == "fail"
     plan = run_plan(BlackBox(correct).capabilities, ctx)
-    assert _edge_law(BlackBox(correct), edge, order, "float64", name, ctx, plan).status == "pass"
-    result = _edge_law(BlackBox(broken), edge, order, "float64", name, ctx, plan)
+    assert edge_law_check(BlackBox(correct), edge, order, "float64", name, ctx, plan).status == "pass"
+    result = edge_law_check(BlackBox(broken), edge, order, "float64", name, ctx, plan)
     assert result.status == "fail" and "which the exact law gives probability 0" in result.detail, result.detail
 
 
@@ -93,9 +93,9 @@ def _external():
 def test_every_section_12_4_rule_is_refused_naming_its_argument(make):
     """Every rule is refused naming its argument; a device declaring none of §12 (written from the docs alone,
     ignoring ``batch.sampler``) is not_supported for them, saying why — never a failed input rule."""
-    from specsim.conformance.input_rules import _probe
+    from specsim.conformance.checks.interface.input_rules import probe
     device = make()
-    results = {bad.rule: _probe(device, bad) for bad in SAMPLER_BAD_INPUTS}
+    results = {bad.rule: probe(device, bad) for bad in SAMPLER_BAD_INPUTS}
     wrong = {rule: r.detail for rule, r in results.items() if r.status not in ("pass", "not_supported")}
     assert not wrong
     served = [r for r in results.values() if r.status == "pass"]
@@ -202,10 +202,10 @@ def test_stop_ids_without_min_tokens_are_inert(device):
 
 
 def test_capabilities_without_the_order_report_the_order_edges_not_supported():
-    from specsim.conformance.sampler import _edge_checks
+    from specsim.conformance.checks.sampler.group import edge_checks
     caps = Capabilities(True, "none", 64, sampler=("repetition_penalty", "logit_bias"), sampler_orders=("canonical",))
     device = TorchDevice(capabilities=replace(CAPABILITIES, sampler=caps.sampler, sampler_orders=caps.sampler_orders))
-    status = {r.name: r.status for r in _edge_checks(device, Context(quick=True))}
+    status = {r.name: r.status for r in edge_checks(device, Context(quick=True))}
     assert status["L1-sampler/edge/order-penalty-meets-bias/canonical"] == "pass"
     assert status["L1-sampler/edge/order-penalty-meets-bias/vllm"] == "not_supported"
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from devices.protocol import VerifyOutput
-from specsim.conformance.runner import Context, run_group
-from specsim.conformance.sizes import (FILTER_REQUESTS, RESIDUAL_TVS, filter_batch, small_residual_batch, sizes_group,
+from specsim.conformance.run.runner import Context, run_group
+from specsim.conformance.checks.chain.sizes import (FILTER_REQUESTS, RESIDUAL_TVS, filter_batch, small_residual_batch, sizes_group,
                                        spread_tokens, strided_ids, vocab_batch)
 from specsim.judge.compare import reference_step
 
@@ -100,7 +100,7 @@ class Malformed:
 
 @pytest.mark.parametrize("how", ["shape", "range", "padding", "num-accepted"])
 def test_malformed_output_is_a_failing_check_in_every_group(how):
-    from specsim.conformance.statistical import statistical_group
+    from specsim.conformance.checks.chain.statistical import statistical_group
     device, ctx = Malformed(how), Context(quick=True)
     per_group = {
         "L1-injected": run_group("L1-injected", device, ctx)[:3],

@@ -17,10 +17,12 @@ import pytest
 from devices.protocol import Capabilities, InvalidInput
 from devices.torch_device import make_cpu_device
 from reference import SPEC_VERSION, SPEC_VERSIONS
-from specsim.conformance import profiles, runner, spec_versions
-from specsim.conformance.capabilities import ROWS, check_row
-from specsim.conformance.results import CheckResult
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.verdict import profiles
+from specsim.conformance.run import runner
+from specsim.conformance.core import spec_versions
+from specsim.conformance.checks.interface.capabilities import ROWS, check_row
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.run.runner import Context, run_group
 from tests.fixtures.spec_1_0_device import Spec10Device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +33,7 @@ NEW_IN_1_1 = {"capabilities/withdrawn_drafts", "input/withdrawn-not-bool", "inpu
 
 def _run(device, monkeypatch) -> tuple[dict, dict]:
     """The groups ``GROUPS`` in process (the §11 tree edges as a group of their own) and their verdict."""
-    monkeypatch.setitem(runner.GROUPS, "L1-tree-edges", "specsim.conformance.trees:_edges")
+    monkeypatch.setitem(runner.GROUPS, "L1-tree-edges", "specsim.conformance.checks.trees.l1:edge_checks")
     checks = [r.to_json() for g in GROUPS for r in run_group(g, device, Context(quick=True))]
     return {c["name"]: c for c in checks}, profiles.verdict(device.capabilities, checks, GROUPS)
 

@@ -1,4 +1,4 @@
-"""The run-wide statistical plan (``specsim.conformance.stat_plan``): one family, every test listed once.
+"""The run-wide statistical plan (``specsim.conformance.stats.plan``): one family, every test listed once.
 
 * the α shares of every plan sum to ``alpha_family`` exactly (``math.fsum``), for devices with and
   without injected noise, trees and SPEC §12 parameters;
@@ -20,9 +20,11 @@ import pytest
 
 from devices.protocol import Capabilities
 from devices.registry import load
-from specsim.conformance import stat_plan
-from specsim.conformance.runner import Context, document, run_group
-from specsim.conformance.black_box import BlackBox
+from specsim.conformance.stats import alpha, l3_design
+from specsim.conformance.stats import plan as stat_plan
+from specsim.conformance.run.runner import Context, run_group
+from specsim.conformance.run.document import document
+from specsim.conformance.core.black_box import BlackBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "specsim" / "conformance"
@@ -54,7 +56,7 @@ def test_the_shares_sum_to_alpha_family_exactly(label, alpha_family):
     assert math.fsum(t.alpha_share for t in plan.tests) == alpha_family
     assert plan.to_json()["alpha_share_sum"] == alpha_family
     assert len({t.name for t in plan.tests}) == len(plan.tests)
-    assert all(t.alpha == t.alpha_share / stat_plan.SAFETY > 0 for t in plan.tests)
+    assert all(t.alpha == t.alpha_share / alpha.SAFETY > 0 for t in plan.tests)
     groups = {t.group for t in plan.tests}
     assert ("L1-edges" in groups) == (not caps.injected_noise)
     assert ("L3-trees" in groups) == bool(caps.tree_schemes)
@@ -65,7 +67,7 @@ def test_the_shares_sum_to_alpha_family_exactly(label, alpha_family):
 @pytest.mark.parametrize("alpha_family", [1e-3, 1e-4, 0.1, 0.3, 2.5e-5, 1 / 3])
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 112, 135, 1000, 4097])
 def test_split_is_even_but_for_the_first_share_and_exact(alpha_family, count):
-    shares = stat_plan.split(alpha_family, count)
+    shares = alpha.split(alpha_family, count)
     assert len(shares) == count and math.fsum(shares) == alpha_family
     assert all(s > 0 for s in shares) and len(set(shares[1:])) <= 1
     assert shares[0] == pytest.approx(alpha_family / count, rel=1e-9)
@@ -87,12 +89,13 @@ def test_torch_with_injected_noise_plans_every_l3_check_and_no_edge():
     """With injected noise the edges are exact answers: the plan is every check of L3-statistical's and
     L3-trees' case lists (torch supports them all) and L3-declared's laws, each at 1e-3 over their count,
     run at a tenth."""
-    from specsim.conformance import declared_cases, tree_cases
-    from specsim.conformance.cases import CASES
+    from specsim.conformance.cases import declared as declared_cases
+    from specsim.conformance.cases import trees as tree_cases
+    from specsim.conformance.cases.chain import CASES
     caps = load("torch").capabilities
     plan = stat_plan.run_plan(caps, Context(quick=True))
     assert {t.group for t in plan.tests} == {"L3-statistical", "L3-trees", "L3-declared"}
-    count = sum(len(stat_plan.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
+    count = sum(len(l3_design.check_names(c)) for c in CASES) + sum(len(tree_cases.check_names(c))
                                                                     for c in tree_cases.CASES)
     count += len(declared_cases.law_cases(caps, True))
     assert len(plan.tests) == count
@@ -126,7 +129,7 @@ def _checks_match_the_plan(results, plan, groups, l3_cases=None):
 def black_box_run():
     device, ctx = BlackBox(load("torch")), Context(quick=True)
     results = [r for g in STATISTICAL_GROUPS[:5] for r in run_group(g, device, ctx)]
-    from specsim.conformance.statistical import statistical_group
+    from specsim.conformance.checks.chain.statistical import statistical_group
     results += statistical_group(device, ctx, cases=SOME_L3_CASES)
     return device, ctx, results
 
@@ -172,7 +175,7 @@ def test_every_statistical_check_of_a_whole_quick_run_is_planned_at_its_alpha():
 
 
 def test_an_edge_or_a_tree_case_added_to_the_lists_is_planned():
-    from specsim.conformance import tree_cases
+    from specsim.conformance.cases import trees as tree_cases
     from specsim.testing.edges import EDGES, Edge, Request
     caps = BlackBox(load("torch")).capabilities
     before = stat_plan.run_plan(caps, Context(quick=True))
@@ -196,7 +199,7 @@ def test_an_edge_or_a_tree_case_added_to_the_lists_is_planned():
 
 
 def test_a_tree_pattern_added_to_the_list_is_planned(monkeypatch):
-    from specsim.conformance import tree_pattern_cases as tpc
+    from specsim.conformance.cases import tree_patterns as tpc
     caps = BlackBox(load("torch")).capabilities
     before = stat_plan.run_plan(caps, Context(quick=True))
     probe = dataclasses.replace(next(p for p in tpc.PATTERNS if p.name == "empty-beside-big"), name="probe-pattern")
@@ -218,23 +221,26 @@ def test_a_tree_pattern_added_to_the_list_is_planned(monkeypatch):
 # --------------------------------------------------------------------------- import cycles
 
 def _conformance_imports(path: pathlib.Path, modules: set) -> set:
-    """The ``specsim.conformance`` modules ``path`` imports anywhere in its code (function bodies too)."""
+    """The ``specsim.conformance`` modules (dotted below the package: ``stats.plan``) ``path`` imports anywhere
+    in its code (function bodies too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        elif isinstance(node, ast.ImportFrom) and not node.level:
             base = node.module or ""
-            if node.level:  # relative: from the package specsim.conformance
-                base = "specsim.conformance" + (f".{base}" if base else "")
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:
             parts = name.split(".")
-            if parts[:2] == ["specsim", "conformance"] and len(parts) > 2 and parts[2] in modules:
-                found.add(parts[2])
-    return found - {path.stem}
+            if parts[:2] == ["specsim", "conformance"] and ".".join(parts[2:]) in modules:
+                found.add(".".join(parts[2:]))
+    return found - {_dotted(path)}
+
+
+def _dotted(path: pathlib.Path) -> str:
+    return ".".join(path.relative_to(CONFORMANCE).with_suffix("").parts)
 
 
 def _cycle(graph: dict) -> list | None:
@@ -269,9 +275,10 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_no_import_cycle_among_the_conformance_modules():
-    modules = {p.stem for p in CONFORMANCE.glob("*.py") if p.stem != "__init__"}
-    graph = {m: _conformance_imports(CONFORMANCE / f"{m}.py", modules) for m in modules}
-    assert graph["statistical"] >= {"stat_plan"} and "tree_statistics" not in graph["statistical"]
-    assert graph["tree_patterns"] >= {"stat_plan", "tree_pattern_cases"} and "tree_patterns" not in graph["stat_plan"]
+    paths = {_dotted(p): p for p in CONFORMANCE.rglob("*.py") if p.name != "__init__.py"}
+    graph = {m: _conformance_imports(p, set(paths)) for m, p in paths.items()}
+    statistical, patterns = graph["checks.chain.statistical"], graph["checks.trees.patterns"]
+    assert statistical >= {"stats.plan"} and "checks.trees.statistical" not in statistical
+    assert patterns >= {"stats.plan", "cases.tree_patterns"} and "checks.trees.patterns" not in graph["stats.plan"]
     cycle = _cycle(graph)
     assert cycle is None, f"import cycle in specsim/conformance: {' -> '.join(cycle)}"

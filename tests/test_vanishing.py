@@ -8,7 +8,7 @@ import pytest
 
 from specsim import cli
 from specsim.commands import COMMANDS, MAINTAINER_COMMANDS
-from specsim.conformance import runner
+from specsim.conformance.run import runner
 from tests.fixtures.hollow_devices import HollowDevice
 
 
@@ -28,9 +28,9 @@ def test_a_group_whose_module_is_missing_is_an_error(monkeypatch):
 
 
 def test_a_group_whose_function_is_missing_is_an_error(monkeypatch):
-    monkeypatch.setitem(runner.GROUPS, "ghost", "specsim.conformance.exact:no_such_group")
+    monkeypatch.setitem(runner.GROUPS, "ghost", "specsim.conformance.checks.chain.exact:no_such_group")
     (result,) = runner.run_conformance(HollowDevice(), runner.Context(), ["ghost"])
-    assert result.status == "error" and "specsim.conformance.exact:no_such_group is missing from this checkout" in result.detail
+    assert result.status == "error" and "specsim.conformance.checks.chain.exact:no_such_group is missing from this checkout" in result.detail
 
 
 def test_a_command_whose_module_is_missing_is_an_error(monkeypatch, capsys):

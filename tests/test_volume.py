@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from devices.torch_device import TorchDevice
-from specsim.conformance import volume
+from specsim.conformance.checks.chain import volume
 from tests.fixtures.low_precision_device import RoundedLogits, make_fp16_softmax
 
 REQUESTS = 5 * volume.CHUNK   # ~45k decisions: a defect at ≥ 1.5e-4 per decision shows with probability ≥ 0.999

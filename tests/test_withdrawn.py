@@ -16,9 +16,9 @@ import pytest
 from devices.protocol import PLACEHOLDER_TOKEN_ID, InvalidInput, UnsupportedCall
 from reference import laws
 from reference.verify import verify
-from specsim.conformance.capabilities import ROWS, check_row
-from specsim.conformance.exact import edge_group
-from specsim.conformance.runner import Context
+from specsim.conformance.checks.interface.capabilities import ROWS, check_row
+from specsim.conformance.checks.chain.exact import edge_group
+from specsim.conformance.run.runner import Context
 from specsim.testing.bad_inputs import BAD_INPUTS
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.judge.compare import compare, reference_step
@@ -245,9 +245,9 @@ class EveryPlaceholderWithdrawn:
 
 def test_the_field_experiment_confirms_the_withdrawn_reading_and_only_it():
     from specsim.field.table import confirm_placeholder_row_read
-    from specsim.conformance.exact import _run_cases
+    from specsim.conformance.checks.chain.exact import run_cases
     device = EveryPlaceholderWithdrawn()
-    failing = [r.name for r in _run_cases(device, Context(quick=True), "L1/injected", injected=True)
+    failing = [r.name for r in run_cases(device, Context(quick=True), "L1/injected", injected=True)
                if r.status == "fail"]
     assert failing, "no case holds a padding placeholder whose row changes the answer"
     said = confirm_placeholder_row_read(device, failing[0], quick=True)

@@ -24,11 +24,11 @@ import sys
 import time
 
 from devices.torch_device import make_cpu_device
-from specsim.conformance.stat_plan import run_plan
-from specsim.conformance.runner import Context
-from specsim.conformance.sampler import _edge, _edge_law, sampler_group
-from specsim.conformance.volume import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
-from specsim.conformance.black_box import BlackBox
+from specsim.conformance.stats.plan import run_plan
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.sampler.group import edge_check, edge_law_check, sampler_group
+from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
+from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import SAMPLER
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 
@@ -56,8 +56,8 @@ def named_check(device, killed_by: str, ctx: Context, black_box: bool, label: st
         if only_order and order != only_order:
             continue
         name = f"{EDGE_PREFIX}{edge.name}/{order}"
-        result = (_edge_law(device, edge, order, dtype, name, ctx, plan) if black_box
-                  else _edge(device, edge, order, dtype, name, ctx))
+        result = (edge_law_check(device, edge, order, dtype, name, ctx, plan) if black_box
+                  else edge_check(device, edge, order, dtype, name, ctx))
         if result.status in ("fail", "error"):
             return "K"
     return "S"

@@ -16,7 +16,7 @@ import sys
 import time
 
 from devices.registry import load
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.run.runner import Context, run_group
 
 FIRST_SEED = 1_000_000  # the fresh seeds specsim calibrate starts at
 

@@ -2,7 +2,7 @@
 
 For every mutant of ``specsim.mutants.zoo.TREE`` whose named check (``killed_by``) is an L1-trees
 pattern, and every suite seed, runs that check with injected noise and on its black-box twin
-(``specsim.conformance.black_box.BlackBox``: no injected noise, so the pattern's exact law is tested), and
+(``specsim.conformance.core.black_box.BlackBox``: no injected noise, so the pattern's exact law is tested), and
 names the first failing pattern of the whole pattern list with injected noise (the check a
 ``specsim mutants`` hunt would report). With ``--correct`` it also runs the correct torch device
 through L1-trees and L3-trees at each seed.
@@ -31,9 +31,9 @@ def _seeds(text: str) -> list[int]:
 
 def mutant_row(mutant, seeds: list[int], quick: bool) -> tuple[list[str], list[str]]:
     """(cells, first killers) of one mutant over the seeds."""
-    from specsim.conformance.runner import Context
-    from specsim.conformance.tree_patterns import pattern_checks
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.trees.patterns import pattern_checks
+    from specsim.conformance.core.black_box import BlackBox
     device = mutant.make()
     cells, firsts = [], []
     for seed in seeds:
@@ -51,9 +51,9 @@ def mutant_row(mutant, seeds: list[int], quick: bool) -> tuple[list[str], list[s
 def correct_rows(seeds: list[int], quick: bool) -> bool:
     """Print one line per seed; whether any check failed or errored."""
     from devices.torch_device import make_cpu_device
-    from specsim.conformance.runner import Context
-    from specsim.conformance.tree_statistics import tree_statistical_group
-    from specsim.conformance.trees import tree_l1_group
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.trees.statistical import tree_statistical_group
+    from specsim.conformance.checks.trees.l1 import tree_l1_group
     device, failed = make_cpu_device(), False
     for seed in seeds:
         ctx = Context(seed=seed, quick=quick)

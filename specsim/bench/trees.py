@@ -94,7 +94,7 @@ def _depth(parents: np.ndarray, n: int) -> int:
     return 1 if parents[n] < 0 else 1 + _depth(parents, int(parents[n]))
 
 
-def _events(fn, warmup: int, repeat: int) -> float:
+def tree_events(fn, warmup: int, repeat: int) -> float:
     """Median ms between CUDA events recorded around ``fn()`` (device tensors in: no host copies)."""
     import torch
     for _ in range(warmup):
@@ -146,7 +146,7 @@ def bench_kernels(device, batch: int, vocab_size: int, parents: np.ndarray, warm
     ids = torch.randint(0, vocab_size, (batch * N,), generator=gen, **cuda)
     uniforms = torch.rand(batch * N, generator=gen, dtype=torch.float64, **cuda)
     exps = torch.empty(batch, vocab_size, **cuda).exponential_(generator=gen)
-    out = {"chain K=N": _events(lambda: verify_tensors(
+    out = {"chain K=N": tree_events(lambda: verify_tensors(
         cu, ids, None, logits, torch.ones(batch, **cuda), max_k=N, uniforms=uniforms, exponentials=exps,
         config=device.config, kernels_module=device.kernels), warmup, repeat)}
     rng = np.random.default_rng(0)
@@ -156,7 +156,7 @@ def bench_kernels(device, batch: int, vocab_size: int, parents: np.ndarray, warm
     for name, t in (("tree kernel, rejected at root", tree),
                     ("tree kernel, accepted to depth", dataclasses.replace(tree, target_logits=first_child_on_top(tree)))):
         launch, (_, acc, _) = tk.tree_call(tk, t, noise, check_tree_call(t, noise, device.capabilities), "cuda")
-        out[name] = _events(launch, warmup, repeat)
+        out[name] = tree_events(launch, warmup, repeat)
         out[name + " accepted"] = float(acc.double().mean())
     return out
 
@@ -170,7 +170,7 @@ def sized_batches(batches, vocab_sizes) -> list:
     """Random tree batches at the table's sizes: ``(label, TreeBatch, Noise)``, seeded by ``V + B``."""
     import dataclasses
 
-    from specsim.conformance.trees import CASES
+    from specsim.conformance.checks.trees.l1 import CASES
     from specsim.testing.trees import random_tree_batch, random_tree_noise
     out = []
     for B in batches:
@@ -222,8 +222,9 @@ def check(device, refs=None, summary: bool = False):
     ``refs``: ``start_references``' jobs, for the batches at the table's sizes (optional)."""
     import dataclasses
 
-    from specsim.conformance.runner import Context
-    from specsim.conformance.trees import CASES, tree_l1_group, tree_l2_group
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.trees.l1 import CASES, tree_l1_group
+    from specsim.conformance.checks.trees.l2 import tree_l2_group
     from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
     problems = 0
     for case, spec in CASES.items():

@@ -2,7 +2,7 @@
 
 A *shard* is ``(suite seed, case, shard index)``: its trials, drafts, request
 seeds and positions derive from that alone
-(``specsim.conformance.shards.run_shard``), and it returns integer
+(``specsim.conformance.stats.shards.run_shard``), and it returns integer
 counts (``Tally``). Merging is exact addition in shard order, so the verdict
 is identical whatever ran the shards — this process, local processes, a Ray
 cluster — and in whatever order they finished.

@@ -15,7 +15,7 @@ What the summary holds a run to:
 * **statistical false fails**: a failing check that spent α. All the
   statistical checks of one device at one suite seed false-fail with
   probability at most ``run_budget(alpha_family)``: the run's statistical
-  plan (``specsim.conformance.stat_plan``) splits ``alpha_family`` over every
+  plan (``specsim.conformance.stats.plan``) splits ``alpha_family`` over every
   one of them (L3-statistical, L3-trees, the edge laws of L1-edges and
   L1-sampler). With ``m`` modes a
   seed has one with probability at most ``p = min(1, m·run_budget)``,
@@ -74,8 +74,8 @@ def run_group_shard(shard: GroupShard) -> dict:
     from devices.registry import load
     from specsim.campaign.executors import one_torch_thread
     from specsim.campaign.tasks import where
-    from specsim.conformance.runner import Context, run_group
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.run.runner import Context, run_group
+    from specsim.conformance.core.black_box import BlackBox
     with one_torch_thread():
         device = load(shard.device)
         device = BlackBox(device) if shard.mode == "black-box" else device
@@ -99,7 +99,7 @@ def shards(device: str, groups, seeds, modes, alpha_family: float, quick: bool) 
 
 def run_budget(alpha_family: float) -> float:
     """The false-fail budget of every statistical check of one device at one suite seed: the run's
-    statistical plan sums to ``alpha_family`` exactly (``stat_plan.run_plan``)."""
+    statistical plan sums to ``alpha_family`` exactly (``stats.plan.run_plan``)."""
     return alpha_family
 
 
@@ -122,7 +122,7 @@ def summary(done: dict, seeds, modes, alpha_family: float, level: float = FALSE_
     import numpy as np
     from scipy import stats as st
     from specsim.campaign.calibration import calibrated_p_values
-    from specsim.conformance.results import CheckResult
+    from specsim.conformance.core.results import CheckResult
     seeds, modes = list(seeds), list(modes)
     false_fails, p_by_mode, cases, group_seconds = [], {m: [] for m in modes}, {}, {}
     for shard, r in done.items():

@@ -28,8 +28,8 @@ class Campaign:
 
 def shard_tasks(device_spec: str, profile: str, seeds, alpha_family: float, quick: bool, cases, shard_trials: int):
     """Every shard of every supported case, seed by seed, and the not_supported results per seed."""
-    from specsim.conformance.shards import shard_sizes
-    from specsim.conformance.verdicts import NO_RANDOMNESS, not_supported
+    from specsim.conformance.stats.shards import shard_sizes
+    from specsim.conformance.stats.verdicts import NO_RANDOMNESS, not_supported
     device = device_for(device_spec)
     plan = plan_for(device_spec, profile, alpha_family, quick)
     tasks, unsupported = [], []
@@ -50,7 +50,7 @@ class Progress:
     """One line per finished shard, and after the first ones an estimate of the rest (and the workers for < 1 h)."""
 
     def __init__(self, tasks, workers: int, enabled: bool = True):
-        from specsim.conformance.shards import shard_sizes
+        from specsim.conformance.stats.shards import shard_sizes
         self.total = len(tasks)
         self.trials = {t.key: shard_sizes(case_plan_of(t), t.shard_trials)[t.index] for t in tasks}
         self.left = sum(self.trials.values())
@@ -117,9 +117,9 @@ def run_campaign(device_spec: str, seeds, executor, *, profile: str = "suite", a
     rest would take longer (``OverBudget``, with the estimate). ``work``: the
     worker's function (``run_task``; tests wrap it to kill workers).
     """
-    from specsim.conformance.shards import SHARD_TRIALS
-    from specsim.conformance.tally import Tally
-    from specsim.conformance.verdicts import case_verdicts, mark_holm
+    from specsim.conformance.stats.shards import SHARD_TRIALS
+    from specsim.conformance.stats.tally import Tally
+    from specsim.conformance.stats.verdicts import case_verdicts, mark_holm
 
     seeds = list(seeds)
     shard_trials = shard_trials or SHARD_TRIALS

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 
-from specsim.conformance.runner import write_json_atomic
+from specsim.conformance.run.files import write_json_atomic
 
 
 class ResumeMismatch(ValueError):

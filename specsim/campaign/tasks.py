@@ -14,7 +14,7 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 
-from specsim.conformance.cases import CASES, Case, Request
+from specsim.conformance.cases.chain import CASES, Case, Request
 
 SIGNOFF_CASES: tuple[Case, ...] = (
     Case("v128256-signoff", 128256, (Request(2, 1.0, scale=3.0, draft="near"), Request(0, 0.8, scale=3.0)),
@@ -54,10 +54,10 @@ def plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool):
     """The L3 plan of a profile (built once per process): ``suite`` at each check's α in the run-wide plan
     of ``specsim conform`` on that device (the same trials and verdicts); ``signoff`` a family of its own,
     ``alpha_family`` over its checks."""
-    from specsim.conformance.stat_plan import make_plan
+    from specsim.conformance.stats.l3_design import make_plan
     if profile == "suite":
-        from specsim.conformance.runner import Context
-        from specsim.conformance.stat_plan import run_plan
+        from specsim.conformance.run.runner import Context
+        from specsim.conformance.stats.plan import run_plan
         caps = device_for(device_spec).capabilities
         return make_plan(run_plan(caps, Context(alpha_family=alpha_family, quick=quick)), quick)
     return make_plan(alpha_family, quick, cases=PROFILES[profile])
@@ -66,8 +66,8 @@ def plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool):
 def statistical_plan_for(device_spec: str, profile: str, alpha_family: float, quick: bool, seed: int):
     """The ``StatPlan`` a campaign's ``conformance.json`` lists: the run's (``suite``) or the profile's own."""
     if profile == "suite":
-        return None  # ``runner.document`` lists the run-wide plan
-    from specsim.conformance.stat_plan import family_plan
+        return None  # ``run.document`` lists the run-wide plan
+    from specsim.conformance.stats.plan import family_plan
     return family_plan(alpha_family, quick, PROFILES[profile], seed)
 
 
@@ -89,7 +89,7 @@ def run_task(task: ShardTask) -> dict:
     The sign-off profile calls the device's ``verify_repeated`` where it has one
     (same draws and result as ``verify``; at V = 128k only ids cross per call).
     """
-    from specsim.conformance.shards import run_shard
+    from specsim.conformance.stats.shards import run_shard
     device = device_for(task.device)
     start = time.perf_counter()
     tally = run_shard(device, case_plan(task), task.suite_seed, task.index, task.shard_trials,

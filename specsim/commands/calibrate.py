@@ -21,7 +21,7 @@ import sys
 
 from specsim.campaign.calibration import summary
 from specsim.figures.records import cpu_record
-from specsim.conformance.runner import GROUPS
+from specsim.conformance.run.runner import GROUPS
 
 HELP = "rerun the statistical layer of a correct device over N fresh suite seeds and KS-test its p-values for uniformity"
 
@@ -112,7 +112,7 @@ def l3_record(s: dict, run: dict, args=None) -> dict:
 
 def _group_usage(args) -> str | None:
     from specsim.campaign.groups import MODES
-    from specsim.conformance.runner import GROUPS
+    from specsim.conformance.run.runner import GROUPS
     if args.groups is None:
         extra = [f for f, v in (("--modes", args.modes), ("--false-fail-level", args.false_fail_level))
                  if v is not None]
@@ -136,7 +136,7 @@ def run_groups(args) -> int:
     """``--groups``: exit 1 on an exact false fail (or an error), or statistical false fails beyond the bound."""
     from specsim.campaign import groups as cg
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
     groups = args.groups.split(",")
     modes = (args.modes or ",".join(cg.MODES)).split(",")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -173,7 +173,7 @@ def run(args) -> int:
     from specsim.campaign.run import run_campaign
     from specsim.campaign.store import ResumeMismatch
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
 
     wrong = _group_usage(args)
     if wrong:

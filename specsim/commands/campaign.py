@@ -63,7 +63,7 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true", help="continue the campaign in --out DIR")
     p.add_argument("--no-report", action="store_true", help="with --out, write conformance.json only")
     p.add_argument("--shard-trials", type=int, default=None,
-                   help="trials per shard (default specsim.conformance.shards.SHARD_TRIALS); part of the draw")
+                   help="trials per shard (default specsim.conformance.stats.shards.SHARD_TRIALS); part of the draw")
     p.add_argument("--max-hours", type=float, default=None,
                    help="stop after the first shards if the estimate for the rest exceeds this")
     add_executor_arguments(p)
@@ -73,8 +73,10 @@ def run(args) -> int:
     from devices.registry import load
     from specsim.campaign.run import OverBudget, run_campaign
     from specsim.campaign.store import ResumeMismatch
-    from specsim.commands.conform import _table
-    from specsim.conformance.runner import Context, document, write_json_atomic
+    from specsim.commands.conform import conform_table
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.run.document import document
+    from specsim.conformance.run.files import write_json_atomic
 
     if args.resume and not args.out:
         print("specsim campaign: --resume needs --out DIR", file=sys.stderr)
@@ -98,7 +100,7 @@ def run(args) -> int:
                    ["L3-statistical"],
                    plan=statistical_plan_for(args.device, args.profile, args.alpha, args.quick, args.seed))
     doc["run"] = {**out.run, "complete": True, "command": list(sys.argv), "finished_groups": ["L3-statistical"]}
-    print(_table(results))
+    print(conform_table(results))
     s, r = doc["summary"], out.run
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error")
     print(f"campaign: {r['shards']} shards ({r['shards_resumed']} resumed), {r['trials']} trials, "

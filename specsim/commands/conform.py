@@ -5,7 +5,7 @@ that crashes, aborts or hangs costs one group (recorded as ``error``), never
 the run or its report. ``--out DIR`` writes ``conformance.json`` after every
 group (atomically), then ``report.html``, ``report.md`` and ``report.json``.
 ``--waivers FILE`` applies a vendor's known failures
-(``specsim.conformance.vendor_waivers``). SIGINT and SIGTERM stop the running
+(``specsim.conformance.verdict.conform_waivers``). SIGINT and SIGTERM stop the running
 group's processes and leave a run that ``--resume`` continues.
 """
 
@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from specsim.conformance.runner import GROUPS
+from specsim.conformance.run.runner import GROUPS
 
 HELP = ("run the conformance layers against a device; exit 0 iff the verdict (SPEC §10) is PASS or "
         "PASS-WITH-WAIVERS")
@@ -113,7 +113,7 @@ def _status_cell(r) -> str:
     return f"waived ({r.status})" if r.waiver else r.status
 
 
-def _table(results) -> str:
+def conform_table(results) -> str:
     rows = [("check", "layer", "status", "detail")]
     for r in results:
         detail = (r.detail.splitlines() or [""])[0][:70]
@@ -185,13 +185,13 @@ def _load_waivers(path: str | None):
     """The validated waiver file, or None without --waivers; ``WaiverError`` names the entry at fault."""
     if path is None:
         return None
-    from specsim.conformance.vendor_waivers import load_file
+    from specsim.conformance.verdict.conform_waivers import load_file
     return load_file(path)
 
 
 def _stopped(e: KeyboardInterrupt, args) -> int:
     """Say where the run stopped and how to continue it; the exit status is 128 + the signal's number."""
-    from specsim.conformance.isolation import Interrupted
+    from specsim.conformance.run.isolation import Interrupted
     signum = e.signum if isinstance(e, Interrupted) else 2
     name = e.name if isinstance(e, Interrupted) else "SIGINT"
     ended = "" if args.in_process else "; the running group's processes were ended"
@@ -201,7 +201,7 @@ def _stopped(e: KeyboardInterrupt, args) -> int:
 
 
 def run(args) -> int:
-    from specsim.conformance.isolation import stop_on_signals
+    from specsim.conformance.run.isolation import stop_on_signals
 
     with stop_on_signals():
         try:
@@ -212,9 +212,11 @@ def run(args) -> int:
 
 def _run(args) -> int:
     from devices.registry import load
-    from specsim.conformance.results import CheckResult
-    from specsim.conformance.runner import Context, chosen_groups, document, run_conformance, write_json_atomic
-    from specsim.conformance.vendor_waivers import WaiverError, summary_lines
+    from specsim.conformance.core.results import CheckResult
+    from specsim.conformance.run.runner import Context, chosen_groups, run_conformance
+    from specsim.conformance.run.document import document
+    from specsim.conformance.run.files import write_json_atomic
+    from specsim.conformance.verdict.conform_waivers import WaiverError, summary_lines
 
     if args.resume and not args.out:
         return _usage("--resume needs --out DIR (the directory of the run to continue)")
@@ -242,12 +244,12 @@ def _run(args) -> int:
     ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
 
     if args.in_process:
-        from specsim.conformance.scope import of_run
+        from specsim.conformance.core.scope import of_run
         scopes: dict = {}
         results = run_conformance(device, ctx, names, scopes)
         record = None
         if waivers is not None:
-            from specsim.conformance.vendor_waivers import apply
+            from specsim.conformance.verdict.conform_waivers import apply
             results, record = apply(results, waivers, device_spec=args.device,
                                     device_name=getattr(device, "name", None), engine=getattr(device, "engine", None))
         doc = document(args.device, device, ctx, results, names, scope=of_run(scopes))
@@ -258,8 +260,8 @@ def _run(args) -> int:
         if args.out:
             write_json_atomic(os.path.join(args.out, "conformance.json"), doc)
     else:
-        from specsim.conformance.isolation import ResumeMismatch, run_isolated
-        from specsim.conformance.progress import Progress
+        from specsim.conformance.run.isolation import ResumeMismatch, run_isolated
+        from specsim.conformance.run.progress import Progress
 
         if args.out and not args.resume:
             _warn_if_incomplete(args.out)
@@ -272,7 +274,7 @@ def _run(args) -> int:
             return _usage(str(e))
         results = [CheckResult.from_json(d) for d in doc["checks"]]
 
-    print(_table(results) if getattr(args, "table", False) else _failing(results))
+    print(conform_table(results) if getattr(args, "table", False) else _failing(results))
     s = doc["summary"]
     waived = sum(r.waiver is not None for r in results)
     print(f"\n{device.name}: {s['pass']} pass, {s['fail']} fail, {s['not_supported']} not supported, {s['error']} error"

@@ -62,7 +62,7 @@ def examined(spec: str) -> dict:
     """One device checked before a run: ``loaded`` (and ``error``, the load error in full), its name, engine and
     capabilities, what it lacks of the core profile (empty: declared) and which optional profiles it declares."""
     from devices.registry import DeviceLoadError, entries, load, load_error_text
-    from specsim.conformance.profiles import CORE, core_lacking, optional_profiles
+    from specsim.conformance.verdict.profiles import CORE, core_lacking, optional_profiles
 
     known = entries()
     out = {"spec": spec, "target": known[spec].target if spec in known else spec,

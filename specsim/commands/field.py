@@ -35,7 +35,7 @@ every failing check is waived on the release it ran on; 2 for bad usage.
 
 from __future__ import annotations
 
-from specsim.conformance.runner import GROUPS
+from specsim.conformance.run.runner import GROUPS
 
 HELP = "run the field's real samplers (devices/field/) and write the field table (field.json, field.md)"
 
@@ -94,8 +94,8 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
     import os
 
     from specsim.field import table as field
-    from specsim.conformance.isolation import group_path, run_isolated
-    from specsim.conformance.runner import Context, available_groups
+    from specsim.conformance.run.isolation import group_path, run_isolated
+    from specsim.conformance.run.runner import Context, available_groups
     ctx = Context(seed=0, quick=quick)
     run_dir = os.path.join(out_dir, name)
     print(f"field: {name}: {len(groups)} group(s){' (quick)' if quick else ''}", flush=True)
@@ -121,7 +121,7 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
     import sys
 
     from specsim.field import releases
-    from specsim.conformance.isolation import group_path
+    from specsim.conformance.run.isolation import group_path
     run = {"release": release, "quick": args.quick, "groups": names, "install": None, "error": None, "entries": [],
            "by_group": {}}
     try:
@@ -160,7 +160,7 @@ def _release_run(release: str, engine, args, names: list[str], where: str) -> di
 
 def _releases_block(args, names: list[str], where: str) -> dict:
     """``--releases``: every release's run, as ``field.json``'s ``releases`` entry."""
-    from specsim.conformance.runner import available_groups
+    from specsim.conformance.run.runner import available_groups
     from specsim.field import releases, table as field
     name, engine = releases.engine_of(args.devices, args.engine)
     wanted = [releases.check_release(r) for r in args.releases.split(",") if r.strip()]
@@ -194,7 +194,8 @@ def run(args) -> int:
 
     from devices.registry import is_field, survey
     from specsim.field import table as field
-    from specsim.conformance.runner import chosen_groups, write_json_atomic
+    from specsim.conformance.run.runner import chosen_groups
+    from specsim.conformance.run.files import write_json_atomic
 
     docs = []
     for path in args.merge:

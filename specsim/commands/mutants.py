@@ -1,5 +1,5 @@
 """``specsim mutants``: run the conformance suite against the mutant zoo and the correct devices, and every
-mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.conformance.proposers``)
+mutant family (``specsim.mutants.families``: the proposer mutants, judged by ``specsim.conformance.proposer.proposers``)
 against its check and its correct subjects.
 
 ``--seeds A-B`` (or ``--seeds N --first-seed S``) judges every mutant at every suite seed instead, by the
@@ -80,7 +80,7 @@ def _selected(args, device_ids: list[str]) -> dict[str, list[str]] | str:
     return {f: every[f] for f in every if f in chosen and (every[f] or not args.only)}
 
 
-def _kinds(args, families: dict[str, list[str]]) -> dict[str, list[str]] | str:
+def mutant_kinds(args, families: dict[str, list[str]]) -> dict[str, list[str]] | str:
     """``families`` with the device zoo cut to ``--kinds`` (other families kept only if ``--families`` names
     them); a string: the usage error."""
     from specsim.mutants.families import DEVICE
@@ -101,7 +101,7 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
     fail of a correct device or a judgement that crashed."""
     import time
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.runner import write_json_atomic
+    from specsim.conformance.run.files import write_json_atomic
     from specsim.mutants import seedtable as st
     try:
         if args.first_seed is not None and "-" in args.seeds:
@@ -151,7 +151,8 @@ def run_seed_table(args, families: dict[str, list[str]]) -> int:
 def run(args) -> int:
     from devices.registry import EMULATED, is_field, load, survey
     from specsim.commands.campaign import executor_from
-    from specsim.conformance.runner import Context, write_json_atomic
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.run.files import write_json_atomic
     from specsim.mutants.families import DEVICE, FAMILIES
     from specsim.mutants.runner import Job, run_job
     from specsim.mutants.zoo import mutant_ids
@@ -159,7 +160,7 @@ def run(args) -> int:
     base = load(args.base)
     families = _selected(args, mutant_ids(base))
     if not isinstance(families, str):
-        families = _kinds(args, families)
+        families = mutant_kinds(args, families)
     if isinstance(families, str):
         print(f"specsim mutants: {families}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""``specsim proposer NAME``: are a drafter's drafts drawn from the ``draft_probs`` it reports? (``specsim.conformance.proposers``)
+"""``specsim proposer NAME``: are a drafter's drafts drawn from the ``draft_probs`` it reports? (``specsim.conformance.proposer.proposers``)
 
 NAME is a registered proposer (``specsim.engine.proposers.checked.PROPOSERS``),
 ``mutant:ID`` (``specsim.mutants.proposers``) or ``module:attr`` (a proposer,
@@ -49,7 +49,7 @@ def calibrate(proposer, seeds: range, **kw) -> dict:
     """
     from scipy import stats
 
-    from specsim.conformance.proposers import check
+    from specsim.conformance.proposer.proposers import check
     p_values, failed = [], []
     for seed in seeds:
         result = check(proposer, suite_seed=seed, **kw)
@@ -70,7 +70,7 @@ def run(args) -> int:
     from specsim.engine.proposers.checked import FIELD, PROPOSERS, load
     from specsim.mutants.proposers import MUTANTS
     from specsim.mutants.proposers import make as make_mutant
-    from specsim.conformance.proposers import ALPHA_FAMILY, DesignError, check
+    from specsim.conformance.proposer.proposers import ALPHA_FAMILY, DesignError, check
 
     if args.list:
         for name, target in sorted({**PROPOSERS, **FIELD}.items()):

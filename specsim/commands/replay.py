@@ -2,7 +2,7 @@
 
 Every L1 case is a deterministic function of the suite seed and its name, so one check can be run
 again without its group: ``specsim replay --device SPEC --seed N CHECK`` runs exactly the check
-``specsim conform`` named (``specsim.conformance.exact.one_check``), records every call it made
+``specsim conform`` named (``specsim.conformance.run.one_check.one_check``), records every call it made
 (batch, noise, the device's answer), and prints, call by call, the requests whose tokens differ
 from the reference's with what the reference emits there. ``--npz FILE`` writes those calls as
 arrays a vendor can attach to a bug report and load without specsim (``numpy.load``).
@@ -90,8 +90,8 @@ def run(args) -> int:
     import numpy as np
 
     from devices.registry import load
-    from specsim.conformance.exact import REPLAYABLE, one_check
-    from specsim.conformance.runner import Context
+    from specsim.conformance.run.one_check import REPLAYABLE, one_check
+    from specsim.conformance.run.runner import Context
 
     if not args.check.startswith(REPLAYABLE):
         print(f"specsim replay: check: {args.check!r} is not one an L1 check can be run alone from; replayable "

@@ -185,7 +185,7 @@ def available(distribution: str) -> list[str]:
 
 def environ_with(path: str, env: dict | None = None) -> dict:
     """``env`` (default: this process's) with ``path`` first on ``PYTHONPATH``, then every entry of this
-    process's ``sys.path`` (what ``specsim.conformance.isolation`` hands its children), so the release wins."""
+    process's ``sys.path`` (what ``specsim.conformance.run.isolation`` hands its children), so the release wins."""
     out = dict(os.environ if env is None else env)
     rest = [p for p in sys.path if isinstance(p, str) and p] or [os.getcwd()]
     if "" in sys.path:

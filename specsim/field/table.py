@@ -71,7 +71,7 @@ def field_waivers(device_name: str) -> list:
 
     Every entry of those files names the release it was judged on; one that does not is a WaiverError."""
     import devices.field
-    from specsim.conformance.waivers import WaiverError, load
+    from specsim.conformance.verdict.waivers import WaiverError, load
     out = []
     for path in sorted(glob.glob(os.path.join(os.path.dirname(devices.field.__file__), WAIVER_GLOB))):
         for w in load(path):
@@ -89,7 +89,7 @@ def release_of(engine: str | None) -> str | None:
     >>> release_of("flashinfer 0.7.2.post1"), release_of("transformers")
     ('0.7.2.post1', None)
     """
-    from specsim.conformance.waivers import JUDGED_ON_FORMAT
+    from specsim.conformance.verdict.waivers import JUDGED_ON_FORMAT
     m = JUDGED_ON_FORMAT.match((engine or "").strip())
     return m.group(2) if m else None
 
@@ -174,8 +174,8 @@ def _judge(f: Finding, w, engine: str | None) -> None:
 # -- confirming experiments: a deviation's claim, re-checked on the failing case -------------------------------
 def _sampler_case(device, check: str, quick: bool):
     """The batch and noise of a random ``L1-sampler/<order>/<case>`` check, rebuilt as the group builds them."""
-    from specsim.conformance.runner import Context
-    from specsim.conformance.sampler import CASES, case_params, random_case
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.sampler.group import CASES, case_params, random_case
     from specsim.testing.seeds import case_seed
     _, order, case = check.split("/")
     if case not in CASES:
@@ -190,10 +190,10 @@ def _injected_case(device, check: str, quick: bool):
     the group builds them."""
     if check.startswith("L1-sampler/"):
         return _sampler_case(device, check, quick)
-    from specsim.conformance.exact import _cases
-    from specsim.conformance.runner import Context
+    from specsim.conformance.checks.chain.exact import chain_cases
+    from specsim.conformance.run.runner import Context
     from specsim.testing.batches import random_batch, random_noise
-    for name, spec, _why, seed in _cases(device, Context(seed=0, quick=quick), "L1/injected"):
+    for name, spec, _why, seed in chain_cases(device, Context(seed=0, quick=quick), "L1/injected"):
         if name == check:
             rng = np.random.default_rng(seed)
             batch = random_batch(rng, spec)
@@ -253,7 +253,7 @@ class PlaceholderRowsZeroed:
 def confirm_volume_placeholder_rows(device, quick: bool) -> str:
     """``L1/volume`` run again (same seed, same batches) with placeholder rows zeroed on the device's side only:
     if every request it contradicted was a placeholder's row read, the re-run passes."""
-    from specsim.conformance.volume import QUICK_REQUESTS, VOLUME_REQUESTS, volume_check
+    from specsim.conformance.checks.chain.volume import QUICK_REQUESTS, VOLUME_REQUESTS, volume_check
     again = volume_check(PlaceholderRowsZeroed(device), seed=0, requests=QUICK_REQUESTS if quick else VOLUME_REQUESTS)
     if again.status == "pass":
         return f"confirmed: with placeholder rows zeroed the same volume passes ({again.detail[:160]})"
@@ -262,8 +262,8 @@ def confirm_volume_placeholder_rows(device, quick: bool) -> str:
 
 def confirm_sizes_placeholder_rows(device, check: str, quick: bool) -> str:
     """An ``L1/sizes`` check run again (same seed, same batch) with placeholder rows zeroed on the device's side."""
-    from specsim.conformance.runner import Context
-    from specsim.conformance.sizes import sizes_group
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.chain.sizes import sizes_group
     (again,) = sizes_group(PlaceholderRowsZeroed(device), Context(seed=0, quick=quick), only=check)
     if again.status == "pass":
         return "confirmed: with placeholder rows zeroed the same batch agrees token for token"

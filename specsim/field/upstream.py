@@ -40,7 +40,7 @@ KINDS = {
                                                "not a correctness bug",
     "adapter limitation": "the adapter's own limit, not the engine's",
 }
-"""Each judgement of ``specsim.conformance.waivers.JUDGEMENTS``, gravest first, with what it means for a report."""
+"""Each judgement of ``specsim.conformance.verdict.waivers.JUDGEMENTS``, gravest first, with what it means for a report."""
 
 REPORTED = ("loss of losslessness", "RNG-contract break")
 """The judgements that get an upstream report."""

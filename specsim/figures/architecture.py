@@ -44,7 +44,7 @@ def room_of(module: str) -> str | None:
     return f"specsim.{parts[1]}" if len(parts) > 1 else None
 
 
-def _module_name(path: Path, root: Path) -> tuple[str, str]:
+def module_name(path: Path, root: Path) -> tuple[str, str]:
     """The module a file defines and the package its relative imports start from."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -53,7 +53,7 @@ def _module_name(path: Path, root: Path) -> tuple[str, str]:
     return ".".join(parts), ".".join(parts[:-1])
 
 
-def _imported(node: ast.AST, package: str) -> list[str]:
+def imported_modules(node: ast.AST, package: str) -> list[str]:
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     if isinstance(node, ast.ImportFrom):
@@ -69,13 +69,13 @@ def import_map(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
     arrows: dict[str, dict[str, set[str]]] = {}
     for top in TOP:
         for path in sorted((root / top).rglob("*.py")):
-            module, package = _module_name(path, root)
+            module, package = module_name(path, root)
             here = room_of(module)
             if here is None:
                 continue
             arrows.setdefault(here, {})
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                for target in _imported(node, package):
+                for target in imported_modules(node, package):
                     there = room_of(target)
                     if there is not None and there != here:
                         arrows[here].setdefault(there, set()).add(module)

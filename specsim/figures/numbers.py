@@ -46,8 +46,8 @@ def _run_plan(black_box: bool = False):
     import dataclasses
 
     from devices.registry import load
-    from specsim.conformance.runner import Context
-    from specsim.conformance.stat_plan import run_plan
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.stats.plan import run_plan
     caps = load("torch").capabilities
     if black_box:
         caps = dataclasses.replace(caps, injected_noise=False, rng="seeded")
@@ -80,7 +80,7 @@ def _tv(group: str, black_box: bool = False) -> Callable[[], str]:
 
 
 def _declared_call_bytes() -> str:
-    from specsim.conformance.declared_cases import CALL_BYTES
+    from specsim.conformance.cases.declared import CALL_BYTES
     return f"{CALL_BYTES >> 30} GiB"
 
 
@@ -118,17 +118,17 @@ def _edges():
 
 
 def _groups():
-    from specsim.conformance.runner import GROUPS
+    from specsim.conformance.run.runner import GROUPS
     return GROUPS
 
 
 def _capability_rows():
-    from specsim.conformance.capabilities import ROWS
+    from specsim.conformance.checks.interface.capabilities import ROWS
     return ROWS
 
 
 def _optional_profiles():
-    from specsim.conformance.profiles import PROFILES
+    from specsim.conformance.verdict.profiles import PROFILES
     return PROFILES
 
 
@@ -213,7 +213,7 @@ def _l3_case_positions(case: str) -> Callable[[], str]:
 
 
 def _l3_cases() -> tuple[str, ...]:
-    from specsim.conformance.cases import CASES
+    from specsim.conformance.cases.chain import CASES
     return tuple(c.id for c in CASES)
 
 
@@ -279,16 +279,16 @@ NUMBERS.update({
     "false_fail_p3_100": _false_fail("p3"),
     "false_fail_p4_100": _false_fail("p4"),
     "false_fail_passing_100": _false_fail("passing"),
-    "tree_patterns": _count(lambda: __import__("specsim.conformance.tree_pattern_cases", fromlist=["x"]).PATTERNS),
-    "tree_random_cases": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).CASES),
-    "tree_edges": _count(lambda: __import__("specsim.conformance.trees", fromlist=["x"]).EDGES),
-    "tree_cases": _count(lambda: __import__("specsim.conformance.tree_cases", fromlist=["x"]).CASES),
-    "group_timeout_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).DEFAULT_GROUP_TIMEOUT_S:g}",
-    "group_timeout_l3_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x']).GROUP_TIMEOUT_OVERRIDES_S['L3-statistical']:g}",
-    "interrupt_grace_s": lambda: f"{__import__('specsim.conformance.isolation', fromlist=['x'])._INTERRUPT_GRACE_S:g}",
-    "volume_budget_s": lambda: f"{__import__('specsim.conformance.volume', fromlist=['x']).DEVICE_BUDGET_S:g}",
-    "long_run_calls": lambda: str(__import__("specsim.conformance.long_run", fromlist=["x"]).CALLS),
-    "long_run_quick_calls": lambda: str(__import__("specsim.conformance.long_run", fromlist=["x"]).QUICK_CALLS),
+    "tree_patterns": _count(lambda: __import__("specsim.conformance.cases.tree_patterns", fromlist=["x"]).PATTERNS),
+    "tree_random_cases": _count(lambda: __import__("specsim.conformance.checks.trees.l1", fromlist=["x"]).CASES),
+    "tree_edges": _count(lambda: __import__("specsim.conformance.checks.trees.l1", fromlist=["x"]).EDGES),
+    "tree_cases": _count(lambda: __import__("specsim.conformance.cases.trees", fromlist=["x"]).CASES),
+    "group_timeout_s": lambda: f"{__import__('specsim.conformance.run.isolation', fromlist=['x']).DEFAULT_GROUP_TIMEOUT_S:g}",
+    "group_timeout_l3_s": lambda: f"{__import__('specsim.conformance.run.isolation', fromlist=['x']).GROUP_TIMEOUT_OVERRIDES_S['L3-statistical']:g}",
+    "interrupt_grace_s": lambda: f"{__import__('specsim.conformance.run.isolation', fromlist=['x'])._INTERRUPT_GRACE_S:g}",
+    "volume_budget_s": lambda: f"{__import__('specsim.conformance.checks.chain.volume', fromlist=['x']).DEVICE_BUDGET_S:g}",
+    "long_run_calls": lambda: str(__import__("specsim.conformance.checks.chain.long_run", fromlist=["x"]).CALLS),
+    "long_run_quick_calls": lambda: str(__import__("specsim.conformance.checks.chain.long_run", fromlist=["x"]).QUICK_CALLS),
 })
 
 

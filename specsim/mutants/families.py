@@ -30,7 +30,7 @@ above (unique ids, correct subjects pass, every mutant killed).
 
 The **proposer** family (``specsim.mutants.proposers``: q-before-processors,
 docs/bugs.md #41; reduced-precision-draws, #44) is judged by
-``specsim.conformance.proposers.check`` at ``PROPOSER_SAMPLES`` = 16 000 calls a case,
+``specsim.conformance.proposer.proposers.check`` at ``PROPOSER_SAMPLES`` = 16 000 calls a case,
 k = 3, α_family as given (default 10⁻³, split over the law checks, each run at
 a tenth of its share), power 0.999; the correct subjects are the drafters the
 mutants edit (``processed_draft``, ``large_logits_draft``). ``--quick`` runs
@@ -59,8 +59,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from specsim.conformance.results import CheckResult
-from specsim.conformance.runner import Context
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.run.runner import Context
 from specsim.mutants.verdict import Verdict
 
 DEVICE = "device"
@@ -115,7 +115,7 @@ def _as_check_result(c: dict) -> CheckResult:
 def _exact_size(proposer, mutant_id: str, ctx: Context) -> float:
     """The mutant's TV between drawn and reported row at its named case's first draft (``position0_tv``)."""
     from specsim.mutants.proposers import MUTANTS, position0_tv
-    from specsim.conformance.proposers import Declaration, plan
+    from specsim.conformance.proposer.proposers import Declaration, plan
     m = MUTANTS[mutant_id]
     case = next(c for c in plan(Declaration.of(proposer), proposer.vocab_size, samples=PROPOSER_SAMPLES,
                                 k=PROPOSER_K, suite_seed=ctx.seed) if c.id == m.case)
@@ -126,7 +126,7 @@ def _judge_proposer(kind: str, subject: str, ctx: Context) -> Verdict:
     """``proposer_check.check`` on the mutant or correct drafter ``subject``; the killer is its first failing check."""
     from specsim.engine.proposers.checked import load
     from specsim.mutants.proposers import MUTANTS, make
-    from specsim.conformance.proposers import check
+    from specsim.conformance.proposer.proposers import check
     start = time.perf_counter()
     proposer = make(subject) if kind == "mutant" else load(subject)
     only = _named_cases(subject, kind) if ctx.quick else None
@@ -159,7 +159,7 @@ def _judge_proposer(kind: str, subject: str, ctx: Context) -> Verdict:
 
 
 def _proposer_design(ctx: Context) -> str:
-    return (f"specsim.conformance.proposers.check at {PROPOSER_SAMPLES} calls a case, k={PROPOSER_K}, suite seed {ctx.seed}, "
+    return (f"specsim.conformance.proposer.proposers.check at {PROPOSER_SAMPLES} calls a case, k={PROPOSER_K}, suite seed {ctx.seed}, "
             f"alpha_family {ctx.alpha_family:g} per subject (Bonferroni over its law checks, each run at a tenth of "
             f"its share), power 0.999 at the detectable TV each law check states; "
             + ("--quick: each mutant's named case only (same size and alpha)" if ctx.quick else "every case"))

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import time
 
-from specsim.conformance.results import CheckResult
-from specsim.mutants.source import Edit, SourceMutant, _load_copy
+from specsim.conformance.core.results import CheckResult
+from specsim.mutants.source import Edit, SourceMutant, load_copy
 
 MODULE = "specsim.engine.grammar"
 CORRECT = "list_grammar"
@@ -60,7 +60,7 @@ def make(mutant_id: str):
     if mutant_id not in MUTANTS:
         raise ValueError(f"mutant: {mutant_id!r} is not a grammar mutant ({', '.join(sorted(MUTANTS))})")
     m = MUTANTS[mutant_id]
-    grammar = _load_copy(m, MODULE, m.mutated_source(), {}).list_grammar()
+    grammar = load_copy(m, MODULE, m.mutated_source(), {}).list_grammar()
     grammar.mutant = m
     return grammar
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim.mutants.source import Edit, SourceMutant, _load_copy
+from specsim.mutants.source import Edit, SourceMutant, load_copy
 
 MODULE = "specsim.engine.proposers.processed"
 
@@ -74,7 +74,7 @@ def make(mutant_id: str):
     if mutant_id not in MUTANTS:
         raise ValueError(f"mutant: {mutant_id!r} is not a proposer mutant ({', '.join(sorted(MUTANTS))})")
     m = MUTANTS[mutant_id]
-    module = _load_copy(m.source, MODULE, m.source.mutated_source(), {})
+    module = load_copy(m.source, MODULE, m.source.mutated_source(), {})
     from specsim.engine.proposers import checked
     proposer = module.ProcessedDraftProposer(getattr(checked, m.drafter)().draft)
     proposer.name = f"mutant:{mutant_id}"

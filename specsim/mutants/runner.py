@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from specsim.conformance.black_box import BlackBox
-from specsim.conformance.results import CheckResult
-from specsim.conformance.runner import Context, available_groups, run_group
+from specsim.conformance.core.black_box import BlackBox
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.run.runner import Context, available_groups, run_group
 from specsim.mutants.verdict import Verdict  # noqa: F401 - judged here, and named here by callers
 
 
 def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:
     if name == "L3-statistical":
-        from specsim.conformance.statistical import statistical_group
+        from specsim.conformance.checks.chain.statistical import statistical_group
         try:
             return statistical_group(device, ctx, stop_at_first_fail=stop_early)
         except Exception as e:  # same isolation as run_group

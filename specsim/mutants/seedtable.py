@@ -90,7 +90,7 @@ def short_name(check_name: str) -> str:
 def killing_groups(killed_by: str, black_box: bool, hunt: str = "named") -> tuple[str, ...] | None:
     """The groups, in the runner's order, that judge a mutant whose named check is ``killed_by``; None:
     every group (``hunt="all"``, or a ``killed_by`` of no known group)."""
-    from specsim.conformance.runner import GROUPS
+    from specsim.conformance.run.runner import GROUPS
     if hunt not in HUNTS:
         raise ValueError(f"hunt: must be one of {', '.join(HUNTS)}, got {hunt!r}")
     group = group_of(killed_by)
@@ -158,7 +158,7 @@ def plan(base: str, families: dict[str, list[str]], seeds: list[int], *, black_b
 
 
 def _union(group_lists) -> tuple[str, ...] | None:
-    from specsim.conformance.runner import GROUPS
+    from specsim.conformance.run.runner import GROUPS
     lists = list(group_lists)
     if any(g is None for g in lists):
         return None

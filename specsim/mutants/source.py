@@ -105,10 +105,10 @@ class SourceMutant:
         """Build the device from the mutated module (a fresh copy each call)."""
         if self.make_from is not None:
             return MutatedDevice(self, resolve(self.make_from, f"mutant {self.id!r} make_from")(self, self.mutated_source()))
-        modules = {self.module: _load_copy(self, self.module, self.mutated_source(), {})}
+        modules = {self.module: load_copy(self, self.module, self.mutated_source(), {})}
         for name in (*self.via, self.build[0]):
             if name not in modules:
-                modules[name] = _load_copy(self, name, self.source_path(name).read_text(), modules)
+                modules[name] = load_copy(self, name, self.source_path(name).read_text(), modules)
         with _environment(self.env):
             device = getattr(modules[self.build[0]], self.build[1])()
         return MutatedDevice(self, device)
@@ -164,7 +164,7 @@ def _scratch() -> Path:
     return _SCRATCH[0]
 
 
-def _load_copy(mutant: SourceMutant, name: str, text: str, replacements: dict):
+def load_copy(mutant: SourceMutant, name: str, text: str, replacements: dict):
     """Execute ``text`` as a new module (file under a scratch dir), with ``replacements``
     (original dotted name → mutated module) standing in for the originals while it runs."""
     unique = f"specsim_mutant_{mutant.id.replace('-', '_')}__{name.replace('.', '_')}"

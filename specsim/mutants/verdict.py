@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specsim.conformance.results import CheckResult
+from specsim.conformance.core.results import CheckResult
 
 
 @dataclass

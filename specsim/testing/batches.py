@@ -54,7 +54,7 @@ class BatchSpec:
         return out
 
 
-def _softmax_rows(x: np.ndarray) -> np.ndarray:
+def softmax_rows(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
@@ -103,7 +103,7 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     request_of_draft = np.repeat(np.arange(B), k)
     draft_target_rows = np.arange(num_tokens) + request_of_draft
     finite = np.where(np.isfinite(logits[draft_target_rows]), logits[draft_target_rows], -30.0)
-    draft_probs = _softmax_rows(finite + rng.normal(0.0, spec.closeness, size=finite.shape))
+    draft_probs = softmax_rows(finite + rng.normal(0.0, spec.closeness, size=finite.shape))
     ids = _draw(rng, draft_probs, spec.draw)
     arbitrary = rng.random(num_tokens) < 0.1
     ids[arbitrary] = rng.integers(0, V, size=int(arbitrary.sum()))

@@ -9,7 +9,7 @@ never recovers it, however the exponentials favour it (``E = 0.001`` on the bann
 Where the answer holds for a whole interval of coins (``SamplerEdge.coins``), the coins are drawn
 inside it from the run's seed (``SamplerEdge.batch(..., seed=)``): every seed asks a different
 point of the interval, and every point of it separates the rule from the bug the edge is built
-against. Without injected noise an edge is its exact law (``specsim.conformance.sampler``); each
+against. Without injected noise an edge is its exact law (``specsim.conformance.checks.sampler.group``); each
 edge below is built so that the bug it names emits, with probability ≥ 1/3 per run, a sequence
 the exact law gives probability 0 (for the torch device's mutants of ``specsim.mutants.zoo.SAMPLER``).
 """
@@ -189,4 +189,4 @@ SAMPLER_EDGES = [
                 SamplerParams(allowed_token_ids=_ids([0, 2], [0, 2])), [[2], [0, 2, 2]],
                 frozenset({"allowed_token_ids"}), coins=_any(0, 2)),
 ]
-"""The edges by name; ``specsim.conformance.sampler`` runs each in every order it holds in."""
+"""The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -56,7 +56,7 @@ def step_tables(draw, max_v: int = 5, max_k: int = 3, exact: bool = True):
     return targets, drafts
 
 
-def _softmax_rows(x: np.ndarray) -> np.ndarray:
+def softmax_rows(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
@@ -84,7 +84,7 @@ def verify_cases(draw, *, max_batch: int = 6, max_k: int = 8, vocab_sizes=(1, 2,
     request = np.repeat(np.arange(B), K)
     own = np.where(np.isfinite(logits[np.arange(num_tokens) + request]), logits[np.arange(num_tokens) + request], -30.0)
     closeness = draw(st.sampled_from([0.0, 0.3, 3.0]))
-    probs = _softmax_rows(own + rng.normal(0, closeness, size=own.shape)) if num_tokens else np.zeros((0, V))
+    probs = softmax_rows(own + rng.normal(0, closeness, size=own.shape)) if num_tokens else np.zeros((0, V))
     ids = np.array([rng.choice(V, p=p) for p in probs], np.int64).reshape(num_tokens)
     if num_tokens and draw(st.booleans()):
         arbitrary = rng.random(num_tokens) < 0.3  # not drawn from the row: draft probability may be 0
@@ -112,7 +112,7 @@ def verify_cases(draw, *, max_batch: int = 6, max_k: int = 8, vocab_sizes=(1, 2,
     return batch, Noise(uniforms, exponentials)
 
 
-def _as_dtype(batch: VerifyBatch, dtype) -> VerifyBatch:
+def as_dtype(batch: VerifyBatch, dtype) -> VerifyBatch:
     """The same batch in another float dtype (draft rows renormalised in that dtype)."""
     from dataclasses import replace
     probs = batch.draft_probs

@@ -14,7 +14,7 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, TreeBatch, TreeOutput
 from reference.target import target_rows
 from reference.tree import children_of, level, verify_tree
-from specsim.testing.batches import _softmax_rows, numpy_dtype
+from specsim.testing.batches import softmax_rows, numpy_dtype
 
 SHAPES = ("random", "chain", "wide", "binary")
 """``random``: parent of node n uniform in [-1, n); ``chain``; ``wide``: every node under the root
@@ -104,7 +104,7 @@ def tree_batch_of(rng: np.random.Generator, parents: list[np.ndarray], spec: Tre
     ids, rows, start = [], [], 0
     for i, p in enumerate(parents):
         own = logits[start + i: start + i + len(p) + 1]                    # the request's slots
-        drafter = _softmax_rows(np.where(np.isfinite(own), own, -30.0) + rng.normal(0, 1.0, size=own.shape))
+        drafter = softmax_rows(np.where(np.isfinite(own), own, -30.0) + rng.normal(0, 1.0, size=own.shape))
         tok, row = _draft_tree(rng, p, drafter, spec)
         tok[rng.random(len(tok)) < spec.placeholder_fraction] = PLACEHOLDER_TOKEN_ID
         ids.append(tok)

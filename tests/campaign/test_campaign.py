@@ -11,8 +11,8 @@ import pytest
 from specsim.campaign.executors import InProcess, Processes
 from specsim.campaign.run import run_campaign
 from specsim.campaign.tasks import run_task
-from specsim.conformance.runner import Context
-from specsim.conformance.statistical import statistical_group
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.chain.statistical import statistical_group
 
 CASES = ["v8-far", "v32-topp"]
 SHARD_TRIALS = 400  # quick cases have 1500 trials: 4 shards each
@@ -74,7 +74,7 @@ def test_an_interrupted_campaign_resumes_without_redoing_finished_shards(tmp_pat
 
 def test_the_report_says_where_and_how_the_campaign_ran(reference):
     from reports.tables import provenance
-    from specsim.conformance.runner import document
+    from specsim.conformance.run.document import document
     doc = document("torch", None, Context(quick=True), reference.results[0])
     doc["run"] = {**reference.run, "complete": True}
     assert provenance(doc)["campaign"].startswith("executor inprocess, 1 workers, 1 worker process(es)")
@@ -89,7 +89,7 @@ def test_resuming_another_campaign_is_refused(tmp_path):
                      out_dir=str(tmp_path), resume=True)
 
 
-@pytest.mark.parametrize("name", ["specsim.conformance.shards", "specsim.conformance.tally", "specsim.campaign.run", "specsim.field.engines.check"])
+@pytest.mark.parametrize("name", ["specsim.conformance.stats.shards", "specsim.conformance.stats.tally", "specsim.campaign.run", "specsim.field.engines.check"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib
@@ -100,8 +100,8 @@ def test_docstring_examples_run(name):
 def test_verify_repeated_counts_exactly_what_verify_counts():
     """The sign-off profile's transport (rows once, ids per call) changes nothing: same draws, same tallies."""
     from devices.registry import load
-    from specsim.conformance.shards import run_shard
-    from specsim.conformance.stat_plan import make_plan
+    from specsim.conformance.stats.shards import run_shard
+    from specsim.conformance.stats.l3_design import make_plan
     device = load("torch")
     for cp in make_plan(1e-3, True).cases:
         if cp.case.id in ("v8-hetero", "v8-point", "v32-topp"):   # greedy, point and placeholder, top-p

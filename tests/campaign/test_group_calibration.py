@@ -26,7 +26,7 @@ def test_tree_and_sampler_groups_calibrate_in_both_modes(tmp_path, capsys):
     assert cases["L3/trees/sglang/path", "declared"]["detectable_tv_max"] < 1
     # the tree laws' single Cressie-Read tests are pooled for the KS; an edge's smallest p is not one
     # (L3-trees draws the same in both modes: the black-box pool is the declared one, no edge added)
-    from specsim.conformance.tree_cases import CASES as TREE_CASES
+    from specsim.conformance.cases.trees import CASES as TREE_CASES
     most = 2 * 2 * len(TREE_CASES)   # 2 seeds x (path, accepted) per case; a one-cell test is not pooled
     assert most // 2 <= s["ks"]["declared"]["p_values"] == s["ks"]["black-box"]["p_values"] <= most
     assert "| L1-sampler/edge/mask-forbids-draft/canonical | black-box |" in (tmp_path / "calibration.md").read_text()

@@ -11,9 +11,10 @@ import pytest
 from devices.protocol import Capabilities, InvalidInput, Noise, TreeBatch, UnsupportedCall
 from devices.registry import load
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
-from specsim.conformance.runner import Context
-from specsim.conformance.tree_statistics import tree_statistical_group
-from specsim.conformance.trees import CASES, tree_l1_group, tree_l2_group
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.trees.statistical import tree_statistical_group
+from specsim.conformance.checks.trees.l1 import CASES, tree_l1_group
+from specsim.conformance.checks.trees.l2 import tree_l2_group
 from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
 
 
@@ -77,7 +78,7 @@ def test_tree_groups_pass_on_torch_and_are_not_supported_without_trees():
 
 
 def test_tree_statistics_pass_on_torch_in_quick_mode():
-    from specsim.conformance.tree_statistics import CASES as TREE_CASES
+    from specsim.conformance.cases.trees import CASES as TREE_CASES
     results = tree_statistical_group(make_cpu_device(), Context(quick=True))
     assert len(results) == 3 * len(TREE_CASES) == 30 and {r.status for r in results} == {"pass"}, \
         [r.detail for r in results]

@@ -13,10 +13,11 @@ import pytest
 from devices.validate import check_tree_call
 from devices.protocol import Capabilities, InvalidInput, Noise, UnsupportedCall
 from devices.torch_device import CAPABILITIES, TorchDevice, make_cpu_device
-from specsim.conformance.capabilities import ROWS, capabilities_group, check_row
-from specsim.conformance.input_rules import input_rules_group
-from specsim.conformance.runner import Context
-from specsim.conformance.trees import EDGES, _edges, edge_batch, limit_batch, limit_shapes, tree_l1_group, tree_l2_group
+from specsim.conformance.checks.interface.capabilities import ROWS, capabilities_group, check_row
+from specsim.conformance.checks.interface.input_rules import input_rules_group
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.trees.l1 import EDGES, edge_checks, edge_batch, limit_batch, limit_shapes, tree_l1_group
+from specsim.conformance.checks.trees.l2 import tree_l2_group
 from specsim.testing.bad_inputs import TREE_BAD_INPUTS, good_tree_batch
 from specsim.testing.trees import deepest_path, layered_parents, reference_tree_step
 from tests.fixtures import tree_vendor_devices as vendor
@@ -165,10 +166,10 @@ def test_the_inclusive_sglang_comparison_fails_the_u0_edge():
     """The mutant modelling SGLang's ``u <= A/a`` (docs/bugs.md #11) answers the u = 0 edge wrongly."""
     from specsim.mutants.zoo import MUTANTS
     mutant = MUTANTS["tree-sglang-inclusive"]
-    results = {r.name: r for r in _edges(mutant.make(), QUICK)}
+    results = {r.name: r for r in edge_checks(mutant.make(), QUICK)}
     assert results[mutant.killed_by].status == "fail"
     assert results["L1/trees/edge/sglang-threshold-single-zero"].status == "fail"
-    assert _statuses(_edges(make_cpu_device(), QUICK))[mutant.killed_by] == "pass"
+    assert _statuses(edge_checks(make_cpu_device(), QUICK))[mutant.killed_by] == "pass"
 
 
 # --- input-rules: SPEC §11.6 ------------------------------------------------------------------

@@ -11,10 +11,11 @@ import pytest
 from devices.protocol import Noise
 from devices.torch_device import make_cpu_device
 from reference.tree import depths
-from specsim.conformance import tree_patterns as tp
-from specsim.conformance.runner import Context
-from specsim.conformance.tree_sizes import ENGINE_CASES, QUICK_V, engine_requests, ragged_requests, size_checks
-from specsim.conformance.black_box import BlackBox
+from specsim.conformance.cases import tree_patterns as tpc
+from specsim.conformance.checks.trees import patterns as tp
+from specsim.conformance.run.runner import Context
+from specsim.conformance.checks.trees.sizes import ENGINE_CASES, QUICK_V, engine_requests, ragged_requests, size_checks
+from specsim.conformance.core.black_box import BlackBox
 from specsim.mutants.zoo import TREE
 from specsim.testing.trees import reference_tree_step
 
@@ -23,25 +24,25 @@ def test_patterns_pass_on_torch_with_and_without_injected_noise():
     device = make_cpu_device()
     for d in (device, BlackBox(device)):
         results = tp.pattern_checks(d, Context(quick=True, seed=5))
-        assert len(results) == len(tp.PATTERNS)
+        assert len(results) == len(tpc.PATTERNS)
         assert {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results if r.status != "pass"]
     laws = [r for r in tp.pattern_checks(BlackBox(device), Context(quick=True)) if r.alpha is not None]
     assert laws and all(0 < r.detectable_tv < 1 for r in laws)
 
 
 def test_every_pattern_scheme_and_layout_is_there():
-    names = {(p.scheme, p.name) for p in tp.PATTERNS}
+    names = {(p.scheme, p.name) for p in tpc.PATTERNS}
     for scheme in ("rrs", "sglang", "greedy"):
         for layout in ("placeholder-first", "placeholder-between", "placeholder-last", "duplicates",
                        "leaves-every-depth", "empty-beside-big"):
             assert (scheme, layout) in names
     assert {("rrs", "with-replacement"), ("rrs", "without-replacement"), ("rrs", "point")} <= names
-    leaves = next(p for p in tp.PATTERNS if p.name == "leaves-every-depth").trees[0]
+    leaves = next(p for p in tpc.PATTERNS if p.name == "leaves-every-depth").trees[0]
     kids = [n for n in range(len(leaves.parents)) if n not in leaves.parents]
     assert sorted({depths(leaves.parents)[n] for n in kids}) == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("pattern", [p for p in tp.PATTERNS if p.scheme != "greedy"], ids=lambda p: p.check)
+@pytest.mark.parametrize("pattern", [p for p in tpc.PATTERNS if p.scheme != "greedy"], ids=lambda p: p.check)
 def test_probe_coins_straddle_every_threshold(pattern):
     """Moving every coin by a relative 0.2 % (twice δ's largest) up, or down, changes the reference's
     output for some probe: each probe's coin sits within δ of a threshold, on both sides."""
@@ -52,7 +53,7 @@ def test_probe_coins_straddle_every_threshold(pattern):
         assert not np.array_equal(reference_tree_step(batch, moved).output_token_ids, want), factor
 
 
-@pytest.mark.parametrize("pattern", [p for p in tp.PATTERNS if p.scheme == "rrs"][:3], ids=lambda p: p.check)
+@pytest.mark.parametrize("pattern", [p for p in tpc.PATTERNS if p.scheme == "rrs"][:3], ids=lambda p: p.check)
 def test_probe_races_follow_each_residual(pattern):
     """Lowering the designated winner's weight by a relative 1 % (an E 1 % higher) changes the emitted
     token of every probe whose residual has two tokens or more: the race is a near-tie by construction."""
@@ -69,40 +70,40 @@ def test_probe_races_follow_each_residual(pattern):
 
 
 def test_pattern_rows_with_a_near_coincidence_are_refused():
-    q = tp.Q_ROOT
+    q = tpc.Q_ROOT
     near = (q[0] + 1e-9, q[1] + 0.2, q[2] - 0.2, q[3], q[4] - 1e-9)   # t(0), t(4) a hair off the drafter's
-    t = tp.tree((-1,), (1,), "with", rows={0: (near, q)})
+    t = tpc.tree((-1,), (1,), "with", rows={0: (near, q)})
     with pytest.raises(ValueError, match="pattern rows: at slot 0, sibling 0's residual and draft row nearly tie"):
-        tp.probes(tp.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
+        tp.probes(tpc.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
     tiny = (0.5, 0.3, 0.2 - 1e-9, 1e-9, 0.0)                       # sglang leaves t(3) = 1e-9 in the residual
-    t = tp.tree((-1,), (1,), "point", rows={0: (tiny, tp.Q_ROOT)})
+    t = tpc.tree((-1,), (1,), "point", rows={0: (tiny, tpc.Q_ROOT)})
     with pytest.raises(ValueError, match="pattern rows: the residual at slot 0 has a positive entry"):
-        tp.probes(tp.as_sent(t, "float64"), "sglang", np.random.default_rng(0))
+        tp.probes(tpc.as_sent(t, "float64"), "sglang", np.random.default_rng(0))
 
 
 def test_pattern_rows_where_target_meets_draft_are_refused():
     """t(v) = d(v) > 0: a device's softmax one ulp off would leave max(t − d, 0) positive where the reference's
     is 0 (and the probe's race gives such a token the tiny E)."""
     tied = (0.10, 0.35, 0.25, 0.05, 0.25)                          # tokens 0, 1, 3 equal Q_ROOT's
-    t = tp.tree((-1,), (2,), "with", rows={0: (tied, tp.Q_ROOT)})
+    t = tpc.tree((-1,), (2,), "with", rows={0: (tied, tpc.Q_ROOT)})
     with pytest.raises(ValueError, match="nearly tie at token 0"):
-        tp.probes(tp.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
+        tp.probes(tpc.as_sent(t, "float64"), "rrs", np.random.default_rng(0))
 
 
 def test_pattern_laws_are_tests_of_the_runs_plan():
     """Without injected noise each request of a sampled pattern is one goodness-of-fit test of the run's
     plan (group L1-trees, n = the pattern's samples), and the law check runs each at its α there."""
-    from specsim.conformance.stat_plan import run_plan
+    from specsim.conformance.stats.plan import run_plan
     device = BlackBox(make_cpu_device())
     ctx = Context(quick=True)
     plan = run_plan(device.capabilities, ctx)
     planned = plan.of_group("L1-trees")
-    assert len(planned) == sum(len(p.trees) for p in tp.PATTERNS if p.scheme != "greedy")
-    assert all(t.n == tp.QUICK_SAMPLES and 0 < t.detectable_tv < 1 for t in planned)
+    assert len(planned) == sum(len(p.trees) for p in tpc.PATTERNS if p.scheme != "greedy")
+    assert all(t.n == tpc.QUICK_SAMPLES and 0 < t.detectable_tv < 1 for t in planned)
     assert not run_plan(make_cpu_device().capabilities, ctx).of_group("L1-trees")
     without = run_plan(replace(device.capabilities, tree_schemes=()), ctx)
     assert not without.of_group("L1-trees") and without.tests[-1].alpha > plan.tests[-1].alpha
-    pattern = next(p for p in tp.PATTERNS if p.name == "empty-beside-big" and p.scheme == "rrs")
+    pattern = next(p for p in tpc.PATTERNS if p.name == "empty-beside-big" and p.scheme == "rrs")
     result, = tp.pattern_checks(device, ctx, only=pattern.check)
     tests = [t for t in planned if t.check == pattern.check]
     assert [t.name for t in tests] == [f"{pattern.check}/request0", f"{pattern.check}/request1"]

@@ -221,7 +221,7 @@ def test_mode_is_decided_by_the_device_not_by_an_import():
 @pytest.mark.parametrize("case", ["rrs-with-replacement", "rrs-without-replacement", "rrs-point", "greedy",
                                   "sglang-duplicates", "sglang-relaxed"])
 def test_tree_kernel_matches_the_reference_coin_for_coin(case):
-    from specsim.conformance.trees import CASES
+    from specsim.conformance.checks.trees.l1 import CASES
     from specsim.testing.trees import compare_tree, random_tree_batch, random_tree_noise, reference_tree_step
     for seed in range(3):
         rng = np.random.default_rng(case_seed(SUITE_SEED, f"tree/{case}/{seed}"))
@@ -233,8 +233,9 @@ def test_tree_kernel_matches_the_reference_coin_for_coin(case):
 
 
 def test_tree_groups_pass_on_the_interpreter():
-    from specsim.conformance.runner import Context
-    from specsim.conformance.trees import tree_l1_group, tree_l2_group
+    from specsim.conformance.run.runner import Context
+    from specsim.conformance.checks.trees.l1 import tree_l1_group
+    from specsim.conformance.checks.trees.l2 import tree_l2_group
     results = tree_l1_group(DEVICE, Context(quick=True)) + tree_l2_group(DEVICE, Context(quick=True))
     assert {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results if r.status != "pass"]
     # the engine-sized trees (64+ nodes, depth 6) are in L1-trees; here at V = 96, on a GPU at 128256
@@ -245,7 +246,7 @@ def test_tree_groups_pass_on_the_interpreter():
 
 def test_every_capability_both_ways():
     """SPEC §10: each declared mode served, each undeclared one (and each limit + 1) refused."""
-    from specsim.conformance.capabilities import ROWS, check_row
+    from specsim.conformance.checks.interface.capabilities import ROWS, check_row
     # Not the row at the declared max_vocab_size: one request over 2^20 tokens takes the CPU
     # interpreter minutes; the compiled device runs it in `specsim conform` on a GPU.
     results = [check_row(DEVICE, row) for row in ROWS if row.name != "max_vocab_size"]

@@ -12,9 +12,9 @@ enter_or_skip()
 from devices.protocol import InvalidInput, SamplerParams, VerifyBatch  # noqa: E402
 from devices.triton_device import make_interpreter_device  # noqa: E402
 from reference.sampler import process_logits  # noqa: E402
-from specsim.conformance.runner import Context  # noqa: E402
-from specsim.conformance.exact import judge  # noqa: E402
-from specsim.conformance.sampler import random_case  # noqa: E402
+from specsim.conformance.run.runner import Context  # noqa: E402
+from specsim.conformance.checks.chain.exact import judge  # noqa: E402
+from specsim.conformance.checks.sampler.group import random_case  # noqa: E402
 from specsim.testing.seeds import case_seed  # noqa: E402
 
 # tl.where evaluates both branches: -inf - -inf in the discarded one is expected
@@ -53,8 +53,8 @@ def test_the_l1_sampler_cases_with_every_parameter_pass(device, order):
 def test_the_l1_sampler_edges_pass(device):
     """The issue's edges with exact answers (a banned draft never recovered, a bad word completed
     by this step's drafts, min_tokens crossing inside the step, ...)."""
-    from specsim.conformance.sampler import _edge_checks   # the group's edges alone: its random cases are above
-    results = _edge_checks(device, Context(quick=True))
+    from specsim.conformance.checks.sampler.group import edge_checks   # the group's edges alone: its random cases are above
+    results = edge_checks(device, Context(quick=True))
     assert results and {r.status for r in results} == {"pass"}, [(r.name, r.detail) for r in results]
 
 

@@ -108,7 +108,7 @@ def test_rewaive_sorts_stored_findings_by_todays_waiver_files():
 
 
 def test_flashinfers_shipped_waivers_carry_a_reason_link_deviation_and_judgement():
-    from specsim.conformance.waivers import JUDGEMENTS
+    from specsim.conformance.verdict.waivers import JUDGEMENTS
     waivers = field.field_waivers("flashinfer")
     assert {w.deviation for w in waivers} == {"draft-prob-zero-accepted", "rng-keyed-by-batch-row"}
     for w in waivers:
@@ -119,7 +119,7 @@ def test_flashinfers_shipped_waivers_carry_a_reason_link_deviation_and_judgement
 def test_transformers_shipped_waivers_cover_exactly_its_edge_findings():
     """Each edge finding on transformers 5.23.0 (tests/field/test_hf_transformers.py's SEEDED_EDGE_FINDINGS,
     checked there against a live run) is a judged deviation; the edges it passes are waived by nothing."""
-    from specsim.conformance.waivers import JUDGEMENTS
+    from specsim.conformance.verdict.waivers import JUDGEMENTS
     from specsim.testing.edges import EDGES
     waivers = field.field_waivers("transformers")
     findings = {"L1/edge/draft-prob-zero": "draft-prob-zero-accepted", "L1/edge/placeholder-full": "placeholder-not-an-input",
@@ -168,13 +168,13 @@ def test_every_shipped_field_waiver_names_the_release_it_was_judged_on(tmp_path,
     (tmp_path / "x_waivers.toml").write_text('[[waiver]]\ncheck = "conformance:L1/edge/k0"\n'
                                              'reason = "the k0 edge deviates here"\nissue = "https://x.example/1"\n')
     monkeypatch.setattr(devices.field, "__file__", str(tmp_path / "__init__.py"))
-    from specsim.conformance.waivers import WaiverError
+    from specsim.conformance.verdict.waivers import WaiverError
     with pytest.raises(WaiverError, match="judged_on"):
         field.field_waivers("x")
 
 
 def test_a_judged_on_that_names_no_release_is_refused(tmp_path):
-    from specsim.conformance.waivers import WaiverError, load
+    from specsim.conformance.verdict.waivers import WaiverError, load
     path = tmp_path / "w.toml"
     path.write_text('[[waiver]]\ncheck = "conformance:x"\nreason = "the x check deviates here"\n'
                     'issue = "https://x.example/1"\njudged_on = "5.23.0"\n')
@@ -183,9 +183,9 @@ def test_a_judged_on_that_names_no_release_is_refused(tmp_path):
 
 
 def test_conform_waivers_judged_on_another_release_waive_nothing():
-    from specsim.conformance.waivers import Waiver
-    from specsim.conformance.results import CheckResult
-    from specsim.conformance.vendor_waivers import WaiverFile, apply
+    from specsim.conformance.verdict.waivers import Waiver
+    from specsim.conformance.core.results import CheckResult
+    from specsim.conformance.verdict.conform_waivers import WaiverFile, apply
     w = Waiver(check="conformance:L1/edge/*", reason="known", issue="https://x.example/1", source="f, entry 1",
                judged_on="acme 1.0")
     results = [CheckResult("L1/edge/a", "L1", "fail")]

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.needs_extra("transformers")   # absent: skipped (failed
 need("transformers")
 
 from specsim.engine.proposers.checked import load  # noqa: E402
-from specsim.conformance.proposers import check  # noqa: E402
+from specsim.conformance.proposer.proposers import check  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -64,7 +64,7 @@ def test_conform_by_its_registered_name_passes_the_ci_groups(tmp_path):
 
 
 def test_statistical_group_at_quick_sizes_passes():
-    from specsim.conformance.runner import Context, run_conformance
+    from specsim.conformance.run.runner import Context, run_conformance
     results = run_conformance(hf_transformers.make_device(), Context(quick=True), ["L3-statistical"])
     statuses = {r.status for r in results}
     assert statuses <= {"pass", "not_supported"}, [r.name + ": " + r.detail for r in results if r.status != "pass"][:3]

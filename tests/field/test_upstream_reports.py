@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from specsim.conformance.waivers import JUDGEMENTS, UPSTREAM_STATUS, Waiver, WaiverError, parse_entry
+from specsim.conformance.verdict.waivers import JUDGEMENTS, UPSTREAM_STATUS, Waiver, WaiverError, parse_entry
 from specsim.field import upstream as reports
 from specsim.field.table import field_waivers
 

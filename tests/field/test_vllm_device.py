@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from devices.field import vllm_device
-from specsim.conformance.waivers import JUDGEMENTS, load
+from specsim.conformance.verdict.waivers import JUDGEMENTS, load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 GROUPS = ("L1-edges", "L1-injected", "input-rules")
@@ -43,9 +43,9 @@ def test_vllms_kernels_pass_the_small_group_set_except_for_waived_deviations(cac
 WITHDRAWN_GLUE = """
 import warnings; warnings.filterwarnings("ignore")
 from devices.registry import load
-from specsim.conformance.capabilities import ROWS, check_row
-from specsim.conformance.exact import one_check
-from specsim.conformance.runner import Context
+from specsim.conformance.checks.interface.capabilities import ROWS, check_row
+from specsim.conformance.run.one_check import one_check
+from specsim.conformance.run.runner import Context
 device = load("vllm-interpret")
 checks = [one_check(device, Context(quick=True), name) for name in
           ("L1/edge/withdrawn-draft", "L1/injected/full-withdrawn/V65/float32", "L1/injected/full-withdrawn/V65/bfloat16")]

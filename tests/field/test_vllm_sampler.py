@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from devices.field import vllm_device
-from specsim.conformance.waivers import load
+from specsim.conformance.verdict.waivers import load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 
@@ -22,7 +22,7 @@ import json
 from dataclasses import replace
 import numpy as np
 from devices.field.vllm_device import make_interpreter_device
-from specsim.conformance.runner import Context, run_group
+from specsim.conformance.run.runner import Context, run_group
 from specsim.judge.compare import compare, reference_step
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 device = make_interpreter_device()

@@ -18,7 +18,7 @@ import pytest
 from devices import registry
 from devices.field import _vllm_standins, vllm_v2_device, vllm_v2_loader
 from devices.field.vllm_loader import V2_PINNED, VLLM_WHEEL
-from specsim.conformance.waivers import JUDGEMENTS, load
+from specsim.conformance.verdict.waivers import JUDGEMENTS, load
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WAIVERS = pathlib.Path(vllm_v2_device.__file__).with_name("vllm_v2_waivers.toml")

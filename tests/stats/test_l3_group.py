@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.conformance import cases as C
-from specsim.conformance import stat_plan as P
-from specsim.conformance import statistical as S
-from specsim.conformance.runner import Context
+from specsim.conformance.cases import chain as C
+from specsim.conformance.stats import l3_design as P
+from specsim.conformance.checks.chain import statistical as S
+from specsim.conformance.run.runner import Context
 from specsim.mutants.walk import Hooks, WalkDevice
 
 

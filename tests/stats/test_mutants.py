@@ -54,7 +54,7 @@ def test_mutants_keep_capabilities_and_differ_from_the_base():
 def test_every_mutant_is_killed_by_its_named_check():
     """``specsim mutants`` in miniature (quick L3 sizes; every mutant dies in an exact layer first)."""
     from devices.registry import load
-    from specsim.conformance.runner import Context
+    from specsim.conformance.run.runner import Context
     from specsim.mutants.runner import judge_mutant
     wrong = []
     for m in make_mutants(load("torch")):
@@ -70,8 +70,8 @@ def test_triton_mutant_is_killed_by_its_named_check(mutant):
     """Each Triton-kernel mutant fails its named L1 check in the interpreter, and the unmutated kernels
     at the same launch shape pass it (so the edit, not the shape, is what the check sees). One check,
     not the whole hunt: the interpreter is slow (``specsim mutants --base triton-interpret`` runs it all)."""
-    from specsim.conformance.exact import one_check
-    from specsim.conformance.runner import Context
+    from specsim.conformance.run.one_check import one_check
+    from specsim.conformance.run.runner import Context
     from specsim.mutants.source import SourceMutant
     control = SourceMutant("control", "", "", mutant.module, (), device=mutant.device, make_from=mutant.make_from)
     try:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specsim.cli import main
-from specsim.conformance.runner import GROUPS, Context, run_group
+from specsim.conformance.run.runner import GROUPS, Context, run_group
 from specsim.mutants import seedtable as st
 from specsim.mutants.zoo import MUTANTS
 
@@ -19,7 +19,7 @@ def test_every_groups_checks_map_back_to_it(group):
     """``group_of`` is how a mutant's ``killed_by`` picks the group that judges it: a check whose name
     maps elsewhere would leave its mutant judged by a group that never runs that check."""
     from devices.registry import load
-    from specsim.conformance.black_box import BlackBox
+    from specsim.conformance.core.black_box import BlackBox
     names = {r.name for d in (load("torch"), BlackBox(load("torch")))
              for r in run_group(group, d, Context(quick=True))}
     assert names
@@ -27,8 +27,8 @@ def test_every_groups_checks_map_back_to_it(group):
 
 
 def test_l3_statistical_check_names_map_to_it():
-    from specsim.conformance.cases import CASES
-    from specsim.conformance.stat_plan import check_names
+    from specsim.conformance.cases.chain import CASES
+    from specsim.conformance.stats.l3_design import check_names
     names = [n for c in CASES for n in check_names(c)]
     assert names and {st.group_of(n) for n in names} == {"L3-statistical"}
 
@@ -46,13 +46,13 @@ def test_every_zoo_mutant_has_a_kind_and_a_judging_group_in_both_modes():
 
 
 def test_kinds_selects_the_zoo_lists_and_leaves_other_families_out():
-    from specsim.commands.mutants import _kinds
+    from specsim.commands.mutants import mutant_kinds
     from specsim.mutants import zoo
     families = {"device": list(MUTANTS), "proposer": ["q-before-processors"]}
-    got = _kinds(argparse.Namespace(kinds="tree,sampler", families=None), families)
+    got = mutant_kinds(argparse.Namespace(kinds="tree,sampler", families=None), families)
     assert got == {"device": [i for i in MUTANTS if i in {m.id for m in zoo.TREE + zoo.SAMPLER}]}
-    assert "proposer" in _kinds(argparse.Namespace(kinds="tree", families="device,proposer"), families)
-    assert "unknown" in _kinds(argparse.Namespace(kinds="trees", families=None), families)
+    assert "proposer" in mutant_kinds(argparse.Namespace(kinds="tree", families="device,proposer"), families)
+    assert "unknown" in mutant_kinds(argparse.Namespace(kinds="trees", families=None), families)
 
 
 def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_passes(tmp_path, capsys):

@@ -131,7 +131,7 @@ def test_report_names_every_figure():
         assert word in text
 
 
-@pytest.mark.parametrize("name", ["specsim.judge.stats", "specsim.conformance.cases", "specsim.mutants.walk",
+@pytest.mark.parametrize("name", ["specsim.judge.stats", "specsim.conformance.cases.chain", "specsim.mutants.walk",
                                   "specsim.mutants.zoo"])
 def test_docstring_examples_run(name):
     import doctest

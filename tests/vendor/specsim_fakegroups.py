@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from devices.protocol import VerifyBatch
-from specsim.conformance.results import CheckResult
+from specsim.conformance.core.results import CheckResult
 
 from specsim_fakedev import ABORT_VOCAB, HANG_VOCAB, RAISE_VOCAB
 

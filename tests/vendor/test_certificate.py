@@ -17,9 +17,13 @@ import time
 import numpy as np
 import pytest
 
-from specsim.conformance import profiles, runner, volume
-from specsim.conformance.isolation import ResumeMismatch, run_isolated
-from specsim.conformance.results import CheckResult
+from specsim.conformance.verdict import profiles
+
+from specsim.conformance.run import runner
+
+from specsim.conformance.checks.chain import volume
+from specsim.conformance.run.isolation import ResumeMismatch, run_isolated
+from specsim.conformance.core.results import CheckResult
 from specsim_fakegroups import FAKE_GROUPS
 from specsim_fakedev import GreedyDevice
 from test_isolation import DRIVER
@@ -207,7 +211,7 @@ def test_scope_names_the_largest_call_checked_per_noise_mode():
     from devices.torch_device import TorchDevice
     scopes: dict = {}
     results = runner.run_conformance(TorchDevice(), runner.Context(quick=True), ["L1-edges"], scopes)
-    from specsim.conformance.scope import of_run
+    from specsim.conformance.core.scope import of_run
     v = runner.verdict_of(TorchDevice(), results, runner.Context(quick=True), ["L1-edges"], scope=of_run(scopes))
     checked = v["scope"]["checked"]["injected"]
     assert checked["calls"] > 0 and checked["V"] >= 1 and checked["K"] >= 1
@@ -249,7 +253,7 @@ def test_a_device_refusing_large_batches_is_never_a_pass_from_a_subset_holding_t
     device = BigBatchRefuser()
     scopes: dict = {}
     results = runner.run_conformance(device, ctx, groups, scopes)
-    from specsim.conformance.scope import of_run
+    from specsim.conformance.core.scope import of_run
     v = runner.verdict_of(device, results, ctx, groups, scope=of_run(scopes))
     assert v["status"] in ("fail", "partial"), v["reasons"]
     assert any("did not run" in r and "L1-sizes" in r for r in v["reasons"]), v["reasons"]

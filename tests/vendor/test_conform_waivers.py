@@ -9,11 +9,13 @@ import json
 import pytest
 
 from devices.protocol import Capabilities
-from specsim.conformance.waivers import Waiver
+from specsim.conformance.verdict.waivers import Waiver
 from specsim import cli
-from specsim.conformance import profiles, runner
-from specsim.conformance.results import CheckResult
-from specsim.conformance.vendor_waivers import WaiverFile, apply
+from specsim.conformance.verdict import profiles
+from specsim.conformance.run import runner
+from specsim.conformance.run.document import document
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.verdict.conform_waivers import WaiverFile, apply
 from specsim_fakegroups import FAKE_GROUPS
 
 LINK = "https://tracker.acme.example/SPEC-"
@@ -193,7 +195,7 @@ def test_document_passes_pass_with_waivers():
     class Dev:
         name, capabilities = "d", CAPABILITIES
     results = [CheckResult.from_json(c) for c in _passing_core() + [_waived("L1/edge/x")]]
-    doc = runner.document("d", Dev(), runner.Context(), results)   # every group ran: a subset is at best PARTIAL
+    doc = document("d", Dev(), runner.Context(), results)   # every group ran: a subset is at best PARTIAL
     assert doc["verdict"]["status"] == "pass-with-waivers" and doc["passed"]
     assert CheckResult.from_json(doc["checks"][-1]).waiver["link"] == LINK + "1"
 

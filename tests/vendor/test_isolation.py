@@ -10,7 +10,7 @@ import types
 import pytest
 
 from specsim.commands import conform
-from specsim.conformance import runner
+from specsim.conformance.run import runner
 from specsim_fakegroups import FAKE_GROUPS
 
 
@@ -94,7 +94,7 @@ def test_resume_skips_finished_groups(fake_groups, tmp_path, monkeypatch):
     os.remove(tmp_path / "groups" / "F5-ok.json")
     first = read(tmp_path / "groups" / "F1-ok.json")
     ran = []
-    from specsim.conformance import isolation
+    from specsim.conformance.run import isolation
     real = isolation.run_group_in_subprocess
     monkeypatch.setattr(isolation, "run_group_in_subprocess",
                         lambda group, *a, **k: ran.append(group) or real(group, *a, **k))
@@ -149,7 +149,7 @@ def test_progress_is_quiet_off_a_terminal(fake_groups, tmp_path, capsys, monkeyp
 def test_progress_draws_on_a_terminal(monkeypatch):
     import io
 
-    from specsim.conformance.progress import Progress
+    from specsim.conformance.run.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -178,7 +178,7 @@ def test_out_writes_report_files_even_when_a_group_crashed(fake_groups, tmp_path
 
 DRIVER = """
 import sys
-from specsim.conformance import runner
+from specsim.conformance.run import runner
 from specsim_fakegroups import FAKE_GROUPS
 runner.GROUPS.clear()
 runner.GROUPS.update(FAKE_GROUPS)

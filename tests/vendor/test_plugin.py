@@ -14,7 +14,7 @@ from importlib import metadata
 
 import pytest
 
-from specsim.conformance.waivers import Waiver, WaiverError, check_id, load
+from specsim.conformance.verdict.waivers import Waiver, WaiverError, check_id, load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -109,7 +109,7 @@ def test_conformance_waiver_judged_on_another_release_waives_nothing(tmp_path):
     waivers.write_text('[[waiver]]\ncheck = "conformance:L1/edge/a"\nreason = "the a edge deviates on acme"\n'
                        'issue = "https://x.example/1"\njudged_on = "acme 1.0"\n')
     suite = textwrap.dedent('''
-        from specsim.conformance.results import CheckResult
+        from specsim.conformance.core.results import CheckResult
 
         def test_waive(specsim_conformance_waivers):
             results, record = specsim_conformance_waivers([CheckResult("L1/edge/a", "L1", "fail")])

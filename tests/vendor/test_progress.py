@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from specsim.conformance.progress import Progress, duration, mode
+from specsim.conformance.run.progress import Progress, duration, mode
 
 
 class Clock:

@@ -7,7 +7,8 @@ import textwrap
 import numpy as np
 
 from specsim import cli
-from specsim.conformance import runner
+from specsim.conformance.run import runner
+from specsim.conformance.run.document import document
 
 WRONG_BONUS = """
     import numpy as np
@@ -39,7 +40,7 @@ def test_a_failing_check_replays_alone_and_names_the_bonus_token(tmp_path, monke
     from wrong_bonus_dev import make
     ctx = runner.Context(quick=True)
     results = runner.run_group("L1-injected", make(), ctx)
-    doc = runner.document("wrong_bonus_dev:make", make(), ctx, results, ["L1-injected"])
+    doc = document("wrong_bonus_dev:make", make(), ctx, results, ["L1-injected"])
     failing = [c for c in doc["checks"] if c["status"] == "fail"]
     assert failing and "the bonus token after all" in failing[0]["detail"]
     command = failing[0]["extra"]["replay"]

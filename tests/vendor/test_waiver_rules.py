@@ -13,10 +13,11 @@ import pytest
 
 from property_tests.plugin import judge_conformance
 from specsim import cli
-from specsim.conformance import profiles, runner
-from specsim.conformance.results import CheckResult
-from specsim.conformance.vendor_waivers import WaiverFile, apply, load_file, summary_lines
-from specsim.conformance.waivers import Waiver, WaiverError, load
+from specsim.conformance.verdict import profiles
+from specsim.conformance.run import runner
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.verdict.conform_waivers import WaiverFile, apply, load_file, summary_lines
+from specsim.conformance.verdict.waivers import Waiver, WaiverError, load
 
 LINK = "https://tracker.acme.example/SPEC-"
 GOOD = "our top-p keeps one tied token; fixed in driver 2.4"

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     from devices.protocol import Noise, TreeBatch
     from devices.registry import load
     from devices.validate import check_tree_call
-    from specsim.bench.trees import _events, first_child_on_top, tree_parents
+    from specsim.bench.trees import tree_events, first_child_on_top, tree_parents
     device = load("triton")
     tk = device.tree_kernels
     parents = tree_parents(a.depth, a.branch, a.width)
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
             for t in trees.values():
                 launch, _ = tk.tree_call(tk, t, noise, check_tree_call(t, noise, device.capabilities), "cuda", block,
                                          num_warps=warps)
-                cells.append(_events(launch, 2, 10))
+                cells.append(tree_events(launch, 2, 10))
             rows.append((block, warps, *cells))
             torch.cuda.empty_cache()
     print(f"tree walk, {N} nodes, batch {B}, V {V}: median ms of 10 (CUDA events)")

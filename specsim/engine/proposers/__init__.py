@@ -14,7 +14,7 @@ the engine merges what it returns with seed 004's ``top1_propose``.
 | `factory.py` | `make_platform_proposer`: the seeds' platforms for a synthetic workload |
 | `tree.py` | `TreeProposer` (EAGLE-style top-k trees, SPEC §11; verified by `specsim.engine.tree_loop`) |
 | `processed.py` | `ProcessedDraftProposer` (drafts through its own temperature/top-k/top-p; the proposer mutants edit it) |
-| `checked.py` | the proposers `specsim proposer` knows by name (`specsim.conformance.proposers`) |
+| `checked.py` | the proposers `specsim proposer` knows by name (`specsim.conformance.proposer.proposers`) |
 
 Layering: this package imports ``specsim.vocab.mapping`` (tokenizers and the
 TLI mapping), which imports nothing of the engine at run time.

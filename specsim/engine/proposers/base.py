@@ -4,7 +4,7 @@ A proposer gets the requests to draft for and each one's wanted length
 ``k_i`` and returns, per request, ``(token_ids [k'], draft_probs [k', V] or
 None)`` with ``k' ≤ k_i``, or None when it has nothing ("a drafter returning
 nothing for some requests"). Two optional attributes declare what a checked
-proposer is (``specsim proposer``, ``specsim.conformance.proposers``): ``greedy``
+proposer is (``specsim proposer``, ``specsim.conformance.proposer.proposers``): ``greedy``
 (temperature 0 drafts the argmax of its q) and ``sampling`` (which of
 ``"temperature"``, ``"top_k"``, ``"top_p"`` its ``draft_probs`` apply); absent,
 they declare nothing.

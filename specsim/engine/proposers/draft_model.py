@@ -45,7 +45,7 @@ class DraftModelProposer:
 
     name = "draft_model"
     greedy = True                    # temperature 0: the argmax, as a one-hot row
-    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposers)
+    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposer.proposers)
 
     def __init__(self, draft: ToyLM, *, use_probs: bool = True, point_drafts: str = "argmax"):
         if point_drafts not in ("argmax", "sample"):

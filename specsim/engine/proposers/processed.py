@@ -48,7 +48,7 @@ class ProcessedDraftProposer:
     name = "processed_draft"
     has_probs = True
     greedy = True                                   # temperature 0: the argmax, reported as a one-hot row
-    sampling = ("temperature", "top_k", "top_p")    # what the reported rows apply (specsim.conformance.proposers)
+    sampling = ("temperature", "top_k", "top_p")    # what the reported rows apply (specsim.conformance.proposer.proposers)
     max_len = None
 
     def __init__(self, draft: ToyLM):

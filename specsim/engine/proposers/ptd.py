@@ -35,7 +35,7 @@ class PtdProposer:
 
     name = "ptd"
     greedy = True                    # temperature 0: the argmax, as a one-hot row
-    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposers)
+    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposer.proposers)
 
     def __init__(self, draft: ToyLM, *, use_probs: bool = True):
         self.draft, self.has_probs = draft, use_probs

@@ -50,7 +50,7 @@ class UniversalDraftProposer:
 
     name = "universal_draft"
     greedy = True                    # temperature 0: the argmax, as a one-hot row
-    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposers)
+    sampling = ("temperature",)         # what draft_probs applies (specsim.conformance.proposer.proposers)
 
     def __init__(self, draft: ToyLM, mapping: VocabMapping, *, context: str = "text", fallback: int | None = None,
                  use_probs: bool = True):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.judge import stats
-from specsim.conformance.results import CheckResult
+from specsim.conformance.core.results import CheckResult
 from specsim.field.engines.protocol import GenerateEngine
 
 

@@ -1,0 +1,156 @@
+"""Layer L1: a device given the reference's randomness must emit the reference's tokens.
+
+Three groups: injected noise (SPEC §5.1), keyed Philox noise (§5.2; devices
+declaring ``rng="philox"``), and the hand-built edges of §4. Every case is a
+deterministic function of the suite seed and its name, so a failure replays
+with ``specsim conform --device ... --seed N --groups GROUP``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from specsim.conformance.core.calls import ask, call, missing
+from specsim.conformance.cases import edges as edge_laws
+from specsim.conformance.cases.edges import edge_form
+from specsim.conformance.core.l1_judge import judge
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.stats.plan import StatPlan, run_plan
+from specsim.testing.batches import BatchSpec, random_batch, random_noise
+from specsim.judge.compare import compare, output_problems, reference_step
+from specsim.testing.edges import EDGES, make_batch
+from specsim.testing.seeds import case_seed
+
+CASES: dict[str, BatchSpec] = {
+    "full-mixed": BatchSpec(),
+    "point-mixed": BatchSpec(draft_probs=False),
+    "full-sampling-only": BatchSpec(greedy_fraction=0, top_k_fraction=0, top_p_fraction=0),
+    "point-sampling-only": BatchSpec(draft_probs=False, greedy_fraction=0, top_k_fraction=0, top_p_fraction=0),
+    "greedy-only": BatchSpec(draft_probs=False, greedy_fraction=1.0, top_k_fraction=0, top_p_fraction=0),
+    "full-near-drafts": BatchSpec(closeness=0.05, greedy_fraction=0),
+    "full-far-drafts": BatchSpec(closeness=4.0, greedy_fraction=0),
+    "full-peaked": BatchSpec(logit_scale=8.0),
+    "full-long": BatchSpec(max_k=8, batch=6),
+    # Withdrawn drafts alone: the other cases hold padding placeholders, so each rule of SPEC §4 has
+    # cases of its own, and a device reading every -1 one way fails the other's.
+    "full-withdrawn": BatchSpec(withdrawn_fraction=0.25, placeholder_fraction=0.0),
+}
+"""Case name → what its batches hold (``placeholder_fraction``: padding placeholders, SPEC §4). Each
+runs at every vocabulary size and dtype."""
+
+VOCAB_SIZES = (8, 257, 1025)
+QUICK_VOCAB_SIZES = (8, 65)
+LOW_PRECISION = ("bfloat16", "float16")
+"""16-bit logits (SPEC §6) for the devices that declare them: every case at one vocabulary size — what
+is new is the input's rounding, which the reference takes exactly, not the device's arithmetic."""
+
+
+def chain_cases(device, ctx, group: str):
+    caps = device.capabilities
+    sizes = QUICK_VOCAB_SIZES if ctx.quick else VOCAB_SIZES
+    shapes = [(V, dtype) for V in sizes for dtype in ("float32", "float64")] + \
+        [(sizes[1], dtype) for dtype in LOW_PRECISION]
+    for case, spec in CASES.items():
+        for V, dtype in shapes:
+            name = f"{group}/{case}/V{V}/{dtype}"
+            spec_here = replace(spec, vocab_size=V, dtype=dtype, max_k=min(spec.max_k, caps.max_k),
+                                batch=spec.batch if not ctx.quick else min(spec.batch, 6))
+            why = missing(caps, spec.needs, vocab_size=V, dtype=dtype)
+            seed = case_seed(ctx.seed, name)
+            yield name, spec_here, why, seed
+
+
+def run_cases(device, ctx, group: str, injected: bool, only: str | None = None) -> list[CheckResult]:
+    results = []
+    for name, spec, why, seed in chain_cases(device, ctx, group):
+        if only is not None and name != only:
+            continue
+        if why:
+            results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
+            continue
+        rng = np.random.default_rng(seed)
+        batch = random_batch(rng, spec)
+        results.append(judge(name, device, batch, random_noise(rng, batch) if injected else None, seed))
+    return results
+
+
+def injected_noise_group(device, ctx) -> list[CheckResult]:
+    """Random ragged batches with injected noise, token for token (SPEC §5.1)."""
+    if not device.capabilities.injected_noise:
+        return [CheckResult("L1/injected", "L1", "not_supported", "device does not take injected noise")]
+    return run_cases(device, ctx, "L1/injected", injected=True)
+
+
+def keyed_noise_group(device, ctx) -> list[CheckResult]:
+    """Random ragged batches with the device's own Philox draws (SPEC §5.2), token for token."""
+    if device.capabilities.rng != "philox":
+        return [CheckResult("L1/keyed", "L1", "not_supported",
+                            f"device rng is {device.capabilities.rng!r}, not the keyed Philox streams")]
+    return run_cases(device, ctx, "L1/keyed", injected=False)
+
+
+def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """Every SPEC §4 edge, for every profile it can be stated for: with injected noise, its exact
+    expected tokens (no near-tie allowance; a float32 run of an edge that is a float64-scale
+    near-tie is compared with SPEC §9's near-tie allowances instead); without, its exact law sampled under the device's
+    own randomness (``edge_laws``: exact support, and a goodness-of-fit test per request whose
+    law has more than one outcome, at its α in the run's plan, ``stat_plan``). ``only``: that
+    one check's name."""
+    caps, results = device.capabilities, []
+    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    forms = [edge_form(edge, caps) for edge in EDGES]
+    plan = None if caps.injected_noise else run_plan(caps, ctx)
+    for edge, form in zip(EDGES, forms):
+        name = f"L1/edge/{edge.name}"
+        if only is not None and name != only:
+            continue
+        why = missing(caps, form.needs)
+        if why:
+            results.append(CheckResult(name, "L1", "not_supported", why))
+            continue
+        if not caps.injected_noise:
+            results.append(_edge_law(device, ctx, form, name, dtype, plan))
+            continue
+        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
+        if problem:
+            results.append(problem)
+            continue
+        cmp = compare(batch, got, reference_step(batch, noise))
+        if dtype == "float32" and not edge.float32_exact:  # a near-tie of the float64 kind: SPEC §9 applies
+            results.append(CheckResult(name, "L1", cmp.status,
+                                       edge.why if cmp.ok else f"{edge.why}: {cmp.summary()}", extra=cmp.extra()))
+            continue
+        width = batch.max_k + 1
+        emitted = [np.asarray(got.output_token_ids)[i, : int(got.num_accepted[i]) + 1].tolist()
+                   if np.asarray(got.output_token_ids).shape == (batch.batch_size, width) else None
+                   for i in range(batch.batch_size)]
+        ok = emitted == edge.expected
+        detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
+        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail,
+                                   extra={**cmp.extra(), "near_tie_allowances": 0}))
+    return results
+
+
+def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> CheckResult:
+    """One edge asked ``n`` times under the device's own randomness, held to its exact law (each request's
+    goodness-of-fit test at its α in ``plan``)."""
+    n = edge_laws.samples(ctx.quick)
+    seed = case_seed(ctx.seed, "edge-law", edge.name)
+    batch = edge_laws.repeated(edge, n, dtype, seed)
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+    if problem:
+        return problem
+    broken = output_problems(batch, got)
+    if broken:
+        return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
+    emitted = [got.emitted(i) for i in range(batch.batch_size)]
+    alphas = {i: plan.alpha(f"{name}/request{i}") for i, r in enumerate(edge.requests)
+              if len(edge_laws.request_law(r, edge.point)) > 1}
+    status, detail, spent, p_value, tv = edge_laws.judge(edge, emitted, n, alphas, seed)
+    layer = "L3" if spent is not None else "L1"
+    return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
+                       alpha=spent, n=n, seed=seed, p_value=p_value,
+                       detectable_tv=tv if tv is not None and np.isfinite(tv) else None)

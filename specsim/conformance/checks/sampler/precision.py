@@ -1,0 +1,102 @@
+"""SPEC §12 at volume (§9): the whole sampler's arithmetic in the declared dtype, ``L1-sampler/precision``.
+
+L1-volume's tally and verdict (``checks.chain.volume``) over requests carrying every §12 parameter the device
+declares, each coin placed next to its ratio: a device computing penalties, bias or min_p in 16 bits behind a
+float32 declaration flips many decisions beyond the tolerance.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from specsim.conformance.checks.chain.volume import DEVICE_BUDGET_S, Tally, volume_spec, volume_verdict
+from specsim.conformance.core.calls import ask, call, missing
+from specsim.conformance.core.results import CheckResult
+from specsim.judge.compare import TOLERANCE, compare, reference_step
+from specsim.testing.batches import BatchSpec, random_batch, random_noise
+from specsim.testing.seeds import case_seed
+
+SAMPLER_REQUESTS, SAMPLER_QUICK_REQUESTS = 4096, 1024
+"""Requests of ``sampler_precision_check`` (full, ``--quick``), in chunks of ``SAMPLER_CHUNK``."""
+SAMPLER_CHUNK, SAMPLER_PROBE = 1024, 256
+"""Chunk size; the first chunk's (it measures the device's rate before the budget rule decides the volume)."""
+SAMPLER_BUDGET_S = DEVICE_BUDGET_S
+"""Device seconds the default run may spend (L1-volume's); a slower device runs as many requests as fit (at least
+the probe's 256), and the detail says so. The torch device needs 0.1–1.4 s for 4096 on an idle CPU core, 12–15 s on
+a loaded 2-core box; the 16-bit penalty mutants contradict 45–79 (fp16) and 130–170 (bf16) decisions per 4096."""
+SAMPLER_SPEC = BatchSpec(batch=SAMPLER_CHUNK, max_k=4, vocab_size=64, masked_fraction=0.0, greedy_fraction=0.1,
+                         logit_scale=3.0, draw="inverse-cdf")
+NEAR = (3.0, 30.0)
+"""Each coin that can sit near its ratio does, at a relative distance drawn log-uniformly from ``NEAR`` × the
+dtype's tolerance (3e-4 to 3e-3 in float32): beyond the tolerance, so a device computing in its declared dtype
+(float32's error on a ratio is ~1e-6) never flips one, and inside what 16-bit arithmetic moves (2⁻¹¹ and 2⁻⁸
+relative on a logit of a few units), so a 16-bit step behind the declaration flips many."""
+
+
+def near_coins(rng: np.random.Generator, batch, noise, tolerance: float):
+    """``noise`` with each drafted coin moved next to its ratio ``r = t(x)/d(x)`` (SPEC §12's ``t``, the reference's
+    float64 rows): ``u = r·(1 ± δ)``, ``δ`` log-uniform in ``NEAR × tolerance``, wherever ``r·(1 + δ) < 1``
+    (a ratio ≥ 1 accepts whatever the coin; a placeholder or ``t(x) = 0`` rejects). Returns the new noise."""
+    from reference.sampler import sampler_rows
+    rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
+                        batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
+    ids = np.asarray(batch.draft_token_ids)
+    request = np.repeat(np.arange(batch.batch_size), batch.num_draft_tokens)
+    safe = np.where(ids >= 0, ids, 0)
+    t_x = rows[np.arange(len(ids)) + request, safe]
+    d_x = np.ones(len(ids)) if batch.draft_probs is None else \
+        np.asarray(batch.draft_probs, np.float64)[np.arange(len(ids)), safe]
+    ratio = t_x / np.where(d_x > 0, d_x, 1.0)
+    low, high = (f * tolerance for f in NEAR)
+    delta = np.exp(rng.uniform(np.log(low), np.log(high), len(ids))) * rng.choice([-1.0, 1.0], len(ids))
+    near = (ids >= 0) & (t_x > 0) & (d_x > 0) & (ratio * (1 + high) < 1) & (np.asarray(batch.temperature)[request] > 0)
+    return replace(noise, uniforms=np.where(near, ratio * (1 + delta), noise.uniforms))
+
+
+def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUESTS, name: str = "L1-sampler/precision",
+                            budget_s: float | None = SAMPLER_BUDGET_S) -> CheckResult:
+    """SPEC §12 in the declared dtype at volume (§9): random requests with every §12 parameter the device declares
+    (``sampler_params.random_sampler`` along repetition loops), chunks alternating the declared order profiles and
+    draft probabilities with point proposals, float32 where declared, each coin placed next to its ratio
+    (``near_coins``), compared with the reference token for token. A decision contradicted beyond the dtype's
+    tolerance fails: penalties, bias or min_p computed in 16 bits behind a float32 declaration."""
+    from devices.protocol import SAMPLER_ORDERS
+    from specsim.testing.sampler_params import random_sampler, repetitive
+    caps = device.capabilities
+    dtype = "float32" if "float32" in caps.dtypes else caps.dtypes[0]
+    params = tuple(caps.sampler)
+    orders = [o for o in SAMPLER_ORDERS if o in caps.sampler_orders]
+    schemes = [point for point, mode in ((False, "draft_probs"), (True, "point_proposals")) if getattr(caps, mode)]
+    check_seed = case_seed(seed, name, dtype)
+    why = ("device declares no sampler parameter" if not params else "device declares no sampler order"
+           if not orders else None) or missing(caps, (), vocab_size=SAMPLER_SPEC.vocab_size, dtype=dtype) or (
+        None if caps.injected_noise else "device does not take injected noise") or (
+        None if schemes else "device declares neither draft_probs nor point_proposals")
+    if why:
+        return CheckResult(name, "L1", "not_supported", why, seed=check_seed)
+    tally, rng, chunk, note = Tally(), np.random.default_rng(check_seed), 0, ""
+    target = requests
+    while tally.requests < target:
+        size = min(SAMPLER_PROBE if chunk == 0 else SAMPLER_CHUNK, target - tally.requests)
+        spec = volume_spec(caps, dtype, size, schemes[chunk % len(schemes)])
+        spec = replace(spec, greedy_fraction=min(spec.greedy_fraction, SAMPLER_SPEC.greedy_fraction),
+                       masked_fraction=0.0, logit_scale=SAMPLER_SPEC.logit_scale)
+        batch = repetitive(rng, random_batch(rng, spec))
+        batch = replace(batch, sampler=random_sampler(rng, batch, params, orders[chunk % len(orders)]))
+        noise = near_coins(rng, batch, random_noise(rng, batch), TOLERANCE[dtype])
+        chunk += 1
+        start = time.perf_counter()
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+        if problem:
+            return problem
+        device_s, start = time.perf_counter() - start, time.perf_counter()
+        cmp = compare(batch, got, reference_step(batch, noise), repro=f" [{name}, seed {check_seed}]")
+        tally.add(batch, cmp, device_s, time.perf_counter() - start)
+        if tally.requests == size and budget_s is not None and tally.device_s * requests / size > budget_s:
+            target = max(size, int(budget_s * size / tally.device_s))
+            note = f"; volume reduced to {target} requests to fit {budget_s:g} s of device time"
+    return volume_verdict(name, tally, dtype, check_seed, f"; coins placed {NEAR[0]:g}–{NEAR[1]:g}× the tolerance from "
+                    f"their ratios; orders {', '.join(orders)}{note}", requested=requests)

@@ -1,0 +1,294 @@
+"""Tree verification (SPEC §11) checks, on every device that declares ``tree_schemes``.
+
+* ``L1-trees``: the constructed sibling patterns of ``tree_patterns``
+  (placeholders before, between and after siblings, duplicates, with and
+  without replacement, point proposals, leaves at every depth, an empty
+  request beside a big one), each with noise placed where a wrong rule shows,
+  or held to its exact law without injected noise; random tree batches of
+  every shape (random, chain, full width, binary) and drafting (with and
+  without replacement, top-k, duplicate siblings, placeholders), injected and
+  keyed noise, token for token and node for node against ``reference.tree``;
+  trees at the declared limits (§11.1: depth ``max_k``, EAGLE-2's 64 nodes,
+  ``max_tree_nodes``) with the coins steered down the deepest path through
+  late siblings, where a refusal fails; the hand-built edges of §11 with their
+  exact expected tokens; and the engine-sized trees and ragged batches of
+  ``tree_sizes``.
+* ``L2-trees`` (``checks.trees.l2``): the contracts of a tree step.
+
+A device without ``verify_tree`` (or declaring no tree scheme) gets one
+``not_supported`` result per group. Tree decisions are compared exactly
+(SPEC §9's waivers are not yet extended to trees): cases are float64 but for
+one float32 case per scheme, whose seeds are fixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from devices.protocol import Noise, TreeBatch
+from specsim.conformance.core.calls import ask, call, tree_device
+from specsim.conformance.core.results import CheckResult
+from specsim.conformance.checks.trees.patterns import pattern_checks
+from specsim.conformance.checks.trees.sizes import size_checks
+from specsim.testing.seeds import case_seed
+from specsim.testing.trees import (TreeSpec, compare_tree, layered_parents, random_tree_batch, random_tree_noise,
+                                   reference_tree_step, steer_tree, tree_batch_of)
+
+CASES: dict[str, TreeSpec] = {
+    "rrs-with-replacement": TreeSpec(),
+    "rrs-without-replacement": TreeSpec(drafting="without_replacement"),
+    "rrs-point": TreeSpec(drafting="top", duplicate_fraction=0.2),
+    "rrs-wide": TreeSpec(shape="wide", max_nodes=8),
+    "rrs-binary": TreeSpec(shape="binary", max_nodes=7),
+    "greedy": TreeSpec(drafting="top", greedy_fraction=1.0, duplicate_fraction=0.2),
+    "sglang": TreeSpec(scheme="sglang", drafting="top"),
+    "sglang-duplicates": TreeSpec(scheme="sglang", drafting="top", duplicate_fraction=0.3),
+    "sglang-relaxed": TreeSpec(scheme="sglang", drafting="top", threshold_single=0.4, threshold_acc=0.7),
+}
+SHAPES = [(8, "float64"), (257, "float64"), (65, "float32")]
+QUICK_SHAPES = [(8, "float64")]
+
+
+def _missing(device, spec: TreeSpec, V: int, dtype: str) -> str | None:
+    caps = device.capabilities
+    lacking = sorted(spec.schemes_needed - set(caps.tree_schemes))
+    if lacking:
+        return f"device does not declare tree_schemes {lacking}"
+    if V > caps.max_vocab_size or dtype not in caps.dtypes:
+        return f"V={V} or dtype {dtype} beyond the declared max_vocab_size/dtypes"
+    return None
+
+
+def _check(name: str, layer: str, device, batch: TreeBatch, noise: Noise | None, seed: int | None) -> CheckResult:
+    got, problem = call(name, layer, lambda: ask(device, batch, noise), device.capabilities)
+    if problem:
+        return problem
+    problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
+    return CheckResult(name, layer, "fail" if problems else "pass",
+                       "; ".join(problems[:3]) if problems else f"{batch.batch_size} requests agree", seed=seed)
+
+
+def _random_cases(device, ctx, group: str, injected: bool) -> list[CheckResult]:
+    results = []
+    for case, spec in CASES.items():
+        for V, dtype in QUICK_SHAPES if ctx.quick else SHAPES:
+            name = f"{group}/{case}/V{V}/{dtype}"
+            seed = case_seed(ctx.seed, name)
+            why = _missing(device, spec, V, dtype)
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why, seed=seed))
+                continue
+            rng = np.random.default_rng(seed)
+            spec_here = replace(spec, vocab_size=V, dtype=dtype,
+                                max_nodes=min(spec.max_nodes, device.capabilities.max_k))
+            batch = random_tree_batch(rng, spec_here)
+            results.append(_check(name, "L1", device, batch, random_tree_noise(rng, batch) if injected else None, seed))
+    return results
+
+
+# --- §11 edges, each with its exact expected tokens ---------------------------------------
+
+@dataclass(frozen=True)
+class TreeEdge:
+    name: str
+    scheme: str                 # "greedy" (T = 0) or the batch scheme
+    parents: list
+    ids: list
+    target_probs: list          # rows [N + 1][V]: the root's, then one per node (log taken as logits)
+    coins: list
+    expected: list              # emitted tokens
+    nodes: list                 # accepted nodes
+    why: str
+    threshold_single: float = 1.0
+    threshold_acc: float = 1.0
+
+
+HALF = [0.5, 0.5]
+EDGES = [
+    TreeEdge("single-node-accepted", "rrs", [-1], [0], [HALF, [0.0, 1.0]], [0.4], [0, 1], [0],
+             "one node: u = 0.4 < t(0) = 0.5 accepts; its row is one-hot on 1 (the bonus)"),
+    TreeEdge("single-node-rejected", "rrs", [-1], [0], [HALF, [0.0, 1.0]], [0.6], [1], [],
+             "one node: u = 0.6 rejects; the residual is t with 0 zeroed"),
+    TreeEdge("full-width-rrs", "rrs", [-1, -1, -1], [2, 1, 0], [[0.2, 0.3, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+             [0.99, 0.99, 0.99], [0, 2], [2],
+             "siblings covering V: after rejecting 2 and 1 the residual is one-hot on 0, accepted whatever u"),
+    TreeEdge("full-width-sglang", "sglang", [-1, -1, -1], [2, 1, 0], [[0.2, 0.3, 0.5], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+             [0.99, 0.0, 0.0], [0, 2], [2],
+             "one coin 0.99 against A = 0.5, 0.8, 1.0: the third sibling (0) is accepted"),
+    TreeEdge("duplicate-siblings-rrs", "rrs", [-1, -1], [0, 0], [HALF, HALF, HALF], [0.9, 0.0], [1], [],
+             "the first copy of 0 rejected leaves r(0) = 0: the second is rejected even at u = 0"),
+    TreeEdge("duplicate-siblings-sglang", "sglang", [-1, -1], [0, 0], [HALF, HALF, HALF], [0.7, 0.0], [0, 0], [1],
+             "SGLang counts t(0) twice (A = 0.5, 1.0): coin 0.7 accepts the second copy (lossy, §11.4)"),
+    TreeEdge("placeholder-sibling-rrs", "rrs", [-1, -1], [-1, 0], [HALF, HALF, HALF], [0.0, 0.4], [0, 0], [1],
+             "a placeholder sibling is skipped (residual untouched, coin unread); the next meets t"),
+    TreeEdge("placeholder-sibling-sglang", "sglang", [-1, -1], [-1, 1], [HALF, HALF, HALF], [0.3, 0.99], [1, 0], [1],
+             "the level's coin is the first child's (0.3 < A = 0.5), even when that child is a placeholder"),
+    TreeEdge("placeholder-subtree", "rrs", [-1, 0], [-1, 1], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]], [0.0, 0.0], [1], [],
+             "a node under a placeholder is never reached; the root's residual emits 1"),
+    TreeEdge("sglang-u0-zero-probability", "sglang", [-1, -1], [0, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [0.0, 0.7], [1, 2], [1],
+             "coin u = 0: the first sibling (0, t = 0) is rejected, 0 < A = 0 being false (§11.4's strict form; "
+             "SGLang's u <= A/a accepts it); the second (t = 0.5) is accepted and its leaf row emits 2"),
+    TreeEdge("sglang-threshold-single-zero", "sglang", [-1, -1], [0, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], [0.99, 0.0], [1, 2], [1],
+             "threshold_single = 0 accepts the first sibling the target allows (1, t = 0.5), never the "
+             "zero-probability one before it (§11.4: t(x) > 0 is required)", threshold_single=0.0),
+    TreeEdge("sglang-threshold-acc-zero", "sglang", [-1, -1, -1], [0, 2, 1],
+             [[0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [0.99, 0.0, 0.0], [2, 1], [1],
+             "threshold_acc = 0: u·0 < A accepts the first sibling with A > 0 (2, after the forbidden 0), "
+             "whatever the coin", threshold_acc=0.0),
+    TreeEdge("greedy-first-match", "greedy", [-1, -1, 0, 1], [1, 1, 0, 1],
+             [[0.2, 0.8], [0.9, 0.1], [0.1, 0.9], [0.5, 0.5], [0.5, 0.5]], [0.0] * 4, [1, 0, 0], [0, 2],
+             "greedy: the first sibling matching the argmax (node 0, not its duplicate node 1) is followed"),
+]
+
+
+def edge_batch(edge: TreeEdge) -> tuple[TreeBatch, Noise]:
+    V = len(edge.target_probs[0])
+    with np.errstate(divide="ignore"):
+        logits = np.log(np.array(edge.target_probs, dtype=np.float64))
+    greedy = edge.scheme == "greedy"
+    batch = TreeBatch(np.array([len(edge.parents)]), np.array(edge.parents, np.int64), np.array(edge.ids, np.int64),
+                      None, logits, np.array([0.0 if greedy else 1.0]), np.zeros(1, np.int64), np.ones(1),
+                      scheme="rrs" if greedy else edge.scheme, threshold_single=edge.threshold_single,
+                      threshold_acc=edge.threshold_acc)
+    return batch, Noise(np.array(edge.coins, np.float64), np.ones((1, V)))
+
+
+def edge_checks(device, ctx) -> list[CheckResult]:
+    results = []
+    for edge in EDGES:
+        name = f"L1/trees/edge/{edge.name}"
+        if edge.scheme not in device.capabilities.tree_schemes:
+            results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
+            continue
+        batch, noise = edge_batch(edge)
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+        if problem:
+            results.append(problem)
+            continue
+        emitted, nodes = got.emitted(0), [int(n) for n in np.asarray(got.accepted_nodes)[0] if n >= 0]
+        ok = emitted == edge.expected and nodes == edge.nodes
+        detail = edge.why if ok else f"{edge.why}: expected {edge.expected} via {edge.nodes}, got {emitted} via {nodes}"
+        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail))
+    return results
+
+
+# --- the declared limits (SPEC §11.1): as deep and as large as declared, exactly ----------------
+
+DEEPEST = 4096
+"""A declared ``max_k`` above this is checked at this depth (the reference walks a level per node)."""
+WIDE_NODES, WIDE_DEPTH = 64, 6
+"""EAGLE-2's published tree (60 nodes at depth 6), rounded up: a root with 11 children."""
+LARGEST = 1024
+"""A declared ``max_tree_nodes`` above this is checked at this size."""
+LARGEST_DEPTH = 8
+LIMIT_V = 64
+
+
+def limit_shapes(caps, quick: bool = False) -> dict[str, np.ndarray]:
+    """Name → request-local ``parents`` of the trees at the declared limits: the deepest (depth
+    ``min(max_k, max_tree_nodes)``, two chains under the root), EAGLE-2's size (64 nodes at depth 6:
+    11 root children, the deep subtree under the tenth) and, but for ``quick`` runs, the largest
+    (``max_tree_nodes`` at depth 8; the capabilities group calls it in every run)."""
+    depth = min(caps.max_k, caps.tree_node_limit, DEEPEST)
+    shapes = {f"depth-{depth}": layered_parents(min(2 * depth, caps.tree_node_limit), depth)}
+    wide = min(WIDE_NODES, caps.tree_node_limit)
+    shapes[f"nodes-{wide}"] = layered_parents(wide, min(WIDE_DEPTH, caps.max_k))
+    most = min(caps.tree_node_limit, LARGEST)
+    if most > wide and not quick:
+        shapes[f"nodes-{most}"] = layered_parents(most, min(LARGEST_DEPTH, caps.max_k))
+    return shapes
+
+
+def _limit_variants(caps) -> list[tuple[str, str, str]]:
+    """(name, scheme, drafting) of each declared scheme (rrs with rows if ``draft_probs`` is declared,
+    with point proposals if ``point_proposals`` is); greedy alone if nothing else is declared."""
+    variants = [(n, s, d) for n, s, d, mode in (("rrs", "rrs", "with_replacement", caps.draft_probs),
+                                                ("rrs-point", "rrs", "top", caps.point_proposals),
+                                                ("sglang", "sglang", "top", True)) if s in caps.tree_schemes and mode]
+    return variants or ([("greedy", "rrs", "top")] if "greedy" in caps.tree_schemes else [])
+
+
+def _limit_dtype(caps) -> str | None:
+    """float64 where declared, else float32 (the steering computes in float64); None: neither."""
+    return next((d for d in ("float64", "float32") if d in caps.dtypes), None)
+
+
+def limit_batch(rng: np.random.Generator, parents: np.ndarray, variant: tuple[str, str, str], caps,
+                injected: bool) -> tuple[TreeBatch, Noise]:
+    """Four requests with the tree ``parents``: two sampled ones steered down the deepest path
+    (``steer_tree``), a greedy one steered the same way (when greedy is declared), one left to its
+    noise. Without injected noise only the greedy steering remains (the drafts are the argmax).
+    Every logit finite, no top-k/top-p: a steered path is never cut by a forbidden token."""
+    name, scheme, drafting = variant
+    widest = int(np.bincount(parents + 1).max()) if len(parents) else 0     # top drafting: distinct siblings
+    V = min(caps.max_vocab_size, max(widest, LIMIT_V))
+    spec = TreeSpec(vocab_size=V, dtype=_limit_dtype(caps), scheme=scheme,
+                    drafting=drafting, greedy_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0,
+                    placeholder_fraction=0.0, masked_fraction=0.0)
+    batch = tree_batch_of(rng, [parents] * 4, spec)
+    greedy = "greedy" in caps.tree_schemes
+    sampled = name != "greedy"
+    temperature = np.array([1.0, 0.7, 0.0 if greedy else 1.3, 1.0]) if sampled else np.zeros(4)
+    batch = replace(batch, temperature=temperature)
+    noise = random_tree_noise(rng, batch)
+    steered = [i for i in range(4) if i != 3 and (injected or temperature[i] == 0)]
+    batch, noise = steer_tree(batch, noise, steered)
+    return batch, noise
+
+
+def _limit_cases(device, ctx) -> list[CheckResult]:
+    """Trees at the declared depth and size against the reference, token for token and node for node:
+    a device truncating deep trees, dropping late siblings or refusing wide ones fails. One noise
+    mode: injected noise steers the coins; keyed replay is held by the random cases, and without
+    either only greedy requests (no coins) are exact."""
+    caps = device.capabilities
+    mode = ("injected" if caps.injected_noise else "keyed" if caps.rng == "philox"
+            else "greedy" if "greedy" in caps.tree_schemes else None)
+    if mode is None:
+        return [CheckResult("L1/trees/limits", "L1", "not_supported", "no injected noise, no Philox replay and no "
+                            "greedy trees: nothing at the limits can be compared exactly (L3-trees holds the law)")]
+    if _limit_dtype(caps) is None:
+        return [CheckResult("L1/trees/limits", "L1", "not_supported", f"declared dtypes {list(caps.dtypes)} hold "
+                            "neither float64 nor float32, the dtypes the limit cases are stated in")]
+    results = []
+    for variant in [("greedy", "rrs", "top")] if mode == "greedy" else _limit_variants(caps):
+        for shape, parents in limit_shapes(caps, ctx.quick).items():
+            name = f"L1/trees/limits/{mode}/{variant[0]}/{shape}"
+            seed = case_seed(ctx.seed, name)
+            batch, noise = limit_batch(np.random.default_rng(seed), parents, variant, caps, mode == "injected")
+            noise = noise if mode == "injected" else None
+            what = f"a tree of {len(parents)} nodes at depth {int(batch.depths().max(initial=0))}"
+            # a refusal of a tree inside the declared limits fails (SPEC §11.1: it must be served)
+            got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
+            if problem:
+                results.append(problem)
+                continue
+            want = reference_tree_step(batch, noise)
+            problems = compare_tree(got, want, repro=f" [case {name}, seed {seed}]")
+            results.append(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3]) or
+                                       f"{what}: {batch.batch_size} requests agree (deepest accepted path "
+                                       f"{int(np.max(want.num_accepted))})", seed=seed))
+    return results
+
+
+def tree_l1_group(device, ctx) -> list[CheckResult]:
+    """The constructed sibling patterns (``tree_patterns``); random trees with injected (and, for Philox
+    devices, keyed) noise; trees at the declared limits; the §11 edges; trees of engine sizes and ragged
+    batches (``tree_sizes``)."""
+    why = tree_device(device)
+    if why:
+        return [CheckResult("L1/trees", "L1", "not_supported", why)]
+    results = pattern_checks(device, ctx)
+    if device.capabilities.injected_noise:
+        results += _random_cases(device, ctx, "L1/trees/injected", injected=True)
+    if device.capabilities.rng == "philox":
+        results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
+    results += _limit_cases(device, ctx)
+    return results + (edge_checks(device, ctx) if device.capabilities.injected_noise else []) + size_checks(device, ctx)
+
+
+__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "tree_device", "tree_l1_group"]

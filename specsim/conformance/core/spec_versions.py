@@ -1,0 +1,186 @@
+"""Which SPEC version each check belongs to, and the version a device is judged against.
+
+A published SPEC version is frozen (SPEC.md, "Version history"); a requirement added since
+belongs to the next version. A device declares the version it implements
+(``Capabilities.spec_version``; None: the current one, ``reference.SPEC_VERSION``) and is
+judged against it:
+
+- every check knows the version that introduced it (``INTRODUCED``, by name pattern; any other
+  check is 1.0's): ``introduced_in(name)``;
+- a check newer than the device's version is marked (``extra["since"]``,
+  ``extra["newer_than_declared"]``, by ``annotate``) and never counts in the verdict: it is
+  reported apart as new since the device's version (``profiles.verdict``);
+- a check that would *send* something added since (a field, a capability's probe) is never
+  sent to such a device: ``not_sent`` gives the check's ``not_supported`` result with its
+  cause. A check of a rule on calls an earlier device already takes runs, and only counts
+  from the version that added the rule.
+
+    >>> introduced_in("input/withdrawn-not-bool"), introduced_in("L1/edge/vocab-one")
+    ('1.1', '1.0')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from dataclasses import dataclass
+from typing import Callable
+
+from devices.protocol import Capabilities, InvalidInput
+from reference import SPEC_VERSION, SPEC_VERSIONS
+from specsim.conformance.core.results import CheckResult
+from specsim.testing.bad_inputs import SAMPLER_BAD_INPUTS, WITHDRAWN_BAD_INPUTS
+
+FIRST = SPEC_VERSIONS[0]
+
+
+@dataclass(frozen=True)
+class Since:
+    """Checks named by ``pattern`` (``fnmatch``) were introduced in ``version`` by ``change``.
+    ``sends``: the check's call carries something added in ``version`` (never sent to a device
+    declaring an earlier one); False: a rule on calls an earlier version already defined."""
+
+    pattern: str
+    version: str
+    change: str
+    sends: bool
+
+
+def _input_rule(rule: str) -> str:
+    """The check name ``specsim.conformance.checks.interface.input_rules`` gives a bad input's rule."""
+    return f"input/{rule.replace(' ', '-')}"
+
+
+INTRODUCED: tuple[Since, ...] = (
+    Since("capabilities/withdrawn_drafts", "1.1", "§4/§10 withdrawn drafts (Capabilities.withdrawn_drafts)", True),
+    Since("capabilities/withdrawn-all-false", "1.1", "§4 an all-False withdrawn mask is no withdrawn draft", True),
+    Since("capabilities/sampler-*", "1.1", "§12 sampler parameters", True),
+    Since("capabilities/tree-max_tree_nodes", "1.1", "§11.1 Capabilities.max_tree_nodes", True),
+    Since("capabilities/tree-max_tree_nodes+1", "1.1", "§11.1 Capabilities.max_tree_nodes", True),
+    *(Since(_input_rule(b.rule), "1.1", "§6 withdrawn drafts' input rules", True) for b in WITHDRAWN_BAD_INPUTS),
+    *(Since(_input_rule(b.rule), "1.1", "§12.4 sampler input rules", True) for b in SAMPLER_BAD_INPUTS),
+    Since("L1/edge/withdrawn-*", "1.1", "§4 withdrawn drafts", True),
+    Since("L1/*/full-withdrawn*", "1.1", "§4 withdrawn drafts", True),
+    Since("L1-sampler*", "1.1", "§12 the whole sampler", True),
+    Since("L3/v16-sampler*", "1.1", "§12 the whole sampler", True),
+    Since("L1/trees/edge/sglang-threshold-single-zero", "1.1", "§11.4 t(x) > 0 at threshold_single = 0", False),
+    Since("L1/trees/limits*", "1.1", "§11.1 trees at the declared limits", False),
+)
+"""Every check introduced after SPEC 1.0, first match wins. Add a row with each new requirement."""
+
+NEW_CAPABILITIES: dict[str, tuple[str, Callable[[Capabilities], bool]]] = {
+    "withdrawn_drafts": ("1.1", lambda caps: bool(caps.withdrawn_drafts)),
+    "sampler": ("1.1", lambda caps: bool(caps.sampler)),
+    "sampler_orders": ("1.1", lambda caps: bool(caps.sampler_orders)),
+    "max_tree_nodes": ("1.1", lambda caps: caps.max_tree_nodes is not None),
+}
+"""``Capabilities`` fields added after 1.0 → (version, whether ``caps`` declare something there)."""
+
+
+def _order(version: str) -> int:
+    return SPEC_VERSIONS.index(version)
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether SPEC ``version`` came after ``than`` (both known)."""
+    return _order(version) > _order(than)
+
+
+def introduced_in(check_name: str) -> str:
+    """The SPEC version that introduced the check named ``check_name`` (1.0 unless ``INTRODUCED`` says)."""
+    return _since(check_name).version if _since(check_name) else FIRST
+
+
+def _since(check_name: str) -> Since | None:
+    return next((s for s in INTRODUCED if fnmatch.fnmatchcase(check_name, s.pattern)), None)
+
+
+def declared_version(caps) -> str | None:
+    """The version ``caps`` declare (None: none, or no capabilities); ``InvalidInput`` naming the
+    field and the known versions for one SPEC never published."""
+    version = getattr(caps, "spec_version", None)
+    if version is not None and version not in SPEC_VERSIONS:
+        raise InvalidInput(f"capabilities.spec_version: {version!r} is no SPEC version; the known versions are "
+                           f"{', '.join(SPEC_VERSIONS)} (None: judged against the current, {SPEC_VERSION})")
+    return version
+
+
+def judged_version(caps) -> str:
+    """The version a device declaring ``caps`` is judged against: its declared one, else the current.
+
+    >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
+    ('1.1', '1.0')
+    """
+    return declared_version(caps) or SPEC_VERSION
+
+
+def declaration_problems(caps) -> list[str]:
+    """What is wrong with ``caps``' version declaration: an unknown version, or a capability added
+    after the declared version (a 1.0 device cannot declare ``withdrawn_drafts``).
+
+    >>> declaration_problems(Capabilities(True, "none", 8, withdrawn_drafts=True, spec_version="1.0"))[0][:44]
+    'capabilities.withdrawn_drafts: new in SPEC 1'
+    """
+    try:
+        version = declared_version(caps)
+    except InvalidInput as e:
+        return [str(e)]
+    if version is None:
+        return []
+    return [f"capabilities.{field}: new in SPEC {since}; a device declaring spec_version {version!r} cannot "
+            f"declare it (declare spec_version {since!r} or later, or leave it unset)"
+            for field, (since, declares) in NEW_CAPABILITIES.items() if newer(since, version) and declares(caps)]
+
+
+def not_sent(caps, check_name: str, layer: str, extra: dict | None = None) -> CheckResult | None:
+    """The ``not_supported`` result of a check whose call carries something added after the version
+    ``caps`` declare (so it is never sent); None where the check may be sent.
+
+    >>> caps = Capabilities(True, "none", 8, spec_version="1.0")
+    >>> not_sent(caps, "capabilities/withdrawn_drafts", "L0").detail
+    'new in SPEC 1.1 (§4/§10 withdrawn drafts (Capabilities.withdrawn_drafts)); the device declares 1.0'
+    """
+    since, declared = _since(check_name), declared_version(caps)
+    if since is None or not since.sends or declared is None or not newer(since.version, declared):
+        return None
+    return CheckResult(check_name, layer, "not_supported",
+                       f"new in SPEC {since.version} ({since.change}); the device declares {declared}",
+                       extra={**(extra or {}), "since": since.version, "newer_than_declared": True})
+
+
+def annotate(results: list[CheckResult], caps) -> list[CheckResult]:
+    """``results`` with ``extra["since"]`` on each check newer than 1.0 and
+    ``extra["newer_than_declared"] = True`` on each newer than the version ``caps`` declare."""
+    declared = declared_version(caps)
+    out = []
+    for r in results:
+        version = introduced_in(r.name)
+        if version == FIRST:
+            out.append(r)
+            continue
+        extra = {**r.extra, "since": version}
+        if declared is not None and newer(version, declared):
+            extra["newer_than_declared"] = True
+        out.append(dataclasses.replace(r, extra=extra))
+    return out
+
+
+def newer_than_declared(check: dict) -> bool:
+    """Whether a check (as in ``conformance.json``) is newer than the device's declared version."""
+    return bool((check.get("extra") or {}).get("newer_than_declared"))
+
+
+def verdict_fields(caps, checks: list[dict]) -> tuple[dict, list[str]]:
+    """The verdict's version keys (``judged_against``, ``declared_spec_version``, ``newer_checks``)
+    and the reasons the declaration fails the verdict (an unknown version, a newer capability)."""
+    problems = declaration_problems(caps) if caps is not None else []
+    version = getattr(caps, "spec_version", None)
+    judged = version if version in SPEC_VERSIONS else SPEC_VERSION
+    newer_checks = [c for c in checks if newer_than_declared(c)]
+    fields = {"judged_against": judged, "declared_spec_version": version,
+              "newer_checks": {"count": len(newer_checks),
+                               "failing": [c["name"] for c in newer_checks if c["status"] in ("fail", "error")]}}
+    if version is None:
+        fields["spec_version_note"] = (f"the device declares no spec_version (Capabilities.spec_version): judged "
+                                       f"against the current SPEC {SPEC_VERSION}")
+    return fields, [f"{p} (SPEC §10, versions)" for p in problems]

@@ -1,0 +1,50 @@
+"""One L1 check alone, by the name ``specsim conform`` gives it: ``specsim replay`` re-runs a failure with it,
+and a test holds a slow device to a named check without running its whole group."""
+
+from __future__ import annotations
+
+from specsim.conformance.checks.chain.exact import edge_group, run_cases
+from specsim.conformance.checks.chain.sizes import sizes_group
+from specsim.conformance.checks.sampler.group import random_checks
+from specsim.conformance.core.results import CheckResult
+
+
+REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/edge/", "L1/sizes/", "L1-sampler/")
+"""The checks ``one_check`` can run alone: a name starting with one of these (not ``L1-sampler/edge/``)."""
+
+
+def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) -> str | None:
+    """The command that re-runs check ``name`` alone (``specsim replay``), or None if it cannot run alone.
+
+    >>> replay_command("torch", 3, "L1/edge/vocab-one")
+    'specsim replay --device torch --seed 3 L1/edge/vocab-one'
+    """
+    if not name.startswith(REPLAYABLE) or name.startswith("L1-sampler/edge/"):
+        return None
+    return f"specsim replay --device {device_spec} --seed {seed}{' --quick' if quick else ''} {name}"
+
+
+def one_check(device, ctx, name: str) -> CheckResult:
+    """The one L1 check called ``name`` (as ``specsim conform`` names it), alone: for a test that
+    holds a slow device (Triton's interpreter) to a named check without running its whole group.
+
+    >>> from devices.registry import load
+    >>> from specsim.conformance import Context
+    >>> one_check(load("torch"), Context(quick=True), "L1/edge/vocab-one").status
+    'pass'
+    """
+    if name.startswith("L1/edge/"):
+        found = edge_group(device, ctx, only=name)
+    elif name.startswith("L1/sizes/"):
+        found = sizes_group(device, ctx, only=name)
+    elif name.startswith("L1-sampler/") and not name.startswith("L1-sampler/edge/"):
+        found = random_checks(device, ctx, only=name)
+    else:
+        group = "/".join(name.split("/")[:2])
+        if group not in ("L1/injected", "L1/keyed"):
+            raise ValueError(f"name: {name!r} is not an L1 check (L1/injected/..., L1/keyed/..., L1/edge/..., "
+                             "L1/sizes/..., L1-sampler/<order>/<case>)")
+        found = run_cases(device, ctx, group, injected=group == "L1/injected", only=name)
+    if len(found) != 1:
+        raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")
+    return found[0]
