@@ -109,7 +109,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.1', '1.0')
+    ('1.2', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 
