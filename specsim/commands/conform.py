@@ -91,7 +91,11 @@ def add_arguments(p):
                         "nothing failed; FAIL, exit 1, otherwise)")
     p.add_argument("--group-timeout", type=float, default=None, metavar="SECONDS",
                    help="time limit of each group's subprocess; past it the group is recorded as error "
-                        "(default: 600, and 3600 for L3-statistical)")
+                        "(default: each group's own, 600 s to 3600 s; conformance.json's run.group_timeout_s "
+                        "lists them)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run N groups side by side, each in its own process (default 1); they share the "
+                        "host's cores and accelerators, and the verdict is the same document")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --out DIR: finished groups are not run again "
                         "(same device, seed, alpha, --quick, groups and --waivers file required)")
@@ -220,6 +224,11 @@ def _run(args) -> int:
 
     if args.resume and not args.out:
         return _usage("--resume needs --out DIR (the directory of the run to continue)")
+    jobs = getattr(args, "jobs", 1)
+    if jobs < 1:
+        return _usage(f"--jobs: must be >= 1 (groups run side by side), got {jobs}")
+    if jobs > 1 and args.in_process:
+        return _usage("--jobs: groups run side by side only in their own processes; drop --in-process")
     if args.resume and args.in_process:
         return _usage("--resume works with the isolated runner only; drop --in-process")
     if args.group_timeout is not None and args.group_timeout <= 0:
@@ -269,7 +278,7 @@ def _run(args) -> int:
         try:
             doc = run_isolated(args.device, device, ctx, chosen, out_dir=args.out,
                                timeout_s=args.group_timeout, resume=args.resume, progress=progress,
-                               waivers=waivers)
+                               waivers=waivers, jobs=jobs)
         except ResumeMismatch as e:
             return _usage(str(e))
         results = [CheckResult.from_json(d) for d in doc["checks"]]

@@ -221,3 +221,59 @@ def test_interrupted_run_resumes(tmp_path):
     assert doc["run"]["complete"] is True and doc["verdict"]["status"] == "quick"
     assert set(statuses(doc)) == {"F1-ok/greedy/V8", "F3-hang/greedy/V17", "F5-ok/greedy/V11"}
     assert (tmp_path / "groups" / "F1-ok.json").stat().st_mtime_ns == first  # not run again
+
+
+def test_groups_side_by_side_give_the_same_document(fake_groups, tmp_path):
+    """--jobs 3: every group in its own process, three at a time; the checks, their order and the verdict are
+    those of the run one group at a time, a crash still its own group's error."""
+    one = tmp_path / "one"
+    three = tmp_path / "three"
+    for out, jobs in ((one, 1), (three, 3)):
+        conform.run(conform_args(device="specsim_fakedev:make_aborting", out=str(out), jobs=jobs))
+    a, b = read(one / "conformance.json"), read(three / "conformance.json")
+    assert [(c["name"], c["status"]) for c in a["checks"]] == [(c["name"], c["status"]) for c in b["checks"]]
+    assert a["verdict"]["status"] == b["verdict"]["status"]
+    assert b["run"]["jobs"] == 3 and b["run"]["complete"] is True
+    assert b["run"]["finished_groups"] == list(FAKE_GROUPS)
+    assert b["run"]["group_outcomes"]["F2-abort"]["outcome"] == "crashed"
+
+
+def test_jobs_must_be_positive_and_in_processes(fake_groups, capsys):
+    assert conform.run(conform_args(jobs=0)) == 2
+    assert "--jobs: must be >= 1" in capsys.readouterr().err
+    assert conform.run(conform_args(jobs=2, in_process=True)) == 2
+    assert "drop --in-process" in capsys.readouterr().err
+
+
+def test_interrupted_side_by_side_run_stops_every_group_and_resumes(tmp_path):
+    """Ctrl-C with --jobs 2 while one group hangs and the others finished: exit 130 within seconds (the hanging
+    group's process is stopped from the main thread), the finished groups are kept, --resume runs the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.getcwd()]), SPECSIM_PROGRESS="0")
+    env.pop("FAKEDEV_NO_HANG", None)
+    cmd = [sys.executable, "-c", DRIVER, "conform", "--device", "specsim_fakedev:make_hanging", "--quick",
+           "--groups", "F1-ok,F3-hang,F5-ok", "--out", str(tmp_path), "--no-report", "--exit-zero-on", "quick,partial",
+           "--jobs", "2"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not all((tmp_path / "groups" / f"{g}.json").exists() for g in ("F1-ok", "F5-ok")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    doc = read(tmp_path / "conformance.json")
+    assert doc["run"]["pending_groups"] == ["F3-hang"] and doc["run"]["interrupted"]["group"] == "F3-hang"
+    assert doc["run"]["group_outcomes"]["F3-hang"]["outcome"] == "interrupted"
+
+    env["FAKEDEV_NO_HANG"] = "1"
+    done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = read(tmp_path / "conformance.json")
+    assert doc["run"]["complete"] is True
+    assert [c["name"] for c in doc["checks"]] == ["F1-ok/greedy/V8", "F3-hang/greedy/V17", "F5-ok/greedy/V11"]

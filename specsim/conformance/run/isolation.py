@@ -43,8 +43,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import contextlib
 import datetime
+import functools
 import json
 import os
 import re
@@ -414,13 +416,17 @@ def _stop(proc: subprocess.Popen, *, dump: bool = True) -> None:
 def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, workdir: str, *,
                             timeout_s: float = DEFAULT_GROUP_TIMEOUT_S,
                             on_tick: Callable[[], None] | None = None,
-                            declaration: str | None = None) -> GroupOutcome:
+                            declaration: str | None = None, running: dict | None = None,
+                            stopping: threading.Event | None = None) -> GroupOutcome:
     """Run one group in a child process and turn whatever happens into results.
 
     - ``target``: the group's ``"module:function"``.
     - ``workdir``: where the child's result and stderr files go (removed afterwards).
     - ``declaration``: ``Plan.declaration()`` of the parent's device; the child refuses a device that declares
       otherwise (one ``error`` result ``<group>/declaration-mismatch``).
+    - ``running``, ``stopping``: for groups run side by side (``run_isolated(jobs=N)``), where stop signals reach
+      the main thread only: the child's ``Popen`` is registered in ``running[group]`` while it lives, so the
+      main thread can stop it, and a child started after ``stopping`` was set is stopped at once.
     """
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", group)
     result_path = os.path.join(workdir, f".{safe}.child.json")
@@ -437,9 +443,13 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
         proc = None
         timed_out = False
         try:
-            with _holding_stop_signals():
+            with _holding_stop_signals() if running is None else contextlib.nullcontext():
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                         env=_child_env(), start_new_session=True)
+            if running is not None:
+                running[group] = proc
+                if stopping is not None and stopping.is_set():  # the run stopped while this child started
+                    _stop(proc, dump=False)
             while True:
                 try:
                     proc.wait(_POLL_S)
@@ -485,6 +495,8 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
                 f"stderr tail:\n{tail}")], elapsed, rc, tail)
         return GroupOutcome(group, "ok", results, elapsed, rc, tail if rc else "", group_scope)
     finally:
+        if running is not None:
+            running.pop(group, None)
         for path in (result_path, stderr_path):
             if os.path.exists(path):
                 os.remove(path)
@@ -556,7 +568,7 @@ def load_finished(out_dir: str, plan: Plan) -> dict[str, tuple[list[CheckResult]
 
 def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_dir: str | None = None,
                  timeout_s: float | None = None, resume: bool = False, progress=None,
-                 command: list[str] | None = None, waivers=None) -> dict:
+                 command: list[str] | None = None, waivers=None, jobs: int = 1) -> dict:
     """Run ``groups`` (name → ``"module:function"``) each in a subprocess; return the conformance document.
 
     With ``out_dir``, write ``groups/<name>.json`` and ``conformance.json`` after every group.
@@ -565,9 +577,15 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     ``waivers``: a :class:`specsim.conformance.verdict.conform_waivers.WaiverFile` applied to the document (the group
     files keep the checks as they came), or None.
 
-    A stop signal (:class:`Interrupted`, or KeyboardInterrupt) stops the running group's processes, writes
-    ``conformance.json`` with ``run.interrupted`` (that group stays pending), and propagates.
+    ``jobs``: how many groups run side by side (each still in its own process, with its own limit); the
+    document is the same as one at a time (groups in ``groups``' order), but for ``run.jobs``. Groups share the
+    host's cores and accelerators: a group that budgets its own time (L1-volume) then reaches less.
+
+    A stop signal (:class:`Interrupted`, or KeyboardInterrupt) stops the running groups' processes, writes
+    ``conformance.json`` with ``run.interrupted`` (those groups stay pending), and propagates.
     """
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"jobs: must be an int >= 1 (groups run side by side), got {jobs!r}")
     from specsim.conformance.run.document import document
 
     plan = Plan(device_spec, ctx.seed, ctx.alpha_family, ctx.quick, list(groups),
@@ -606,7 +624,7 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
                        complete=complete, scope=run_scope.of_run({g: scopes[g] for g in plan.groups if g in scopes}))
         if record is not None:
             doc["waivers"] = record
-        doc["run"] = {"isolation": "subprocess", "complete": complete,
+        doc["run"] = {"isolation": "subprocess", "complete": complete, "jobs": jobs,
                       "group_timeout_s": {g: timeout_s or default_timeout(g) for g in plan.groups},
                       "started": started_at, "updated": _now(), "resumed": bool(finished),
                       "command": command if command is not None else list(sys.argv),
@@ -626,45 +644,111 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
     if progress is not None and finished:
         progress.skip(len(finished))
     save(complete=False)
-    running, group_started = None, 0.0
-    try:
-        for group, target in groups.items():
-            if group in by_group:
-                continue
-            if progress is not None:
-                progress.start(group)
-            running, group_started = group, time.monotonic()
-            outcome = run_group_in_subprocess(group, target, device_spec, ctx, workdir,
-                                              timeout_s=timeout_s or default_timeout(group),
-                                              on_tick=progress.tick if progress is not None else None,
-                                              declaration=plan.declaration())
-            if out_dir:
-                _write_json_atomic(group_path(out_dir, group), {
-                    "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
-                    "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results],
-                    "scope": outcome.scope})
-            by_group[group] = outcome.results
-            scopes[group] = outcome.scope
-            outcomes[group] = outcome.to_json()
-            running = None
-            if progress is not None:
-                worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
-                progress.done(worst, counts=collections.Counter(r.status for r in outcome.results))
-            save(complete=False)
-    except KeyboardInterrupt as e:  # the group's processes are stopped (run_group_in_subprocess); say where
-        interrupted.update(group=running, signal=e.name if isinstance(e, Interrupted) else "SIGINT", at=_now())
-        if running is not None:
-            interrupted["elapsed_s"] = round(time.monotonic() - group_started, 3)
-            outcomes[running] = {"group": running, "outcome": "interrupted", "elapsed_s": interrupted["elapsed_s"],
-                                 "signal": interrupted["signal"]}
+    def finish(group: str, target: str, outcome: GroupOutcome, started: float | None = None) -> None:
+        if out_dir:
+            _write_json_atomic(group_path(out_dir, group), {
+                "kind": GROUP_FILE_KIND, "group": group, "target": target, "plan": plan.key(),
+                "isolation": outcome.to_json(), "results": [r.to_json() for r in outcome.results],
+                "scope": outcome.scope})
+        by_group[group] = outcome.results
+        scopes[group] = outcome.scope
+        outcomes[group] = outcome.to_json()
+        if progress is not None:
+            worst = next((s for s in ("error", "fail") if any(r.status == s for r in outcome.results)), "pass")
+            progress.done(worst, counts=collections.Counter(r.status for r in outcome.results),
+                          label=group if started is not None else None, started=started)
         save(complete=False)
-        raise
+
+    def stopped(running_groups: dict[str, float], e: KeyboardInterrupt) -> None:
+        now = time.monotonic()
+        interrupted.update(group=next(iter(running_groups), None),
+                           signal=e.name if isinstance(e, Interrupted) else "SIGINT", at=_now())
+        if running_groups:
+            interrupted["elapsed_s"] = round(now - next(iter(running_groups.values())), 3)
+        if len(running_groups) > 1:
+            interrupted["groups"] = list(running_groups)
+        for g, since in running_groups.items():
+            outcomes[g] = {"group": g, "outcome": "interrupted", "elapsed_s": round(now - since, 3),
+                           "signal": interrupted["signal"]}
+        save(complete=False)
+
+    pending = [(g, t) for g, t in groups.items() if g not in by_group]
+    run_one = functools.partial(run_group_in_subprocess, device_spec=device_spec, ctx=ctx, workdir=workdir,
+                                declaration=plan.declaration())
+    try:
+        if jobs == 1:
+            _one_at_a_time(pending, run_one, finish, stopped, timeout_s, progress)
+        else:
+            _side_by_side(pending, run_one, finish, stopped, timeout_s, progress, jobs)
     finally:
         if progress is not None:
             progress.close()
         if workdir_holder is not None:
             workdir_holder.cleanup()
     return save(complete=True)
+
+
+def _one_at_a_time(pending, run_one, finish, stopped, timeout_s, progress) -> None:
+    """Each pending group in order, one process at a time."""
+    running: dict[str, float] = {}
+    try:
+        for group, target in pending:
+            if progress is not None:
+                progress.start(group)
+            running = {group: time.monotonic()}
+            outcome = run_one(group, target, timeout_s=timeout_s or default_timeout(group),
+                              on_tick=progress.tick if progress is not None else None)
+            running = {}
+            finish(group, target, outcome)
+    except KeyboardInterrupt as e:  # the group's processes are stopped (run_group_in_subprocess); say where
+        stopped(running, e)
+        raise
+
+
+def _side_by_side(pending, run_one, finish, stopped, timeout_s, progress, jobs: int) -> None:
+    """The pending groups ``jobs`` at a time, each in its own process, started in order; each is recorded
+    as it finishes. Stop signals reach this (the main) thread: it stops every running child, then propagates."""
+    procs: dict[str, subprocess.Popen] = {}
+    stopping = threading.Event()
+    since: dict[str, float] = {}
+    queue = list(pending)
+    futures: dict = {}
+
+    def label() -> str:
+        return ", ".join(since) or "waiting"
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specsim-group")
+    try:
+        while queue or futures:
+            while queue and len(futures) < jobs:
+                group, target = queue.pop(0)
+                since[group] = time.monotonic()
+                futures[pool.submit(run_one, group, target, timeout_s=timeout_s or default_timeout(group),
+                                    running=procs, stopping=stopping)] = (group, target)
+                if progress is not None:
+                    progress.start(label())
+            done, _ = concurrent.futures.wait(futures, timeout=_POLL_S,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in [f for f in futures if f in done]:  # in start order, so the record reads in order
+                group, target = futures.pop(future)
+                outcome = future.result()
+                started = since.pop(group, None)
+                finish(group, target, outcome, started)
+                if progress is not None and since:
+                    progress.start(label())
+            if progress is not None and not done:
+                progress.tick()
+    except KeyboardInterrupt as e:
+        stopping.set()
+        for proc in list(procs.values()):
+            _stop(proc, dump=False)
+        stopped(dict(since), e)
+        raise
+    finally:
+        stopping.set()
+        for proc in list(procs.values()):  # a parent failure: never leave a child running
+            _stop(proc, dump=False)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 if __name__ == "__main__":

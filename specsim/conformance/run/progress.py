@@ -136,9 +136,15 @@ class Progress:
             return
         self.draw()
 
-    def done(self, outcome: str = "", counts: Mapping[str, int] | None = None) -> None:
+    def done(self, outcome: str = "", counts: Mapping[str, int] | None = None, *, label: str | None = None,
+             started: float | None = None) -> None:
         """The current unit finished; ``outcome`` (its worst status) is counted in the tally shown,
-        ``counts`` (status → number of checks) is written in its line."""
+        ``counts`` (status → number of checks) is written in its line. ``label`` and ``started`` (a ``clock``
+        reading): the unit that finished, where units run side by side and it is not the one last started."""
+        if label is not None:
+            self.label = label
+        if started is not None:
+            self._unit_started = started
         self.finished += 1
         if outcome:
             self.tally[outcome] = self.tally.get(outcome, 0) + 1
