@@ -2,15 +2,21 @@
 # L1-offsets on a CUDA GPU: calls whose rows cross 2^31 and 2^32 elements (docs/bugs.md #55), on the compiled Triton
 # device, its 32-bit-offset mutant, and vLLM 0.33.0's V1 runner and Model Runner V2.
 #
-#   OUT=DIR bash tools/gpu/offsets.sh [triton] [mutant] [vllm] [vllm-v2]     (default: all four, one after another)
+#   OUT=DIR bash tools/gpu/offsets.sh [triton] [correct] [mutant] [vllm] [vllm-v2]   (default: all, one after another)
+#
+#   triton   the group on the compiled Triton device, every boundary (40GiB per call)
+#   correct  the Triton device at seeds 0-19, with injected noise and as a black box (6GiB: target rows past 2^31)
+#   mutant   triton-offsets-int32 at seeds 0-19, with injected noise and as a black box (6GiB), the seed table
+#   vllm     vLLM 0.33.0's V1 runner (40GiB), vllm-v2 its Model Runner V2 (16GiB), through specsim field
 #
 # Run from the repository root on a CUDA machine with specsim installed (pip install -e ".[triton]"); the vLLM devices
 # read the pinned members of vLLM's wheel from SPECSIM_VLLM_CACHE (tools/gpu/field.sh says how to fetch them).
 # The parts run one after another: each call of 2^32 elements holds up to 29 GiB of host arrays and more on the GPU.
-# Budgets: the triton and vllm parts allow 40GiB per call (every boundary); the mutant part 6GiB (target rows past
-# 2^31, where its named check lies: 20 seeds in minutes); vllm-v2 16GiB (its device widens draft rows to float64 on
-# the host, so the 25 GiB call of draft rows past 2^32 is left out: the scope line names it).
-# Writes $OUT/offsets-<part>.log (each run's table and scope) and $OUT/offsets-mutant.json (the seed table).
+# Budgets: 6GiB for the seed sweeps holds the call of target rows past 2^31, where the mutant's named check lies;
+# vllm-v2 16GiB (its device widens draft rows to float64 on the host, so the 25 GiB call of draft rows past 2^32 is
+# left out: the scope line names it). The mutant and the correct device run in separate processes: a kernel reading
+# far outside its tensors may leave the process's CUDA context unusable.
+# Writes $OUT/offsets-<part>.log (each run's checks, scope and time) and $OUT/offsets-mutant.json (the seed table).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 SPECSIM_PROGRESS=lines
 OUT=${OUT:-/tmp/offsets-gpu}
@@ -35,18 +41,25 @@ field() {  # field PART DEVICE BUDGET: specsim field on the group (judged deviat
   [ -f "$WORK/$1/field.md" ] && cp "$WORK/$1/field.md" "$OUT/offsets-$1-field.md"
 }
 
-for part in ${@:-triton mutant vllm vllm-v2}; do
+for part in ${@:-triton correct mutant vllm vllm-v2}; do
   case "$part" in
     triton) conform triton triton 40GiB ;;
-    mutant)  # the Triton kernels with int32 row offsets, compiled: killed at every seed, the correct device passing
+    correct)  # the unmutated kernels at the mutant's 20 seeds and budget: every check passes
       started=$SECONDS
-      timeout 900 python3 -m specsim.cli mutants --base triton --only triton-offsets-int32 --seeds 0-19 \
-        --call-bytes 6GiB --out "$WORK/mutant" > "$OUT/offsets-mutant.log" 2>&1
+      for box in "" --black-box; do
+        timeout 900 python3 -m specsim.conformance.checks.chain.offsets --device triton --seeds 0-19 \
+          --call-bytes 6GiB $box 2>&1 | grep -v "^seed .* pass " >> "$OUT/offsets-correct.log"
+      done
+      echo "== correct: exit $? in $((SECONDS - started)) s" | tee -a "$OUT/offsets-correct.log" ;;
+    mutant)  # the Triton kernels with int32 row offsets, compiled: killed at every seed (the correct device: part correct)
+      started=$SECONDS
+      timeout 900 python3 -m specsim.cli mutants --base triton --only triton-offsets-int32 --seeds 0-19 --black-box \
+        --skip-correct --call-bytes 6GiB --out "$WORK/mutant" > "$OUT/offsets-mutant.log" 2>&1
       echo "== mutant: exit $? in $((SECONDS - started)) s" | tee -a "$OUT/offsets-mutant.log"
       [ -f "$WORK/mutant/seedtable.json" ] && cp "$WORK/mutant/seedtable.json" "$OUT/offsets-mutant.json" ;;
     vllm) field vllm vllm 40GiB ;;
     vllm-v2) field vllm-v2 vllm-v2 16GiB ;;
-    *) echo "tools/gpu/offsets.sh: unknown part '$part' (triton, mutant, vllm, vllm-v2)" >&2; exit 2 ;;
+    *) echo "tools/gpu/offsets.sh: unknown part '$part' (triton, correct, mutant, vllm, vllm-v2)" >&2; exit 2 ;;
   esac
 done
 grep -h "^== " "$OUT"/offsets-*.log

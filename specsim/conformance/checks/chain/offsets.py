@@ -332,5 +332,48 @@ def offsets_group(device, ctx) -> list[CheckResult]:
     return crossing_checks(device, ctx.seed, getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES))
 
 
+def _power(text: str) -> int:
+    """``"2^31"`` or ``"2147483648"`` as an int."""
+    base, caret, exponent = text.partition("^")
+    return int(base) ** int(exponent) if caret else int(text)
+
+
+def main(argv=None) -> int:
+    """``python -m specsim.conformance.checks.chain.offsets --device triton --seeds 0-19 --call-bytes 6GiB
+    [--black-box] [--boundaries 2^31,2^32] [--vocab 128256]``: the group's checks at each seed, one line each,
+    and their counts; exit 1 where a check did not pass (a correct device passes them all)."""
+    import argparse
+    import time
+
+    from devices.registry import load
+    from specsim.conformance.core.black_box import BlackBox
+    from specsim.conformance.core.context import parse_bytes
+    p = argparse.ArgumentParser(prog="python -m specsim.conformance.checks.chain.offsets", description=main.__doc__)
+    p.add_argument("--device", default="torch")
+    p.add_argument("--seeds", default="0-0", help="A-B, inclusive (default 0-0)")
+    p.add_argument("--call-bytes", default="1GiB")
+    p.add_argument("--black-box", action="store_true", help="the device as BlackBox: no injected noise, its own draws")
+    p.add_argument("--boundaries", default=",".join(f"2^{b.bit_length() - 1}" for b in BOUNDARIES))
+    p.add_argument("--vocab", type=int, default=VOCAB)
+    args = p.parse_args(argv)
+    first, _, last = args.seeds.partition("-")
+    device = load(args.device)
+    device = BlackBox(device) if args.black_box else device
+    boundaries = tuple(_power(b) for b in args.boundaries.split(","))
+    counts: dict[str, int] = {}
+    for seed in range(int(first), int(last or first) + 1):
+        started = time.perf_counter()
+        for r in crossing_checks(device, seed, parse_bytes(args.call_bytes), boundaries, args.vocab):
+            counts[r.status] = counts.get(r.status, 0) + 1
+            print(f"seed {seed:3}  {r.status:13} {r.name}: {r.detail.splitlines()[0][:240]}")
+        print(f"seed {seed:3}  {time.perf_counter() - started:.1f} s", flush=True)
+    print(f"{device.name}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    return 0 if set(counts) <= {"pass"} else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
 __all__ = ["BOUNDARIES", "VOCAB", "K", "FOLLOW", "SPACES", "Crossing", "Layout", "build", "crossings",
            "crossing_checks", "judge_crossing", "noise_mode", "offsets_group", "too_large"]
