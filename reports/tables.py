@@ -250,6 +250,7 @@ def scope_rows(doc: dict) -> list[list[str]]:
         rows.append(["α (family)", f"{sc['alpha_family']:g}" + ("" if sc.get("alpha_is_default") else " (not the suite's)")])
     if sc.get("groups_not_run"):
         rows.append(["groups not run", ", ".join(sc["groups_not_run"])])
+    rows += _offset_rows(sc.get("offsets") or {})
     profiles = v.get("profiles") if isinstance(v.get("profiles"), dict) else {}
     met = [n for n, e in profiles.items() if e.get("met")]
     unmet = [f"{n} ({e.get('why')})" for n, e in profiles.items() if e.get("declared") and not e.get("met")]
@@ -264,6 +265,26 @@ def scope_rows(doc: dict) -> list[list[str]]:
     for r in v.get("reasons") or []:
         rows.append(["why", str(r)])
     rows += [["next", step] for step in next_steps(doc)]
+    return rows
+
+
+def _boundary(entry: dict) -> str:
+    elements = int(entry.get("elements", 0))
+    power = elements.bit_length() - 1
+    return f"{entry.get('space')} 2^{power}" if elements == 1 << power else f"{entry.get('space')} {elements:,}"
+
+
+def _offset_rows(offsets: dict) -> list[list[str]]:
+    """L1-offsets' element boundaries: those crossed, and those the run's per-call budget left unchecked."""
+    rows = []
+    if offsets.get("checked"):
+        rows.append(["offsets crossed", ", ".join(_boundary(e) for e in offsets["checked"])])
+    if offsets.get("unchecked"):
+        budget = max(int(e.get("budget", 0)) for e in offsets["unchecked"])
+        needs = max(int(e.get("bytes", 0)) for e in offsets["unchecked"])
+        rows.append(["offsets not checked", ", ".join(_boundary(e) for e in offsets["unchecked"])
+                     + f" (calls up to {needs / 2**30:.1f} GiB; this run allows {budget / 2**30:.1f} GiB per call: "
+                       "--call-bytes)"])
     return rows
 
 

@@ -96,9 +96,13 @@ def add_arguments(p):
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N groups side by side, each in its own process (default 1); they share the "
                         "host's cores and accelerators, and the verdict is the same document")
+    p.add_argument("--call-bytes", default=None, metavar="SIZE",
+                   help="the bytes one call's arrays may hold (40GiB, 512MiB; default SPECSIM_CALL_BYTES, else "
+                        "1GiB): L1-offsets crosses 2^31 and 2^32 elements only where its call fits (GPU vendors: "
+                        "--call-bytes 40GiB)")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --out DIR: finished groups are not run again "
-                        "(same device, seed, alpha, --quick, groups and --waivers file required)")
+                        "(same device, seed, alpha, --quick, groups, --call-bytes and --waivers file required)")
     p.add_argument("--waivers", default=None, metavar="FILE",
                    help="the vendor's known failures (TOML or JSON; see below): each waived check is shown as "
                         "waived with its reason and link, and the verdict says so")
@@ -221,6 +225,7 @@ def _run(args) -> int:
     from specsim.conformance.run.document import document
     from specsim.conformance.run.files import write_json_atomic
     from specsim.conformance.verdict.conform_waivers import WaiverError, summary_lines
+    from specsim.conformance.core.context import InvalidSize
 
     if args.resume and not args.out:
         return _usage("--resume needs --out DIR (the directory of the run to continue)")
@@ -241,6 +246,10 @@ def _run(args) -> int:
     if [s for s in zero_on if s not in ("partial", "quick")]:
         return _usage(f"--exit-zero-on: each must be 'partial' or 'quick', got {args.exit_zero_on!r}")
     try:
+        call_bytes = apply_call_bytes(getattr(args, "call_bytes", None))
+    except InvalidSize as e:
+        return _usage(str(e))
+    try:
         waivers = _load_waivers(args.waivers)
     except WaiverError as e:
         return _usage(str(e))
@@ -250,7 +259,7 @@ def _run(args) -> int:
     except ValueError as e:
         return _usage(str(e))
     names = list(chosen)
-    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
+    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick, call_bytes=call_bytes)
 
     if args.in_process:
         from specsim.conformance.core.scope import of_run
@@ -298,6 +307,17 @@ def _run(args) -> int:
             write_reports(args.out)
     status = doc["verdict"]["status"]
     return 0 if status in zero_on else EXIT_CODES.get(status, 1)
+
+
+def apply_call_bytes(text: str | None) -> int:
+    """``--call-bytes`` as bytes (None: ``SPECSIM_CALL_BYTES``, else 1 GiB), set in this process's environment so
+    that every process of the run (each isolated group) holds its calls to it. ``InvalidSize`` on a bad size."""
+    from specsim.conformance.core.context import CALL_BYTES_ENV, call_bytes_from_env, parse_bytes
+    if text is None:
+        return call_bytes_from_env()
+    value = parse_bytes(text)
+    os.environ[CALL_BYTES_ENV] = str(value)
+    return value
 
 
 def _failing(results) -> str:

@@ -37,6 +37,9 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="small L3 sizes (tests of the harness, not a verdict)")
     p.add_argument("--black-box", action="store_true",
                    help="also hide each mutant's injected noise and Philox replay, so only L2/L3/input rules can kill it")
+    p.add_argument("--call-bytes", default=None, metavar="SIZE",
+                   help="the bytes one call may hold (as specsim conform --call-bytes; default SPECSIM_CALL_BYTES, "
+                        "else 1GiB): L1-offsets' mutants need 6GiB and more")
     p.add_argument("--only", default=None, help="comma-separated mutant ids of any family (default: all)")
     p.add_argument("--families", default=None,
                    help="comma-separated families to run: 'device' (the zoo) and those of specsim.mutants.families "
@@ -157,6 +160,13 @@ def run(args) -> int:
     from specsim.mutants.runner import Job, run_job
     from specsim.mutants.zoo import mutant_ids
 
+    from specsim.commands.conform import apply_call_bytes
+    from specsim.conformance.core.context import InvalidSize
+    try:
+        apply_call_bytes(getattr(args, "call_bytes", None))   # each shard's process reads it from the environment
+    except InvalidSize as e:
+        print(f"specsim mutants: {e}", file=sys.stderr)
+        return 2
     base = load(args.base)
     families = _selected(args, mutant_ids(base))
     if not isinstance(families, str):

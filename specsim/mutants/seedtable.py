@@ -41,6 +41,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/trees/", "L1-trees"),
     ("L1/volume", "L1-volume"),
     ("L1/long", "L1-long"),
+    ("L1/offsets", "L1-offsets"),
     ("L2/trees/", "L2-trees"),
     ("L2/sizes/", "L2-sizes"),
     ("L2/", "L2-rng"),
@@ -68,7 +69,7 @@ BLACK_BOX_STAND_INS: dict[str, tuple[str, ...]] = {
 that judge it without them (a black-box twin); any other group judges a black box itself."""
 
 ZOO_KINDS: dict[str, str] = {"inside": "INSIDE", "tree": "TREE", "kernel": "KERNEL", "sampler": "SAMPLER",
-                             "wrapper": "WRAPPERS"}
+                             "kernel-gpu": "KERNEL_GPU", "wrapper": "WRAPPERS"}
 """A zoo kind → the list of ``specsim.mutants.zoo`` that holds its mutants (read when asked, so a mutant
 added to a list is in the table without a change here)."""
 

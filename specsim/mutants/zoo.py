@@ -477,6 +477,17 @@ def interpreted_triton_mutant(mutant: SourceMutant, source: str):
     return interpreted_triton(mutant, source, TRITON_MUTANT_CONFIG)
 
 
+def compiled_triton_mutant(mutant: SourceMutant, source: str):
+    """A Triton mutant's device on a CUDA GPU: the edited kernels compiled, at the device's own launch shape (a
+    bug that shows only at sizes the interpreter cannot reach: L1-offsets' 2^31 elements)."""
+    from devices.triton_device import KernelConfig, TritonDevice, make_device
+    from devices.triton_mode import enter, kernel_module
+    make_device()  # raises, naming why, where there is no CUDA GPU or no Triton
+    enter(False, "triton")
+    return TritonDevice("cuda", KernelConfig(), kernel_files={mutant.module: kernel_module(mutant.module, False, source)},
+                        name=f"triton:{mutant.id}")
+
+
 def _triton(mid, bug, models, *edits, killed_by="", module=TK):
     """A mutant of ``devices/triton_kernels.py`` (or of another of the device's kernel files, ``module``:
     ``devices.triton_sampler``), run by the ``triton-interpret`` device."""
@@ -522,6 +533,25 @@ KERNEL = [
             killed_by="L1-sampler/vllm/all-unfiltered", module="devices.triton_sampler"),
 ]
 """Bugs inside the Triton kernels, run by Triton's CPU interpreter (``specsim mutants --base triton-interpret``)."""
+
+KERNEL_GPU = [
+    SourceMutant("triton-offsets-int32", "the stats and step kernels form a row's offset row * V in int32 (the "
+                 "int64 casts dropped): past 2^31 elements of target_logits or draft_probs a row is read from the "
+                 "wrong memory", "docs/bugs.md #55 (vLLM 0.33.0 V1 rejection_random_sample_kernel and "
+                 "sample_recovered_tokens_kernel: (start_idx + pos) * vocab_size in int32; vLLM PR #46560, #48055)",
+                 TK, tuple(Edit(a, r) for a, r in (
+                     ("base = logits_ptr + row.to(tl.int64) * V", "base = logits_ptr + row.to(tl.int32) * V"),
+                     ("zx = tl.load(logits_ptr + rows * V + xs", "zx = tl.load(logits_ptr + rows.to(tl.int32) * V + xs"),
+                     ("draft_probs_ptr + (start + j).to(tl.int64) * V", "draft_probs_ptr + (start + j).to(tl.int32) * V"),
+                     ("logits_row = logits_ptr + (row0 + num_acc).to(tl.int64) * V",
+                      "logits_row = logits_ptr + (row0 + num_acc).to(tl.int32) * V"),
+                     ("draft_row = draft_probs_ptr + (start + num_acc).to(tl.int64) * V",
+                      "draft_row = draft_probs_ptr + (start + num_acc).to(tl.int32) * V"))),
+                 device="triton", killed_by="L1/offsets/injected/target-rows-2^31",
+                 make_from="specsim.mutants.zoo:compiled_triton_mutant"),
+]
+"""Bugs inside the Triton kernels that only the compiled kernels on a CUDA GPU reach (``specsim mutants --base
+triton --call-bytes 40GiB``): the interpreter cannot make a call of 2^31 elements in a test's time."""
 
 # --------------------------------------------------------------------------- the whole sampler (SPEC §12)
 
@@ -658,7 +688,7 @@ SAMPLER = [
 ]
 """SPEC §12 bugs in the torch device's sampler path, each killed by a named L1-sampler check."""
 
-SOURCE_MUTANTS = INSIDE + TREE + KERNEL + SAMPLER
+SOURCE_MUTANTS = INSIDE + TREE + KERNEL + KERNEL_GPU + SAMPLER
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""
 
 MUTANTS = {m.id: m for m in SOURCE_MUTANTS + WRAPPERS}

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from specsim.conformance.core import scope as run_scope
+from specsim.conformance.core.context import DEFAULT_CALL_BYTES
 from specsim.conformance.core.groups import DEFAULT_TIMEOUT_S
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.run.registry import RUN_ORDER
@@ -178,6 +179,7 @@ class Plan:
     extra: dict = field(default_factory=dict)
     waivers: str | None = None  # the waiver file's content hash (vendor_waivers.WaiverFile.key), None: no file
     code: dict | None = None  # code_fingerprint(): the device's and the suite's code, SPEC and package versions
+    call_bytes: int = DEFAULT_CALL_BYTES  # the run's per-call budget (--call-bytes): which offsets L1-offsets crosses
 
     def key(self) -> dict:
         """As stored in conformance.json (JSON round-tripped, so tuples compare equal to lists)."""
@@ -186,7 +188,8 @@ class Plan:
     def _key(self) -> dict:
         return {"device": self.device_spec, "seed": self.seed, "alpha_family": self.alpha_family,
                 "quick": self.quick, "groups": list(self.groups), "device_name": self.device_name,
-                "capabilities": self.capabilities, "waivers": self.waivers, "code": self.code}
+                "capabilities": self.capabilities, "waivers": self.waivers, "code": self.code,
+                "call_bytes": self.call_bytes}
 
     def declaration(self) -> str:
         """What the device declared in the parent (name and capabilities), as one hash a worker checks."""
@@ -287,6 +290,8 @@ def worker_main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=1e-3)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--call-bytes", type=int, default=None,
+                   help="the bytes one call may hold (default: SPECSIM_CALL_BYTES, else 1 GiB)")
     p.add_argument("--result", required=True, help="where to write the results JSON")
     p.add_argument("--declaration", default=None,
                    help="the hash of the parent's device name and capabilities (Plan.declaration); a device that "
@@ -317,7 +322,8 @@ def worker_main(argv: list[str] | None = None) -> int:
             return DECLARATION_MISMATCH_EXIT
     if args.target:  # a group not in GROUPS (the parent names it by target); register it for run_group
         GROUPS[args.group] = args.target
-    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick)
+    ctx = Context(seed=args.seed, alpha_family=args.alpha, quick=args.quick,
+                  **({} if args.call_bytes is None else {"call_bytes": args.call_bytes}))
     started = time.monotonic()
     scopes: dict = {}
     results = run_group(args.group, device, ctx, scopes)
@@ -437,6 +443,7 @@ def run_group_in_subprocess(group: str, target: str, device_spec: str, ctx, work
     cmd = [sys.executable, "-X", "faulthandler", "-m", "specsim.conformance.run.isolation",
            "--device", device_spec, "--group", group, "--target", target, "--seed", str(ctx.seed),
            "--alpha", repr(ctx.alpha_family), "--result", result_path] + (["--quick"] if ctx.quick else []) \
+        + ["--call-bytes", str(getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES))] \
         + (["--declaration", declaration] if declaration else [])
     started = time.monotonic()
     with open(stderr_path, "wb") as err:
@@ -592,7 +599,8 @@ def run_isolated(device_spec: str, device, ctx, groups: dict[str, str], *, out_d
                 getattr(device, "name", None),
                 device.capabilities.to_json() if device is not None else None,
                 waivers=waivers.key() if waivers is not None else None,
-                code=code_fingerprint(device_spec, device))
+                code=code_fingerprint(device_spec, device),
+                call_bytes=getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES))
     finished = load_finished(out_dir, plan) if resume else {}
     started_at = _now()
     workdir_holder = None

@@ -15,6 +15,7 @@ RUN_ORDER: tuple[Group, ...] = (
     trees.L2,
     chain.VOLUME,
     chain.LONG,
+    chain.OFFSETS,
     chain.RNG,
     chain.RNG_SIZES,
     declared.EXACT,

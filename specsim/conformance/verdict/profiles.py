@@ -337,4 +337,18 @@ def _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope) -> d
             "seed": seed, "seed_is_default": seed == DEFAULT_SEED,
             "alpha_family": alpha_family, "alpha_is_default": alpha_family == DEFAULT_ALPHA_FAMILY,
             "groups_run": list(groups_run),
-            "groups_not_run": [g for g in (all_groups or []) if g not in groups_run]}
+            "groups_not_run": [g for g in (all_groups or []) if g not in groups_run],
+            "offsets": _offsets(checks)}
+
+
+def _offsets(checks) -> dict:
+    """The element boundaries L1-offsets crossed (``checked``) and those its per-call budget left out
+    (``unchecked``: each with the bytes its call needs and the run's budget), from its checks' extras."""
+    checked, unchecked = [], []
+    for c in checks:
+        extra = c.get("extra") or {}
+        if extra.get("crossing") and c.get("status") != "not_supported":
+            checked.append({"check": c["name"], **{k: extra["crossing"][k] for k in ("space", "elements", "bytes")}})
+        elif extra.get("unchecked"):
+            unchecked.append({"check": c["name"], **extra["unchecked"]})
+    return {"checked": checked, "unchecked": unchecked}
