@@ -722,8 +722,9 @@ def _side_by_side(pending, run_one, finish, stopped, timeout_s, progress, jobs: 
     queue = list(pending)
     futures: dict = {}
 
-    def label() -> str:
-        return ", ".join(since) or "waiting"
+    def show_running() -> None:  # the running groups, timed from the one running longest
+        if progress is not None and since:
+            progress.start(", ".join(since), started=min(since.values()))
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="specsim-group")
     try:
@@ -733,8 +734,7 @@ def _side_by_side(pending, run_one, finish, stopped, timeout_s, progress, jobs: 
                 since[group] = time.monotonic()
                 futures[pool.submit(run_one, group, target, timeout_s=timeout_s or default_timeout(group),
                                     running=procs, stopping=stopping)] = (group, target)
-                if progress is not None:
-                    progress.start(label())
+                show_running()
             done, _ = concurrent.futures.wait(futures, timeout=_POLL_S,
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for future in [f for f in futures if f in done]:  # in start order, so the record reads in order
@@ -742,8 +742,7 @@ def _side_by_side(pending, run_one, finish, stopped, timeout_s, progress, jobs: 
                 outcome = future.result()
                 started = since.pop(group, None)
                 finish(group, target, outcome, started)
-                if progress is not None and since:
-                    progress.start(label())
+                show_running()
             if progress is not None and not done:
                 progress.tick()
     except KeyboardInterrupt as e:

@@ -121,10 +121,13 @@ class Progress:
             return mode(self.stream)
         return "bar" if enabled else "off"
 
-    def start(self, label: str, expected_s: float | None = None) -> None:
-        """A new unit begins; ``expected_s`` (default: ``expected[label]``) is its usual duration."""
+    def start(self, label: str, expected_s: float | None = None, *, started: float | None = None) -> None:
+        """A new unit begins; ``expected_s`` (default: ``expected[label]``) is its usual duration. ``started`` (a
+        ``clock`` reading): when the longest-running of the units shown began, where units run side by side."""
         self.label = label
         self._unit_started = self._last_written = self.clock()
+        if started is not None:
+            self._unit_started = started
         self._unit_expected = expected_s if expected_s is not None else self.expected.get(label)
         self.draw()
 
