@@ -76,3 +76,12 @@ def test_vllm_reproductions_on_the_wheels_members(script, cache):
     out = subprocess.run([sys.executable, "-m", "devices.field.repro.on_vllm_members", str(REPRO / script)],
                          capture_output=True, text=True, timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 1 and all(s in out.stdout for s in EXPECTED[script][1]), out.stdout + out.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_missing_engine_exits_3_never_1(script, tmp_path):
+    """Exit 1 means the bug is present; an engine that does not import is exit 3 (nothing was checked)."""
+    if reports.importable_standalone(engine_of(script)):
+        pytest.skip(f"{engine_of(script)} is installed here: the run above checks the bug")
+    run = reports.run_standalone(REPRO / script, timeout=120)
+    assert run.returncode == reports.MISSING_DEPENDENCY and "missing dependency" in run.output, run.output[-2000:]
