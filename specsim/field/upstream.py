@@ -424,9 +424,10 @@ def run_repro(entry: Entry, timeout: float = 300, repros: pathlib.Path | None = 
         if entry.package != "vllm":
             return ReproRun(f"not run: {entry.package} is not installed here", None, "")
         root = str(pathlib.Path(script).parents[3])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)   # Triton may live there
         done = subprocess.run([sys.executable, "-m", "devices.field.repro.on_vllm_members", str(script)],
                               capture_output=True, text=True, timeout=timeout, cwd=root,
-                              env={**os.environ, "PYTHONPATH": root})
+                              env={**os.environ, "PYTHONPATH": path})
         return ReproRun("vLLM not installed: the same file, unchanged, on the release wheel's own modules "
                         "(sha256-checked), " + ("compiled on the GPU" if _gpu_name() else "in Triton's interpreter "
                         "on the CPU"), done.returncode,
@@ -480,8 +481,8 @@ def _observed_section(run: ReproRun | None) -> list[str]:
         why = "not run when this report was written" if run is None else run.how
         return lines + [f"(the reproduction below: {why}; run it to see expected vs got)", ""]
     meaning = {0: "the lossless answer: the bug is not present here", 1: "the bug is present",
-               MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(run.returncode,
-                                                                                         "the run failed")
+               MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(
+                   run.returncode, "the run broke before giving an answer: nothing was checked")
     return lines + [f"The reproduction below, run when this report was written ({run.how}): exit "
                     f"{run.returncode}, {meaning}.", "", "```", scrub(run.output).rstrip() or "(no output)", "```", ""]
 

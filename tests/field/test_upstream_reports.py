@@ -309,3 +309,18 @@ def test_the_checker_catches_what_a_maintainer_would_trip_on():
                  "#38: no upstream thread", "#1: no upstream thread", "a SPEC section", "a check name"):
         assert what in problems, (what, problems)
     assert reports.scrub("File /root/.cache/specsim/vllm/x.py, line 3") == "File .../x.py, line 3"
+
+
+def test_a_reproduction_that_cannot_run_reads_missing_dependency_never_bug_present(tmp_path):
+    """Without Triton the vLLM reproductions cannot run on the wheel's members: exit 3 and the report says so."""
+    import importlib.util
+    if importlib.util.find_spec("triton") is not None or reports.importable_standalone("vllm"):
+        pytest.skip("Triton (or vLLM) is installed here: the reproduction runs (test_repro_standalone.py)")
+    entry = next(e for e in reports.load_entries() if e.deviation == "min-tokens-bonus-pre-step")
+    run = reports.run_repro(entry, timeout=120)
+    assert run.returncode == reports.MISSING_DEPENDENCY and "missing dependency" in run.output, run.output[-2000:]
+    d = reports.Deviation("vllm", "0.33.0", entry.deviation, "loss of losslessness", ["vllm-interpret"],
+                          [{"device": "vllm-interpret", "where": "CPU (x86_64), no GPU"}], entry=entry)
+    text = reports.render_report(d, entry, run)
+    assert "exit 3, a dependency is missing: nothing was checked" in text and "exit 1" not in text
+    assert reports.upstream_text_problems(text, entry) == []
