@@ -3,13 +3,19 @@
 ``specsim field --out DIR`` sorts every failing check of a field adapter into a
 known deviation (``specsim.field.table``). The deviations judged a **loss of
 losslessness** or an **RNG-contract break** get a report, ``DIR/upstream/
-<engine>-<deviation>.md``, written for the engine's tracker: the engine, its
-release and runner, the kind, "Known upstream?" (the waiver's
-``upstream_status``, a person's finding), the SPEC clause, the standalone
-reproduction (``devices/field/repro/``: the engine and torch, no specsim), its
-output where it could run (expected vs got), the checks that found it, and the
-engine's source lines, quoted from the package loaded when the report is written.
-``DIR/upstream/README.md`` lists every deviation with its kind, reported or not.
+<engine>-<deviation>.md``, written for the engine's tracker and standing on its
+own: what happens, where in the engine's code (links to the release tag of the
+pinned version, the lines quoted from the package loaded when the report is
+written), what lossless rejection sampling gives there, what the engine gives
+(the standalone reproduction's output), the environment it ran in, the
+reproduction itself (``devices/field/repro/``: the engine and torch, no
+specsim; exit 0 the lossless answer, 1 the bug present, 3 a dependency
+missing), the impact with numbers, the upstream threads it relates to and the
+fix. Nothing in it refers to this project's own numbering (check names, SPEC
+sections, rows of docs/bugs.md) or to a path of the machine that wrote it:
+:func:`upstream_text_problems` says what would. ``DIR/upstream/README.md``, for
+this project, lists every deviation with its kind, the checks that found it and
+its report or why none.
 
 The kinds (a waiver's ``judgement``):
 
@@ -27,6 +33,8 @@ import importlib.util
 import json
 import os
 import pathlib
+import platform
+import re
 import subprocess
 import sys
 
@@ -76,38 +84,83 @@ class Source:
 
 
 @dataclasses.dataclass(frozen=True)
+class Thread:
+    """An upstream issue or pull request a finding relates to: ``ref`` as its tracker names it ("vLLM PR
+    #32642"), its ``url`` and how it relates."""
+
+    ref: str
+    url: str
+    relation: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Entry:
-    """One deviation's report material: see ``devices/field/upstream_reports.toml``."""
+    """One deviation's report material: see ``devices/field/upstream_reports.toml``. ``version`` is the pinned
+    release the report is about; the links' tag is ``tag`` formatted with it, never a display text."""
 
     deviation: str
     devices: tuple[str, ...]
     package: str
     repository: str
+    version: str
     tag: str
     runner: str
     title: str
-    spec: str
+    what: str
+    expected: str
+    impact: str
     repro: str
+    filing: str = "issue"          # "issue", or "pull request" for a one-line fix offered as such
+    probability: str = ""          # how often it happens, shown beside the kind
+    spec: str = ""                 # the SPEC clause, for this project's index only: never in the report
     fix: str = ""
+    threads: tuple[Thread, ...] = ()
     sources: tuple[Source, ...] = ()
     repository_prefix: str = ""   # where the package's files sit in its repository ("src/" for transformers)
 
+    @property
+    def release_tag(self) -> str:
+        return self.tag.format(release=self.version, version=self.version)
+
+
+FILINGS = ("issue", "pull request")
+_REQUIRED = ("deviation", "devices", "package", "repository", "version", "tag", "runner", "title", "what",
+             "expected", "impact", "repro")
+_OPTIONAL = ("filing", "probability", "spec", "fix", "thread", "source", "repository_prefix")
+
 
 def _entry(raw: dict, where: str) -> Entry:
-    required = ("deviation", "devices", "package", "repository", "tag", "runner", "title", "spec", "repro")
-    missing = [k for k in required if not raw.get(k)]
-    unknown = set(raw) - set(required) - {"fix", "source", "repository_prefix"}
+    missing = [k for k in _REQUIRED if not raw.get(k)]
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
     if missing or unknown:
         raise ValueError(f"{where}: missing {missing} / unknown {sorted(unknown)} keys")
-    sources = []
-    for i, s in enumerate(raw.get("source", [])):
-        lines = s.get("lines")
-        if not (isinstance(lines, list) and len(lines) == 2 and 0 < lines[0] <= lines[1]) or not s.get("file") \
-                or not s.get("contains"):
-            raise ValueError(f"{where}, source {i + 1}: needs file, lines [first, last] and contains; got {s}")
-        sources.append(Source(s["file"], (int(lines[0]), int(lines[1])), s["contains"]))
-    return Entry(**{k: raw[k] for k in required if k != "devices"}, devices=tuple(raw["devices"]),
-                 fix=raw.get("fix", ""), sources=tuple(sources), repository_prefix=raw.get("repository_prefix", ""))
+    if raw.get("filing", "issue") not in FILINGS:
+        raise ValueError(f"{where}: filing must be one of {FILINGS}; got {raw['filing']!r}")
+    return Entry(**{k: raw[k] for k in _REQUIRED if k != "devices"}, devices=tuple(raw["devices"]),
+                 filing=raw.get("filing", "issue"), probability=raw.get("probability", ""),
+                 spec=raw.get("spec", ""), fix=raw.get("fix", ""),
+                 threads=tuple(_thread(t, f"{where}, thread {i + 1}") for i, t in enumerate(raw.get("thread", []))),
+                 sources=tuple(_source(x, f"{where}, source {i + 1}") for i, x in enumerate(raw.get("source", []))),
+                 repository_prefix=raw.get("repository_prefix", ""))
+
+
+def _thread(raw: dict, where: str) -> Thread:
+    if not (raw.get("ref") and raw.get("relation") and THREAD_URL.fullmatch(raw.get("url", ""))):
+        raise ValueError(f"{where}: needs ref, relation and url (https://github.com/<org>/<repo>/issues|pull/<n>); "
+                         f"got {raw}")
+    return Thread(raw["ref"], raw["url"], raw["relation"])
+
+
+def _source(raw: dict, where: str) -> Source:
+    lines = raw.get("lines")
+    if not (isinstance(lines, list) and len(lines) == 2 and 0 < lines[0] <= lines[1]) or not raw.get("file") \
+            or not raw.get("contains"):
+        raise ValueError(f"{where}: needs file, lines [first, last] and contains; got {raw}")
+    return Source(raw["file"], (int(lines[0]), int(lines[1])), raw["contains"])
+
+
+THREAD_URL = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/(\d+)")
+"""An upstream thread's address: an issue or a pull request (GitHub redirects one to the other)."""
 
 
 def load_entries(path: str | os.PathLike | None = None) -> list[Entry]:
@@ -147,15 +200,20 @@ class Deviation:
     slug: str = ""    # the report's file name without .md: <engine>-<deviation>, made unique
 
 
+VERSION = re.compile(r"\d+(?:\.[0-9A-Za-z]+)+")
+"""A release number as packages write it: ``0.33.0``, ``0.7.2.post1``, ``5.23.0``."""
+
+
 def engine_release(entry: dict, package: str | None = None) -> tuple[str, str]:
     """``(engine, release)`` of a ``field.json`` device entry: from its ``release`` if it has one, else its engine
     text (``"vllm 0.33.0"``), else the installed package's version.
 
-    >>> engine_release({"engine": "vllm 0.33.0", "device": "vllm"})
+    >>> engine_release({"engine": "vllm 0.33.0 (V1 runner)", "device": "vllm"})
     ('vllm', '0.33.0')
     """
-    engine, _, version = (entry.get("engine") or entry["device"]).partition(" ")
-    release = entry.get("release") or version.strip()
+    engine, _, display = (entry.get("engine") or entry["device"]).partition(" ")
+    version = VERSION.match(display.strip())     # "0.33.0 (V1 runner)": the release, not the runner's name
+    release = entry.get("release") or (version.group(0) if version else "")
     if not release:
         try:
             release = importlib.metadata.version(package or engine)
@@ -223,15 +281,15 @@ def package_file(package: str, file: str) -> tuple[pathlib.Path | None, str]:
     if spec is not None and spec.submodule_search_locations:
         path = pathlib.Path(list(spec.submodule_search_locations)[0]).parent / file
         if path.is_file():
-            return path, f"installed {package} {_version(package)}, {path}"
+            return path, f"the installed {package} {_version(package)}"
     if package == "vllm":
         from devices.field import vllm_loader
         try:
             cache = vllm_loader.fetch()
         except vllm_loader.VllmLoadError as e:
             return None, f"vllm is not installed and its wheel's members could not be fetched: {e}"
-        if (cache / file).is_file() and file in vllm_loader.PINNED:
-            return cache / file, f"{vllm_loader.WHEEL_FILENAME}, member {file} (sha256-pinned), {cache / file}"
+        if (cache / file).is_file() and (file in vllm_loader.PINNED or file in vllm_loader.V2_PINNED):
+            return cache / file, f"the release wheel {vllm_loader.WHEEL_FILENAME} (sha256-checked)"
         return None, f"{file} is not one of the members vllm_loader takes from the wheel"
     return None, f"{package} is not installed here"
 
@@ -262,8 +320,9 @@ def quote(source: Source, path: pathlib.Path) -> tuple[list[str], str]:
             "of the loaded file (another release?)")
 
 
-def _github(entry: Entry, release: str, source: Source) -> str:
-    return (f"{entry.repository}/blob/{entry.tag.format(release=release)}/{entry.repository_prefix}{source.file}"
+def github_link(entry: Entry, source: Source) -> str:
+    """``source``'s lines on GitHub at the release tag of the entry's pinned version."""
+    return (f"{entry.repository}/blob/{entry.release_tag}/{entry.repository_prefix}{source.file}"
             f"#L{source.lines[0]}-L{source.lines[1]}")
 
 
@@ -288,10 +347,12 @@ except SystemExit:
     raise
 except BaseException:
     traceback.print_exc()
-    sys.exit(3)   # ISOLATION_FAILED
+    sys.exit(4)   # ISOLATION_FAILED
 """
-ISOLATION_FAILED = 3
-"""Exit status of a standalone run that raised (an import refused, a version assertion): not the repro's 1."""
+MISSING_DEPENDENCY = 3
+"""Exit status of a reproduction whose engine (or torch) does not import: never the bug's 1."""
+ISOLATION_FAILED = 4
+"""Exit status of a standalone run that raised (an import refused, a version assertion): neither 1 nor 3."""
 
 
 def checkout_roots() -> set[str]:
@@ -349,7 +410,7 @@ def run_standalone(script, args=(), timeout: float = 300, cwd: str | None = None
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     done = subprocess.run(isolated_command(script, args), capture_output=True, text=True, cwd=cwd or _scratch(),
                           env=env, timeout=timeout)
-    return ReproRun("standalone: `python -I -S`, this project's packages not importable", done.returncode,
+    return ReproRun("standalone: `python -I -S` against the installed package", done.returncode,
                     (done.stdout + done.stderr).strip())
 
 
@@ -363,11 +424,13 @@ def run_repro(entry: Entry, timeout: float = 300, repros: pathlib.Path | None = 
         if entry.package != "vllm":
             return ReproRun(f"not run: {entry.package} is not installed here", None, "")
         root = str(pathlib.Path(script).parents[3])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)   # Triton may live there
         done = subprocess.run([sys.executable, "-m", "devices.field.repro.on_vllm_members", str(script)],
                               capture_output=True, text=True, timeout=timeout, cwd=root,
-                              env={**os.environ, "PYTHONPATH": root})
-        return ReproRun("vllm not installed here: the same file on the pinned wheel's members, through "
-                        "`python -m devices.field.repro.on_vllm_members`", done.returncode,
+                              env={**os.environ, "PYTHONPATH": path})
+        return ReproRun("vLLM not installed: the same file, unchanged, on the release wheel's own modules "
+                        "(sha256-checked), " + ("compiled on the GPU" if _gpu_name() else "in Triton's interpreter "
+                        "on the CPU"), done.returncode,
                         (done.stdout + done.stderr).strip())
     except subprocess.TimeoutExpired:
         return ReproRun(f"timed out after {timeout:.0f} s", None, "")
@@ -375,57 +438,154 @@ def run_repro(entry: Entry, timeout: float = 300, repros: pathlib.Path | None = 
 
 # -- the report ------------------------------------------------------------------------------------------------------
 def render_report(d: Deviation, entry: Entry | None, run: ReproRun | None, repros: pathlib.Path | None = None) -> str:
-    """One upstream report (markdown)."""
-    title = entry.title if entry else f"{d.deviation} (no report entry: devices/field/{ENTRIES_FILE})"
-    lines = [f"# [{d.engine} {d.release}] {title}", ""]
+    """One upstream report (markdown), standing on its own: see the module's docstring."""
     if entry is None:
-        lines += [f"**INCOMPLETE:** no entry for `{d.deviation}` in `devices/field/{ENTRIES_FILE}`: no reproduction, "
-                  "SPEC clause or source lines. Write the entry before sending this.", ""]
-    lines += [f"* **Kind:** {d.judgement} — {KINDS.get(d.judgement, 'unjudged')}.",
-              f"* **Engine:** {d.engine} {d.release}" + (f"; {entry.runner}" if entry else ""),
-              f"* **Known upstream?** {d.upstream_status or 'not judged: no upstream_status in its waiver entries'}",
-              f"* **SPEC clause:** {entry.spec if entry else 'not recorded'}",
-              f"* **Found by:** `specsim field` on {', '.join(f'`{x}`' for x in d.devices)} "
-              f"({len(d.findings)} check(s); waiver link {d.link})", "",
-              "## What happens", "", d.reason or "(no reason recorded)", ""]
-    if entry:
-        lines += _repro_section(entry, run, repros or repro_dir())
-    lines += ["## The checks that found it", "", "| device | where | check | expected vs got |", "|---|---|---|---|"]
-    lines += [f"| `{f['device']}` | {f['where']} | `{f['check']}` | {_cell(f['detail'][:300])} |" for f in d.findings]
-    lines.append("")
-    if entry:
-        lines += _source_section(entry, d.release)
-        if entry.fix:
-            lines += ["## Suggested fix", "", entry.fix, ""]
+        return _incomplete(d)
+    lines = [f"# [{d.engine} {entry.version}] {entry.title}", "", *_summary(d, entry), "",
+             "## What happens", "", entry.what, "",
+             *_source_section(entry),
+             "## Expected (lossless rejection sampling)", "", entry.expected, "",
+             *_observed_section(run),
+             *_environment_section(d, run),
+             *_repro_section(entry, repros or repro_dir()),
+             "## Impact", "", entry.impact, ""]
+    if entry.threads:
+        lines += ["## Related upstream threads", "", *(f"* [{t.ref}]({t.url}): {t.relation}" for t in entry.threads),
+                  ""]
+    if entry.fix:
+        lines += ["## Suggested fix" + (" (the pull request)" if entry.filing == "pull request" else ""), "",
+                  entry.fix, ""]
     return "\n".join(lines) + "\n"
 
 
-def _repro_section(entry: Entry, run: ReproRun | None, repros: pathlib.Path) -> list[str]:
+def _incomplete(d: Deviation) -> str:
+    return "\n".join([f"# [{d.engine} {d.release}] {d.deviation}", "",
+                      f"**INCOMPLETE:** no entry for `{d.deviation}` in `devices/field/{ENTRIES_FILE}`: no "
+                      "reproduction, expected law or source lines. Write the entry before sending this.", "",
+                      f"* **Kind:** {d.judgement} — {KINDS.get(d.judgement, 'unjudged')}.",
+                      f"* **Known upstream?** {d.upstream_status or 'not judged'}", "",
+                      d.reason or "(no reason recorded)", ""]) + "\n"
+
+
+def _summary(d: Deviation, entry: Entry) -> list[str]:
+    kind = f"{d.judgement}" + (f", with probability {entry.probability}" if entry.probability else "")
+    return [f"* **Kind:** {kind} — {KINDS.get(d.judgement, 'unjudged')}.",
+            f"* **Filed as:** {'a one-line pull request' if entry.filing == 'pull request' else 'an issue'}.",
+            f"* **Release:** {d.engine} {entry.version} (tag `{entry.release_tag}`); {entry.runner}.",
+            f"* **Known upstream?** {d.upstream_status or 'not searched'}"]
+
+
+def _observed_section(run: ReproRun | None) -> list[str]:
+    lines = ["## Observed", ""]
+    if run is None or run.returncode is None:
+        why = "not run when this report was written" if run is None else run.how
+        return lines + [f"(the reproduction below: {why}; run it to see expected vs got)", ""]
+    meaning = {0: "the lossless answer: the bug is not present here", 1: "the bug is present",
+               MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(
+                   run.returncode, "the run broke before giving an answer: nothing was checked")
+    return lines + [f"The reproduction below, run when this report was written ({run.how}): exit "
+                    f"{run.returncode}, {meaning}.", "", "```", scrub(run.output).rstrip() or "(no output)", "```", ""]
+
+
+def _environment_section(d: Deviation, run: ReproRun | None) -> list[str]:
+    lines = ["## Environment", ""]
+    if run is not None and run.returncode is not None:
+        lines += [f"* The reproduction's run above: {this_machine()}; {run.how}."]
+    seen = sorted({f"{_hardware(f.get('where', ''))}; {_how_run(f.get('device', ''), f.get('where', ''))}"
+                   for f in d.findings})
+    lines += [f"* Found on: {x}." for x in seen]
+    return lines + [""]
+
+
+def this_machine() -> str:
+    """GPU or CPU, CUDA, torch and Triton of this interpreter, in words."""
+    import torch
+    gpu = _gpu_name()
+    where = f"{gpu}, CUDA {torch.version.cuda}" if gpu else f"CPU ({platform.machine()}), no GPU"
+    return f"{where}, torch {torch.__version__}, Triton {_version('triton')}, Python {platform.python_version()}"
+
+
+def _gpu_name() -> str:
+    import torch
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+
+
+def _hardware(where: str) -> str:
+    if not where:
+        return "hardware not recorded"
+    return where if "torch" in where else f"{where} (torch and Triton versions not recorded for that run)"
+
+
+def _how_run(device: str, where: str) -> str:
+    if "interpret" in device:
+        return "the release's kernels in Triton's interpreter on the CPU"
+    return "the release's kernels compiled on the GPU" if "NVIDIA" in where or "GPU," in where else \
+        "the release's code on the CPU"
+
+
+def _repro_section(entry: Entry, repros: pathlib.Path) -> list[str]:
     script = repros / entry.repro
-    lines = [f"## Reproduction (standalone: torch and {entry.package} only)", "",
-             f"`{entry.repro}` — run `python {entry.repro}`: it prints expected vs got and exits 1 while the "
-             "deviation is present, 0 once fixed.", "", "```python", script.read_text(encoding="utf-8").rstrip(),
-             "```", "", "## Expected vs got", ""]
-    if run is None:
-        return lines + ["(not run when this report was written)", ""]
-    status = "not run" if run.returncode is None else f"exit {run.returncode}"
-    return lines + [f"Run when this report was written ({run.how}; {status}):", "", "```",
-                    run.output.rstrip() or "(no output)", "```", ""]
+    return [f"## Reproduction (standalone: torch and {entry.package} only)", "",
+            f"`{entry.repro}`: run `python {entry.repro}`. Exit status 0: the lossless answer; 1: the bug is "
+            f"present; {MISSING_DEPENDENCY}: a dependency is missing (nothing checked).", "",
+            "```python", script.read_text(encoding="utf-8").rstrip(), "```", ""]
 
 
-def _source_section(entry: Entry, release: str) -> list[str]:
-    lines = ["## Where in the source", ""]
+def _source_section(entry: Entry) -> list[str]:
+    lines = ["## Where in the code", ""]
     for s in entry.sources:
         path, origin = package_file(entry.package, s.file)
-        lines += [f"`{s.file}`, lines {s.lines[0]}-{s.lines[1]} ({_github(entry, release, s)}).", ""]
+        lines += [f"[`{entry.repository_prefix}{s.file}`, lines {s.lines[0]}-{s.lines[1]}]"
+                  f"({github_link(entry, s)})", ""]
         if path is None:
-            lines += [f"(not quoted: {origin})", ""]
             continue
         numbered, note = quote(s, path)
-        lines += [f"Quoted from {origin}" + (f"; {note}" if note else "") + ":", ""]
+        lines += [f"As shipped in {origin}" + (f"; {note}" if note else "") + ":", ""]
         if numbered:
             lines += ["```python", *numbered, "```", ""]
     return lines
+
+
+_LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:~|/(?:root|home|work|tmp|usr|opt|var|mnt|private|Users))/[^\s`'\")]*")
+
+
+def scrub(text: str) -> str:
+    """``text`` with this machine's paths cut to their last component (a traceback's file names)."""
+    return _LOCAL_PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
+_INTERNAL = (("SPEC §", "a SPEC section"), ("docs/bugs.md", "a row of docs/bugs.md"), ("specsim", "specsim"),
+             ("devices/field", "this project's files"), ("conformance:", "a waiver pattern"))
+_CHECK_ID = re.compile(r"\bL[0-4](?:-[\w]+)?/[\w./*-]+")
+_BLOB = re.compile(r"https://github\.com/([\w.-]+/[\w.-]+)/blob/([^/\s]+)/([^#\s)]+)#L(\d+)(?:-L(\d+))?(?=[)\s]|$)")
+
+
+def upstream_text_problems(text: str, entry: Entry) -> list[str]:
+    """Why ``text`` (a rendered report) could not be filed as it is: a link that is not
+    ``https://github.com/<org>/<repo>/blob/<the pinned tag>/<path>#L<n>``, a path of the machine that wrote it, a
+    ``#<n>`` that is no upstream thread linked in it, or this project's own numbering (SPEC sections, check
+    names, docs/bugs.md rows)."""
+    problems = []
+    for link in re.findall(r"https://github\.com/\S*?(?=[)\s`,;]|$)", text):
+        if THREAD_URL.fullmatch(link):
+            continue
+        m = _BLOB.fullmatch(link)
+        if not m:
+            problems.append(f"malformed link {link!r}")
+        elif f"https://github.com/{m.group(1)}" != entry.repository or m.group(2) != entry.release_tag:
+            problems.append(f"link {link!r}: not {entry.repository} at tag {entry.release_tag}")
+    problems += [f"local path {p!r}" for p in _LOCAL_PATH.findall(text)]
+    threads = set(THREAD_URL.findall(text))
+    problems += [f"#{n}: no upstream thread of that number is linked" for n in re.findall(r"#(\d+)\b", text)
+                 if n not in threads]
+    problems += [f"{what}: {needle!r}" for needle, what in _INTERNAL if needle in text]
+    problems += [f"a check name: {c!r}" for c in _CHECK_ID.findall(text)]
+    return problems
+
+
+def blob_paths(text: str) -> list[str]:
+    """The file paths of the ``/blob/`` links in ``text``, relative to the repository."""
+    return [m.group(3) for m in _BLOB.finditer(text)]
 
 
 def _cell(text: str) -> str:
@@ -433,16 +593,20 @@ def _cell(text: str) -> str:
 
 
 def render_index(deviations: list[Deviation], written: list[str]) -> str:
-    """``DIR/upstream/README.md``: every confirmed deviation, its kind, and its report or why none."""
+    """``DIR/upstream/README.md``, for this project (the reports themselves name none of it): every confirmed
+    deviation, its kind, the SPEC clause and checks behind its report, and its report or why none."""
     lines = ["# Upstream reports", "",
              "Written by `specsim field`: one report per confirmed deviation judged "
              + " or ".join(f"**{k}**" for k in REPORTED) + ". The other kinds are not correctness bugs of the "
-             "engine (or not the engine's at all) and get none.", "",
-             "| engine | deviation | kind | known upstream? | report |", "|---|---|---|---|---|"]
+             "engine (or not the engine's at all) and get none. This index is ours; the reports stand on their own.",
+             "", "| engine | deviation | kind | known upstream? | report | SPEC | checks (judged this kind) |",
+             "|---|---|---|---|---|---|---|"]
     for d in deviations:
         report = f"[{d.slug}.md]({d.slug}.md)" if f"{d.slug}.md" in written else f"none ({d.judgement})"
+        checks = sorted({f"`{f['check']}` ({f['device']})" for f in d.findings if f["judgement"] == d.judgement})
         lines.append(f"| {d.engine} {d.release} | `{d.deviation}` | {d.judgement} | "
-                     f"{_cell(d.upstream_status) or '-'} | {report} |")
+                     f"{_cell(d.upstream_status) or '-'} | {report} | {_cell(d.entry.spec) if d.entry else '-'} | "
+                     f"{', '.join(checks)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import runpy
 import sys
+import traceback
+
+MISSING_DEPENDENCY = 3
+RUN_FAILED = 4
 
 
 def run(script: str, args: list[str]) -> None:
@@ -47,6 +51,12 @@ def main(argv: list[str]) -> int:
         run(argv[0], argv[1:])
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except ImportError as e:   # Triton or torch absent: nothing was checked, never the bug's exit 1
+        print(f"missing dependency: {e}", file=sys.stderr)
+        return MISSING_DEPENDENCY
+    except Exception:          # the run broke before giving an answer: neither the bug nor its absence
+        traceback.print_exc()
+        return RUN_FAILED
     return 0
 
 

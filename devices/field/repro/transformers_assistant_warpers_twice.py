@@ -28,9 +28,15 @@ prints ``q == warpers once``.
 
 from __future__ import annotations
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.generation import candidate_generator, logits_process as lp
+import sys
+
+try:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.generation import candidate_generator, logits_process as lp
+except ImportError as missing:   # exit 3, never 1: a missing dependency is not the bug
+    print(f"missing dependency: {missing}")
+    sys.exit(3)
 
 VOCAB_SIZE, PROMPT = 8, [1, 4, 5, 4]    # no 0: id 0 is the models' pad id, which generate masks out
 

@@ -43,9 +43,13 @@ import collections
 import math
 import sys
 
-import torch
-from transformers.generation import logits_process as lp
-from transformers.generation.utils import _speculative_sampling
+try:
+    import torch
+    from transformers.generation import logits_process as lp
+    from transformers.generation.utils import _speculative_sampling
+except ImportError as missing:   # exit 3, never 1: a missing dependency is not the bug
+    print(f"missing dependency: {missing}")
+    sys.exit(3)
 
 SAMPLES = 1000
 NAN = float("nan")

@@ -1,35 +1,46 @@
 """vLLM 0.33.0 (V1 model runner's ``RejectionSampler``): with a uniform draw of exactly 0, the rejection
 sampler accepts a draft token whose target probability is 0 (masked to -inf, or removed by top-k/top-p)
-and emits it.
+and emits it. Probability: 2^-53 (about 1.1e-16) per draft.
 
 The random-sampling kernel accepts when ``target_prob / draft_prob >= uniform_prob``
-(vllm/v1/sample/rejection_sampler.py, ``rejection_random_sample_kernel``). Speculative
-sampling accepts with probability ``min(1, t/d)``, i.e. when ``u < t/d`` for u uniform on
-[0, 1): at ``u = 0`` the inclusive test accepts a token with ``t = 0``, a token the target
-can never produce. ``torch.rand`` in float64 returns exactly 0 with probability 2^-53 per
-draft (PR #23803 moved the draw from float32, where it was ~2^-24, to float64); the
-comparison itself is unchanged. Fix: ``uniform_prob < target_prob / draft_prob`` (and the
-same in the synthetic-mode branch), or draw u in (0, 1].
+(vllm/v1/sample/rejection_sampler.py, ``rejection_random_sample_kernel``). Lossless rejection sampling
+accepts with probability ``min(1, t/d)``, i.e. when ``u < t/d`` for u uniform on [0, 1): at ``u = 0``
+the inclusive test accepts a token with ``t = 0``, which the target can never produce. ``torch.rand``
+in float64 returns exactly 0 with probability 2^-53 per draft (the draw has been float64 since PR
+#23803). The synthetic-acceptance branch of the same kernel already compares strictly
+(``uniform_prob < rate``), and so does Model Runner V2's verifier; the fix is the one-line
+``uniform_prob < target_prob / draft_prob``.
 
-Run (a CUDA GPU and ``pip install vllm==0.33.0``; nothing else)::
+This script forces the draw to 0 (it replaces ``generate_uniform_probs``) to show the outcome.
+
+Run (``pip install vllm==0.33.0``; a CUDA GPU, or Triton's interpreter with ``TRITON_INTERPRET=1``)::
 
     python vllm_zero_coin_accepts_masked_token.py
 
-Expected: token 2 (target probability 0) rejected, the emitted token one of 0, 1, 3 (exit 0).
-vLLM 0.33.0 prints ``got: emitted [2, 0]`` and exits 1: the masked token was accepted.
+Exit status: 0 token 2 (target probability 0) rejected, the emitted token one of 0, 1, 3 (the lossless
+answer); 1 the bug is present (vLLM 0.33.0 prints ``got: emitted [2, 0]``); 3 a dependency (vllm, torch)
+is missing.
 """
 
 from __future__ import annotations
 
 import sys
 
-import torch
+try:
+    import torch
+except ImportError as missing:   # exit 3, never 1: a missing dependency is not the bug
+    print(f"missing dependency: {missing}")
+    sys.exit(3)
 
 
 def main() -> int:
-    import vllm
-    from vllm.v1.sample import rejection_sampler as rs
-    from vllm.v1.sample.metadata import LogitsProcessors, SamplingMetadata
+    try:
+        import vllm
+        from vllm.v1.sample import rejection_sampler as rs
+        from vllm.v1.sample.metadata import LogitsProcessors, SamplingMetadata
+    except ImportError as missing:
+        print(f"missing dependency: {missing}")
+        return 3
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"vllm {vllm.__version__}, device {device}")
     zeros = torch.zeros(1, dtype=torch.float32, device=device)
