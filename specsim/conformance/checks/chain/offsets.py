@@ -312,11 +312,13 @@ def _gib(n: int) -> str:
 
 
 def crossing_checks(device, seed: int, budget: int, boundaries=BOUNDARIES, vocab: int = VOCAB,
-                    k: int = K) -> list[CheckResult]:
-    """Every crossing of ``boundaries`` (element counts) at ``vocab`` and ``k`` for ``device``: judged where its
-    call fits ``budget`` bytes, else ``not_supported`` (``too_large``)."""
+                    k: int = K, only: str | None = None) -> list[CheckResult]:
+    """Every crossing of ``boundaries`` (element counts) at ``vocab`` and ``k`` for ``device`` (``only``: the one
+    so named): judged where its call fits ``budget`` bytes, else ``not_supported`` (``too_large``)."""
     out = []
     for c in crossings(device.capabilities, boundaries, vocab, k):
+        if only is not None and c.name != only:
+            continue
         if c.call_bytes() > budget:
             out.append(too_large(c, budget))
             continue
@@ -324,12 +326,13 @@ def crossing_checks(device, seed: int, budget: int, boundaries=BOUNDARIES, vocab
     return out
 
 
-def offsets_group(device, ctx) -> list[CheckResult]:
-    """L1-offsets: ``BOUNDARIES`` at ``VOCAB`` within the run's per-call budget (``ctx.call_bytes``)."""
+def offsets_group(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """L1-offsets: ``BOUNDARIES`` at ``VOCAB`` within the run's per-call budget (``ctx.call_bytes``); ``only``: the
+    one check so named (``specsim replay``)."""
     caps = device.capabilities
     if caps.max_k < 1:
         return [CheckResult("L1/offsets", "L1", "not_supported", "declared max_k = 0: no draft rows to cross")]
-    return crossing_checks(device, ctx.seed, getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES))
+    return crossing_checks(device, ctx.seed, getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES), only=only)
 
 
 def _power(text: str) -> int:
