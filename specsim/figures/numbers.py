@@ -270,6 +270,7 @@ NUMBERS.update({
     "zoo_inside": _zoo("INSIDE"),
     "zoo_tree": _zoo("TREE"),
     "zoo_kernel": _zoo("KERNEL"),
+    "zoo_kernel_gpu": _zoo("KERNEL_GPU"),
     "zoo_sampler": _zoo("SAMPLER"),
     "zoo_wrappers": _zoo("WRAPPERS"),
     "sampler_edges": _count(_sampler_edges),

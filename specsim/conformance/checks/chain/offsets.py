@@ -141,8 +141,10 @@ def crossings(caps, boundaries=BOUNDARIES, vocab: int = VOCAB, k: int = K) -> li
     """Every call of the group for this declaration: each boundary in each space."""
     V, K_ = min(vocab, caps.max_vocab_size), min(k, caps.max_k)
     mode, dtype = noise_mode(caps), logits_dtype(caps)
-    return [Crossing(elements, space, V, K_, dtype, caps.draft_probs and (space == "draft-rows" or not caps.point_proposals),
-                     mode, caps.greedy, caps.top_k) for elements in boundaries for space in SPACES]
+    def sends_draft_probs(space: str) -> bool:   # target rows: point proposals where declared (fewer bytes)
+        return caps.draft_probs and (space == "draft-rows" or not caps.point_proposals)
+    return [Crossing(elements, space, V, K_, dtype, sends_draft_probs(space), mode, caps.greedy, caps.top_k)
+            for elements in boundaries for space in SPACES]
 
 
 def _numpy_dtype(dtype: str):
@@ -254,8 +256,8 @@ def _where(c: Crossing) -> str:
     lay = c.layout()
     return (f"{lay.batch} requests of K={c.k} at V={c.vocab}, {c.dtype} logits"
             f"{', draft_probs' if c.draft_probs else ', point proposals'}; the {c.space} cross {c.elements} elements "
-            f"in request {lay.bulk}, requests {lay.bulk}..{lay.batch - 1} judged; request i below is request {lay.bulk} + i "
-            "of the call")
+            f"in request {lay.bulk}, requests {lay.bulk}..{lay.batch - 1} judged; request i below is request "
+            f"{lay.bulk} + i of the call")
 
 
 def judge_crossing(device, c: Crossing, seed: int) -> CheckResult:
