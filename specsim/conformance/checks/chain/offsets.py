@@ -13,7 +13,8 @@ request reads another row. No other group's call reaches that size. Each check h
   bonus rows apart indexes them.
 
 The call holds ``bulk`` requests before the boundary, then the request whose rows straddle it and
-``FOLLOW`` requests after it (``Layout``). The bulk is cheap to make and never judged: every bulk row
+``FOLLOW`` requests after it (``Layout``); with injected noise every other judged request's coins lie below
+0.05, so its walk goes deep and a draft row read from the wrong place shows as a rejection. The bulk is cheap to make and never judged: every bulk row
 is one-hot on id 0 (target and draft), its drafts are 0. The judged requests' rows put their mass on a
 few ids (2-6, never 0, spread over the vocabulary), their drafts mostly inside that support, and
 their modes mix sampled, greedy and top-k requests. A kernel that reads a bulk row in place of a
@@ -172,13 +173,14 @@ def _support(rng: np.random.Generator, V: int, draft: int | None) -> np.ndarray:
 
 
 def _judged_rows(rng: np.random.Generator, c: Crossing, batch: dict, request: int) -> None:
-    """Fill ``request``'s rows of ``batch`` (the arrays, written in place): drafts inside their target
-    row's support in about four positions of five, logits and draft rows on a few ids."""
+    """Fill ``request``'s rows of ``batch`` (the arrays, written in place): the first draft inside its target
+    row's support, the others in about four positions of five; logits and draft rows on a few ids."""
     V, k = c.vocab, c.k
     first_target, first_draft = request * (k + 1), request * k
     for j in range(k + 1):
         draft = int(rng.integers(1, V)) if j < k else None
-        ids = _support(rng, V, draft if j < k and rng.random() < 0.8 else None)
+        inside = j == 0 or rng.random() < 0.8   # the first draft always: a steered request accepts it
+        ids = _support(rng, V, draft if j < k and inside else None)
         z = np.full(V, -np.inf)
         z[ids] = rng.normal(0.0, 2.0, len(ids))
         if draft is not None and np.isfinite(z[draft]):
@@ -221,7 +223,9 @@ def build(c: Crossing, seed: int) -> tuple[VerifyBatch, Noise | None]:
     judged = lay.judged_requests()
     exponentials[judged] = rng.exponential(size=(len(judged), V)) + 1e-300
     uniforms = np.full(B * k, 0.5)
-    uniforms[judged[0] * k:] = rng.random(len(judged) * k)
+    coins = rng.random((len(judged), k))
+    coins[::2] *= 0.05   # every other request steered deep: each draft a coin can accept is accepted, so a
+    uniforms[judged[0] * k:] = coins.reshape(-1)   # draft row read from the wrong place shows as a rejection
     return batch, Noise(uniforms, exponentials)
 
 
