@@ -76,6 +76,16 @@ def test_offsets_that_wrap_fail_every_crossing(torch_device, black_box):
     assert "request i below is request" in results[0].detail
 
 
+def test_draft_rows_alone_read_from_the_wrong_place_fail_with_injected_noise(torch_device):
+    """Only the draft rows wrap: the steered requests accept their first draft under the reference and reject
+    it on the wrong row. (As a black box, a draft row's value moves the law, not its support: L3's business.)"""
+    class DraftRowsWrap(WrappingOffsets):
+        def verify(self, batch, noise=None):
+            return self.inner.verify(dataclasses.replace(batch, draft_probs=self._wrapped(batch.draft_probs)), noise)
+    results = crossing_checks(DraftRowsWrap(torch_device), 0, DEFAULT_CALL_BYTES, SMALL, V)
+    assert [r.status for r in results] == ["pass", "fail", "pass", "fail"]
+
+
 def test_the_judged_requests_straddle_and_follow_the_boundary():
     caps = Capabilities(injected_noise=True, rng="none", max_vocab_size=2**20, dtypes=("float16", "float32"))
     for c in crossings(caps, SMALL, V):

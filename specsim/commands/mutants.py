@@ -28,7 +28,8 @@ def add_arguments(p):
     p.add_argument("--first-seed", type=int, default=None, help="with --seeds N: the first suite seed (default 0)")
     p.add_argument("--kinds", default=None,
                    help="comma-separated zoo kinds of the device mutants to run (specsim.mutants.seedtable.ZOO_KINDS: "
-                        "inside, tree, kernel, sampler, wrapper; default all); other families are left out unless "
+                        "inside, tree, kernel, kernel-gpu, sampler, wrapper; default all); other families are left "
+                        "out unless "
                         "--families names them")
     p.add_argument("--hunt", default=None, choices=("named", "all"),
                    help="with --seeds: 'named' (default) judges a mutant by the group of its killed_by check (in "

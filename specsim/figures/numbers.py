@@ -270,6 +270,8 @@ NUMBERS.update({
     "zoo_inside": _zoo("INSIDE"),
     "zoo_tree": _zoo("TREE"),
     "zoo_kernel": _zoo("KERNEL"),
+    "zoo_kernel_gpu": _zoo("KERNEL_GPU"),
+    "offsets_default_call_bytes": lambda: f"{__import__('specsim.conformance.core.context', fromlist=['x']).DEFAULT_CALL_BYTES / 2**30:g} GiB",
     "zoo_sampler": _zoo("SAMPLER"),
     "zoo_wrappers": _zoo("WRAPPERS"),
     "sampler_edges": _count(_sampler_edges),

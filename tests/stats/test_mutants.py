@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specsim.mutants.walk import WalkDevice
-from specsim.mutants.zoo import KERNEL, MUTANTS, SOURCE_MUTANTS, WRAPPERS, make_mutants
+from specsim.mutants.zoo import KERNEL, KERNEL_GPU, MUTANTS, SOURCE_MUTANTS, WRAPPERS, make_mutants
 from specsim.testing.batches import BatchSpec, random_batch
 
 BUGS = Path(__file__).resolve().parents[2] / "docs" / "bugs.md"
@@ -82,6 +82,29 @@ def test_triton_mutant_is_killed_by_its_named_check(mutant):
     assert one_check(correct, ctx, mutant.killed_by).status == "pass"
     result = one_check(broken, ctx, mutant.killed_by)
     assert result.status == "fail", (mutant.id, result.status, result.detail)
+
+
+@pytest.mark.needs_extra("triton")
+@pytest.mark.parametrize("mutant", KERNEL_GPU, ids=lambda m: m.id)
+def test_gpu_triton_mutant_is_killed_by_its_named_check(mutant):
+    """Each compiled-only Triton mutant fails its named check on a CUDA GPU (at a per-call budget that holds the
+    check's call), and the unmutated kernels pass it. ``specsim mutants --base triton --only <id> --seeds 0-19
+    --call-bytes 6GiB`` runs the 20 seeds (tools/gpu/offsets.sh)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: a call of 2^31 elements is out of the Triton interpreter's reach in a test")
+    from specsim.conformance.run.one_check import one_check
+    from specsim.conformance.run.runner import Context
+    from specsim.mutants.source import SourceMutant
+    control = SourceMutant("control", "", "", mutant.module, (), device=mutant.device, make_from=mutant.make_from)
+    try:
+        broken, correct = mutant.make(), control.make()
+    except RuntimeError as e:  # a process already running Triton interpreted
+        pytest.skip(str(e))
+    ctx = Context(call_bytes=6 << 30)
+    assert one_check(correct, ctx, mutant.killed_by).status == "pass"
+    result = one_check(broken, ctx, mutant.killed_by)
+    assert result.status in ("fail", "error"), (mutant.id, result.status, result.detail)
 
 
 def test_walk_without_hooks_is_the_reference():

@@ -4,13 +4,16 @@ and a test holds a slow device to a named check without running its whole group.
 from __future__ import annotations
 
 from specsim.conformance.checks.chain.exact import edge_group, run_cases
+from specsim.conformance.checks.chain.offsets import offsets_group
 from specsim.conformance.checks.chain.sizes import sizes_group
 from specsim.conformance.checks.sampler.group import random_checks
 from specsim.conformance.core.results import CheckResult
 
 
 REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/edge/", "L1/sizes/", "L1-sampler/")
-"""The checks ``one_check`` can run alone: a name starting with one of these (not ``L1-sampler/edge/``)."""
+"""The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``).
+``one_check`` also runs an ``L1/offsets/`` check alone (at the context's ``call_bytes``); replay does not offer
+it: its calls hold GiBs, too large to save with ``--npz``."""
 
 
 def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) -> str | None:
@@ -39,6 +42,8 @@ def one_check(device, ctx, name: str) -> CheckResult:
         found = sizes_group(device, ctx, only=name)
     elif name.startswith("L1-sampler/") and not name.startswith("L1-sampler/edge/"):
         found = random_checks(device, ctx, only=name)
+    elif name.startswith("L1/offsets/"):
+        found = offsets_group(device, ctx, only=name)
     else:
         group = "/".join(name.split("/")[:2])
         if group not in ("L1/injected", "L1/keyed"):

@@ -13,7 +13,8 @@ request reads another row. No other group's call reaches that size. Each check h
   bonus rows apart indexes them.
 
 The call holds ``bulk`` requests before the boundary, then the request whose rows straddle it and
-``FOLLOW`` requests after it (``Layout``). The bulk is cheap to make and never judged: every bulk row
+``FOLLOW`` requests after it (``Layout``); with injected noise every other judged request's coins lie below
+0.05, so its walk goes deep and a draft row read from the wrong place shows as a rejection. The bulk is cheap to make and never judged: every bulk row
 is one-hot on id 0 (target and draft), its drafts are 0. The judged requests' rows put their mass on a
 few ids (2-6, never 0, spread over the vocabulary), their drafts mostly inside that support, and
 their modes mix sampled, greedy and top-k requests. A kernel that reads a bulk row in place of a
@@ -141,8 +142,10 @@ def crossings(caps, boundaries=BOUNDARIES, vocab: int = VOCAB, k: int = K) -> li
     """Every call of the group for this declaration: each boundary in each space."""
     V, K_ = min(vocab, caps.max_vocab_size), min(k, caps.max_k)
     mode, dtype = noise_mode(caps), logits_dtype(caps)
-    return [Crossing(elements, space, V, K_, dtype, caps.draft_probs and (space == "draft-rows" or not caps.point_proposals),
-                     mode, caps.greedy, caps.top_k) for elements in boundaries for space in SPACES]
+    def sends_draft_probs(space: str) -> bool:   # target rows: point proposals where declared (fewer bytes)
+        return caps.draft_probs and (space == "draft-rows" or not caps.point_proposals)
+    return [Crossing(elements, space, V, K_, dtype, sends_draft_probs(space), mode, caps.greedy, caps.top_k)
+            for elements in boundaries for space in SPACES]
 
 
 def _numpy_dtype(dtype: str):
@@ -170,13 +173,14 @@ def _support(rng: np.random.Generator, V: int, draft: int | None) -> np.ndarray:
 
 
 def _judged_rows(rng: np.random.Generator, c: Crossing, batch: dict, request: int) -> None:
-    """Fill ``request``'s rows of ``batch`` (the arrays, written in place): drafts inside their target
-    row's support in about four positions of five, logits and draft rows on a few ids."""
+    """Fill ``request``'s rows of ``batch`` (the arrays, written in place): the first draft inside its target
+    row's support, the others in about four positions of five; logits and draft rows on a few ids."""
     V, k = c.vocab, c.k
     first_target, first_draft = request * (k + 1), request * k
     for j in range(k + 1):
         draft = int(rng.integers(1, V)) if j < k else None
-        ids = _support(rng, V, draft if j < k and rng.random() < 0.8 else None)
+        inside = j == 0 or rng.random() < 0.8   # the first draft always: a steered request accepts it
+        ids = _support(rng, V, draft if j < k and inside else None)
         z = np.full(V, -np.inf)
         z[ids] = rng.normal(0.0, 2.0, len(ids))
         if draft is not None and np.isfinite(z[draft]):
@@ -219,7 +223,9 @@ def build(c: Crossing, seed: int) -> tuple[VerifyBatch, Noise | None]:
     judged = lay.judged_requests()
     exponentials[judged] = rng.exponential(size=(len(judged), V)) + 1e-300
     uniforms = np.full(B * k, 0.5)
-    uniforms[judged[0] * k:] = rng.random(len(judged) * k)
+    coins = rng.random((len(judged), k))
+    coins[::2] *= 0.05   # every other request steered deep: each draft a coin can accept is accepted, so a
+    uniforms[judged[0] * k:] = coins.reshape(-1)   # draft row read from the wrong place shows as a rejection
     return batch, Noise(uniforms, exponentials)
 
 
@@ -254,8 +260,8 @@ def _where(c: Crossing) -> str:
     lay = c.layout()
     return (f"{lay.batch} requests of K={c.k} at V={c.vocab}, {c.dtype} logits"
             f"{', draft_probs' if c.draft_probs else ', point proposals'}; the {c.space} cross {c.elements} elements "
-            f"in request {lay.bulk}, requests {lay.bulk}..{lay.batch - 1} judged; request i below is request {lay.bulk} + i "
-            "of the call")
+            f"in request {lay.bulk}, requests {lay.bulk}..{lay.batch - 1} judged; request i below is request "
+            f"{lay.bulk} + i of the call")
 
 
 def judge_crossing(device, c: Crossing, seed: int) -> CheckResult:
@@ -312,11 +318,13 @@ def _gib(n: int) -> str:
 
 
 def crossing_checks(device, seed: int, budget: int, boundaries=BOUNDARIES, vocab: int = VOCAB,
-                    k: int = K) -> list[CheckResult]:
-    """Every crossing of ``boundaries`` (element counts) at ``vocab`` and ``k`` for ``device``: judged where its
-    call fits ``budget`` bytes, else ``not_supported`` (``too_large``)."""
+                    k: int = K, only: str | None = None) -> list[CheckResult]:
+    """Every crossing of ``boundaries`` (element counts) at ``vocab`` and ``k`` for ``device`` (``only``: the one
+    so named): judged where its call fits ``budget`` bytes, else ``not_supported`` (``too_large``)."""
     out = []
     for c in crossings(device.capabilities, boundaries, vocab, k):
+        if only is not None and c.name != only:
+            continue
         if c.call_bytes() > budget:
             out.append(too_large(c, budget))
             continue
@@ -324,12 +332,13 @@ def crossing_checks(device, seed: int, budget: int, boundaries=BOUNDARIES, vocab
     return out
 
 
-def offsets_group(device, ctx) -> list[CheckResult]:
-    """L1-offsets: ``BOUNDARIES`` at ``VOCAB`` within the run's per-call budget (``ctx.call_bytes``)."""
+def offsets_group(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """L1-offsets: ``BOUNDARIES`` at ``VOCAB`` within the run's per-call budget (``ctx.call_bytes``); ``only``: the
+    one check so named (``specsim replay``)."""
     caps = device.capabilities
     if caps.max_k < 1:
         return [CheckResult("L1/offsets", "L1", "not_supported", "declared max_k = 0: no draft rows to cross")]
-    return crossing_checks(device, ctx.seed, getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES))
+    return crossing_checks(device, ctx.seed, getattr(ctx, "call_bytes", DEFAULT_CALL_BYTES), only=only)
 
 
 def _power(text: str) -> int:
