@@ -358,6 +358,23 @@ class PlaceholderLastId(Mutant):
         return replace(batch, draft_token_ids=ids, draft_probs=probs)
 
 
+class WithdrawnRowNotAdvanced(Mutant):
+    id = "withdrawn-row-not-advanced"
+    killed_by = "L1/injected/full-withdrawn"
+    bug = ("draft_probs rows read through a cursor that does not advance past a withdrawn draft (its row taken "
+           "as absent, as in a buffer compacted to the kept drafts): past a withdrawal every row, a later "
+           "withdrawn draft's included, is read one row early")
+    models = "docs/bugs.md #55 (vllm-ascend PR #14368: draft-probability rows kept only for drafts that have one)"
+
+    def batch_in(self, batch):
+        withdrawn = batch.withdrawn
+        if withdrawn is None or batch.draft_probs is None or not np.asarray(withdrawn).any():
+            return batch
+        withdrawn = np.asarray(withdrawn, dtype=np.int64)
+        lag = np.cumsum(withdrawn) - withdrawn     # withdrawn drafts before each position, batch-wide
+        return replace(batch, draft_probs=np.asarray(batch.draft_probs)[np.arange(len(withdrawn)) - lag])
+
+
 # --------------------------------------------------------------------------- noise bugs
 
 class NoiseMutant(Mutant):
@@ -458,8 +475,8 @@ class PaddedSlotsMismatch(Mutant):
 
 WRAPPERS = [
     TemperatureTwice, TargetParamsDefault, TopPDroppedTarget, DraftProbsIgnored, BonusWrongRow, RowOffset,
-    PlaceholderLastId, CoinReusedAcrossPositions, NoiseSharedAcrossRequests, KeyedByRow, PositionIgnored,
-    GlobalRng, PaddedSlotsMismatch,
+    PlaceholderLastId, WithdrawnRowNotAdvanced, CoinReusedAcrossPositions, NoiseSharedAcrossRequests, KeyedByRow,
+    PositionIgnored, GlobalRng, PaddedSlotsMismatch,
 ]
 """Input, noise and output mutants: classes that wrap any device."""
 

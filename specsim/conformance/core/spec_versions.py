@@ -52,6 +52,9 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
+    # 1.2's rows first: a pattern of 1.1 (``L1/edge/withdrawn-*``, ``L1-sampler*``) also matches their names
+    Since("L1/edge/withdrawn-every-position", "1.2", "§4 a withdrawn draft's own row at every position of the chain",
+          False),
     Since("capabilities/withdrawn_drafts", "1.1", "§4/§10 withdrawn drafts (Capabilities.withdrawn_drafts)", True),
     Since("capabilities/withdrawn-all-false", "1.1", "§4 an all-False withdrawn mask is no withdrawn draft", True),
     Since("capabilities/sampler-*", "1.1", "§12 sampler parameters", True),
