@@ -98,6 +98,15 @@ def test_the_mutant_is_killed_by_its_named_check_and_in_black_box_by_the_edge():
     assert black.killed and black.killer.name == CHECK, black.killer
 
 
+def test_the_seed_table_runs_the_edge_for_the_black_box_twin():
+    """The injected killer's group (L1-injected) has stand-ins that never run L1-edges: the mutant names its twin's."""
+    from specsim.mutants import seedtable as st
+    mutant = MUTANTS["withdrawn-row-not-advanced"]
+    assert st.killing_groups(st.named_check(mutant, False), False) == ("L1-injected",)
+    assert st.killing_groups(st.named_check(mutant, True), True) == ("L1-edges", "L3-statistical")
+    assert st.named_check(MUTANTS["row-offset"], True) == MUTANTS["row-offset"].killed_by
+
+
 def test_the_edge_is_new_in_spec_1_2():
     assert spec_versions.introduced_in(CHECK) == "1.2"
     assert spec_versions.introduced_in("L1/edge/withdrawn-draft") == "1.1"
