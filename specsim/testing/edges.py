@@ -178,9 +178,9 @@ EDGES: list[Edge] = [
                   exponentials=[0.01, 1, 1], withdrawn=[False, True])],
          [[1], [0, 1]], frozenset({"draft_probs", "withdrawn_drafts"})),
     Edge("withdrawn-every-position", "§4 withdrawals at every position of K = 3 chains — first (and a second "
-         "later), middle, last, two in a row — each rejected with its residual from its own draft row; each row "
-         "leaves a different token (row j holds no mass on it), so a row read off by one, or a cursor not "
-         "advanced past an earlier withdrawal, emits another token",
+         "later), middle, last, two in a row — each rejected with its residual from its own draft row; a draft row's "
+         "residual is the one token it holds no mass on, different from its neighbours', so a row read off by one, "
+         "or through a cursor not advanced past an earlier withdrawal, emits another token",
          [_withdrawn_chain("WRW", [2, 1, 1], [PH, 3, PH], favour=0),
           _withdrawn_chain("AWR", [3, 2, 0], [2, PH, 3], favour=0),
           _withdrawn_chain("AAW", [3, 0, 1], [1, 3, PH], favour=3),
