@@ -11,7 +11,9 @@ stops at its first killing check, as ``hunt`` does:
   (``BLACK_BOX_STAND_INS``): the groups that judge the same law from the
   device's own randomness — ``L1-trees`` by its own sibling patterns' laws,
   ``L2-trees`` and ``L3-trees``, ``L1-sampler`` by its own edge laws and L3's
-  SPEC §12 cases.
+  SPEC §12 cases — or, where the mutant names the check that kills its twin
+  (``killed_in_black_box_by``: a law edge its injected killer's stand-ins never
+  run), that check's group and its stand-ins.
 
 A ``killed_by`` that names no known group, or ``hunt="all"``, runs every
 group. The correct device (the base, and its black-box twin with black-box
@@ -88,6 +90,13 @@ def short_name(check_name: str) -> str:
     return check_name[len(prefix):] if prefix.endswith("/") else check_name
 
 
+def named_check(mutant, black_box: bool) -> str:
+    """The check named to kill ``mutant`` in that mode: its ``killed_by``, or for its black-box twin its
+    ``killed_in_black_box_by`` where it names one (an injected-noise killer whose group's stand-ins never
+    run the check that kills the twin)."""
+    return (getattr(mutant, "killed_in_black_box_by", "") if black_box else "") or mutant.killed_by
+
+
 def killing_groups(killed_by: str, black_box: bool, hunt: str = "named") -> tuple[str, ...] | None:
     """The groups, in the runner's order, that judge a mutant whose named check is ``killed_by``; None:
     every group (``hunt="all"``, or a ``killed_by`` of no known group)."""
@@ -143,7 +152,8 @@ def plan(base: str, families: dict[str, list[str]], seeds: list[int], *, black_b
     for seed in seeds:
         for mode in modes:
             ids = families.get(DEVICE, [])
-            rows = [Job("mutant", i, black_box=mode, seed=seed, groups=killing_groups(MUTANTS[i].killed_by, mode, hunt),
+            rows = [Job("mutant", i, black_box=mode, seed=seed,
+                        groups=killing_groups(named_check(MUTANTS[i], mode), mode, hunt),
                         **common) for i in ids]
             jobs += rows
             if correct and rows:
@@ -208,7 +218,8 @@ def table(jobs, results: dict, seeds: list[int]) -> dict:
     for j in jobs:
         key = (j.kind, j.family, j.name, j.black_box)
         if key not in rows:
-            named = MUTANTS[j.name].killed_by if j.kind == "mutant" and j.family == "device" else None
+            device_row = j.kind == "mutant" and j.family == "device"
+            named = named_check(MUTANTS[j.name], j.black_box) if device_row else None
             rows[key] = {("mutant" if j.kind == "mutant" else "device"): j.name, "family": j.family,
                          **({"zoo_kind": zoo_kind(j.name), "killed_by": named} if named is not None else {}),
                          "mode": _mode(j.black_box), "groups": list(j.groups) if j.groups is not None else None,

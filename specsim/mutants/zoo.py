@@ -47,6 +47,7 @@ class Mutant:
     bug = ""
     models = ""
     killed_by = ""  # the check (name prefix) that kills it: tests/stats/test_mutants.py holds it to that
+    killed_in_black_box_by = ""  # the check that kills its black-box twin, where killed_by's group cannot run it
 
     def __init__(self, base):
         self.base = base
@@ -358,6 +359,24 @@ class PlaceholderLastId(Mutant):
         return replace(batch, draft_token_ids=ids, draft_probs=probs)
 
 
+class WithdrawnRowNotAdvanced(Mutant):
+    id = "withdrawn-row-not-advanced"
+    killed_by = "L1/injected/full-withdrawn"
+    killed_in_black_box_by = "L1/edge/withdrawn-every-position"
+    bug = ("draft_probs rows read through a cursor that does not advance past a withdrawn draft (its row taken "
+           "as absent, as in a buffer compacted to the kept drafts): past a withdrawal every row, a later "
+           "withdrawn draft's included, is read one row early")
+    models = "docs/bugs.md #56 (vllm-ascend PR #14368: draft-probability rows kept only for drafts that have one)"
+
+    def batch_in(self, batch):
+        withdrawn = batch.withdrawn
+        if withdrawn is None or batch.draft_probs is None or not np.asarray(withdrawn).any():
+            return batch
+        withdrawn = np.asarray(withdrawn, dtype=np.int64)
+        lag = np.cumsum(withdrawn) - withdrawn     # withdrawn drafts before each position, batch-wide
+        return replace(batch, draft_probs=np.asarray(batch.draft_probs)[np.arange(len(withdrawn)) - lag])
+
+
 # --------------------------------------------------------------------------- noise bugs
 
 class NoiseMutant(Mutant):
@@ -458,8 +477,8 @@ class PaddedSlotsMismatch(Mutant):
 
 WRAPPERS = [
     TemperatureTwice, TargetParamsDefault, TopPDroppedTarget, DraftProbsIgnored, BonusWrongRow, RowOffset,
-    PlaceholderLastId, CoinReusedAcrossPositions, NoiseSharedAcrossRequests, KeyedByRow, PositionIgnored,
-    GlobalRng, PaddedSlotsMismatch,
+    PlaceholderLastId, WithdrawnRowNotAdvanced, CoinReusedAcrossPositions, NoiseSharedAcrossRequests, KeyedByRow,
+    PositionIgnored, GlobalRng, PaddedSlotsMismatch,
 ]
 """Input, noise and output mutants: classes that wrap any device."""
 
@@ -582,6 +601,25 @@ SAMPLER = [
            "docs/bugs.md #51 (vLLM PR #19482: penalties and bad words made to count the step's draft tokens)", TS,
            ("position.unsqueeze(1) + torch.arange(L, device=drafts.device)",
             "0 * position.unsqueeze(1) + torch.arange(L, device=drafts.device)"),
+           killed_by="L1-sampler/edge/bad-word-completed-by-drafts"),
+    _torch("sampler-bad-words-never-across", "bad words matched inside the output before the step or inside the "
+           "drafts, never across the step boundary: a word whose prefix begins in the output and ends in the drafts "
+           "bans nothing",
+           "docs/bugs.md #57 (vLLM PR #52311: bad-word prefixes spanning the committed/draft boundary matched wrong)",
+           TS,
+           ("    matched = ((prefix == -3) | (window.unsqueeze(1) == prefix)).all(dim=-1) & s.word_valid[request]\n",
+            "    drafted = (position.unsqueeze(1) + torch.arange(L, device=drafts.device) >= L).unsqueeze(1)\n"
+            "    used = prefix != -3\n"
+            "    across = (used & drafted).any(dim=-1) & (used & ~drafted).any(dim=-1)  # left to neither matcher\n"
+            "    matched = ((prefix == -3) | (window.unsqueeze(1) == prefix)).all(dim=-1) & s.word_valid[request] "
+            "& ~across\n"),
+           killed_by="L1-sampler/edge/bad-word-at-every-split"),
+    _torch("sampler-bad-words-draft-offset", "bad-word windows read each draft at its index less one (the last output "
+           "token read twice at the step boundary, the last draft never)",
+           "docs/bugs.md #57 (vLLM PR #52311: _bad_words_kernel's draft reads without the + 1)", TS,
+           ("    window = history[request.unsqueeze(1), position.unsqueeze(1) + torch.arange(L, device=drafts.device)]\n",
+            "    column = position.unsqueeze(1) + torch.arange(L, device=drafts.device)\n"
+            "    window = history[request.unsqueeze(1), column - (column >= L).long()]\n"),
            killed_by="L1-sampler/edge/bad-word-completed-by-drafts"),
     _torch("sampler-min-tokens-pre-step", "min_tokens compares the pre-step output length: off by the number of "
            "drafts before the row",

@@ -86,6 +86,32 @@ def _ratio_u() -> tuple[float, float]:
     return ratio, float(np.nextafter(ratio, 0))
 
 
+def _row_without(z: int) -> list:
+    """A draft row ``[4]`` with no mass on ``z``, 1/2 on ``z + 1`` and 1/4 on the others (dyadic): against a
+    uniform target its residual ``max(t − d, 0)`` is token ``z`` alone, so the token a withdrawn draft's
+    residual emits names the row it was read from."""
+    row = [0.25] * 4
+    row[z], row[(z + 1) % 4] = 0.0, 0.5
+    return row
+
+
+def _one_hot_logits(x: int) -> list:
+    """Target logits ``[4]`` of target probability 1 on ``x``: a draft ``x`` is accepted whatever its coin."""
+    return [0.0 if v == x else NEG for v in range(4)]
+
+
+def _withdrawn_chain(positions: str, zero: list, drafts: list, favour: int) -> Request:
+    """A request of K = ``len(positions)`` over V = 4: ``"A"`` a draft (``drafts[j]``) the target accepts with
+    certainty, ``"W"`` a withdrawn draft (uniform target row), ``"R"`` a real draft after a withdrawal (never
+    verified); draft row j is ``_row_without(zero[j])``. ``favour``: the token the exponentials favour — what
+    reading the withdrawn draft as padding (its residual the uniform row) would emit."""
+    ids = [PH if kind == "W" else x for kind, x in zip(positions, drafts)]
+    logits = [_one_hot_logits(x) if kind == "A" else [0.0] * 4 for kind, x in zip(positions, drafts)] + [[0.0] * 4]
+    return Request(ids, logits, [_row_without(z) for z in zero], uniforms=[0.5] * len(ids),
+                   exponentials=[0.01 if v == favour else 1.0 for v in range(4)],
+                   withdrawn=[kind == "W" for kind in positions])
+
+
 EDGES: list[Edge] = [
     Edge("u0-zero-target-full", "§4 u = 0 never accepts a token top-k removed (vLLM #23803, SGLang #35771)",
          [Request([0], [[0, 5, 1], [0, 0, 0]], [[0.5, 0.25, 0.25]], top_k=1, uniforms=[0.0])],
@@ -151,5 +177,14 @@ EDGES: list[Edge] = [
           Request([0, PH], [[0, NEG, NEG], [0, 0, NEG], [0, 0, 0]], [[1, 0, 0], [0.5, 0.0, 0.5]], uniforms=[0.0, 0.0],
                   exponentials=[0.01, 1, 1], withdrawn=[False, True])],
          [[1], [0, 1]], frozenset({"draft_probs", "withdrawn_drafts"})),
+    Edge("withdrawn-every-position", "§4 withdrawals at every position of K = 3 chains — first (and a second "
+         "later), middle, last, two in a row — each rejected with its residual from its own draft row; a draft row's "
+         "residual is the one token it holds no mass on, different from its neighbours', so a row read off by one, "
+         "or through a cursor not advanced past an earlier withdrawal, emits another token",
+         [_withdrawn_chain("WRW", [2, 1, 1], [PH, 3, PH], favour=0),
+          _withdrawn_chain("AWR", [3, 2, 0], [2, PH, 3], favour=0),
+          _withdrawn_chain("AAW", [3, 0, 1], [1, 3, PH], favour=3),
+          _withdrawn_chain("AWW", [2, 0, 2], [3, PH, PH], favour=2)],
+         [[2], [2, 2], [1, 3, 1], [3, 0]], frozenset({"draft_probs", "withdrawn_drafts"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

@@ -69,6 +69,18 @@ def _any(*drafts) -> tuple:
     return tuple([(0.0, 1.0)] * k for k in drafts)
 
 
+def _sure(x: int) -> list:
+    """Target logits ``[4]`` of probability 1 on ``x``: a draft ``x`` is accepted whatever its coin."""
+    return [0.0 if v == x else -np.inf for v in range(4)]
+
+
+def _banned(x: int, keep: int) -> list:
+    """Target logits ``[4]``: 3 on the draft ``x``, 0 on ``keep``, −inf elsewhere. With ``x`` banned the row is
+    one-hot on ``keep`` (the law one sequence: ``x`` rejected, ``keep`` emitted); with ``x`` allowed its target
+    probability 0.95 exceeds any draft row's 1/4, so it is accepted whatever the coin."""
+    return [3.0 if v == x else 0.0 if v == keep else -np.inf for v in range(4)]
+
+
 Z = [0.0, 0.0, 0.0, 0.0]
 SAMPLER_EDGES = [
     SamplerEdge("mask-forbids-draft",
@@ -87,6 +99,25 @@ SAMPLER_EDGES = [
                 [Request([0, 1, 2], [[3, 0, 0, 0], [0, 3, 0, 0], [0, 0, 3, 0], Z], uniforms=[0, 0, 0],
                          exponentials=[1, 1, FAVOUR, 0.5])],
                 SamplerParams(bad_words=((np.array([0, 1, 2]),),)), [[0, 1, 3]], frozenset({"bad_words"})),
+    SamplerEdge("bad-word-at-every-split",
+                "bad words whose prefix lies in the output so far, across the step boundary or in the drafts: "
+                "[1, 2] and [0, 1, 3] after outputs [1] and [0, 1] ban at row 0; [2, 0, 1] after [2] with draft 0 "
+                "= 0, [3, 2, 1, 0] after [3, 2] and [1, 3, 0, 2] after [1] ban at the row their last drafted "
+                "prefix token precedes; [0, 3] and [1, 0, 3] inside the drafts. Each banned draft (target logit 3 "
+                "beside one token of logit 0) is rejected and that token emitted; matching inside the output or "
+                "inside the drafts only, never across, accepts the three spanning ones",
+                [Request([2], [_banned(2, keep=0), Z]),
+                 Request([3], [_banned(3, keep=2), Z]),
+                 Request([0, 1], [_sure(0), _banned(1, keep=3), Z]),
+                 Request([1, 0], [_sure(1), _banned(0, keep=2), Z]),
+                 Request([3, 0, 2], [_sure(3), _sure(0), _banned(2, keep=1), Z]),
+                 Request([0, 3], [_sure(0), _banned(3, keep=1), Z]),
+                 Request([1, 0, 3], [_sure(1), _sure(0), _banned(3, keep=2), Z])],
+                SamplerParams(output_token_ids=_ids([1], [0, 1], [2], [3, 2], [1], [], [2]),
+                              bad_words=tuple((np.array(w),) for w in ([1, 2], [0, 1, 3], [2, 0, 1], [3, 2, 1, 0],
+                                                                       [1, 3, 0, 2], [0, 3], [1, 0, 3]))),
+                [[0], [2], [0, 3], [1, 2], [3, 0, 1], [0, 1], [1, 0, 2]], frozenset({"bad_words"}),
+                coins=_any(1, 1, 2, 2, 3, 2, 3)),
     SamplerEdge("min-tokens-crossing",
                 "min_tokens 2 after output [2], stop [3]: request 0's row 0 (length 1) bans draft 3 (emits 1); "
                 "request 1 accepts draft 1, then at length 2 accepts draft 3 and its bonus row emits 3",

@@ -52,6 +52,11 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
+    # 1.2's rows first: a pattern of 1.1 (``L1/edge/withdrawn-*``, ``L1-sampler*``) also matches their names
+    Since("L1/edge/withdrawn-every-position", "1.2", "§4 a withdrawn draft's own row at every position of the chain",
+          False),
+    Since("L1-sampler/edge/bad-word-at-every-split*", "1.2", "§12.2 a bad word's prefix across the step boundary",
+          False),
     Since("capabilities/withdrawn_drafts", "1.1", "§4/§10 withdrawn drafts (Capabilities.withdrawn_drafts)", True),
     Since("capabilities/withdrawn-all-false", "1.1", "§4 an all-False withdrawn mask is no withdrawn draft", True),
     Since("capabilities/sampler-*", "1.1", "§12 sampler parameters", True),

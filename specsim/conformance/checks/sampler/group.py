@@ -19,8 +19,9 @@ checks that need it, never a silent pass):
   statistical plan, ``stat_plan``) — a draft the
   mask, allowed ids, a bad word or min_tokens forbid is rejected with
   certainty and never recovered; penalties that zero the draft's target
-  probability; a bad word completed by this step's drafts; min_tokens
-  crossing inside the step; the bonus row seeing every draft; min_p after
+  probability; a bad word completed by this step's drafts, and bad words
+  whose prefix lies in the output, across the step boundary or in the
+  drafts; min_tokens crossing inside the step; the bonus row seeing every draft; min_p after
   temperature; the rows where the order profiles differ (each profile's own
   answer); bonus rows below min_tokens with several stop ids; min_p's ties;
   the bias before temperature; repetition on negative logits; the frequency
