@@ -208,7 +208,7 @@ SAMPLER_EDGES = [
                 "one member (draft probability 0.1 < 1/(e + 3): accepted whatever the coin) and its bonus row "
                 "[1, 1, 1, 0] (k-th value 1 tied at 0, 1, 2) emits the member its exponentials favour. A top-k "
                 "keeping exactly k tokens drops two of the drafted members, however it breaks the tie: their "
-                "requests reject and emit 0 or 1 alone",
+                "requests reject and emit 0 or the one member kept",
                 [Request([x], [[3, 2, 2, 2, 9], [1, 1, 1, 0, 9]], TIE_DRAFT_ROWS, top_k=2,
                          exponentials=_favouring(favoured)) for x, favoured in ((1, 2), (2, 0), (3, 1))],
                 SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 3)), [[1, 2], [2, 0], [3, 1]],
@@ -228,7 +228,7 @@ SAMPLER_EDGES = [
                 "greedy rows on §12's rows (token 4, logit 9, outside the allowed ids {0, 1, 2, 3}): [2, 3, 3, 0] "
                 "ties 1 and 2 at the argmax and the smallest id, 1, wins — request 0's draft 2 is rejected and 1 "
                 "emitted, request 1's draft 1 accepted and its bonus row [0, 5, 5, 5] emits 1; an argmax taking "
-                "the last of the tied ids emits 2 and 3",
+                "the last of the tied ids accepts draft 2 (bonus 3) and rejects draft 1 (emits 2)",
                 [Request([2], [[2, 3, 3, 0, 9], [0, 5, 5, 5, 9]], temperature=0.0),
                  Request([1], [[2, 3, 3, 0, 9], [0, 5, 5, 5, 9]], temperature=0.0)],
                 SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 2)), [[1], [1, 1]],
