@@ -723,6 +723,31 @@ SAMPLER = [
            ("        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z\n",
             "        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z.to(dtype)\n"),
            killed_by="L1-sampler/precision"),
+    # --- §2's tie rules in the vllm order profile (the filters the engine of that name runs) ---------------------
+    _torch("sampler-vllm-top-k-exactly-k", "in the vllm order profile, top-k keeps exactly k tokens by their place "
+           "in the sort: a tie class at the k-th value is cut (the canonical order keeps it)",
+           "docs/bugs.md #58 (vLLM 0.33.0's Triton top-k breaks a tie at the k-th value by position), C6", TS,
+           ("            z = z.masked_fill(~top_k_kept(z, sorted_z, rows.top_k), -torch.inf)",
+            "            kept = top_k_kept(z, sorted_z, rows.top_k)\n"
+            "            if order == \"vllm\":   # k tokens by sort position, as the engine's kernel keeps them\n"
+            "                place = torch.arange(z.shape[-1], device=z.device).expand_as(order_ids)\n"
+            "                rank = torch.empty_like(order_ids).scatter_(-1, order_ids, place)\n"
+            "                kept = kept & ((rows.top_k <= 0).unsqueeze(-1) | (rank < rows.top_k.unsqueeze(-1)))\n"
+            "            z = z.masked_fill(~kept, -torch.inf)"),
+           killed_by="L1-sampler/edge/top-k-tie-class-kept/vllm"),
+    _torch("sampler-vllm-top-p-sorted-prefix", "in the vllm order profile, top-p keeps the first m* tokens of the "
+           "sort (a sorted prefix): a tie class at the cut is split (the canonical order keeps it)",
+           "docs/bugs.md #58 (vLLM 0.33.0's top-p cuts inside a run of tokens tied at the cut), C6", TS,
+           ("            probs = renormalise_kept(probs, top_p_kept(probs, order_ids, rows.top_p, decision_dtype), rows.top_p)",
+            "            kept = top_p_kept(probs, order_ids, rows.top_p, decision_dtype)\n"
+            "            if order == \"vllm\":   # the sorted prefix up to the cut, as the engine masks it\n"
+            "                sums = probs.gather(-1, order_ids).cumsum(dim=-1, dtype=decision_dtype)\n"
+            "                cut = (sums < rows.top_p.to(decision_dtype).unsqueeze(-1)).sum(dim=-1, keepdim=True)\n"
+            "                place = torch.arange(z.shape[-1], device=z.device).expand_as(order_ids)\n"
+            "                rank = torch.empty_like(order_ids).scatter_(-1, order_ids, place)\n"
+            "                kept = (rows.top_p >= 1).unsqueeze(-1) | (rank <= cut)\n"
+            "            probs = renormalise_kept(probs, kept, rows.top_p)"),
+           killed_by="L1-sampler/edge/top-p-tie-class-kept/vllm"),
 ]
 """SPEC §12 bugs in the torch device's sampler path, each killed by a named L1-sampler check."""
 

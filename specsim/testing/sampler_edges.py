@@ -81,6 +81,19 @@ def _banned(x: int, keep: int) -> list:
     return [3.0 if v == x else 0.0 if v == keep else -np.inf for v in range(4)]
 
 
+def _favouring(token: int, vocab_size: int = 5) -> list:
+    """Exponentials ``[V]`` that make ``token`` win any race it may enter."""
+    return [FAVOUR if v == token else 1.0 for v in range(vocab_size)]
+
+
+TIE_ALLOWED = [0, 1, 2, 3]
+"""The tie edges' allowed ids: token 4, the largest logit, is banned, so the order profile acts on every row."""
+TIE_DRAFT_ROWS = [[0.5, 0.1, 0.1, 0.1, 0.2]]
+"""The tie edges' draft row ``[1, 5]``: each tied member's draft probability (0.1) is below its target
+probability, so a kept member is accepted at every coin and a dropped one (target 0) never is."""
+TIE_TOP_P_ROW = list(np.log([0.4, 0.2, 0.2, 0.2, 0.8]))
+"""Logits ``[5]`` whose allowed tokens 0–3 have target ``[0.4, 0.2, 0.2, 0.2]``: a tie class at top-p 0.5's cut."""
+
 Z = [0.0, 0.0, 0.0, 0.0]
 SAMPLER_EDGES = [
     SamplerEdge("mask-forbids-draft",
@@ -219,5 +232,37 @@ SAMPLER_EDGES = [
                  Request([0, 2], [[3, 0, 0, 0], [0, 0, 3, 0], Z], exponentials=[1, FAVOUR, 0.5, FAVOUR])],
                 SamplerParams(allowed_token_ids=_ids([0, 2], [0, 2])), [[2], [0, 2, 2]],
                 frozenset({"allowed_token_ids"}), coins=_any(0, 2)),
+    # --- §2's tie rules on §12's rows, in every order profile ------------------------------------------------
+    SamplerEdge("top-k-tie-class-kept",
+                "top-k 2 on [3, 2, 2, 2] (token 4, logit 9, outside the allowed ids {0, 1, 2, 3}): the k-th value 2 "
+                "is tied three ways and the whole class is kept, t = [e, 1, 1, 1]/(e + 3); each request drafts "
+                "one member (draft probability 0.1 < 1/(e + 3): accepted whatever the coin) and its bonus row "
+                "[1, 1, 1, 0] (k-th value 1 tied at 0, 1, 2) emits the member its exponentials favour. A top-k "
+                "keeping exactly k tokens drops two of the drafted members, however it breaks the tie: their "
+                "requests reject and emit 0 or the one member kept",
+                [Request([x], [[3, 2, 2, 2, 9], [1, 1, 1, 0, 9]], TIE_DRAFT_ROWS, top_k=2,
+                         exponentials=_favouring(favoured)) for x, favoured in ((1, 2), (2, 0), (3, 1))],
+                SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 3)), [[1, 2], [2, 0], [3, 1]],
+                frozenset({"allowed_token_ids", "top_k"}), coins=_any(1, 1, 1)),
+    SamplerEdge("top-p-tie-class-kept",
+                "top-p 0.5 on target [0.4, 0.2, 0.2, 0.2] (token 4 outside the allowed ids {0, 1, 2, 3}): c_1 = 0.4 "
+                "< 0.5 ≤ c_2 = 0.6, τ = 0.2, and the three tokens tied at the cut are all kept; each request drafts "
+                "one member (draft probability 0.1 < 0.2: accepted whatever the coin) and the bonus row, the same "
+                "row, emits the member its exponentials favour. A top-p keeping the sorted prefix (the first m* = 2 "
+                "tokens of the sort) drops two of the drafted members, whatever the sort's order among equals: "
+                "their requests reject and emit 0 or the one member kept",
+                [Request([x], [TIE_TOP_P_ROW, TIE_TOP_P_ROW], TIE_DRAFT_ROWS, top_p=0.5,
+                         exponentials=_favouring(favoured)) for x, favoured in ((1, 2), (2, 3), (3, 1))],
+                SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 3)), [[1, 2], [2, 3], [3, 1]],
+                frozenset({"allowed_token_ids", "top_p"}), coins=_any(1, 1, 1)),
+    SamplerEdge("greedy-tie-smallest-id",
+                "greedy rows on §12's rows (token 4, logit 9, outside the allowed ids {0, 1, 2, 3}): [2, 3, 3, 0] "
+                "ties 1 and 2 at the argmax and the smallest id, 1, wins — request 0's draft 2 is rejected and 1 "
+                "emitted, request 1's draft 1 accepted and its bonus row [0, 5, 5, 5] emits 1; an argmax taking "
+                "the last of the tied ids accepts draft 2 (bonus 3) and rejects draft 1 (emits 2)",
+                [Request([2], [[2, 3, 3, 0, 9], [0, 5, 5, 5, 9]], temperature=0.0),
+                 Request([1], [[2, 3, 3, 0, 9], [0, 5, 5, 5, 9]], temperature=0.0)],
+                SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 2)), [[1], [1, 1]],
+                frozenset({"allowed_token_ids", "greedy"})),
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -66,8 +66,8 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
     for w in waived:   # every waiver is still earned: the group finds it
         assert any(fnmatch.fnmatchcase(name, w) for name in failing), f"{w} matches no failing check"
     served = [name for name, status in got["found"].items() if status != "not_supported"]
-    # 9 edges, 6 random cases and "declared", in both order profiles; precision; the 9 edges at two sizes
-    assert len(served) == 69, served
+    # 12 edges, 6 random cases and "declared", in both order profiles; precision; the 12 edges at two sizes
+    assert len(served) == 87, served
     # inclusive-acceptance: with u = 2^-53 for u = 0 every edge agrees; min-tokens-bonus-pre-step: and with
     # the bonus row's stop tokens banned in the reference (vLLM's rule) min-tokens-crossing agrees too
     assert got["confirmed"] == {"allowed-ids-forbid-draft": True, "bad-word-completed-by-drafts": True,
