@@ -34,7 +34,7 @@ from collections import Counter
 CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1-sampler/", "L1-sampler"),
     ("L1/injected/", "L1-injected"),
-    ("L1/keyed/sampler", "L1-keyed-sampler"),
+    ("L1/keyed-sampler/", "L1-keyed-sampler"),
     ("L1/keyed/", "L1-keyed"),
     ("L1/edge/", "L1-edges"),
     ("L1/sizes/", "L1-sizes"),

@@ -656,7 +656,7 @@ SAMPLER = [
             "    if keyed and has_sampled and sampler is not None:   # 'the history already says where we are'\n"
             "        positions = sampler.output_length.to(positions.dtype)\n"
             "    if keyed and has_sampled:\n        uniforms, exponentials = torch_philox.step_noise("),
-           killed_by="L1/keyed/sampler-"),
+           killed_by="L1/keyed-sampler/"),
     _torch("keyed-sampler-coin-flat-row", "the §12 path reads draft j's coin at the word of its flattened draft row "
            "(cu[i] + j), not at word j of its request's ACCEPT stream",
            "docs/bugs.md C15 (a stream indexed by the batch's row, not the request's: #40's family)", TD,
@@ -665,7 +665,7 @@ SAMPLER = [
             "        if sampler is not None and num_tokens:   # the §12 kernel walks the flattened draft rows\n"
             "            wide, _ = torch_philox.step_noise(seeds, positions, torch.full_like(num_draft_tokens, num_tokens), 1)\n"
             "            uniforms = wide.view(batch, num_tokens)[layout.request, torch.arange(num_tokens, device=device)]\n"),
-           killed_by="L1/keyed/sampler-"),
+           killed_by="L1/keyed-sampler/"),
     _torch("sampler-penalties-bf16", "penalties computed in bfloat16 behind the float32 declaration",
            "docs/bugs.md #44 (DeepSpec#31: one side in 16-bit), #51", TS,
            ("    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)",

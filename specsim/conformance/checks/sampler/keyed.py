@@ -7,7 +7,7 @@ draw its streams: a device whose §12 kernel keys its round by the history lengt
 ``positions``, or reads a coin by the flattened draft row instead of the draft's index in its
 request, passes both and fails here.
 
-Checks ``L1/keyed/sampler-<order>/<case>``, for each order profile the device declares:
+Checks ``L1/keyed-sampler/<order>/<case>``, for each order profile the device declares:
 
 - ``<case>`` of ``L1-sampler``'s random cases (``group.CASES``: each parameter alone, all of them,
   point proposals, float32, every request under a top-k, no filter, the declared set): the same
@@ -19,7 +19,7 @@ Checks ``L1/keyed/sampler-<order>/<case>``, for each order profile the device de
 
 Each batch carries ``seeds [batch]`` and ``positions [batch]``; the device is called without
 ``noise`` and compared token for token with the reference on the keyed streams of §5.2 (SPEC §9's
-near-tie allowances applied). Replay one: ``specsim replay --device D --seed N L1/keyed/sampler-<order>/<case>``.
+near-tie allowances applied). Replay one: ``specsim replay --device D --seed N L1/keyed-sampler/<order>/<case>``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from specsim.testing.batches import random_batch
 from specsim.testing.sampler_params import close_drafts, random_sampler, repetitive
 from specsim.testing.seeds import case_seed
 
-PREFIX = "L1/keyed/sampler"
-"""Every check of the group is ``PREFIX-<order>/<case>``; its one ``not_supported`` result is ``PREFIX``."""
+PREFIX = "L1/keyed-sampler"
+"""Every check of the group is ``PREFIX/<order>/<case>``; its one ``not_supported`` result is ``PREFIX``."""
 
 GROUP = "L1-keyed-sampler"
 
@@ -62,9 +62,9 @@ def check_name(order: str, case: str) -> str:
     """The name of the keyed check of ``case`` in ``order``.
 
     >>> check_name("vllm", "all")
-    'L1/keyed/sampler-vllm/all'
+    'L1/keyed-sampler/vllm/all'
     """
-    return f"{PREFIX}-{order}/{case}"
+    return f"{PREFIX}/{order}/{case}"
 
 
 def not_asked(caps) -> str | None:
@@ -108,7 +108,7 @@ def keyed_batch(order: str, case: str, ctx, seed: int, caps):
 
 
 def keyed_sampler_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
-    """Every ``L1/keyed/sampler-<order>/<case>`` check (``only``: the one of that name, for ``run.one_check``)."""
+    """Every ``L1/keyed-sampler/<order>/<case>`` check (``only``: the one of that name, for ``run.one_check``)."""
     caps, results = device.capabilities, []
     for order in SAMPLER_ORDERS:
         for case in KEYED_CASES:
