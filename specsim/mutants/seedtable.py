@@ -43,6 +43,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/volume", "L1-volume"),
     ("L1/long", "L1-long"),
     ("L2/trees/", "L2-trees"),
+    ("L2/sampler/", "L1-keyed-sampler"),
     ("L2/sizes/", "L2-sizes"),
     ("L2/", "L2-rng"),
     ("input/", "input-rules"),
@@ -63,7 +64,6 @@ BLACK_BOX_STAND_INS: dict[str, tuple[str, ...]] = {
     "L1-declared": ("L3-declared",),
     "L1-volume": ("L3-statistical",),
     "L1-sampler": ("L1-sampler", "L3-statistical"),
-    "L1-keyed-sampler": ("L1-sampler", "L3-statistical"),   # §12's laws without Philox replay
     "L1-trees": ("L1-trees", "L2-trees", "L3-trees"),   # L1-trees: the sibling patterns' exact laws
 }
 """For a group that needs injected noise or Philox replay to judge a law token for token, the groups

@@ -214,6 +214,18 @@ TREE = [
            killed_by="L1/trees/pattern/sglang/distinct"),
     # Sibling patterns: each shows only for one layout of siblings (a placeholder, a duplicate, per-sibling
     # rows, a leaf at the deepest level), killed at every suite seed by its constructed pattern.
+    _torch("tree-keyed-coin-flat-node", "a keyed tree step reads node n's coin at the word of its flattened node "
+           "(cu[i] + n), not at word n of its request's ACCEPT stream",
+           "docs/bugs.md C15 (a stream indexed by the batch's layout, not the request's: #40's family)", TD,
+           ("                num_nodes, batch.vocab_size, int(np.sum(batch.num_nodes)), int(np.max(batch.num_nodes)))\n",
+            "                num_nodes, batch.vocab_size, int(np.sum(batch.num_nodes)), int(np.max(batch.num_nodes)))\n"
+            "            total = int(np.sum(batch.num_nodes))   # the tree kernel walks the flattened nodes\n"
+            "            wide, _ = torch_philox.step_noise(torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                                              as_tensor(batch.positions, torch.int64),\n"
+            "                                              torch.full_like(num_nodes, total), 1)\n"
+            "            node_request = torch.repeat_interleave(torch.arange(len(num_nodes)), num_nodes.cpu())\n"
+            "            uniforms = wide.view(len(num_nodes), total)[node_request, torch.arange(total)].to(self.device)\n"),
+           killed_by="L1/trees/keyed/"),
     _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
            "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
            "SGLang's running sum)", TT,
