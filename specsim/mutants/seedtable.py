@@ -36,6 +36,7 @@ from collections import Counter
 CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1-sampler/", "L1-sampler"),
     ("L1/injected/", "L1-injected"),
+    ("L1/keyed-sampler/", "L1-keyed-sampler"),
     ("L1/keyed/", "L1-keyed"),
     ("L1/edge/", "L1-edges"),
     ("L1/sizes/", "L1-sizes"),
@@ -45,6 +46,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/long", "L1-long"),
     ("L1/offsets", "L1-offsets"),
     ("L2/trees/", "L2-trees"),
+    ("L2/sampler/", "L1-keyed-sampler"),
     ("L2/sizes/", "L2-sizes"),
     ("L2/", "L2-rng"),
     ("input/", "input-rules"),

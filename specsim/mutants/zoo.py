@@ -215,6 +215,18 @@ TREE = [
            killed_by="L1/trees/pattern/sglang/distinct"),
     # Sibling patterns: each shows only for one layout of siblings (a placeholder, a duplicate, per-sibling
     # rows, a leaf at the deepest level), killed at every suite seed by its constructed pattern.
+    _torch("tree-keyed-coin-flat-node", "a keyed tree step reads node n's coin at the word of its flattened node "
+           "(cu[i] + n), not at word n of its request's ACCEPT stream",
+           "docs/bugs.md C15 (a stream indexed by the batch's layout, not the request's: #40's family)", TD,
+           ("                num_nodes, batch.vocab_size, int(np.sum(batch.num_nodes)), int(np.max(batch.num_nodes)))\n",
+            "                num_nodes, batch.vocab_size, int(np.sum(batch.num_nodes)), int(np.max(batch.num_nodes)))\n"
+            "            total = int(np.sum(batch.num_nodes))   # the tree kernel walks the flattened nodes\n"
+            "            wide, _ = torch_philox.step_noise(torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                                              as_tensor(batch.positions, torch.int64),\n"
+            "                                              torch.full_like(num_nodes, total), 1)\n"
+            "            node_request = torch.repeat_interleave(torch.arange(len(num_nodes)), num_nodes.cpu())\n"
+            "            uniforms = wide.view(len(num_nodes), total)[node_request, torch.arange(total)].to(self.device)\n"),
+           killed_by="L1/trees/keyed/"),
     _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
            "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
            "SGLang's running sum)", TT,
@@ -715,6 +727,25 @@ SAMPLER = [
            ("        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z\n",
             "        z = z - (s.presence_penalty[request].unsqueeze(1) * (counts > 0)).to(z.dtype)\n    return z.to(dtype)\n"),
            killed_by="L1-sampler/precision"),
+    # --- SPEC §5.2's keyed streams on the §12 path (a device taking injected noise and declaring Philox) ---------
+    _torch("keyed-sampler-position-from-history", "the §12 path keys its Philox round by the length of the history "
+           "it holds (the output so far, as min_tokens and the penalties read it), not the step's positions",
+           "docs/bugs.md C14 (a keyed sampler deriving its own position; vLLM Model Runner V2 keys by a per-row pos)",
+           TD,
+           ("    if keyed and has_sampled:\n        uniforms, exponentials = torch_philox.step_noise(",
+            "    if keyed and has_sampled and sampler is not None:   # 'the history already says where we are'\n"
+            "        positions = sampler.output_length.to(positions.dtype)\n"
+            "    if keyed and has_sampled:\n        uniforms, exponentials = torch_philox.step_noise("),
+           killed_by="L1/keyed-sampler/"),
+    _torch("keyed-sampler-coin-flat-row", "the §12 path reads draft j's coin at the word of its flattened draft row "
+           "(cu[i] + j), not at word j of its request's ACCEPT stream",
+           "docs/bugs.md C15 (a stream indexed by the batch's row, not the request's: #40's family)", TD,
+           ("                                                         num_tokens, max_k)\n",
+            "                                                         num_tokens, max_k)\n"
+            "        if sampler is not None and num_tokens:   # the §12 kernel walks the flattened draft rows\n"
+            "            wide, _ = torch_philox.step_noise(seeds, positions, torch.full_like(num_draft_tokens, num_tokens), 1)\n"
+            "            uniforms = wide.view(batch, num_tokens)[layout.request, torch.arange(num_tokens, device=device)]\n"),
+           killed_by="L1/keyed-sampler/"),
     _torch("sampler-penalties-bf16", "penalties computed in bfloat16 behind the float32 declaration",
            "docs/bugs.md #44 (DeepSpec#31: one side in 16-bit), #51", TS,
            ("    if s.repetition_penalty is not None:\n        r = s.repetition_penalty[request].to(z.dtype)",

@@ -77,6 +77,8 @@ INTRODUCED: tuple[Since, ...] = (
     Since("L1/trees/edge/sglang-threshold-single-zero", "1.1", "§11.4 t(x) > 0 at threshold_single = 0", False),
     Since("L1/trees/limits*", "1.1", "§11.1 trees at the declared limits", False),
     Since("L1/offsets*", "1.2", "§1 rows at any offset: calls past 2^31 and 2^32 elements", False),
+    Since("L1/keyed-sampler*", "1.2", "§5.2 the keyed streams on §12's batches and withdrawn drafts", False),
+    Since("L2/sampler*", "1.2", "§5.2's contract on §12's batches", False),
 )
 """Every check introduced after SPEC 1.0, first match wins. Add a row with each new requirement."""
 

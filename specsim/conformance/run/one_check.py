@@ -7,10 +7,11 @@ from specsim.conformance.checks.chain.exact import edge_group, run_cases
 from specsim.conformance.checks.chain.offsets import offsets_group
 from specsim.conformance.checks.chain.sizes import sizes_group
 from specsim.conformance.checks.sampler.group import random_checks
+from specsim.conformance.checks.sampler.keyed import keyed_sampler_checks
 from specsim.conformance.core.results import CheckResult
 
 
-REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/edge/", "L1/sizes/", "L1-sampler/")
+REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/sizes/", "L1-sampler/")
 """The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``).
 ``one_check`` also runs an ``L1/offsets/`` check alone (at the context's ``call_bytes``); replay does not offer
 it: its calls hold GiBs, too large to save with ``--npz``."""
@@ -44,11 +45,13 @@ def one_check(device, ctx, name: str) -> CheckResult:
         found = random_checks(device, ctx, only=name)
     elif name.startswith("L1/offsets/"):
         found = offsets_group(device, ctx, only=name)
+    elif name.startswith("L1/keyed-sampler/"):
+        found = keyed_sampler_checks(device, ctx, only=name)
     else:
         group = "/".join(name.split("/")[:2])
         if group not in ("L1/injected", "L1/keyed"):
             raise ValueError(f"name: {name!r} is not an L1 check (L1/injected/..., L1/keyed/..., L1/edge/..., "
-                             "L1/sizes/..., L1-sampler/<order>/<case>)")
+                             "L1/sizes/..., L1-sampler/<order>/<case>, L1/keyed-sampler/<order>/<case>)")
         found = run_cases(device, ctx, group, injected=group == "L1/injected", only=name)
     if len(found) != 1:
         raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")

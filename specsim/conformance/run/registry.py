@@ -11,6 +11,7 @@ RUN_ORDER: tuple[Group, ...] = (
     chain.EDGES,
     chain.SIZES,
     sampler.SAMPLER,
+    sampler.KEYED,
     trees.L1,
     trees.L2,
     chain.VOLUME,

@@ -108,7 +108,7 @@ _TREES = ("L1-trees", "L2-trees", "L3-trees")
 PROFILES: tuple[Profile, ...] = (
     Profile("injected-noise", "§5.1 (layer L1 token for token)", _flags("injected_noise"), _CHAIN_L1),
     Profile("philox-keyed", "§5.2 bit for bit", lambda caps: [] if caps.rng == "philox" else ["rng philox"],
-            ("L1-keyed", "L1-declared", "L2-rng", "L2-sizes")),
+            ("L1-keyed", "L1-keyed-sampler", "L1-declared", "L2-rng", "L2-sizes")),
     Profile("seeded-rng", "§5.2's contract without its streams", lambda caps: [] if caps.rng != "none" else ["rng"],
             ("L2-rng", "L3-statistical", "L3-declared", "L1-long")),
     Profile("point-proposals", "§3 point proposals", _flags("point_proposals"), ("L1-injected", "L3-statistical")),
@@ -118,7 +118,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile("float16", "§6 16-bit logits", _dtype("float16"), ("L1-injected",)),
     Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16"), ("L1-injected",)),
     Profile("sampler", "§12 the whole sampler", lambda caps: [] if caps.sampler else ["sampler"],
-            ("L1-sampler", "L3-statistical")),
+            ("L1-sampler", "L1-keyed-sampler", "L3-statistical")),
 ) + tuple(
     Profile(f"tree-{s}", "§11", lambda caps, s=s: [] if s in caps.tree_schemes else [f"tree_schemes {s}"], _TREES)
     for s in TREE_SCHEMES
