@@ -61,6 +61,7 @@ INTRODUCED: tuple[Since, ...] = (
     *(Since(_input_rule(b.rule), "1.1", "§12.4 sampler input rules", True) for b in SAMPLER_BAD_INPUTS),
     Since("L1/edge/withdrawn-*", "1.1", "§4 withdrawn drafts", True),
     Since("L1/*/full-withdrawn*", "1.1", "§4 withdrawn drafts", True),
+    Since("L1-16bit*", "1.2", "§6/§9 16-bit logits held to float32's tolerance", False),
     Since("L1-sampler*", "1.1", "§12 the whole sampler", True),
     Since("L3/v16-sampler*", "1.1", "§12 the whole sampler", True),
     Since("L1/trees/edge/sglang-threshold-single-zero", "1.1", "§11.4 t(x) > 0 at threshold_single = 0", False),

@@ -14,6 +14,7 @@ RUN_ORDER: tuple[Group, ...] = (
     trees.L1,
     trees.L2,
     chain.VOLUME,
+    sampler.SIXTEEN_BIT,
     chain.LONG,
     chain.RNG,
     chain.RNG_SIZES,

@@ -1,5 +1,5 @@
 """The sampler area: L1-sampler (``group``), the sampler's parameters and orders held to the reference, and its
-precision at volume (``precision``).
+precision at volume (``precision``); L1-16bit (``sixteen_bit``), chains and §12 with 16-bit logits at volume.
 
 It imports ``checks.chain`` (the one arrow between areas), ``stats``, ``cases`` and ``core``.
 """
@@ -7,3 +7,4 @@ It imports ``checks.chain`` (the one arrow between areas), ``stats``, ``cases`` 
 from specsim.conformance.core.groups import Group
 
 SAMPLER = Group("L1-sampler", "specsim.conformance.checks.sampler.group:sampler_group", statistical=True)
+SIXTEEN_BIT = Group("L1-16bit", "specsim.conformance.checks.sampler.sixteen_bit:sixteen_bit_group")
