@@ -31,7 +31,7 @@ Lower-level API (tensors already on the device; used by GPU benchmarks)::
     verify_tensors(num_draft_tokens,   # [batch] int64, K_i >= 0
                    draft_token_ids,    # [num_tokens] int64, ids or -1
                    draft_probs,        # [num_tokens, V] float, or None (point proposals)
-                   target_logits,      # [num_tokens + batch, V] float32/float64
+                   target_logits,      # [num_tokens + batch, V] float16/bfloat16 (computed on in float32)/float32/float64
                    temperature,        # [batch] float (0 = greedy)
                    top_k,              # [batch] int64 (0 = off)
                    top_p,              # [batch] float in (0, 1] (1 = off)
@@ -76,11 +76,12 @@ from devices.protocol import (PLACEHOLDER_TOKEN_ID, SAMPLER_ORDERS, SAMPLER_PARA
 
 CAPABILITIES = Capabilities(injected_noise=True, rng="philox", max_vocab_size=262_144, max_k=256,
                             greedy=True, draft_probs=True, point_proposals=True, top_k=True, top_p=True,
-                            dtypes=("float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"),
+                            dtypes=("float16", "bfloat16", "float32", "float64"), tree_schemes=("greedy", "rrs", "sglang"),
                             max_tree_nodes=1024, sampler=SAMPLER_PARAMETERS, sampler_orders=SAMPLER_ORDERS,
                             withdrawn_drafts=True)
 """Limits are declared, not inherent: memory grows as ``num_tokens × V``, a tree step's passes as
-depth × the most siblings of one node (``devices.torch_tree``)."""
+depth × the most siblings of one node (``devices.torch_tree``). 16-bit logits are computed on in float32
+(``torch_sampling.widened``), as SPEC §6 asks."""
 
 
 class Modes(NamedTuple):
@@ -289,7 +290,10 @@ class TorchDevice:
 
     def _tensor(self, array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
         # torch.tensor copies: the caller's (possibly read-only) array is never aliased or mutated.
-        return torch.tensor(np.asarray(array), dtype=dtype, device=self.device)
+        array = np.asarray(array)
+        if array.dtype.name == "bfloat16" and dtype is None:   # ml_dtypes' bfloat16: torch reads its bits
+            return torch.tensor(array.view(np.int16), device=self.device).view(torch.bfloat16)
+        return torch.tensor(array, dtype=dtype, device=self.device)
 
 
 def tiled_sampler(sampler: SamplerParams | None, repeats: int) -> SamplerParams | None:

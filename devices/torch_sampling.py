@@ -39,7 +39,12 @@ place in ``target_probs`` or ``process_logits``. Every device picks it up.
 **Dtype policy** (justified against SPEC §9). Rows are computed in the dtype
 of the logits — the dtype the device declares and is judged at (§9's float32
 tolerance is 1e-4 relative; float32's softmax and temperature are accurate to
-a few ulp, 1e-6 relative at most, well inside it). Every quantity that
+a few ulp, 1e-6 relative at most, well inside it) — except 16-bit logits,
+which are widened to float32 before any arithmetic (``widened``: at the
+temperature and at §12's penalties and bias): SPEC §6 holds a device given
+16-bit logits to float32's tolerance on every value it computes from them,
+and a 16-bit softmax, quotient, residual or penalised row moves a value by
+2⁻¹¹ (float16) to 2⁻⁸ (bfloat16) relative, far past it. Every quantity that
 *decides* something by comparison with a threshold is formed in
 ``DECISION_DTYPE = float64``: the top-p prefix sums (a float32 running sum
 over V = 256k probabilities can drift by up to V·2⁻²⁴ ≈ 1.6e-2 in the worst
@@ -149,14 +154,29 @@ class SamplingRows(NamedTuple):
         return SamplingRows(*(None if field is None else field[index] for field in self))
 
 
+SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+"""Logits dtypes a device holds but never computes in (SPEC §6): ``widened`` takes them to float32."""
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype rows of ``dtype`` logits are computed in: float32 for 16-bit logits, else their own."""
+    return torch.float32 if dtype in SIXTEEN_BIT else dtype
+
+
+def widened(logits: torch.Tensor) -> torch.Tensor:
+    """``logits [..., V]`` in ``compute_dtype``: exact (every 16-bit value is a float32 value), no copy otherwise."""
+    return logits.to(compute_dtype(logits.dtype))
+
+
 def safe_temperature(temperature: torch.Tensor) -> torch.Tensor:
     """``[B]``: greedy requests (T = 0) get 1, so that every row divides by a positive T."""
     return torch.where(temperature == 0, torch.ones_like(temperature), temperature)
 
 
 def scale_by_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
-    """§2.1: ``z = logits / T``, in the logits' dtype. ``logits [..., V]``, ``temperature [...]``."""
-    return logits / temperature.to(logits.dtype).unsqueeze(-1)
+    """§2.1: ``z = logits / T`` in the logits' ``compute_dtype``. ``logits [..., V]``, ``temperature [...]``."""
+    z = widened(logits)
+    return z / temperature.to(z.dtype).unsqueeze(-1)
 
 
 def sort_descending(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,7 +227,7 @@ def renormalise_kept(probs: torch.Tensor, kept: torch.Tensor, top_p: torch.Tenso
 
 def target_probs(logits: torch.Tensor, rows: SamplingRows, *, use_top_k: bool = True, use_top_p: bool = True,
                  decision_dtype: torch.dtype = DECISION_DTYPE, order: str = "canonical") -> torch.Tensor:
-    """SPEC §2 for rows of logits ``[..., V]`` → ``target_probs`` in the logits' dtype.
+    """SPEC §2 for rows of logits ``[..., V]`` → ``target_probs`` in the logits' ``compute_dtype``.
 
     ``rows``: ``SamplingRows`` shaped like ``logits[..., 0]``. ``use_top_k``/
     ``use_top_p`` False skip a filter no row uses (both False: no sort — a
@@ -538,9 +558,11 @@ def biased(z: torch.Tensor, s: SamplerTensors, request: torch.Tensor) -> torch.T
 def process_logits(logits: torch.Tensor, s: SamplerTensors, draft_token_ids: torch.Tensor,
                    num_draft_tokens: torch.Tensor, max_k: int) -> torch.Tensor:
     """SPEC §12 before temperature: every target row ``[rows, V]`` after bans (``-inf``), penalties
-    and bias in the order of ``s.order``, each row reading the drafts before it. Raises
+    and bias in the order of ``s.order``, each row reading the drafts before it, in the logits'
+    ``compute_dtype``. Raises
     ``InvalidInput`` for a row every ban leaves empty (SPEC §12.4; one device sync, only with bans)."""
     num_rows, vocab_size = logits.shape
+    logits = widened(logits)   # penalties and bias written into 16-bit logits would round them (SPEC §6)
     request, position = row_positions(num_draft_tokens, num_rows)
     layout = ragged_layout(num_draft_tokens, draft_token_ids.shape[0])
     drafts = per_request(draft_token_ids, layout.starts, max_k, SAMPLER_BAN_FILL)
@@ -585,7 +607,7 @@ def min_p_kept(probs: torch.Tensor, min_p: torch.Tensor, decision_dtype: torch.d
 
 
 __all__ = ["DECISION_DTYPE", "RaggedLayout", "ragged_layout", "target_row_requests", "per_request", "output_width",
-           "SamplingRows", "safe_temperature", "scale_by_temperature", "sort_descending", "top_k_kept", "softmax",
+           "SamplingRows", "SIXTEEN_BIT", "compute_dtype", "widened", "safe_temperature", "scale_by_temperature", "sort_descending", "top_k_kept", "softmax",
            "top_p_kept", "renormalise_kept", "target_probs", "filter_kept", "uses_top_k", "uses_top_p",
            "greedy_argmax", "draft_probabilities", "coin_accepts", "accepts", "first_rejection",
            "residual_weights", "race", "emitted_rows", "SamplerTensors", "sampler_tensors", "row_positions",

@@ -35,6 +35,7 @@ from collections import Counter
 
 CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1-sampler/", "L1-sampler"),
+    ("L1-16bit/", "L1-16bit"),
     ("L1/injected/", "L1-injected"),
     ("L1/keyed-sampler/", "L1-keyed-sampler"),
     ("L1/keyed/", "L1-keyed"),

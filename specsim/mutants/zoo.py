@@ -180,6 +180,32 @@ INSIDE = [
             "    low = z.to(torch.float16) if z.dtype == torch.float32 else z  # 'half is enough for a softmax'\n"
             "    return torch.softmax(low, dim=-1).to(z.dtype)"),
            killed_by="L1/injected/"),
+    _torch("softmax-in-16-bit", "16-bit logits' softmax taken in their own dtype (the temperature-scaled row cast back "
+           "to float16/bfloat16 for the softmax, whose probabilities stay 16-bit)",
+           "docs/bugs.md #59 (keras-hub #1548, SGLang #773: sampling probabilities in the logits' 16-bit dtype)", TS,
+           ("    z = scale_by_temperature(logits, rows.temperature)\n    if rows.min_p",
+            "    z = scale_by_temperature(logits, rows.temperature)\n"
+            "    narrow = logits.dtype if logits.dtype in SIXTEEN_BIT else z.dtype  # 'softmax in the logits' dtype'\n"
+            "    if rows.min_p"),
+           ("    if not (use_top_k or use_top_p):\n        probs = softmax(z)\n",
+            "    if not (use_top_k or use_top_p):\n        probs = softmax(z.to(narrow)).to(z.dtype)\n"),
+           ("        probs = softmax(z)\n        if use_top_p:",
+            "        probs = softmax(z.to(narrow)).to(z.dtype)\n        if use_top_p:"),
+           killed_by="L1-16bit/chain/"),
+    _torch("temperature-in-16-bit", "16-bit logits divided by the temperature in place, in their own dtype, and "
+           "widened to float32 only after", "docs/bugs.md #60 (metaseq #247: `div_(temperature)` on half logits; "
+           "vllm-rbln #621)", TS,
+           ("    z = widened(logits)\n    return z / temperature.to(z.dtype).unsqueeze(-1)",
+            "    return widened(logits.div_(temperature.unsqueeze(-1)))   # in place: no float32 copy of the row"),
+           killed_by="L1-16bit/chain/"),
+    _torch("residual-in-16-bit", "the residual max(t − d, 0) formed in the 16-bit logits' dtype (target and draft "
+           "rows cast down first)", "docs/bugs.md #61 (xLLM #906: probabilities stored in the logits' bf16; vLLM "
+           "#53630: verifying in the head dtype)", TD,
+           ("        token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)",
+            "        narrow = emit_logits.dtype if emit_logits.dtype in ts.SIXTEEN_BIT else target_rows.dtype\n"
+            "        token = ts.race(ts.residual_weights(target_rows.to(narrow), None if draft_rows is None else "
+            "draft_rows.to(narrow), draft_ids, subtract), exponentials)"),
+           killed_by="L1-16bit/chain/"),
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 
@@ -779,8 +805,13 @@ SAMPLER = [
             "                kept = (rows.top_p >= 1).unsqueeze(-1) | (rank <= cut)\n"
             "            probs = renormalise_kept(probs, kept, rows.top_p)"),
            killed_by="L1-sampler/edge/top-p-tie-class-kept/vllm"),
+    _torch("penalties-in-16-bit", "penalties and bias written back into the 16-bit logits (computed in their "
+           "float16/bfloat16 dtype, widened only at the temperature)",
+           "docs/bugs.md #62 (vLLM #53630: penalties written back to the head dtype)", TS,
+           ("    logits = widened(logits)   # penalties and bias written into 16-bit logits would round them (SPEC §6)\n", ""),
+           killed_by="L1-16bit/sampler/"),
 ]
-"""SPEC §12 bugs in the torch device's sampler path, each killed by a named L1-sampler check."""
+"""SPEC §12 bugs in the torch device's sampler path, each killed by a named L1-sampler or L1-16bit check."""
 
 SOURCE_MUTANTS = INSIDE + TREE + KERNEL + KERNEL_GPU + SAMPLER
 """Mutants of real device code, each of the one device it names (``SourceMutant.device``)."""

@@ -72,6 +72,7 @@ INTRODUCED: tuple[Since, ...] = (
           False),
     Since("L1-sampler/edge/greedy-tie-smallest-id/*", "1.2", "§2/§12.2 greedy ties to the smallest id on §12's rows",
           False),
+    Since("L1-16bit*", "1.2", "§6/§9 16-bit logits held to float32's tolerance", False),
     Since("L1-sampler*", "1.1", "§12 the whole sampler", True),
     Since("L3/v16-sampler*", "1.1", "§12 the whole sampler", True),
     Since("L1/trees/edge/sglang-threshold-single-zero", "1.1", "§11.4 t(x) > 0 at threshold_single = 0", False),

@@ -15,6 +15,7 @@ RUN_ORDER: tuple[Group, ...] = (
     trees.L1,
     trees.L2,
     chain.VOLUME,
+    sampler.SIXTEEN_BIT,
     chain.LONG,
     chain.OFFSETS,
     chain.RNG,

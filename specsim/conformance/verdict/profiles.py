@@ -115,8 +115,8 @@ PROFILES: tuple[Profile, ...] = (
     Profile("withdrawn-drafts", "§4 withdrawn drafts", _flags("withdrawn_drafts"),
             ("input-rules", "L1-injected", "L1-edges", "capabilities")),
     Profile("float64", "§6 float64 logits", _dtype("float64"), ("L1-injected",)),
-    Profile("float16", "§6 16-bit logits", _dtype("float16"), ("L1-injected",)),
-    Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16"), ("L1-injected",)),
+    Profile("float16", "§6 16-bit logits", _dtype("float16"), ("L1-injected", "L1-16bit")),
+    Profile("bfloat16", "§6 16-bit logits", _dtype("bfloat16"), ("L1-injected", "L1-16bit")),
     Profile("sampler", "§12 the whole sampler", lambda caps: [] if caps.sampler else ["sampler"],
             ("L1-sampler", "L1-keyed-sampler", "L3-statistical")),
 ) + tuple(

@@ -1,6 +1,9 @@
 """The chain area: L1-injected, L1-keyed, L1-edges, L1-sizes, L1-volume, L1-long, L1-offsets, L2-rng, L2-sizes
 and L3-statistical.
 
+``placed`` moves injected noise beside the decisions it drives (coins by their ratios, races by their ties), for
+the checks that must see a device's arithmetic (``checks.sampler.sixteen_bit``).
+
 It imports ``stats``, ``cases`` and ``core``; no other area of ``checks``.
 """
 

@@ -128,8 +128,13 @@ def volume_spec(caps, dtype: str, chunk: int, point: bool) -> BatchSpec:
 
 
 def volume_check(device, *, seed: int, requests: int = VOLUME_REQUESTS, budget_s: float | None = DEVICE_BUDGET_S,
-                 dtype: str | None = None, name: str = "L1/volume") -> CheckResult:
-    """Run up to ``requests`` injected-noise requests in chunks (see the module docstring)."""
+                 dtype: str | None = None, name: str = "L1/volume", place=None, note: str = "",
+                 chunk: int = CHUNK) -> CheckResult:
+    """Run up to ``requests`` injected-noise requests in chunks (see the module docstring).
+
+    ``place``: None, or ``(rng, batch, noise, tolerance) -> noise`` moving the random noise next to the decisions
+    it drives (``checks.chain.placed.placed_noise``); ``note`` then says how, in the result's detail. ``chunk``:
+    requests per call after the probe (draft probabilities and point proposals alternate by chunk)."""
     caps = device.capabilities
     dtype = dtype or ("float32" if "float32" in caps.dtypes else caps.dtypes[0])
     schemes = [point for point, mode in ((False, "draft_probs"), (True, "point_proposals")) if getattr(caps, mode)]
@@ -139,12 +144,14 @@ def volume_check(device, *, seed: int, requests: int = VOLUME_REQUESTS, budget_s
     check_seed = case_seed(seed, name, dtype)
     if why:
         return CheckResult(name, "L1", "not_supported", why, seed=check_seed)
-    tally, target, note = Tally(), requests, ""
+    tally, target = Tally(), requests
     rng = np.random.default_rng(check_seed)
     while tally.requests < target:
-        size = min(PROBE if tally.requests == 0 else CHUNK, target - tally.requests)
-        batch = random_batch(rng, volume_spec(caps, dtype, size, schemes[(tally.requests // CHUNK) % len(schemes)]))
+        size = min(PROBE if tally.requests == 0 else chunk, target - tally.requests)
+        batch = random_batch(rng, volume_spec(caps, dtype, size, schemes[(tally.requests // chunk) % len(schemes)]))
         noise = random_noise(rng, batch)
+        if place is not None:
+            noise = place(rng, batch, noise, TOLERANCE[dtype])
         start = time.perf_counter()
         got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
         if problem:
@@ -155,7 +162,7 @@ def volume_check(device, *, seed: int, requests: int = VOLUME_REQUESTS, budget_s
         projected = tally.device_s * requests / tally.requests
         if tally.requests == size and budget_s is not None and projected > budget_s:
             target = max(size, int(budget_s * tally.requests / tally.device_s))
-            note = (f"; volume reduced to {target} requests: the device ran {tally.requests / tally.device_s:,.0f} "
+            note += (f"; volume reduced to {target} requests: the device ran {tally.requests / tally.device_s:,.0f} "
                     f"requests/s, {requests} would take {projected:.0f} s > {budget_s:g} s")
     return volume_verdict(name, tally, dtype, check_seed, note, requested=requests)
 

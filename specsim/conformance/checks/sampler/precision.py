@@ -57,16 +57,20 @@ def near_coins(rng: np.random.Generator, batch, noise, tolerance: float):
 
 
 def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUESTS, name: str = "L1-sampler/precision",
-                            budget_s: float | None = SAMPLER_BUDGET_S) -> CheckResult:
+                            budget_s: float | None = SAMPLER_BUDGET_S, dtype: str | None = None, place=None,
+                            placed: str | None = None) -> CheckResult:
     """SPEC §12 in the declared dtype at volume (§9): random requests with every §12 parameter the device declares
     (``sampler_params.random_sampler`` along repetition loops), chunks alternating the declared order profiles and
     draft probabilities with point proposals, float32 where declared, each coin placed next to its ratio
     (``near_coins``), compared with the reference token for token. A decision contradicted beyond the dtype's
-    tolerance fails: penalties, bias or min_p computed in 16 bits behind a float32 declaration."""
+    tolerance fails: penalties, bias or min_p computed in 16 bits behind a float32 declaration.
+
+    ``dtype``: the logits' dtype (default float32 where declared); ``place``: ``(rng, batch, noise, tolerance) ->
+    noise`` in place of ``near_coins``, with ``placed`` saying what it places (for the result's detail)."""
     from devices.protocol import SAMPLER_ORDERS
     from specsim.testing.sampler_params import random_sampler, repetitive
     caps = device.capabilities
-    dtype = "float32" if "float32" in caps.dtypes else caps.dtypes[0]
+    dtype = dtype or ("float32" if "float32" in caps.dtypes else caps.dtypes[0])
     params = tuple(caps.sampler)
     orders = [o for o in SAMPLER_ORDERS if o in caps.sampler_orders]
     schemes = [point for point, mode in ((False, "draft_probs"), (True, "point_proposals")) if getattr(caps, mode)]
@@ -86,7 +90,7 @@ def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUES
                        masked_fraction=0.0, logit_scale=SAMPLER_SPEC.logit_scale)
         batch = repetitive(rng, random_batch(rng, spec))
         batch = replace(batch, sampler=random_sampler(rng, batch, params, orders[chunk % len(orders)]))
-        noise = near_coins(rng, batch, random_noise(rng, batch), TOLERANCE[dtype])
+        noise = (place or near_coins)(rng, batch, random_noise(rng, batch), TOLERANCE[dtype])
         chunk += 1
         start = time.perf_counter()
         got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
@@ -98,5 +102,6 @@ def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUES
         if tally.requests == size and budget_s is not None and tally.device_s * requests / size > budget_s:
             target = max(size, int(budget_s * size / tally.device_s))
             note = f"; volume reduced to {target} requests to fit {budget_s:g} s of device time"
-    return volume_verdict(name, tally, dtype, check_seed, f"; coins placed {NEAR[0]:g}–{NEAR[1]:g}× the tolerance from "
-                    f"their ratios; orders {', '.join(orders)}{note}", requested=requests)
+    placed = placed or f"coins placed {NEAR[0]:g}–{NEAR[1]:g}× the tolerance from their ratios"
+    return volume_verdict(name, tally, dtype, check_seed, f"; {placed}; orders {', '.join(orders)}{note}",
+                          requested=requests)
