@@ -51,6 +51,14 @@ def test_mutants_keep_capabilities_and_differ_from_the_base():
     assert differing >= 12  # the rest need edges (u = 0, ties, placeholders) or RNG contracts to show
 
 
+FIRST_IN_RUN_ORDER = {
+    # torch declares bfloat16: rounding to 16 bits makes argmax ties common, so L1-injected's bfloat16 greedy case
+    # (run before L1-edges) meets them first; the tie edge still kills it at every seed (--hunt named).
+    "greedy-tie-high": "L1/injected/greedy-only/",
+}
+"""Mutants whose first failing check in run order is an earlier group's, not their named one: mutant → that check."""
+
+
 def test_every_mutant_is_killed_by_its_named_check():
     """``specsim mutants`` in miniature (quick L3 sizes; every mutant dies in an exact layer first)."""
     from devices.registry import load
@@ -59,7 +67,7 @@ def test_every_mutant_is_killed_by_its_named_check():
     wrong = []
     for m in make_mutants(load("torch")):
         v = judge_mutant(m, Context(quick=True))
-        if not v.killed or not v.killer.name.startswith(m.killed_by):
+        if not v.killed or not v.killer.name.startswith(FIRST_IN_RUN_ORDER.get(m.id, m.killed_by)):
             wrong.append((m.id, m.killed_by, v.killer.name if v.killer else "SURVIVED"))
     assert not wrong, f"(mutant, expected killer, actual): {wrong}"
 
