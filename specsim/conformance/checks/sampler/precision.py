@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from specsim.conformance.checks.chain.placed import NEAR, placed_coins, reference_rows
 from specsim.conformance.checks.chain.volume import DEVICE_BUDGET_S, Tally, volume_spec, volume_verdict
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.core.results import CheckResult
@@ -29,31 +30,15 @@ the probe's 256), and the detail says so. The torch device needs 0.1–1.4 s for
 a loaded 2-core box; the 16-bit penalty mutants contradict 45–79 (fp16) and 130–170 (bf16) decisions per 4096."""
 SAMPLER_SPEC = BatchSpec(batch=SAMPLER_CHUNK, max_k=4, vocab_size=64, masked_fraction=0.0, greedy_fraction=0.1,
                          logit_scale=3.0, draw="inverse-cdf")
-NEAR = (3.0, 30.0)
-"""Each coin that can sit near its ratio does, at a relative distance drawn log-uniformly from ``NEAR`` × the
-dtype's tolerance (3e-4 to 3e-3 in float32): beyond the tolerance, so a device computing in its declared dtype
-(float32's error on a ratio is ~1e-6) never flips one, and inside what 16-bit arithmetic moves (2⁻¹¹ and 2⁻⁸
-relative on a logit of a few units), so a 16-bit step behind the declaration flips many."""
 
 
 def near_coins(rng: np.random.Generator, batch, noise, tolerance: float):
     """``noise`` with each drafted coin moved next to its ratio ``r = t(x)/d(x)`` (SPEC §12's ``t``, the reference's
-    float64 rows): ``u = r·(1 ± δ)``, ``δ`` log-uniform in ``NEAR × tolerance``, wherever ``r·(1 + δ) < 1``
-    (a ratio ≥ 1 accepts whatever the coin; a placeholder or ``t(x) = 0`` rejects). Returns the new noise."""
-    from reference.sampler import sampler_rows
-    rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
-                        batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
-    ids = np.asarray(batch.draft_token_ids)
-    request = np.repeat(np.arange(batch.batch_size), batch.num_draft_tokens)
-    safe = np.where(ids >= 0, ids, 0)
-    t_x = rows[np.arange(len(ids)) + request, safe]
-    d_x = np.ones(len(ids)) if batch.draft_probs is None else \
-        np.asarray(batch.draft_probs, np.float64)[np.arange(len(ids)), safe]
-    ratio = t_x / np.where(d_x > 0, d_x, 1.0)
-    low, high = (f * tolerance for f in NEAR)
-    delta = np.exp(rng.uniform(np.log(low), np.log(high), len(ids))) * rng.choice([-1.0, 1.0], len(ids))
-    near = (ids >= 0) & (t_x > 0) & (d_x > 0) & (ratio * (1 + high) < 1) & (np.asarray(batch.temperature)[request] > 0)
-    return replace(noise, uniforms=np.where(near, ratio * (1 + delta), noise.uniforms))
+    float64 rows): ``checks.chain.placed.placed_coins`` over ``reference_rows(batch)``. Each coin that can sit near
+    its ratio does, at a relative distance drawn log-uniformly from ``NEAR`` × the dtype's tolerance: beyond the
+    tolerance, so a device computing in its declared dtype never flips one, and inside what 16-bit arithmetic moves,
+    so a 16-bit step behind the declaration flips many. Returns the new noise."""
+    return placed_coins(rng, batch, noise, tolerance, reference_rows(batch))
 
 
 def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUESTS, name: str = "L1-sampler/precision",
