@@ -138,7 +138,8 @@ def tree_check(device, *, seed: int, dtype: str, requests: int = TREE_REQUESTS) 
         trees, coins, races = trees + batch.batch_size, coins + moved[0], races + moved[1]
     figure = (f"{trees} trees ({', '.join(v[0] for v in tree_variants(caps))}; shapes {', '.join(SHAPES)}), "
               f"{coins} coins and {races} races placed {NEAR[0]:g}–{NEAR[1]:g}× the tolerance from their boundaries")
-    extra = {"requests": trees, "placed_coins": coins, "placed_races": races, "differing_requests": len(problems)}
+    extra = {"requests": trees, "placed_coins": coins, "placed_races": races, "differing_requests": len(problems),
+             "volume": {"requested": int(requests), "reached": trees}}
     if problems:
         return CheckResult(name, "L1", "fail", f"{figure}: {len(problems)} tree(s) differ from the reference, where "
                            f"a device computing in float32 agrees on every one (SPEC §6: up-cast 16-bit logits "
