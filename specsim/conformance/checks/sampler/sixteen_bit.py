@@ -127,14 +127,14 @@ def tree_check(device, *, seed: int, dtype: str, requests: int = TREE_REQUESTS) 
         variant, shape = plan[call_index % len(plan)]
         spec = _tree_spec(caps, variant, shape, dtype)
         batch = random_tree_batch(rng, spec)
-        random = random_tree_noise(rng, batch)
-        noise = placed_tree_noise(rng, batch, random, TOLERANCE[dtype])
+        drawn = random_tree_noise(rng, batch)
+        noise = placed_tree_noise(rng, batch, drawn, TOLERANCE[dtype])
         got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
         if problem:
             return problem
         problems += compare_tree(got, reference_tree_step(batch, noise),
                                  repro=f" [{name}, seed {check_seed}, call {call_index}: {variant[0]}, {shape}]")
-        moved = _placed_count(random, noise)
+        moved = _placed_count(drawn, noise)
         trees, coins, races = trees + batch.batch_size, coins + moved[0], races + moved[1]
     figure = (f"{trees} trees ({', '.join(v[0] for v in tree_variants(caps))}; shapes {', '.join(SHAPES)}), "
               f"{coins} coins and {races} races placed {NEAR[0]:g}–{NEAR[1]:g}× the tolerance from their boundaries")
