@@ -44,6 +44,21 @@ def test_sixteen_bit_trees_pair_float32_draft_rows(dtype):
     assert batch.target_logits.dtype.itemsize == 2 and batch.draft_probs.dtype == np.float32
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_torch_tree_step_widens_sixteen_bit_logits_to_float32(dtype):
+    """16-bit logits are exact float32 values: the torch device's tree step must not tell the two apart."""
+    torch_device = load("torch")
+    for scheme, drafting in (("rrs", "with_replacement"), ("rrs", "top"), ("sglang", "top")):
+        rng = np.random.default_rng(11)
+        batch = random_tree_batch(rng, TreeSpec(batch=48, max_nodes=8, vocab_size=64, dtype=dtype, scheme=scheme,
+                                                drafting=drafting))
+        noise = placed_tree_noise(rng, batch, random_tree_noise(rng, batch), TOL)
+        wide = replace(batch, target_logits=np.asarray(batch.target_logits, np.float32))
+        low, high = torch_device.verify_tree(batch, noise), torch_device.verify_tree(wide, noise)
+        assert np.array_equal(low.output_token_ids, high.output_token_ids) and \
+            np.array_equal(low.accepted_nodes, high.accepted_nodes)
+
+
 def test_placed_tree_coins_sit_between_the_tolerance_and_sixteen_bit_rounding():
     rng, batch, noise = _tree_batch("bfloat16")
     placed = placed_tree_noise(rng, batch, noise, TOL)
