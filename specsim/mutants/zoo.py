@@ -296,6 +296,14 @@ TREE = [
            ("    accepted = trying & real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))",
             "    accepted = trying & real & ((t_x >= threshold_single) | (coin * threshold_acc <= running))"),
            killed_by="L1/trees/edge/sglang-u0-zero-probability"),
+    _torch("tree-softmax-in-16-bit", "a tree step's target probabilities kept in the 16-bit logits' dtype and its "
+           "residuals formed in it (the rows cast down after the softmax; the draft rows cast to the residual's dtype)",
+           "docs/bugs.md #63 (FlexFlow #29: SpecInfer's half-precision tree verification; the class of #59, #61)", TT,
+           ("    probs = ts.target_probs(target_logits, rows, **filters).to(F64) if bool((~greedy).any()) else None",
+            "    narrow = target_logits.dtype if target_logits.dtype in ts.SIXTEEN_BIT else F64  # 'the logits' dtype'\n"
+            "    probs = ts.target_probs(target_logits, rows, **filters).to(narrow) if bool((~greedy).any()) else None"),
+           ("        d = draft_rows.to(F64)", "        d = draft_rows.to(residual.dtype)"),
+           killed_by="L1-16bit/tree/"),
 ]
 """Tree verification bugs (SPEC §11), as edits of the torch device's tree walk."""
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, TreeBatch, TreeOutput
+from devices.validate import draft_dtype
 from reference.target import target_rows
 from reference.tree import children_of, level, verify_tree
 from specsim.testing.batches import softmax_rows, numpy_dtype
@@ -115,7 +116,8 @@ def tree_batch_of(rng: np.random.Generator, parents: list[np.ndarray], spec: Tre
     top_k = np.where(rng.random(B) < spec.top_k_fraction, rng.integers(1, V + 1, size=B), 0)
     top_p = np.where(rng.random(B) < spec.top_p_fraction, rng.choice([0.5, 0.8, 0.95], size=B), 1.0)
     point = spec.drafting == "top" or spec.scheme == "sglang"
-    probs = np.concatenate(rows).astype(spec.dtype) if len(rows) and not point else None
+    # 16-bit logits pair with float32 draft probs (SPEC §6)
+    probs = np.concatenate(rows).astype(draft_dtype(spec.dtype)) if len(rows) and not point else None
     if probs is not None and probs.dtype == np.float32:
         sums = probs.sum(axis=1, keepdims=True, dtype=np.float32)
         probs = np.where(sums > 0, probs / np.where(sums > 0, sums, 1), probs)
