@@ -92,7 +92,8 @@ def _piecewise_integral(a, b, x: int, y: int) -> Fraction:
     if hi is not None and hi <= lo:
         return Fraction(0)
     others = [j for j in range(len(a)) if j not in (x, y)]
-    breaks = sorted({a[j] / b[j] for j in others if b[j] > 0 and lo < a[j] / b[j] and (hi is None or a[j] / b[j] < hi)})
+    cuts = {a[j] / b[j] for j in others if b[j] > 0}
+    breaks = sorted(u for u in cuts if lo < u and (hi is None or u < hi))
     ends = [lo, *breaks, hi]
     total = Fraction(0)
     for u0, u1 in zip(ends[:-1], ends[1:]):
