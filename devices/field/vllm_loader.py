@@ -34,7 +34,9 @@ bad words along the drafts), ``logits_processor/{interface,state,builtin}.py``
 (``MinTokensLogitsProcessor``), and named definitions out of three larger
 files (``PARTS``: the penalty arithmetic, the padding helper, ``async_tensor_h2d``).
 The Model Runner V2 verifier's members (``V2_PINNED``) are pinned here too, so that one
-fetch fills the cache for both; ``vllm_v2_loader`` executes them.
+fetch fills the cache for both; ``vllm_v2_loader`` executes them. The V1 drafters' base,
+``vllm/v1/spec_decode/llm_base_proposer.py`` (``PROPOSER_PINNED``, its own ``VLLM_PROPOSER_WHEEL``),
+is pinned for its probabilistic draft sampler alone (``vllm_drafter``).
 
 For a machine without network, fetch on one with network, copy the directory over and point the
 loader at it::
