@@ -34,7 +34,9 @@ bad words along the drafts), ``logits_processor/{interface,state,builtin}.py``
 (``MinTokensLogitsProcessor``), and named definitions out of three larger
 files (``PARTS``: the penalty arithmetic, the padding helper, ``async_tensor_h2d``).
 The Model Runner V2 verifier's members (``V2_PINNED``) are pinned here too, so that one
-fetch fills the cache for both; ``vllm_v2_loader`` executes them.
+fetch fills the cache for both; ``vllm_v2_loader`` executes them. The V1 drafters' base,
+``vllm/v1/spec_decode/llm_base_proposer.py`` (``PROPOSER_PINNED``, its own ``VLLM_PROPOSER_WHEEL``),
+is pinned for its probabilistic draft sampler alone (``vllm_drafter``).
 
 For a machine without network, fetch on one with network, copy the directory over and point the
 loader at it::
@@ -57,6 +59,7 @@ For same-run comparisons (``specsim bench``)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.metadata
 import pathlib
@@ -142,6 +145,17 @@ VLLM_WHEEL = WheelSpec(project="vllm", version=VLLM_VERSION, filename=WHEEL_FILE
                        sha256=WHEEL_SHA256, record=RECORD, pins={**PINNED, **V2_PINNED}, cache_env=CACHE_ENV,
                        wheel_env=WHEEL_ENV)
 """The pinned wheel and every member taken out of it (both runners')."""
+
+PROPOSER_MEMBER = "vllm/v1/spec_decode/llm_base_proposer.py"
+PROPOSER_PINNED: dict[str, str] = {
+    PROPOSER_MEMBER: "6e0420cc3910414a34aaebdc7c029b5befb4b7609c40df044d37bf8a68d3429d",
+}
+"""sha256 (hex) of the V1 drafters' base (``devices.field.vllm_drafter`` runs its probabilistic draft sampler), as
+the 0.33.0 wheel's ``RECORD`` lists it. A wheel spec of its own (``VLLM_PROPOSER_WHEEL``, the same wheel and
+cache), so that a cache filled before it was pinned still loads both runners' samplers without fetching it."""
+
+VLLM_PROPOSER_WHEEL = dataclasses.replace(VLLM_WHEEL, pins={RECORD: PINNED[RECORD], **PROPOSER_PINNED})
+"""The pinned wheel's drafter member: ``fetch(spec=VLLM_PROPOSER_WHEEL)`` reads only it (and ``RECORD``)."""
 
 
 class VllmLoadError(RuntimeError):
@@ -458,10 +472,13 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--wheel", default=None, help=f"a local {WHEEL_FILENAME} (default ${WHEEL_ENV})")
     f.add_argument("--wheelhouse", default=None, help="a directory holding it (default $SPECSIM_WHEELHOUSE)")
     args = parser.parse_args(argv)
-    cache = fetch(pathlib.Path(args.cache) if args.cache else None, wheel=args.wheel, wheelhouse=args.wheelhouse)
-    for name, digest in VLLM_WHEEL.pins.items():
+    where = pathlib.Path(args.cache) if args.cache else None
+    cache = fetch(where, wheel=args.wheel, wheelhouse=args.wheelhouse)
+    fetch(where, spec=VLLM_PROPOSER_WHEEL, wheel=args.wheel, wheelhouse=args.wheelhouse)
+    pins = {**VLLM_WHEEL.pins, **PROPOSER_PINNED}
+    for name, digest in pins.items():
         print(f"{digest[:16]}…  {name}")
-    print(f"vLLM {VLLM_VERSION}: {len(VLLM_WHEEL.pins)} members verified in {cache}")
+    print(f"vLLM {VLLM_VERSION}: {len(pins)} members verified in {cache}")
     return 0
 
 

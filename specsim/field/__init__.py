@@ -6,5 +6,7 @@
 * ``upstream`` — a deviation as the report an engine's project would read: a standalone reproduction,
   the upstream lines, the judgement;
 * ``engines`` — end-to-end checks of an engine's speculative generate() against the exact law of whole
-  sequences.
+  sequences;
+* ``v2_coupling`` — vLLM Model Runner V2's own drafter and verifier under one request seed, the emitted law
+  held to the target's (``python -m specsim.field.v2_coupling``: the draft/residual noise of vLLM PR #54282).
 """

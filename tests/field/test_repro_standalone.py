@@ -28,6 +28,8 @@ EXPECTED = {   # script: (arguments, what its output says while the deviation is
     "vllm_min_tokens_bonus_reads_pre_step_output.py": ([], ("expected: [1, 1, 3]", "got:      [1, 1, 1]")),
     "vllm_global_rng_consumed_with_every_request_seeded.py": ([], ("got: random_sample: global generator unchanged",
                                                                    "got: rejection_sample: global generator advanced")),
+    "vllm_probabilistic_drafts_ignore_request_seed.py": ([], ("control: vLLM's random_sample with the request's "
+                                                              "generator: the same draws", "got: drafts differ at")),
 }
 
 
@@ -72,7 +74,7 @@ def test_each_reproduction_exits_1_standalone_on_the_pinned_release(script):
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if engine_of(s) == "vllm"])
 def test_vllm_reproductions_on_the_wheels_members(script, cache):
     """The same files, unchanged, on vLLM 0.33.0's modules out of the pinned wheel (Triton's interpreter here)."""
-    root = str(pathlib.Path(reports.__file__).parents[1])
+    root = str(pathlib.Path(reports.__file__).parents[2])   # this checkout, not an installed one
     out = subprocess.run([sys.executable, "-m", "devices.field.repro.on_vllm_members", str(REPRO / script)],
                          capture_output=True, text=True, timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 1 and all(s in out.stdout for s in EXPECTED[script][1]), out.stdout + out.stderr[-3000:]

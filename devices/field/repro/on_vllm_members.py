@@ -37,10 +37,29 @@ def run(script: str, args: list[str]) -> None:
         vllm_loader.interpreter_scalars_as_compiled()
     modules = vllm_loader.member_modules("cpu" if interpret else "cuda")
     modules["vllm"].__version__ = vllm_loader.VLLM_VERSION
+    add_draft_sampler(modules, interpret)
     print(f"(vllm not installed: {vllm_loader.WHEEL_FILENAME}'s members, sha256-pinned, "
           f"{'Triton interpreter' if interpret else 'compiled kernels'})", flush=True)
     with standins.installed(modules):
         runpy.run_path(script, run_name="__main__")
+
+
+def add_draft_sampler(modules: dict, interpret: bool) -> None:
+    """``vllm.v1.spec_decode.llm_base_proposer`` holding only ``compute_probs_and_sample_next_token``, out of the
+    pinned member (``devices.field.vllm_drafter``); left out when the member cannot be fetched, so a script that
+    imports it exits 3 (a missing dependency), never 1."""
+    import types
+
+    from devices.field import vllm_drafter, vllm_loader
+    try:
+        sample, _ = vllm_drafter.load_draft_sampler(interpret=interpret)
+    except vllm_loader.VllmLoadError as e:
+        print(f"(vllm's drafter member unavailable: {e})", flush=True)
+        return
+    name = "vllm.v1.spec_decode.llm_base_proposer"
+    module = types.ModuleType(name)
+    module.compute_probs_and_sample_next_token = sample
+    modules[name] = module
 
 
 def main(argv: list[str]) -> int:
