@@ -31,8 +31,8 @@ def result(proposer):
     return check(proposer, samples=100, only=("T1", "greedy"))
 
 
-def _one(proposer, temperature: float, seed: int, context=(3, 5, 1, 6)):
-    request = Request("r", list(context), SamplingParams(temperature=temperature), seed=seed)
+def _one(proposer, temperature: float, seed: int, context=(3, 5, 1, 6), **params):
+    request = Request("r", list(context), SamplingParams(temperature=temperature, **params), seed=seed)
     return proposer.propose([request], np.array([3]))[0]
 
 
@@ -47,6 +47,13 @@ def test_every_sampled_draft_is_the_argmax_of_its_q(proposer):
         ids, draft_probs = _one(proposer, 1.0, seed)
         assert ids.tolist() == draft_probs.argmax(-1).tolist()
         assert draft_probs.max(-1).max() < 0.99            # q is no point mass: the drafts were not drawn from it
+
+
+def test_it_reads_none_of_the_requests_sampling_parameters(proposer):
+    ids, draft_probs = _one(proposer, 1.0, 7)
+    for params in (dict(temperature=0.7), dict(temperature=0.9, top_k=3), dict(temperature=1.1, top_p=0.8)):
+        other_ids, other_probs = _one(proposer, seed=7, **params)
+        assert other_ids.tolist() == ids.tolist() and np.array_equal(other_probs, draft_probs), params
 
 
 def test_the_law_checks_fail_with_the_measured_tv(result, proposer):

@@ -40,17 +40,17 @@ torch generator seeded with the request's seed inside ``torch.random.fork_rng``
 (the caller's state is neither read nor advanced).
 
 Declared: ``has_probs`` (the logits are returned), ``greedy`` (``do_sample=False``
-at temperature 0), ``sampling = ("temperature", "top_k", "top_p")`` — what
-``generate`` is asked for, as the ``transformers-assisted`` subject declares.
+at temperature 0), ``sampling = ()``: the generator is handed no logits
+processor and reads none of the request's ``temperature``, ``top_k`` or
+``top_p`` (its drafts and q at T = 0.7, top-k 3 or top-p 0.8 are those at
+T = 1, token for token), so its q is checked as the raw row it is, at T = 1.
 What the check finds at 5.23.0: every draft is the argmax of its logits,
 whatever ``do_sample`` says, so the drafts are not drawn from the q it reports
-(``law/position-*`` fail, the measured TV ``1 - max q`` at position 0), and
-that q ignores the request's parameters (``declared-sampling`` fails at T != 1,
-top-k, top-p).
+(``law/position-*`` fail; at position 0 the measured TV is ``1 - max q``).
 
 >>> prop = make_proposer()                                         # doctest: +SKIP
 >>> prop.vocab_size, prop.sampling                                 # doctest: +SKIP
-(8, ('temperature', 'top_k', 'top_p'))
+(8, ())
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Gemma4AssistantCandidates:
 
     has_probs = True
     greedy = True
-    sampling = ("temperature", "top_k", "top_p")
+    sampling = ()
     max_len = None
 
     def __init__(self, target, assistant):
