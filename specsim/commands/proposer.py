@@ -112,6 +112,7 @@ def run(args) -> int:
         print(f"specsim proposer: {e}", file=sys.stderr)
         return 2
     result["seconds"] = round(time.perf_counter() - start, 1)
+    result["engine"] = getattr(proposer, "engine", None)     # a field proposer's "<engine> <release>"
     called = sys.argv[2:] if sys.argv[1:2] == ["proposer"] else [args.proposer]
     result["command"] = "specsim proposer " + " ".join(called)
     d = result["declaration"]
