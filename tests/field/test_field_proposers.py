@@ -66,3 +66,12 @@ def test_a_recorded_result_without_its_engine_is_refused(tmp_path, capsys):
         proposers, proposer_results, where, no_repro_run = [], [f"{NAME}={recorded}"], "CPU", True
     assert field_command.run(Args) == 2
     assert "names no engine" in capsys.readouterr().out
+
+
+def test_an_unknown_field_proposer_is_refused_by_name(tmp_path, capsys):
+    class Args:
+        out, merge, render_only, extra, rewaive, devices, groups, quick = str(tmp_path / "out"), [], False, [], False, \
+            None, None, True
+        proposers, proposer_results, where, no_repro_run = ["draft_model"], [], "CPU", True
+    assert field_command.run(Args) == 2
+    assert "--proposers: 'draft_model' is not a field proposer" in capsys.readouterr().out
