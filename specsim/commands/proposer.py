@@ -73,8 +73,9 @@ def run(args) -> int:
     from specsim.conformance.proposer.proposers import ALPHA_FAMILY, DesignError, check
 
     if args.list:
+        width = max(map(len, {**PROPOSERS, **FIELD})) + 1
         for name, target in sorted({**PROPOSERS, **FIELD}.items()):
-            print(f"{name:<24} {target}")
+            print(f"{name:<{width}} {target}")
         for mid, m in sorted(MUTANTS.items()):
             print(f"mutant:{mid:<17} {m.source.bug} ({m.source.models}; killed by {m.killed_by}, case {m.case})")
         return 0
