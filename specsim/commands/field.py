@@ -21,6 +21,12 @@ deviation judged a loss of losslessness or an RNG-contract break, written for th
 docs/field.md shows the stored merged table, ``docs/field-results/field.json``, in a block that
 ``python -m specsim.field.table --write docs/field.md`` renders.
 
+A field drafter (``specsim.engine.proposers.checked.FIELD``: transformers' candidate generators) gets one row,
+its ``specsim proposer`` checks, with ``--proposers`` (run here; with no ``--devices``, no device runs), or from a
+recorded ``specsim proposer NAME --json FILE`` with ``--proposer-results NAME=FILE``::
+
+    specsim field --out /tmp/p --merge docs/field-results/field.json --proposers transformers-gemma4-assistant
+
 One engine across its releases (``--releases``, with ``--devices`` of one engine or ``--engine``)::
 
     specsim field --out /tmp/rel --releases 5.23.0,5.24.0 --devices transformers --quick --groups L1-edges
@@ -63,6 +69,11 @@ def add_arguments(p):
                         "installed by pip into a cached directory (SPECSIM_RELEASE_CACHE, default "
                         "~/.cache/specsim/field/releases) and put first on PYTHONPATH for its run")
     p.add_argument("--engine", default=None, help="with --releases: the engine (its devices run; e.g. transformers)")
+    p.add_argument("--proposers", nargs="+", default=[], metavar="NAME",
+                   help="field proposers to run through specsim proposer (10000 calls a case; --quick 3000), a row "
+                        "each; without --devices no device runs")
+    p.add_argument("--proposer-results", nargs="+", default=[], metavar="NAME=FILE",
+                   help="fold recorded `specsim proposer NAME --json FILE` results in, a row each")
 
 
 def _machine() -> str:
@@ -179,6 +190,37 @@ def _releases_block(args, names: list[str], where: str) -> dict:
                                     quick=args.quick, groups=names, command=command)
 
 
+def _proposer_run(name: str, quick: bool, where: str) -> dict:
+    """One field proposer through ``specsim proposer``'s checks, as a row of the table."""
+    from specsim.conformance.proposer.proposers import check
+    from specsim.engine.proposers.checked import FIELD, load
+    from specsim.field import table as field
+    if name not in FIELD:
+        raise ValueError(f"--proposers: {name!r} is not a field proposer ({', '.join(sorted(FIELD))})")
+    print(f"field: proposer {name}{' (quick)' if quick else ''}", flush=True)
+    proposer = load(name)
+    result = check(proposer, samples=3000 if quick else 10_000)
+    command = f"specsim field --out DIR --proposers {name}" + (" --quick" if quick else "")
+    return field.proposer_entry(name, result, getattr(proposer, "engine", name), where, command, quick)
+
+
+def _recorded_proposer(spec: str, where: str) -> dict:
+    """A row from a recorded ``specsim proposer NAME --json FILE`` (``spec``: ``NAME=FILE``)."""
+    import json
+
+    from specsim.field import table as field
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise ValueError(f"--proposer-results: {spec!r} is not NAME=FILE")
+    with open(path) as f:
+        result = json.load(f)
+    if not result.get("engine"):
+        raise ValueError(f"--proposer-results: {path} names no engine (written by a `specsim proposer` whose proposer "
+                         "declares none)")
+    return field.proposer_entry(name, result, result["engine"], result.get("where") or where,
+                                result.get("command") or f"specsim proposer {name}", result["samples"] < 10_000)
+
+
 def _write_upstream_reports(doc: dict, out_dir: str, run_repros: bool) -> None:
     import os
 
@@ -221,8 +263,15 @@ def run(args) -> int:
     elif not args.render_only:
         where = args.where or _machine()
         entries = []
+        try:
+            entries += [_recorded_proposer(spec, where) for spec in getattr(args, "proposer_results", [])]
+            entries += [_proposer_run(name, args.quick, where) for name in getattr(args, "proposers", [])]
+        except (OSError, ValueError) as e:
+            print(f"specsim field: {e}")
+            return 2
+        only_proposers = (getattr(args, "proposers", []) or getattr(args, "proposer_results", [])) and not args.devices
         for a in survey():
-            if not is_field(a) or (args.devices and a.entry.name not in args.devices):
+            if only_proposers or not is_field(a) or (args.devices and a.entry.name not in args.devices):
                 continue
             if a.device is None:
                 why = _why_not(a.error)

@@ -73,8 +73,9 @@ def run(args) -> int:
     from specsim.conformance.proposer.proposers import ALPHA_FAMILY, DesignError, check
 
     if args.list:
+        width = max(map(len, {**PROPOSERS, **FIELD})) + 1
         for name, target in sorted({**PROPOSERS, **FIELD}.items()):
-            print(f"{name:<24} {target}")
+            print(f"{name:<{width}} {target}")
         for mid, m in sorted(MUTANTS.items()):
             print(f"mutant:{mid:<17} {m.source.bug} ({m.source.models}; killed by {m.killed_by}, case {m.case})")
         return 0
@@ -112,6 +113,7 @@ def run(args) -> int:
         print(f"specsim proposer: {e}", file=sys.stderr)
         return 2
     result["seconds"] = round(time.perf_counter() - start, 1)
+    result["engine"] = getattr(proposer, "engine", None)     # a field proposer's "<engine> <release>"
     called = sys.argv[2:] if sys.argv[1:2] == ["proposer"] else [args.proposer]
     result["command"] = "specsim proposer " + " ".join(called)
     d = result["declaration"]

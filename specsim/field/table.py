@@ -8,7 +8,9 @@ confirming experiment (``CONFIRM``), and writes ``DIR/field.json`` and
 ``DIR/field.md``. Runs on other machines (a CUDA machine's) are folded in with
 ``--merge``; ``docs/field.md`` shows such a merged table.
 
-A row of the table is one implementation × one layer (conformance group):
+A row of the table is one implementation × one layer (conformance group); a field proposer (a drafter, run by
+``specsim field --proposers NAME``) has one row, the group ``proposer``: its ``specsim proposer`` checks
+(:func:`proposer_entry`):
 
     >>> group_verdict({"pass": 3, "fail": 1, "not_supported": 2, "error": 0}, waived=1)
     'pass (1 waived)'
@@ -60,6 +62,10 @@ SCHEMA = 2
 """``field.json``'s schema: 2 adds each entry's ``release``, each finding's ``judged_on`` and ``standing``, each
 group's ``judged_elsewhere`` count and the ``releases`` blocks. A document without ``schema`` is 1 and reads
 as 2 with every judged finding waived (what schema 1 recorded)."""
+
+PROPOSER_GROUP = "proposer"
+"""The one group of a field proposer's row (``specsim.engine.proposers.checked.FIELD``): ``specsim proposer``'s
+checks, each named ``proposer/<case>/<check>`` (``proposer/T1/law/position-0``)."""
 
 NEW, WAIVED, JUDGED_ELSEWHERE = "new", "waived", "judged elsewhere"
 """A finding's standing: no waiver covers it; a waiver judged on this release covers it; a waiver covers it
@@ -143,6 +149,10 @@ class Finding:
     standing: str = NEW      # NEW, WAIVED or JUDGED_ELSEWHERE
 
     def reproduction(self, quick: bool) -> str:
+        if self.group == PROPOSER_GROUP:
+            case = self.check.split("/")[1]
+            return (f"specsim proposer {self.device} --cases {case} --seed {self.seed}"
+                    f"{' --quick' if quick else ''}  # check {self.check}")
         return (f"specsim conform --device {self.device} --groups {self.group} --in-process"
                 f"{' --quick' if quick else ''}  # check {self.check}, seed {self.seed}")
 
@@ -316,6 +326,28 @@ def device_entry(name: str, by_group: dict[str, list[dict]] | None, why_not: str
             "command": command, "available": by_group is not None, "why_not": why_not, "groups": groups,
             "findings": [dataclasses.asdict(f) for f in findings],
             "waivers_not_observed": sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))}
+
+
+def proposer_checks(result: dict) -> list[dict]:
+    """The checks of a ``specsim proposer`` result (``specsim.conformance.proposer.proposers.check``) as a group's
+    checks: ``name`` ``proposer/<case>/<check>``, the suite seed as ``seed``.
+
+    >>> proposer_checks({"suite_seed": 0, "checks": [{"check": "law/position-0", "case": "T1", "status": "fail",
+    ...                                               "detail": "d"}]})[0]["name"]
+    'proposer/T1/law/position-0'
+    """
+    return [{"name": "/".join([PROPOSER_GROUP, *([c["case"]] if c.get("case") else []), c["check"]]),
+             "status": c["status"], "seed": result["suite_seed"], "detail": c.get("detail", "")}
+            for c in result["checks"]]
+
+
+def proposer_entry(name: str, result: dict, engine: str, where: str, command: str, quick: bool) -> dict:
+    """A field proposer's part of ``field.json``: one row (group :data:`PROPOSER_GROUP`) from its
+    ``specsim proposer`` result, its failing checks sorted by the waiver files as a device's are."""
+    by_group = {PROPOSER_GROUP: proposer_checks(result)}
+    waivers = field_waivers(name)
+    findings = classify(name, by_group, waivers, engine)
+    return device_entry(name, by_group, None, engine, quick, where, command, findings, waivers)
 
 
 def _union(old: dict, new: dict) -> dict:

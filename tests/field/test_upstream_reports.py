@@ -14,7 +14,7 @@ from specsim.conformance.verdict.waivers import JUDGEMENTS, UPSTREAM_STATUS, Wai
 from specsim.field import upstream as reports
 from specsim.field.table import field_waivers
 
-FIELD_DEVICES = ("vllm", "vllm-interpret", "flashinfer", "transformers")
+FIELD_DEVICES = ("vllm", "vllm-interpret", "flashinfer", "transformers", "transformers-gemma4-assistant")
 
 
 # -- the kinds ---------------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def test_each_reported_deviation_has_a_report_entry_and_one_upstream_status():
     entries = reports.load_entries()
     reported = {key: ws for key, ws in _deviations().items()
                 if reports.is_reported(reports.gravest([w.judgement for w in ws]))}
-    assert {d for _, d in reported} == {"inclusive-acceptance", "min-tokens-bonus-pre-step"}
+    assert {d for _, d in reported} == {"inclusive-acceptance", "min-tokens-bonus-pre-step", "argmax-drafts-raw-q"}
     for (device, deviation), ws in reported.items():
         statuses = {w.upstream_status for w in ws if w.upstream_status}
         assert len(statuses) == 1, (device, deviation, statuses)   # a person's one finding, recorded
@@ -262,13 +262,18 @@ def test_every_shipped_report_stands_on_its_own_with_working_links(tmp_path):
     no path of this machine, no #<n> that is not an upstream thread linked in it, none of our own numbering."""
     from devices.field import vllm_loader
     shipped = _shipped_reports(tmp_path)
-    assert sorted(shipped) == ["vllm-inclusive-acceptance.md", "vllm-min-tokens-bonus-pre-step.md"]
+    assert sorted(shipped) == ["transformers-argmax-drafts-raw-q.md", "vllm-inclusive-acceptance.md",
+                               "vllm-min-tokens-bonus-pre-step.md"]
     pinned = {**vllm_loader.PINNED, **vllm_loader.V2_PINNED}
     for name, (text, entry) in shipped.items():
         assert reports.upstream_text_problems(text, entry) == [], name
-        assert "(V1 runner)" not in text.split("\n")[0] and "/blob/v0.33.0/" in text, name
         paths = reports.blob_paths(text)
-        assert paths and all(p in pinned for p in paths), (name, paths)
+        if entry.package == "vllm":
+            assert "(V1 runner)" not in text.split("\n")[0] and "/blob/v0.33.0/" in text, name
+            assert paths and all(p in pinned for p in paths), (name, paths)
+        else:   # transformers' files as its repository holds them at the tag: src/transformers/...
+            assert "/blob/v5.23.0/" in text and paths and all(p.startswith("src/transformers/generation/")
+                                                              for p in paths), (name, paths)
         for section in ("## What happens", "## Where in the code", "## Expected (lossless rejection sampling)",
                         "## Observed", "## Environment", "## Reproduction", "## Impact",
                         "## Related upstream threads", "## Suggested fix"):
@@ -291,6 +296,15 @@ def test_the_min_tokens_report_shows_an_output_that_changes(tmp_path):
     assert "stop delayed" in text
     for thread in ("pull/32642", "issues/26317", "issues/41758"):
         assert f"https://github.com/vllm-project/vllm/{thread}" in text
+
+
+def test_the_gemma4_assistant_report_names_its_threads_and_its_rule(tmp_path):
+    text, entry = _shipped_reports(tmp_path)["transformers-argmax-drafts-raw-q.md"]
+    assert entry.devices == ("transformers-gemma4-assistant",) and entry.filing == "issue"
+    assert "outputs.logits.argmax(dim=-1)" in text and "q = candidate_logits.softmax(dim=-1)" in text
+    for thread in ("issues/47932", "pull/47961", "pull/48007"):
+        assert f"https://github.com/huggingface/transformers/{thread}" in text
+    assert "min(1, p(x)/q(x))" in text and "one-hot" in text
 
 
 def test_the_global_generator_note_is_not_a_contract_break():

@@ -33,8 +33,12 @@ the groups' statistics summed (independent given the prefixes, so the sum is
 conditional TV** (E over tested prefixes of TV(law | prefix, q_prefix)):
 the noncentrality is Σ n_g χ²_g ≥ Σ 4 n_g TV_g² ≥ 4 n TV̄² (Cauchy–Schwarz,
 then Jensen), so ``stats.min_detectable_tv`` at the summed cells and the
-tested n bounds it. Where rows are not a function of the prefix (a drafter
-whose q depends on its seed), the position falls back to the randomized PIT
+tested n bounds it. The check also reports the measured mean conditional TV,
+Σ_g (n_g / n) · TV(the group's token frequencies, q_g) over every call that
+drafted the position (a plug-in estimate: above 0 for a correct drafter too,
+of order √(V / n_g) per group; the test, not this figure, decides). Where
+rows are not a function of the prefix (a drafter whose q depends on its
+seed), the position falls back to the randomized PIT
 of each draft under its own row: under H0 each PIT value is U(0,1) given
 everything before it, so they are i.i.d. uniform and DKW–Massart is exact —
 but its power is a KS distance of the PIT law, which does not bound TV (mass
@@ -310,10 +314,12 @@ def law_check(case: Case, calls: Calls, j: int, alpha: float) -> dict:
     statistic, df, tested = 0.0, 0, 0
     worst = (0.0, -1)
     V = rows.shape[1]
+    measured = 0.0
     for g in range(len(prefixes)):
         members = np.flatnonzero(group == g)
         q = rows[first[g]]
         counts = np.bincount(tokens[members], minlength=V)
+        measured += 0.5 * float(np.abs(counts - len(members) * q).sum()) / len(at)
         labels = pool_cells(q, len(members))
         obs, mass = pooled(counts, q, labels)
         if len(obs) < 2:
@@ -331,9 +337,10 @@ def law_check(case: Case, calls: Calls, j: int, alpha: float) -> dict:
         where = f"; largest per-df statistic at prefix {prefixes[worst[1]].tolist()} ({worst[0]:.3g})"
     detail = (f"{len(prefixes)} prefixes, {tested} of {len(at)} drafts in tested groups: CR statistic "
               f"{statistic:.4g}, df {df}, p={p:.3g}, alpha={alpha:.2g}, seeds from {case.seed}; detectable mean "
-              f"conditional TV {tv:.3g}{where}")
+              f"conditional TV {tv:.3g}, measured {measured:.3g}{where}")
     return {"check": name, "case": case.id, "status": "pass" if p > alpha else "fail", "detail": detail,
-            "method": "pooled-by-prefix", "p_value": p, "alpha": alpha, "n": tested, "df": df, "detectable_tv": tv}
+            "method": "pooled-by-prefix", "p_value": p, "alpha": alpha, "n": tested, "df": df, "detectable_tv": tv,
+            "measured_tv": measured}
 
 
 class DesignError(ValueError):

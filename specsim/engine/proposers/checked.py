@@ -73,6 +73,7 @@ PROPOSERS = {
 
 FIELD = {
     "transformers-assisted": "specsim.field.engines.hf_candidates:make_proposer",
+    "transformers-gemma4-assistant": "specsim.field.engines.hf_gemma4_assistant:make_proposer",
 }
 """The field's proposers (their packages are optional extras): what ``specsim proposer`` finds is in docs/field.md."""
 

@@ -66,6 +66,7 @@ class AssistedCandidates:
         self.target, self.assistant = target, assistant
         self.vocab_size = target.config.vocab_size
         self.name = f"transformers-{transformers.__version__}-AssistedCandidateGenerator"
+        self.engine = f"transformers {transformers.__version__}"
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
 
     def propose(self, requests: Sequence, ks: np.ndarray) -> list:
