@@ -73,7 +73,9 @@ from devices.triton_host import to_torch, vocab_chunks
 MAX_K = 64
 FUSED_TOP_K = 256  # the largest top-k whose candidates one sweep finds (devices.triton_topk.SWEEP_WIDTH − 1)
 MAX_TREE_NODES = 1024  # declared: the walk keeps no per-node buffer; the largest tree the checks hold it to
-MAX_VOCAB_SIZE = 2**30  # token ids and in-row columns are int32 (with headroom); row offsets are int64
+MAX_VOCAB_SIZE = 2**22  # declared where every group checks the value itself within a call's default 1 GiB: 16x
+# Gemma 3's 262144. The kernels index columns in int32 and rows in int64 (L1-offsets crosses 2^31 and 2^32
+# elements); a larger declaration would be checked only up to the V one call holds (38,347,922 at 1 GiB).
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
         dummy if keyed else exponentials, stat_max, stat_sum, stat_arg, counter,
         best_w, best_w_id, best_t, best_t_id, out, num_accepted,
         V, width, nstat, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
-        KEYED=keyed, BLOCK_K=_pow2(width), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
+        KEYED=keyed, BLOCK_K=_pow2(width, 8), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
         FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages, **fused)
     return out, num_accepted, stat_max.view(rows, nstat)
 

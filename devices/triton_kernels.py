@@ -42,6 +42,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# Compiled variants. Triton specialises a kernel on each pointer's 16-byte alignment and each integer's being 1 or
+# a multiple of 16, and compiles once per combination (about a second on the host). The scratch views a step passes
+# are slices of one allocation at offsets that follow the batch's shape, and the counts (output width, chunks) are
+# small numbers: specialised on, every new shape was a compilation (3000 calls of changing shapes asked for over a
+# thousand; tools/specialisations.py counts them). The kernels below name them in do_not_specialize and
+# do_not_specialize_on_alignment; what they read through them is a few values a row.
 # Globals read inside @triton.jit must be constexpr for the compiler.
 ACCEPT = tl.constexpr(1)  # SPEC §5.2 purposes (devices never import reference)
 RECOVER = tl.constexpr(2)
@@ -111,7 +117,10 @@ def keep_from(z, floor, FP64: tl.constexpr):
     return tl.where(z >= floor, z, float("-inf"))
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize=['NCHUNK'],
+    do_not_specialize_on_alignment=['counter_ptr', 'stat_max_ptr', 'stat_sum_ptr', 'stat_arg_ptr', 'cut_ptr'],
+)
 def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
                  V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
                  cut_ptr=None, CUT: tl.constexpr = False):
@@ -358,7 +367,10 @@ def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_ro
     return best_w, best_w_id, best_t, best_t_id
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize=['OUT_WIDTH', 'STAT_NCHUNK', 'RACE_NCHUNK', 'W'],
+    do_not_specialize_on_alignment=['stat_max_ptr', 'stat_sum_ptr', 'stat_arg_ptr', 'counter_ptr', 'best_w_ptr', 'best_w_id_ptr', 'best_t_ptr', 'best_t_id_ptr', 'out_ptr', 'num_accepted_ptr', 'cut_ptr', 'edit_z_ptr'],
+)
 def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, seeds_ptr, positions_ptr,
                 uniforms_ptr, exponentials_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr, counter_ptr,
                 best_w_ptr, best_w_id_ptr, best_t_ptr, best_t_id_ptr, out_ptr, num_accepted_ptr,

@@ -376,7 +376,9 @@ def live_kernel(cu_ptr, mask_ptr, allowed_ptr, live_ptr, W, BLOCK: tl.constexpr,
         tl.store(live_ptr + row * W + w, bits, mask=inside)
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize_on_alignment=['edit_z_ptr', 'stat_max_ptr', 'stat_sum_ptr', 'stat_arg_ptr'],
+)
 def edit_stats_kernel(logits_ptr, cu_ptr, temp_ptr, live_ptr, bias_ptr, rep_ptr, freq_ptr, pres_ptr, start_ptr,
                       tok_ptr, code_ptr, edit_z_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr, V, W, STRIDE, COLUMN,
                       BLOCK: tl.constexpr, HAS_BIAS: tl.constexpr, VLLM: tl.constexpr, FP64: tl.constexpr):
@@ -432,7 +434,9 @@ def edit_stats_kernel(logits_ptr, cu_ptr, temp_ptr, live_ptr, bias_ptr, rep_ptr,
         tl.store(stat_arg_ptr + out, tl.min(tl.where(m == row_max, arg, NO_ID), axis=0))
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize_on_alignment=['counter_ptr', 'stat_max_ptr', 'stat_sum_ptr', 'stat_arg_ptr'],
+)
 def fused_stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, live_ptr, bias_ptr, stat_max_ptr, stat_sum_ptr,
                        stat_arg_ptr, V, W, CHUNK, STRIDE, TILES: tl.constexpr, BLOCK: tl.constexpr,
                        HAS_BIAS: tl.constexpr, FP64: tl.constexpr):

@@ -120,7 +120,9 @@ def group_max_kernel(logits_ptr, row_ids_ptr, gmax_ptr, V, CHUNK, G, TILES: tl.c
     tl.store(gmax_ptr + p.to(tl.int64) * G + chunk * BLOCK + lanes, m)
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize_on_alignment=['floor_ptr', 'count_ptr', 'ties_ptr'],
+)
 def compact_kernel(logits_ptr, row_ids_ptr, floor_ptr, count_ptr, ties_ptr, slots_ptr, V, CHUNK, CAP,
                    TILES: tl.constexpr, BLOCK: tl.constexpr, ALL_ROWS: tl.constexpr, FP64: tl.constexpr):
     """Program ``(p, chunk)``: every entry of the chunk of row ``row_ids[p]`` that is
@@ -225,7 +227,10 @@ def _gather_at_least(x, key, floor_key, count_ptr, buf_row, BUF: tl.constexpr, i
     tl.store(buf_row + at, x, mask=keep & (at < BUF))
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize=['WIDTH'],
+    do_not_specialize_on_alignment=['flag_ptr', 'count_ptr'],
+)
 def select_kernel(top_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, buf_ptr, count_ptr, WIDTH, G: tl.constexpr,
                   BUF: tl.constexpr, FP64: tl.constexpr, row_ids_ptr=None, edit_start_ptr=None, edit_z_ptr=None,
                   ALL_ROWS: tl.constexpr = True, EDITS: tl.constexpr = False, EBLOCK: tl.constexpr = 128):
@@ -398,7 +403,10 @@ def _whole_row(logits_ptr, r, p, k, vals_ptr, ties_ptr, V, WIDTH, TILES: tl.cons
     tl.store(ties_ptr + p, ties)
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize=['WIDTH'],
+    do_not_specialize_on_alignment=['flag_ptr'],
+)
 def row_select_kernel(logits_ptr, row_ids_ptr, ks_ptr, flag_ptr, vals_ptr, ties_ptr, V, WIDTH,
                       TILES: tl.constexpr, BLOCK: tl.constexpr, WP2: tl.constexpr, ALL_ROWS: tl.constexpr,
                       FP64: tl.constexpr, live_ptr=None, bias_ptr=None, req_ptr=None, W=1, edit_start_ptr=None,
@@ -429,7 +437,9 @@ def _renormalise(probs, w, kept, keep_all):
     return tl.where(keep_all, probs, kept_probs / tl.sum(kept_probs * w, axis=0))
 
 
-@triton.jit
+@triton.jit(
+    do_not_specialize=['n', 'WIDTH'],
+)
 def decide_kernel(vals_ptr, ties_ptr, ks_ptr, temp_ptr, top_p_ptr, min_p_ptr, cut_ptr, stats_ptr, n, WIDTH,
                   WP2: tl.constexpr, MIN_P: tl.constexpr, VLLM: tl.constexpr):
     """Program ``p``: ``filter_cut.torch_decide`` for row ``p`` in float64 — its top-k set as
