@@ -34,6 +34,8 @@ import linecache
 import os
 import sys
 import threading
+from collections import defaultdict
+from contextlib import contextmanager
 from types import ModuleType
 
 _LOCK = threading.Lock()
@@ -114,4 +116,54 @@ def _execute(name: str, interpret: bool, source: str | None, digest: str | None)
     return module
 
 
-__all__ = ["interpreting", "conflict", "enter", "kernel_module"]
+
+
+def launch_key(function, args: tuple, kwargs: dict) -> tuple:
+    """The key a compiled launch of ``function`` (an interpreted ``@triton.jit`` kernel) with these
+    arguments compiles for: each constexpr's value and, for every other argument, what Triton's launcher
+    reads off it (an integer's being 1 or a multiple of 16, a pointer's 16-byte alignment), unless the
+    kernel names it in ``do_not_specialize`` / ``do_not_specialize_on_alignment``. Triton's own
+    ``native_specialize_impl`` computes it, so no GPU is needed."""
+    import inspect
+
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    signature = inspect.signature(function.fn)
+    bound = signature.bind(*args, **{k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS})
+    bound.apply_defaults()
+    plain = set(function.kwargs.get("do_not_specialize") or ())
+    unaligned = set(function.kwargs.get("do_not_specialize_on_alignment") or ())
+    key = []
+    for i, (name, value) in enumerate(bound.arguments.items()):
+        if "constexpr" in str(signature.parameters[name].annotation):
+            key.append((name, value))
+            continue
+        specialise, align = not ({name, i} & plain), not ({name, i} & unaligned)
+        key.append((name, native_specialize_impl(BaseBackend, value, False, specialise, align)[:2]))
+    return tuple(key)
+
+
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+
+@contextmanager
+def recorded_launches():
+    """Inside, every launch of an interpreted kernel adds its ``launch_key`` to the yielded dict
+    (kernel name → set of keys): the compiled variants the same calls would ask a GPU for. The process
+    must be in interpreter mode."""
+    from triton.runtime.interpreter import InterpretedFunction
+    seen: dict[str, set] = defaultdict(set)
+    original = InterpretedFunction.run
+
+    def recording(self, *args, grid, warmup, **kwargs):
+        seen[self.fn.__name__].add(launch_key(self, args, kwargs))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    InterpretedFunction.run = recording
+    try:
+        yield seen
+    finally:
+        InterpretedFunction.run = original
+
+
+__all__ = ["interpreting", "conflict", "enter", "kernel_module", "launch_key", "recorded_launches"]

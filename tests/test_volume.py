@@ -47,3 +47,25 @@ def test_a_slow_device_runs_what_fits_its_budget_and_says_so():
     result = volume.volume_check(Slow("cpu"), seed=0, requests=5 * volume.CHUNK, budget_s=0.5)
     assert result.status == "pass" and result.extra["requests"] < 5 * volume.CHUNK
     assert "volume reduced to" in result.detail
+
+
+class SlowFirstCall(TorchDevice):
+    """A kernel compiled on its first call: one slow call, then the device's own rate."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    def verify(self, batch, noise=None):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(1.0)
+        return super().verify(batch, noise)
+
+
+def test_a_first_call_that_pays_a_compilation_does_not_cut_the_volume():
+    """Projected from the first call (1 s for 512 requests) the volume would take 40 s; the second call's rate
+    is the device's, and the whole volume fits the budget."""
+    result = volume.volume_check(SlowFirstCall("cpu"), seed=0, requests=REQUESTS, budget_s=8.0)
+    assert result.status == "pass" and result.extra["requests"] == REQUESTS, result.detail
+    assert "volume reduced to" not in result.detail

@@ -13,8 +13,6 @@ and prints the distinct keys per kernel: the compilations a fresh GPU process wo
 from __future__ import annotations
 
 import argparse
-import collections
-import inspect
 import os
 import sys
 
@@ -22,52 +20,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 os.environ["TRITON_INTERPRET"] = "1"  # the interpreter: no GPU needed, and every launch passes through run()
 
 
-def _key(function, args, kwargs) -> tuple:
-    """The specialisation key of one launch of ``function`` (an ``InterpretedFunction``)."""
-    from triton._C.libtriton import native_specialize_impl
-    from triton.backends.compiler import BaseBackend
-    signature = inspect.signature(function.fn)
-    bound = signature.bind(*args, **kwargs)
-    bound.apply_defaults()
-    plain = set(function.kwargs.get("do_not_specialize") or ())
-    unaligned = set(function.kwargs.get("do_not_specialize_on_alignment") or ())
-    key = []
-    for i, (name, value) in enumerate(bound.arguments.items()):
-        annotation = signature.parameters[name].annotation
-        if "constexpr" in str(annotation):
-            key.append((name, value))
-            continue
-        specialise = name not in plain and i not in plain
-        align = name not in unaligned and i not in unaligned
-        key.append((name, native_specialize_impl(BaseBackend, value, False, specialise, align)[:2]))
-    return tuple(key)
-
-
 def count(calls: int, max_vocab: int, seed: int) -> dict[str, set]:
     """Distinct launch keys per kernel name over L1-long's first ``calls`` planned calls at ``V <= max_vocab``."""
-    from triton.runtime.interpreter import InterpretedFunction
-
     from devices.registry import load
+    from devices.triton_mode import recorded_launches
     from specsim.conformance.checks.chain import long_run as lr
     from specsim.conformance.core.calls import ask
 
-    seen: dict[str, set] = collections.defaultdict(set)
-    original = InterpretedFunction.run
-
-    def recording(self, *args, grid, warmup, **kwargs):
-        options = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "num_ctas")}
-        seen[self.fn.__name__].add(_key(self, args, options))
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-
-    InterpretedFunction.run = recording
-    try:
-        device = load("triton-interpret")
-        plan = [p for p in lr.plan(device.capabilities, seed, 3000) if p.vocab_size <= max_vocab][:calls]
+    device = load("triton-interpret")
+    plan = [p for p in lr.plan(device.capabilities, seed, 3000) if p.vocab_size <= max_vocab][:calls]
+    with recorded_launches() as seen:
         for p in plan:
             batch, noise = lr.build(p)
             ask(device, batch, noise)
-    finally:
-        InterpretedFunction.run = original
     return seen
 
 
