@@ -395,3 +395,25 @@ def test_the_stored_offsets_report_is_the_command_rendered_now(tmp_path, cache):
                          "--out", str(out)]) == 0
     assert out.read_text() == OFFSETS_REPORT.read_text()
     assert reports.upstream_text_problems(OFFSETS_REPORT.read_text(), _offsets()[0]) == []
+
+
+def test_a_field_run_of_the_offsets_group_on_a_gpu_writes_the_same_report(tmp_path):
+    """``specsim field`` on a merged run whose ``vllm`` rows hold the offsets fault: judged by the shipped waiver,
+    reported through the shipped entry, with the recorded H200 observation quoted."""
+    from specsim.cli import main
+    where = "NVIDIA H200, torch 2.11.0+cu130"
+    doc = {"devices": [{"device": "vllm", "engine": "vllm 0.33.0 (V1 runner)", "where": where, "quick": False,
+                        "command": "c", "available": True, "why_not": None, "waivers_not_observed": [],
+                        "groups": {"L1-offsets": {"pass": 1, "fail": 0, "not_supported": 0, "error": 1,
+                                                  "waived": 1}},
+                        "findings": [_finding("L1/offsets/injected/draft-rows-2^31", "offsets-int32",
+                                              "loss of losslessness", status="error")
+                                     | {"device": "vllm", "group": "L1-offsets"}]}]}
+    merged = tmp_path / "run.json"
+    merged.write_text(json.dumps(doc))
+    assert main(["field", "--out", str(tmp_path / "out"), "--merge", str(merged), "--render-only", "--rewaive",
+                 "--no-repro-run"]) == 0
+    text = (tmp_path / "out" / "upstream" / "vllm-offsets-int32.md").read_text()
+    assert "**Known upstream?** open pull request: vLLM PR #48055" in text
+    assert "raised `RuntimeError: Triton Error`" in text and "vllm_v1_offsets_past_2_31.py" in text
+    assert reports.upstream_text_problems(text, _offsets()[0]) == []
