@@ -284,8 +284,7 @@ def recorded_deviation(record: dict, entry: Entry, device: str, waivers_of=None)
     versions = record.get("versions", {})
     engine, release = engine_release({"engine": f"{entry.package} {versions.get(entry.package, entry.version)}",
                                       "device": device})
-    where = ", ".join(x for x in (record.get("hardware", ""), f"torch {versions['torch']}" if "torch" in versions
-                                  else "", f"Triton {versions['triton']}" if "triton" in versions else "") if x)
+    where = record_where(record)
     findings = []
     for table in record.get("tables", {}).values():
         cols = table["columns"]
@@ -303,6 +302,19 @@ def recorded_deviation(record: dict, entry: Entry, device: str, waivers_of=None)
     d.upstream_status = " | ".join(sorted({w.upstream_status for w in waivers if w.upstream_status}))
     d.reason, d.link = findings[0]["reason"], findings[0]["link"]
     return d
+
+
+def record_where(record: dict) -> str:
+    """Where a record of measured figures was made, in words: its hardware, torch and Triton.
+
+    >>> record_where({"hardware": "NVIDIA H200", "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0"}})
+    'NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0'
+    """
+    versions = record.get("versions", {})
+    parts = [record.get("hardware", ""), *(f"{name} {versions[key]}" for key, name in (("torch", "torch"),
+                                                                                      ("triton", "Triton"))
+                                           if key in versions)]
+    return ", ".join(x for x in parts if x)
 
 
 # -- the engine's source, quoted from the package loaded now -------------------------------------------------------
@@ -510,12 +522,10 @@ def _summary(d: Deviation, entry: Entry) -> list[str]:
 
 def _observed_section(run: ReproRun | None, recorded: str = "") -> list[str]:
     lines = ["## Observed", "", *([recorded, ""] if recorded else [])]
-    if recorded and (run is None or run.returncode is None):
-        why = "not run when this report was written" if run is None else run.how
-        return lines + [f"The standalone reproduction below: {why}; run it to see expected vs got.", ""]
     if run is None or run.returncode is None:
         why = "not run when this report was written" if run is None else run.how
-        return lines + [f"(the reproduction below: {why}; run it to see expected vs got)", ""]
+        return lines + [f"The standalone reproduction below: {why}; run it to see expected vs got." if recorded
+                        else f"(the reproduction below: {why}; run it to see expected vs got)", ""]
     meaning = {0: "the lossless answer: the bug is not present here", 1: "the bug is present",
                MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(
                    run.returncode, "the run broke before giving an answer: nothing was checked")
@@ -682,7 +692,10 @@ def main(argv: list[str] | None = None) -> int:
     entry = entry_for(args.deviation, args.device, load_entries())
     if entry is None:
         p.error(f"--deviation {args.deviation} --device {args.device}: no report entry in {ENTRIES_FILE}")
-    d = recorded_deviation(json.loads(args.record.read_text(encoding="utf-8")), entry, args.device)
+    try:
+        d = recorded_deviation(json.loads(args.record.read_text(encoding="utf-8")), entry, args.device)
+    except (OSError, ValueError) as e:
+        p.error(f"--record {args.record}: {e}")
     if args.no_repro_run:
         run = None
     elif _gpu_name():
