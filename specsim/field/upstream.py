@@ -117,6 +117,7 @@ class Entry:
     threads: tuple[Thread, ...] = ()
     sources: tuple[Source, ...] = ()
     repository_prefix: str = ""   # where the package's files sit in its repository ("src/" for transformers)
+    observed: str = ""             # a recorded run's observation (hardware the report's writer may lack), quoted
 
     @property
     def release_tag(self) -> str:
@@ -126,7 +127,7 @@ class Entry:
 FILINGS = ("issue", "pull request")
 _REQUIRED = ("deviation", "devices", "package", "repository", "version", "tag", "runner", "title", "what",
              "expected", "impact", "repro")
-_OPTIONAL = ("filing", "probability", "spec", "fix", "thread", "source", "repository_prefix")
+_OPTIONAL = ("filing", "probability", "spec", "fix", "thread", "source", "repository_prefix", "observed")
 
 
 def _entry(raw: dict, where: str) -> Entry:
@@ -141,7 +142,7 @@ def _entry(raw: dict, where: str) -> Entry:
                  spec=raw.get("spec", ""), fix=raw.get("fix", ""),
                  threads=tuple(_thread(t, f"{where}, thread {i + 1}") for i, t in enumerate(raw.get("thread", []))),
                  sources=tuple(_source(x, f"{where}, source {i + 1}") for i, x in enumerate(raw.get("source", []))),
-                 repository_prefix=raw.get("repository_prefix", ""))
+                 repository_prefix=raw.get("repository_prefix", ""), observed=raw.get("observed", ""))
 
 
 def _thread(raw: dict, where: str) -> Thread:
@@ -270,6 +271,50 @@ def _named(deviations: list[Deviation]) -> list[Deviation]:
 def entry_for(deviation: str, device: str, entries: list[Entry]) -> Entry | None:
     """The report entry of ``deviation`` as ``device`` shows it."""
     return next((x for x in entries if x.deviation == deviation and device in x.devices), None)
+
+
+def recorded_deviation(record: dict, entry: Entry, device: str, waivers_of=None) -> Deviation:
+    """The deviation ``entry`` reports, as a record of measured figures (``docs/results/<name>.json``, written
+    on hardware a field run here may lack) shows it on ``device``: its findings are the record's table rows
+    run on ``device`` (``run`` begins with the device's name) whose check a waiver of ``entry.deviation``
+    judges and whose result is not a pass; ``ValueError`` when there is none."""
+    if waivers_of is None:
+        from specsim.field.table import field_waivers as waivers_of
+    waivers = [w for w in waivers_of(device) if w.deviation == entry.deviation]
+    versions = record.get("versions", {})
+    engine, release = engine_release({"engine": f"{entry.package} {versions.get(entry.package, entry.version)}",
+                                      "device": device})
+    where = record_where(record)
+    findings = []
+    for table in record.get("tables", {}).values():
+        cols = table["columns"]
+        for row in (dict(zip(cols, r)) for r in table["rows"]):
+            w = next((w for w in waivers if w.matches_check(row.get("check", ""))), None)
+            if w is None or not str(row.get("run", "")).startswith(f"{device} ") or row["result"].startswith("pass"):
+                continue
+            findings.append({"device": device, "check": row["check"], "status": row["result"], "where": where,
+                             "deviation": w.deviation, "judgement": w.judgement, "reason": w.reason,
+                             "link": w.issue, "confirmed": ""})
+    if not findings:
+        raise ValueError(f"the record holds no finding of {entry.deviation!r} on {device!r} that its waivers judge")
+    d = Deviation(engine, release, entry.deviation, gravest([f["judgement"] for f in findings]), [device], findings,
+                  entry=entry, slug=f"{engine}-{entry.deviation}")
+    d.upstream_status = " | ".join(sorted({w.upstream_status for w in waivers if w.upstream_status}))
+    d.reason, d.link = findings[0]["reason"], findings[0]["link"]
+    return d
+
+
+def record_where(record: dict) -> str:
+    """Where a record of measured figures was made, in words: its hardware, torch and Triton.
+
+    >>> record_where({"hardware": "NVIDIA H200", "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0"}})
+    'NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0'
+    """
+    versions = record.get("versions", {})
+    parts = [record.get("hardware", ""), *(f"{name} {versions[key]}" for key, name in (("torch", "torch"),
+                                                                                      ("triton", "Triton"))
+                                           if key in versions)]
+    return ", ".join(x for x in parts if x)
 
 
 # -- the engine's source, quoted from the package loaded now -------------------------------------------------------
@@ -445,7 +490,7 @@ def render_report(d: Deviation, entry: Entry | None, run: ReproRun | None, repro
              "## What happens", "", entry.what, "",
              *_source_section(entry),
              "## Expected (lossless rejection sampling)", "", entry.expected, "",
-             *_observed_section(run),
+             *_observed_section(run, entry.observed),
              *_environment_section(d, run),
              *_repro_section(entry, repros or repro_dir()),
              "## Impact", "", entry.impact, ""]
@@ -475,11 +520,12 @@ def _summary(d: Deviation, entry: Entry) -> list[str]:
             f"* **Known upstream?** {d.upstream_status or 'not searched'}"]
 
 
-def _observed_section(run: ReproRun | None) -> list[str]:
-    lines = ["## Observed", ""]
+def _observed_section(run: ReproRun | None, recorded: str = "") -> list[str]:
+    lines = ["## Observed", "", *([recorded, ""] if recorded else [])]
     if run is None or run.returncode is None:
         why = "not run when this report was written" if run is None else run.how
-        return lines + [f"(the reproduction below: {why}; run it to see expected vs got)", ""]
+        return lines + [f"The standalone reproduction below: {why}; run it to see expected vs got." if recorded
+                        else f"(the reproduction below: {why}; run it to see expected vs got)", ""]
     meaning = {0: "the lossless answer: the bug is not present here", 1: "the bug is present",
                MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(
                    run.returncode, "the run broke before giving an answer: nothing was checked")
@@ -628,3 +674,42 @@ def write_reports(doc: dict, out_dir: str | os.PathLike, run_repros: bool = True
         written.append(f"{d.slug}.md")
     (folder / "README.md").write_text(render_index(deviations, written), encoding="utf-8")
     return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m specsim.field.upstream --record FILE --deviation ID --device NAME --out REPORT.md``: one
+    upstream report of a deviation seen in a record of measured figures (:func:`recorded_deviation`). Its
+    reproduction runs where a CUDA GPU is (``--no-repro-run`` leaves it out); elsewhere the report says it was
+    not run. Exit 1 when the text could not be filed as it is (:func:`upstream_text_problems`)."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m specsim.field.upstream", description=main.__doc__.split("\n\n")[0])
+    p.add_argument("--record", required=True, type=pathlib.Path, help="a record of measured figures (JSON)")
+    p.add_argument("--deviation", required=True, help="the deviation's id (its report entry and waivers)")
+    p.add_argument("--device", required=True, help="the field device the record's rows name")
+    p.add_argument("--out", required=True, type=pathlib.Path, help="the report's Markdown file")
+    p.add_argument("--no-repro-run", action="store_true", help="do not run the reproduction, even on a GPU")
+    args = p.parse_args(argv)
+    entry = entry_for(args.deviation, args.device, load_entries())
+    if entry is None:
+        p.error(f"--deviation {args.deviation} --device {args.device}: no report entry in {ENTRIES_FILE}")
+    try:
+        d = recorded_deviation(json.loads(args.record.read_text(encoding="utf-8")), entry, args.device)
+    except (OSError, ValueError) as e:
+        p.error(f"--record {args.record}: {e}")
+    if args.no_repro_run:
+        run = None
+    elif _gpu_name():
+        run = run_repro(entry)
+    else:
+        run = ReproRun(f"not itself run on a GPU (this report was written on a machine without one, where it exits "
+                       f"{MISSING_DEPENDENCY}: a dependency missing)", None, "")
+    text = render_report(d, entry, run)
+    args.out.write_text(text, encoding="utf-8")
+    problems = upstream_text_problems(text, entry)
+    for line in problems:
+        print(f"{args.out}: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,15 @@ EXPECTED = {   # script: (arguments, what its output says while the deviation is
                                                                    "got: rejection_sample: global generator advanced")),
     "vllm_probabilistic_drafts_ignore_request_seed.py": ([], ("control: vLLM's random_sample with the request's "
                                                               "generator: the same draws", "got: drafts differ at")),
+    "vllm_v1_offsets_past_2_31.py": ([], ("the draft rows cross 2^31 elements in request 2092", "BUG: ")),
 }
+NEEDS_CUDA = {"vllm_v1_offsets_past_2_31.py": "a CUDA GPU with about 22 GiB free (2^31-element rows)"}
+"""Reproductions whose bug lives in compiled kernels at sizes the interpreter cannot hold: without CUDA they exit 3."""
+
+
+def cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()
 
 
 def engine_of(script: str) -> str:
@@ -66,6 +74,9 @@ def test_each_reproduction_exits_1_standalone_on_the_pinned_release(script):
                     f"needs {engine} installed (CI installs the pinned release: .ci/extras.sh)")
     args, says = EXPECTED[script]
     run = reports.run_standalone(REPRO / script, args, timeout=300)
+    if script in NEEDS_CUDA and not cuda():
+        assert run.returncode == reports.MISSING_DEPENDENCY and "missing dependency" in run.output, run.output[-3000:]
+        return
     assert run.returncode == 1 and all(s in run.output for s in says), run.output[-3000:]
     if script == "transformers_assistant_warpers_twice.py":   # at T = 0.7 and at T = 1.1 with top-p 0.8
         assert run.output.count("q == warpers twice") == 2, run.output
@@ -78,6 +89,9 @@ def test_vllm_reproductions_on_the_wheels_members(script, cache):
     root = str(pathlib.Path(reports.__file__).parents[2])   # this checkout, not an installed one
     out = subprocess.run([sys.executable, "-m", "devices.field.repro.on_vllm_members", str(REPRO / script)],
                          capture_output=True, text=True, timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root})
+    if script in NEEDS_CUDA and not cuda():   # nothing checked in the interpreter: exit 3, never 1
+        assert out.returncode == reports.MISSING_DEPENDENCY and "a CUDA GPU" in out.stdout, out.stdout + out.stderr
+        return
     assert out.returncode == 1 and all(s in out.stdout for s in EXPECTED[script][1]), out.stdout + out.stderr[-3000:]
 
 
@@ -88,3 +102,44 @@ def test_a_missing_engine_exits_3_never_1(script, tmp_path):
         pytest.skip(f"{engine_of(script)} is installed here: the run above checks the bug")
     run = reports.run_standalone(REPRO / script, timeout=120)
     assert run.returncode == reports.MISSING_DEPENDENCY and "missing dependency" in run.output, run.output[-2000:]
+
+
+SMALL_OFFSETS = """
+import runpy, sys
+import torch   # before the stand-ins: torch's lazy submodules inspect every module in sys.modules
+from devices import triton_mode
+from devices.field import _vllm_standins as standins, vllm_loader
+triton_mode.enter(True, "offsets reproduction at a small boundary")
+vllm_loader.interpreter_scalars_as_compiled()
+with standins.installed(vllm_loader.member_modules("cpu")):
+    run_step = runpy.run_path(sys.argv[1], run_name="offsets_small")["run_step"]
+    script = run_step.__globals__
+    script["BOUNDARY"], script["VOCAB"] = 2**12, 100
+    first_past, batch, num_tokens = script["layout"]()
+    got = run_step(first_past, batch, num_tokens, device="cpu")
+    print(first_past, batch, num_tokens, got == script["expected_rows"](first_past, batch))
+"""
+
+
+@pytest.mark.needs_extra("triton")   # vLLM's kernels run in Triton's interpreter
+def test_the_offsets_reproductions_lossless_answer_is_vllms_own_below_the_wrap(cache):
+    """The offsets reproduction's batch at a boundary of 2^12 elements (V = 100): no offset wraps there, so vLLM's
+    own rejection_sample must emit exactly the answer the script expects, request for request."""
+    root = str(pathlib.Path(reports.__file__).parents[2])
+    out = subprocess.run([sys.executable, "-c", SMALL_OFFSETS, str(REPRO / "vllm_v1_offsets_past_2_31.py")],
+                         capture_output=True, text=True, timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0 and out.stdout.split()[-4:] == ["5", "10", "80", "True"], out.stdout + out.stderr[-3000:]
+
+
+def test_the_offsets_reproduction_builds_the_recorded_batch():
+    """2097 requests of 8 drafts at V = 128256, the draft rows crossing 2^31 in request 2092 (the H200 run's
+    batch), every judged token past the wrap even in the straddling row."""
+    import runpy
+    script = runpy.run_path(str(REPRO / "vllm_v1_offsets_past_2_31.py"), run_name="offsets_layout")
+    first_past, batch, num_tokens = script["layout"]()
+    assert (first_past, batch, num_tokens) == (2092, 2097, 16776)
+    vocab = script["VOCAB"]
+    assert (first_past * 8 + 7) * vocab < 2**31 <= (first_past * 8 + 8) * vocab   # its last row straddles
+    tokens = script["judged_tokens"](first_past, batch)
+    assert min(map(min, tokens)) > 2**31 - 1 - (first_past * 8 + 7) * vocab and 0 not in sum(tokens, [])
+    assert script["bytes_needed"](batch, num_tokens) < 23 * 2**30

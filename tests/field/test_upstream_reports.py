@@ -53,7 +53,8 @@ def test_each_reported_deviation_has_a_report_entry_and_one_upstream_status():
     entries = reports.load_entries()
     reported = {key: ws for key, ws in _deviations().items()
                 if reports.is_reported(reports.gravest([w.judgement for w in ws]))}
-    assert {d for _, d in reported} == {"inclusive-acceptance", "min-tokens-bonus-pre-step", "argmax-drafts-raw-q"}
+    assert {d for _, d in reported} == {"inclusive-acceptance", "min-tokens-bonus-pre-step", "argmax-drafts-raw-q",
+                                        "offsets-int32"}
     for (device, deviation), ws in reported.items():
         statuses = {w.upstream_status for w in ws if w.upstream_status}
         assert len(statuses) == 1, (device, deviation, statuses)   # a person's one finding, recorded
@@ -339,3 +340,80 @@ def test_a_reproduction_that_cannot_run_reads_missing_dependency_never_bug_prese
     text = reports.render_report(d, entry, run)
     assert "exit 3, a dependency is missing: nothing was checked" in text and "exit 1" not in text
     assert reports.upstream_text_problems(text, entry) == []
+
+
+# -- a report rendered from a record of measured figures (a GPU run this machine cannot repeat) ------------------
+ROOT = pathlib.Path(__file__).parents[2]
+OFFSETS_RECORD = ROOT / "docs" / "results" / "offsets-h200.json"
+OFFSETS_REPORT = ROOT / "docs" / "field-results" / "upstream-vllm-offsets-int32.md"
+
+
+def _offsets():
+    entry = reports.entry_for("offsets-int32", "vllm", reports.load_entries())
+    return entry, reports.recorded_deviation(json.loads(OFFSETS_RECORD.read_text()), entry, "vllm")
+
+
+def test_the_offsets_deviation_is_the_records_v1_rows_its_waivers_judge():
+    entry, d = _offsets()
+    assert (d.engine, d.release, d.judgement, d.devices) == ("vllm", "0.33.0", "loss of losslessness", ["vllm"])
+    assert [f["check"] for f in d.findings] == ["L1/offsets/injected/draft-rows-2^31",
+                                                "L1/offsets/injected/target-rows-2^32",
+                                                "L1/offsets/injected/draft-rows-2^32"]
+    assert all("NVIDIA H200" in f["where"] and "torch 2.11.0+cu130" in f["where"] for f in d.findings)
+    assert d.upstream_status.startswith("open pull request: vLLM PR #48055")
+    with pytest.raises(ValueError, match="no finding"):
+        reports.recorded_deviation(json.loads(OFFSETS_RECORD.read_text()), entry, "vllm-v2")
+
+
+def test_the_offsets_report_stands_on_its_own_and_quotes_the_recorded_run():
+    from devices.field import vllm_loader
+    entry, d = _offsets()
+    run = reports.ReproRun("not itself run on a GPU", None, "")
+    text = reports.render_report(d, entry, run)
+    assert reports.upstream_text_problems(text, entry) == []
+    assert set(reports.blob_paths(text)) == {"vllm/v1/sample/rejection_sampler.py"} <= set(vllm_loader.PINNED)
+    assert "/blob/v0.33.0/vllm/v1/sample/rejection_sampler.py#L940-L948" in text
+    for section in ("## What happens", "## Where in the code", "## Expected (lossless rejection sampling)",
+                    "## Observed", "## Environment", "## Reproduction", "## Impact", "## Related upstream threads",
+                    "## Suggested fix"):
+        assert section in text, section
+    assert "raised `RuntimeError: Triton Error`" in text and "The standalone reproduction below: not itself run" in text
+    assert "Found on: NVIDIA H200 (driver 580.159.04)" in text and "compiled on the GPU" in text
+    for thread in ("pull/48055", "pull/46560", "pull/47383"):
+        assert f"https://github.com/vllm-project/vllm/{thread}" in text
+
+
+def test_the_stored_offsets_report_is_the_command_rendered_now(tmp_path, cache):
+    """docs/field-results/upstream-vllm-offsets-int32.md is what ``python -m specsim.field.upstream --record
+    docs/results/offsets-h200.json --deviation offsets-int32 --device vllm`` writes on a machine without a GPU
+    (the lines quoted from the pinned wheel's members)."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the command runs the reproduction and shows its output")
+    out = tmp_path / "report.md"
+    assert reports.main(["--record", str(OFFSETS_RECORD), "--deviation", "offsets-int32", "--device", "vllm",
+                         "--out", str(out)]) == 0
+    assert out.read_text() == OFFSETS_REPORT.read_text()
+    assert reports.upstream_text_problems(OFFSETS_REPORT.read_text(), _offsets()[0]) == []
+
+
+def test_a_field_run_of_the_offsets_group_on_a_gpu_writes_the_same_report(tmp_path):
+    """``specsim field`` on a merged run whose ``vllm`` rows hold the offsets fault: judged by the shipped waiver,
+    reported through the shipped entry, with the recorded H200 observation quoted."""
+    from specsim.cli import main
+    where = "NVIDIA H200, torch 2.11.0+cu130"
+    doc = {"devices": [{"device": "vllm", "engine": "vllm 0.33.0 (V1 runner)", "where": where, "quick": False,
+                        "command": "c", "available": True, "why_not": None, "waivers_not_observed": [],
+                        "groups": {"L1-offsets": {"pass": 1, "fail": 0, "not_supported": 0, "error": 1,
+                                                  "waived": 1}},
+                        "findings": [_finding("L1/offsets/injected/draft-rows-2^31", "offsets-int32",
+                                              "loss of losslessness", status="error")
+                                     | {"device": "vllm", "group": "L1-offsets"}]}]}
+    merged = tmp_path / "run.json"
+    merged.write_text(json.dumps(doc))
+    assert main(["field", "--out", str(tmp_path / "out"), "--merge", str(merged), "--render-only", "--rewaive",
+                 "--no-repro-run"]) == 0
+    text = (tmp_path / "out" / "upstream" / "vllm-offsets-int32.md").read_text()
+    assert "**Known upstream?** open pull request: vLLM PR #48055" in text
+    assert "raised `RuntimeError: Triton Error`" in text and "vllm_v1_offsets_past_2_31.py" in text
+    assert reports.upstream_text_problems(text, _offsets()[0]) == []
