@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -59,8 +60,31 @@ FIRST_IN_RUN_ORDER = {
 """Mutants whose first failing check in run order is an earlier group's, not their named one: mutant → that check."""
 
 
-def test_every_mutant_is_killed_by_its_named_check():
-    """``specsim mutants`` in miniature (quick L3 sizes; every mutant dies in an exact layer first)."""
+TORCH_MUTANTS = [m.id for m in SOURCE_MUTANTS if m.device == "torch"] + [w.id for w in WRAPPERS]
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_mutants() -> dict:
+    from devices.registry import load
+    return {m.id: m for m in make_mutants(load("torch"))}
+
+
+@pytest.mark.parametrize("mutant_id", TORCH_MUTANTS)
+def test_every_mutant_is_killed_by_its_named_check(mutant_id):
+    """``specsim mutants --hunt named`` in miniature (quick sizes): each mutant judged by its named check's group
+    alone fails first at that check (the whole suite in run order: the slow test below)."""
+    from specsim.conformance.run.runner import Context
+    from specsim.mutants.runner import judge_mutant
+    from specsim.mutants.seedtable import killing_groups
+    m = _torch_mutants()[mutant_id]
+    v = judge_mutant(m, Context(quick=True), groups=killing_groups(m.killed_by, False))
+    assert v.killed and v.killer.name.startswith(m.killed_by), (m.killed_by, v.killer.name if v.killer else "SURVIVED")
+
+
+@pytest.mark.slow
+def test_every_mutant_dies_first_at_its_named_check_in_run_order():
+    """``specsim mutants`` in miniature over every group in run order (quick L3 sizes): every mutant dies in an
+    exact layer first, at its named check or the earlier one ``FIRST_IN_RUN_ORDER`` records."""
     from devices.registry import load
     from specsim.conformance.run.runner import Context
     from specsim.mutants.runner import judge_mutant
