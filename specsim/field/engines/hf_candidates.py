@@ -37,35 +37,35 @@ from devices.field.hf_transformers import PINNED_VERSION
 from specsim.field.engines.hf_assisted import VOCAB_SIZE, tiny_llama
 
 
-class _Captured(Exception):
-    """Carries the first round's candidates out of ``generate``."""
+class Captured(Exception):
+    """Carries a drafting round's candidates out of ``generate``."""
 
     def __init__(self, candidate_ids, candidate_logits):
-        super().__init__("first get_candidates call")
+        super().__init__("first drafting get_candidates call")
         self.candidate_ids, self.candidate_logits = candidate_ids, candidate_logits
 
 
-class AssistedCandidates:
-    """The first round of ``AssistedCandidateGenerator`` per request (module docstring)."""
+class FirstRoundCandidates:
+    """What a proposer over one of transformers' candidate generators shares: the pinned release, the target and
+    its assistant (a constant number of drafts a round), ``generator_class`` (``generator``, a class of
+    ``transformers.generation.candidate_generator``), and ``generate``'s sampling arguments. A subclass's
+    ``_one(request, k)`` captures the first drafting round of one request."""
 
     has_probs = True
     greedy = True
-    sampling = ("temperature", "top_k", "top_p")
     max_len = None
 
-    def __init__(self, target, assistant):
+    def __init__(self, target, assistant, generator: str):
         import torch
         import transformers
         from transformers.generation import candidate_generator
         if transformers.__version__ != PINNED_VERSION:
-            raise ImportError(f"specsim.field.engines.hf_candidates is checked against transformers {PINNED_VERSION}, "
+            raise ImportError(f"{type(self).__module__} is checked against transformers {PINNED_VERSION}, "
                               f"found {transformers.__version__}")
-        from transformers.utils import logging
-        logging.set_verbosity_error()
-        self.torch, self.module = torch, candidate_generator
+        self.torch, self.generator_class = torch, getattr(candidate_generator, generator)
         self.target, self.assistant = target, assistant
         self.vocab_size = target.config.vocab_size
-        self.name = f"transformers-{transformers.__version__}-AssistedCandidateGenerator"
+        self.name = f"transformers-{transformers.__version__}-{generator}"
         self.engine = f"transformers {transformers.__version__}"
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
 
@@ -79,11 +79,25 @@ class AssistedCandidates:
                 "top_p": float(params.top_p)}
 
     def _one(self, request, k: int):
-        torch, cls = self.torch, self.module.AssistedCandidateGenerator
+        raise NotImplementedError
+
+
+class AssistedCandidates(FirstRoundCandidates):
+    """The first round of ``AssistedCandidateGenerator`` per request (module docstring)."""
+
+    sampling = ("temperature", "top_k", "top_p")
+
+    def __init__(self, target, assistant):
+        super().__init__(target, assistant, "AssistedCandidateGenerator")
+        from transformers.utils import logging
+        logging.set_verbosity_error()
+
+    def _one(self, request, k: int):
+        torch, cls = self.torch, self.generator_class
         original = cls.get_candidates
 
         def capture(generator, input_ids, **kwargs):
-            raise _Captured(*original(generator, input_ids, **kwargs))
+            raise Captured(*original(generator, input_ids, **kwargs))
 
         self.assistant.generation_config.num_assistant_tokens = k
         prompt = torch.tensor([list(request.tokens)])
@@ -94,7 +108,7 @@ class AssistedCandidates:
                 self.target.generate(prompt, attention_mask=torch.ones_like(prompt),   # every token, id 0 too
                                      assistant_model=self.assistant, max_new_tokens=k + 2,
                                      pad_token_id=0, eos_token_id=None, **self._sampling_kwargs(request.params))
-        except _Captured as got:
+        except Captured as got:
             ids = got.candidate_ids[0, prompt.shape[1]:].numpy().astype(np.int64)
             if got.candidate_logits is None or len(ids) == 0:
                 return None
@@ -110,4 +124,4 @@ def make_proposer(target_seed: int = 1, assistant_seed: int = 2) -> AssistedCand
     return AssistedCandidates(tiny_llama(VOCAB_SIZE, target_seed), tiny_llama(VOCAB_SIZE, assistant_seed))
 
 
-__all__ = ["AssistedCandidates", "make_proposer"]
+__all__ = ["AssistedCandidates", "Captured", "FirstRoundCandidates", "make_proposer"]

@@ -55,11 +55,9 @@ whatever ``do_sample`` says, so the drafts are not drawn from the q it reports
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
-from devices.field.hf_transformers import PINNED_VERSION
+from specsim.field.engines.hf_candidates import Captured, FirstRoundCandidates
 
 VOCAB_SIZE = 8
 HIDDEN_SIZE = 16
@@ -107,14 +105,6 @@ def tiny_models(target_seed: int = 1, assistant_seed: int = 2):
             _seeded(Gemma4AssistantForCausalLM, tiny_assistant_config(), assistant_seed))
 
 
-class _Captured(Exception):
-    """Carries the first drafting round's candidates out of ``generate``."""
-
-    def __init__(self, candidate_ids, candidate_logits):
-        super().__init__("first drafting get_candidates call")
-        self.candidate_ids, self.candidate_logits = candidate_ids, candidate_logits
-
-
 def _force_token(prompt_length: int, token: int):
     """A ``LogitsProcessor`` that makes the target's token after ``prompt_length`` tokens ``token``."""
     import torch
@@ -131,36 +121,13 @@ def _force_token(prompt_length: int, token: int):
     return _ForceToken()
 
 
-class Gemma4AssistantCandidates:
+class Gemma4AssistantCandidates(FirstRoundCandidates):
     """The first drafting round of ``SinglePositionMultiTokenCandidateGenerator`` per request (module docstring)."""
 
-    has_probs = True
-    greedy = True
     sampling = ()
-    max_len = None
 
     def __init__(self, target, assistant):
-        import torch
-        import transformers
-        from transformers.generation import candidate_generator
-        if transformers.__version__ != PINNED_VERSION:
-            raise ImportError(f"specsim.field.engines.hf_gemma4_assistant is checked against transformers "
-                              f"{PINNED_VERSION}, found {transformers.__version__}")
-        self.torch, self.generator_class = torch, candidate_generator.SinglePositionMultiTokenCandidateGenerator
-        self.target, self.assistant = target, assistant
-        self.vocab_size = target.config.vocab_size
-        self.name = f"transformers-{transformers.__version__}-SinglePositionMultiTokenCandidateGenerator"
-        self.engine = f"transformers {transformers.__version__}"
-        assistant.generation_config.num_assistant_tokens_schedule = "constant"
-
-    def propose(self, requests: Sequence, ks: np.ndarray) -> list:
-        return [self._one(r, int(k)) for r, k in zip(requests, ks)]
-
-    def _sampling_kwargs(self, params) -> dict:
-        if params.temperature == 0:
-            return {"do_sample": False}
-        return {"do_sample": True, "temperature": float(params.temperature), "top_k": int(params.top_k),
-                "top_p": float(params.top_p)}
+        super().__init__(target, assistant, "SinglePositionMultiTokenCandidateGenerator")
 
     def _generate_until_drafted(self, context: tuple[int, ...], k: int, params, seed: int):
         """Run ``generate`` until the generator's first drafting round; its (candidate_ids, candidate_logits)."""
@@ -172,7 +139,7 @@ class Gemma4AssistantCandidates:
             ids, logits = original(generator, input_ids, **kwargs)
             if logits is None:                 # the prefill round: the target speaks first
                 return ids, logits
-            raise _Captured(ids, logits)
+            raise Captured(ids, logits)
 
         self.assistant.generation_config.num_assistant_tokens = k
         prompt = torch.tensor([list(context[:-1])])
@@ -185,7 +152,7 @@ class Gemma4AssistantCandidates:
                                      assistant_model=self.assistant, max_new_tokens=k + 2,
                                      logits_processor=processors, pad_token_id=0, eos_token_id=None,
                                      **self._sampling_kwargs(params))
-        except _Captured as got:
+        except Captured as got:
             return got.candidate_ids, got.candidate_logits
         finally:
             cls.get_candidates = original
