@@ -201,21 +201,28 @@ def test_the_isolated_interpreter_refuses_this_projects_packages(tmp_path):
     assert not reports.importable_standalone("devices") and reports.importable_standalone("numpy")
 
 
-def test_the_field_command_writes_the_reports_from_a_merged_run(tmp_path):
+def _field_reports_of(tmp_path, row: dict, findings: list) -> pathlib.Path:
+    """``specsim field --merge`` of one run holding ``row`` (its device, engine, where, quick, groups) and
+    ``findings`` (each tagged with the row's device), rendered with the shipped waivers: its upstream folder."""
     from specsim.cli import main
-    doc = {"devices": [{"device": "vllm-interpret", "engine": "vllm 0.33.0", "where": "CPU", "quick": True,
-                        "command": "c", "available": True, "why_not": None, "waivers_not_observed": [],
-                        "groups": {"L2-rng": {"pass": 0, "fail": 1, "not_supported": 0, "error": 0, "waived": 1}},
-                        "findings": [_finding("L2/global-rng-untouched", "global-rng-consumed", "RNG-contract break")
-                                     | {"device": "vllm-interpret", "group": "L2-rng"},
-                                     _finding("L1-sampler/edge/min-tokens-crossing/vllm", "min-tokens-bonus-pre-step",
-                                              "loss of losslessness")
-                                     | {"device": "vllm-interpret", "group": "L1-sampler"}]}]}
+    device = row["device"]
+    doc = {"devices": [{"command": "c", "available": True, "why_not": None, "waivers_not_observed": [], **row,
+                        "findings": [f | {"device": device} for f in findings]}]}
     merged = tmp_path / "run.json"
     merged.write_text(json.dumps(doc))
     assert main(["field", "--out", str(tmp_path / "out"), "--merge", str(merged), "--render-only", "--rewaive",
                  "--no-repro-run"]) == 0
-    text = (tmp_path / "out" / "upstream" / "vllm-min-tokens-bonus-pre-step.md").read_text()
+    return tmp_path / "out" / "upstream"
+
+
+def test_the_field_command_writes_the_reports_from_a_merged_run(tmp_path):
+    row = {"device": "vllm-interpret", "engine": "vllm 0.33.0", "where": "CPU", "quick": True,
+           "groups": {"L2-rng": {"pass": 0, "fail": 1, "not_supported": 0, "error": 0, "waived": 1}}}
+    upstream = _field_reports_of(tmp_path, row, [
+        _finding("L2/global-rng-untouched", "global-rng-consumed", "RNG-contract break") | {"group": "L2-rng"},
+        _finding("L1-sampler/edge/min-tokens-crossing/vllm", "min-tokens-bonus-pre-step", "loss of losslessness")
+        | {"group": "L1-sampler"}])
+    text = (upstream / "vllm-min-tokens-bonus-pre-step.md").read_text()
     assert "**Known upstream?** none found: no report of the bonus row" in text   # from the shipped waiver entry
     assert "vllm_min_tokens_bonus_reads_pre_step_output.py" in text
     index = pathlib.Path(tmp_path / "out" / "upstream" / "README.md").read_text()
@@ -400,20 +407,13 @@ def test_the_stored_offsets_report_is_the_command_rendered_now(tmp_path, cache):
 def test_a_field_run_of_the_offsets_group_on_a_gpu_writes_the_same_report(tmp_path):
     """``specsim field`` on a merged run whose ``vllm`` rows hold the offsets fault: judged by the shipped waiver,
     reported through the shipped entry, with the recorded H200 observation quoted."""
-    from specsim.cli import main
-    where = "NVIDIA H200, torch 2.11.0+cu130"
-    doc = {"devices": [{"device": "vllm", "engine": "vllm 0.33.0 (V1 runner)", "where": where, "quick": False,
-                        "command": "c", "available": True, "why_not": None, "waivers_not_observed": [],
-                        "groups": {"L1-offsets": {"pass": 1, "fail": 0, "not_supported": 0, "error": 1,
-                                                  "waived": 1}},
-                        "findings": [_finding("L1/offsets/injected/draft-rows-2^31", "offsets-int32",
-                                              "loss of losslessness", status="error")
-                                     | {"device": "vllm", "group": "L1-offsets"}]}]}
-    merged = tmp_path / "run.json"
-    merged.write_text(json.dumps(doc))
-    assert main(["field", "--out", str(tmp_path / "out"), "--merge", str(merged), "--render-only", "--rewaive",
-                 "--no-repro-run"]) == 0
-    text = (tmp_path / "out" / "upstream" / "vllm-offsets-int32.md").read_text()
+    row = {"device": "vllm", "engine": "vllm 0.33.0 (V1 runner)", "where": "NVIDIA H200, torch 2.11.0+cu130",
+           "quick": False, "groups": {"L1-offsets": {"pass": 1, "fail": 0, "not_supported": 0, "error": 1,
+                                                     "waived": 1}}}
+    upstream = _field_reports_of(tmp_path, row, [
+        _finding("L1/offsets/injected/draft-rows-2^31", "offsets-int32", "loss of losslessness", status="error")
+        | {"group": "L1-offsets"}])
+    text = (upstream / "vllm-offsets-int32.md").read_text()
     assert "**Known upstream?** open pull request: vLLM PR #48055" in text
     assert "raised `RuntimeError: Triton Error`" in text and "vllm_v1_offsets_past_2_31.py" in text
     assert reports.upstream_text_problems(text, _offsets()[0]) == []
