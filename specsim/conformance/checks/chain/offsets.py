@@ -349,8 +349,10 @@ def _power(text: str) -> int:
 
 def main(argv=None) -> int:
     """``python -m specsim.conformance.checks.chain.offsets --device triton --seeds 0-19 --call-bytes 6GiB
-    [--black-box] [--boundaries 2^31,2^32] [--vocab 128256]``: the group's checks at each seed, one line each,
-    and their counts; exit 1 where a check did not pass (a correct device passes them all)."""
+    [--black-box] [--boundaries 2^31,2^32] [--vocab 128256] [--only NAME]``: the group's checks at each seed, one
+    line each, and their counts; exit 1 where a check did not pass (a correct device passes them all). ``--only``
+    runs the one crossing so named, so that each crossing can have a process of its own: a kernel that reads
+    outside its tensors may leave the process's CUDA context unusable for the crossings after it."""
     import argparse
     import time
 
@@ -364,6 +366,8 @@ def main(argv=None) -> int:
     p.add_argument("--black-box", action="store_true", help="the device as BlackBox: no injected noise, its own draws")
     p.add_argument("--boundaries", default=",".join(f"2^{b.bit_length() - 1}" for b in BOUNDARIES))
     p.add_argument("--vocab", type=int, default=VOCAB)
+    p.add_argument("--only", default=None, metavar="NAME",
+                   help="the one check so named, e.g. L1/offsets/injected/draft-rows-2^31")
     args = p.parse_args(argv)
     first, _, last = args.seeds.partition("-")
     device = load(args.device)
@@ -372,7 +376,11 @@ def main(argv=None) -> int:
     counts: dict[str, int] = {}
     for seed in range(int(first), int(last or first) + 1):
         started = time.perf_counter()
-        for r in crossing_checks(device, seed, parse_bytes(args.call_bytes), boundaries, args.vocab):
+        found = crossing_checks(device, seed, parse_bytes(args.call_bytes), boundaries, args.vocab, only=args.only)
+        if not found:
+            p.error(f"--only {args.only!r}: no crossing of {device.name} at these boundaries has that name "
+                    f"(they are: {', '.join(c.name for c in crossings(device.capabilities, boundaries, args.vocab))})")
+        for r in found:
             counts[r.status] = counts.get(r.status, 0) + 1
             print(f"seed {seed:3}  {r.status:13} {r.name}: {r.detail.splitlines()[0][:240]}")
         print(f"seed {seed:3}  {time.perf_counter() - started:.1f} s", flush=True)
