@@ -448,6 +448,8 @@ class ReproRun:
     how: str
     returncode: int | None
     output: str
+    where: str = ""
+    """The machine it ran on, in words, where that is not this one (a run kept in a record)."""
 
 
 def run_standalone(script, args=(), timeout: float = 300, cwd: str | None = None) -> ReproRun:
@@ -529,14 +531,15 @@ def _observed_section(run: ReproRun | None, recorded: str = "") -> list[str]:
     meaning = {0: "the lossless answer: the bug is not present here", 1: "the bug is present",
                MISSING_DEPENDENCY: "a dependency is missing: nothing was checked"}.get(
                    run.returncode, "the run broke before giving an answer: nothing was checked")
-    return lines + [f"The reproduction below, run when this report was written ({run.how}): exit "
+    when = "run on the machine the record names" if run.where else "run when this report was written"
+    return lines + [f"The reproduction below, {when} ({run.how}): exit "
                     f"{run.returncode}, {meaning}.", "", "```", scrub(run.output).rstrip() or "(no output)", "```", ""]
 
 
 def _environment_section(d: Deviation, run: ReproRun | None) -> list[str]:
     lines = ["## Environment", ""]
     if run is not None and run.returncode is not None:
-        lines += [f"* The reproduction's run above: {this_machine()}; {run.how}."]
+        lines += [f"* The reproduction's run above: {run.where or this_machine()}; {run.how}."]
     seen = sorted({f"{_hardware(f.get('where', ''))}; {_how_run(f.get('device', ''), f.get('where', ''))}"
                    for f in d.findings})
     lines += [f"* Found on: {x}." for x in seen]
@@ -676,11 +679,20 @@ def write_reports(doc: dict, out_dir: str | os.PathLike, run_repros: bool = True
     return written
 
 
+def recorded_run(record: dict, entry: Entry) -> ReproRun | None:
+    """The record's run of ``entry``'s reproduction (its ``reproduction`` object: ``script``, ``how``, ``where``,
+    ``returncode``, ``output``), or None where the record holds no run of that script."""
+    kept = record.get("reproduction")
+    if not kept or pathlib.Path(kept.get("script", "")).name != entry.repro:
+        return None
+    return ReproRun(kept["how"], int(kept["returncode"]), kept["output"], where=kept["where"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m specsim.field.upstream --record FILE --deviation ID --device NAME --out REPORT.md``: one
     upstream report of a deviation seen in a record of measured figures (:func:`recorded_deviation`). Its
-    reproduction runs where a CUDA GPU is (``--no-repro-run`` leaves it out); elsewhere the report says it was
-    not run. Exit 1 when the text could not be filed as it is (:func:`upstream_text_problems`)."""
+    reproduction runs where a CUDA GPU is (``--no-repro-run`` leaves it out); elsewhere the report quotes the
+    record's own run of it (``recorded_run``), or says it was not run. Exit 1 when the text could not be filed as it is (:func:`upstream_text_problems`)."""
     import argparse
     p = argparse.ArgumentParser(prog="python -m specsim.field.upstream", description=main.__doc__.split("\n\n")[0])
     p.add_argument("--record", required=True, type=pathlib.Path, help="a record of measured figures (JSON)")
@@ -693,13 +705,16 @@ def main(argv: list[str] | None = None) -> int:
     if entry is None:
         p.error(f"--deviation {args.deviation} --device {args.device}: no report entry in {ENTRIES_FILE}")
     try:
-        d = recorded_deviation(json.loads(args.record.read_text(encoding="utf-8")), entry, args.device)
+        record = json.loads(args.record.read_text(encoding="utf-8"))
+        d = recorded_deviation(record, entry, args.device)
     except (OSError, ValueError) as e:
         p.error(f"--record {args.record}: {e}")
     if args.no_repro_run:
         run = None
     elif _gpu_name():
         run = run_repro(entry)
+    elif recorded_run(record, entry) is not None:
+        run = recorded_run(record, entry)
     else:
         run = ReproRun(f"not itself run on a GPU (this report was written on a machine without one, where it exits "
                        f"{MISSING_DEPENDENCY}: a dependency missing)", None, "")

@@ -385,6 +385,7 @@ def test_the_offsets_report_stands_on_its_own_and_quotes_the_recorded_run():
                     "## Suggested fix"):
         assert section in text, section
     assert "raised `RuntimeError: Triton Error`" in text and "The standalone reproduction below: not itself run" in text
+    assert "Each step ran in a process of its own" in text
     assert "Found on: NVIDIA H200 (driver 580.159.04)" in text and "compiled on the GPU" in text
     for thread in ("pull/48055", "pull/46560", "pull/47383"):
         assert f"https://github.com/vllm-project/vllm/{thread}" in text
@@ -402,6 +403,22 @@ def test_the_stored_offsets_report_is_the_command_rendered_now(tmp_path, cache):
                          "--out", str(out)]) == 0
     assert out.read_text() == OFFSETS_REPORT.read_text()
     assert reports.upstream_text_problems(OFFSETS_REPORT.read_text(), _offsets()[0]) == []
+
+
+def test_the_offsets_report_quotes_the_records_own_run_of_the_reproduction():
+    """The record keeps the reproduction's run on the H200 (exit 1, its output): a report rendered without a GPU
+    quotes it, naming the machine it ran on, not this one; a record without one, or of another script, gives none."""
+    entry, d = _offsets()
+    record = json.loads(OFFSETS_RECORD.read_text())
+    run = reports.recorded_run(record, entry)
+    assert (run.returncode, "NVIDIA H200" in run.where) == (1, True)
+    text = reports.render_report(d, entry, run)
+    assert "run on the machine the record names" in text and "exit 1, the bug is present" in text
+    assert "an illegal memory access was encountered" in text
+    assert "* The reproduction's run above: NVIDIA H200" in text
+    assert reports.recorded_run({k: v for k, v in record.items() if k != "reproduction"}, entry) is None
+    other = dict(record, reproduction=dict(record["reproduction"], script="devices/field/repro/other.py"))
+    assert reports.recorded_run(other, entry) is None
 
 
 def test_a_field_run_of_the_offsets_group_on_a_gpu_writes_the_same_report(tmp_path):
