@@ -124,10 +124,9 @@ def row_bound(launches_s: float, one_launch_s: float, pass_s: float, bytes_s: fl
     if one_launch_s > launches_s:
         raise ValueError(f"row_bound: one_launch_s ({one_launch_s!r}) must not exceed launches_s "
                          f"({launches_s!r}): L launches cost at least one")
-    passed = pass_s + launches_s - one_launch_s
-    if passed <= launches_s:
+    if pass_s <= one_launch_s:   # (compared directly: the sum below would carry rounding)
         return launches_s, "launches"
-    return passed, "bytes" if 2 * bytes_s >= pass_s else "one pass"
+    return pass_s + launches_s - one_launch_s, "bytes" if 2 * bytes_s >= pass_s else "one pass"
 
 
 def _check_positive(where: str, **values) -> None:
