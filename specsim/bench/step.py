@@ -38,7 +38,15 @@ graph`` (``vs plain``). ``goal_rows`` holds the rows against the step's goals
 
 ``measure`` runs the shapes and prints one line per row as it is measured;
 ``table_lines`` is the table printed at the end; ``record`` is the same table
-(and the kernel breakdown) as a record of ``specsim.figures.records``.
+(and the kernel breakdown) as a record of ``specsim.figures.records``. Every
+run also measures the read stream (``floors.read_bandwidth``): each row's
+``% of read stream`` is its floor bytes at that bandwidth over its median.
+
+``measure_latency`` (``specsim bench --latency``) times the small batches of
+real decoding (``LATENCY_RUN``) and the tree kernel at batch 8, and sets each
+row against floors measured in the same run (``floors``: its launches, one
+pass over its bytes, its bytes; ``add_bounds``); ``latency_table`` and
+``latency_goal_rows`` are the two tables it prints and records.
 """
 
 from __future__ import annotations

@@ -20,6 +20,12 @@ all`` (or where the run measured one) the goals table follows: each goal's row,
 met or not, and its floor and bandwidth as the bound. ``--record FILE`` writes
 these tables (and ``--breakdown``'s kernels) as a record of
 ``specsim.figures.records``, which the docs render.
+
+``--latency`` times B = 1, 8, 32, 256 (and the tree kernel at B = 8) instead,
+each row against its measured floor (``specsim.bench.floors``: the launches it
+makes, one pass over its bytes, its bytes), then the latency goals::
+
+    specsim bench --latency --devices triton vllm vllm-v2 --record docs/results/bench-h200-latency.json
 """
 
 from __future__ import annotations
