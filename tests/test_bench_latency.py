@@ -227,3 +227,10 @@ def test_the_latency_run_asks_for_the_issues_shapes_and_only_its_devices(monkeyp
                                                                         ["draft", "point"])
     assert opts.devices == ["vllm"] and opts.no_launches and result.latency
     assert result.rows[0]["bound"] in ("launches", "one pass", "bytes")
+
+
+def test_the_json_carries_the_latency_goals_and_floors():
+    doc = step.to_json(latency_result())
+    assert doc["read_stream_gb_s"] == 4000 and doc["rows"][0]["bound"] == "one pass"
+    assert doc["latency_goals"][0]["what"] == "B = 1, graphed" and doc["latency_trees"][0]["nodes"] == 64
+    json.dumps(doc)

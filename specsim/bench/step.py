@@ -512,12 +512,15 @@ def field_filter_variants(engines: dict, sets: list, filters: dict) -> list:
 # --- what a run leaves: the JSON rows and the record ------------------------------------
 
 def to_json(result: BenchResult) -> dict:
-    """``--json``'s document: the rows and what they were measured on."""
+    """``--json``'s document: the rows and what they were measured on (with ``--latency``, each row's floor
+    columns, the tree rows and the latency goals)."""
     return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "read_stream_gb_s": result.read_bw / 1e9,
             "torch": result.versions.get("torch"),
             "triton": result.versions.get("triton"), "vllm": result.vllm, "config": result.config,
             "engines": result.engines, "rows": result.rows,
-            "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else []}
+            "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else [],
+            "latency_trees": result.latency_trees,
+            "latency_goals": [dict(zip(GOALS_HEADER, g)) for g in latency_goal_rows(result)] if result.latency else []}
 
 
 def record(result: BenchResult, command: str) -> dict:
