@@ -558,7 +558,8 @@ def note(result: BenchResult) -> str:
 
 
 def headline_values(result: BenchResult) -> dict[str, str]:
-    """``copy-gb-s``, ``read-stream-gb-s`` (where measured), and per row of the first shape and dtype ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
+    """``copy-gb-s``, ``read-stream-gb-s`` (where measured), and per row of the first shape and dtype
+    ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
     ``<row>-<mode>-pct-its-floor``, (where vLLM ran) ``<row>-<mode>-vs-vllm``, (where ``triton graph``
     ran) ``<row>-<mode>-vs-plain`` and (where the read stream was measured) ``<row>-<mode>-pct-read-stream``,
     as printed."""

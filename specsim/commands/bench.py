@@ -69,10 +69,10 @@ def add_arguments(p):
                         "then the goals table (specsim.bench.step.GOALS)")
     runs = p.add_mutually_exclusive_group()
     runs.add_argument("--goals", action="store_true",
-                   help="measure every goal in one run (specsim.bench.step.GOAL_RUNS): the anchor 256 x 4 x 128256 "
-                        "with --sampler all for the devices asked, bfloat16 logits and point proposals at V = 32000 "
-                        "on triton, and the tree kernel (64 requests, 64 nodes of depth 6); --batch, --k, --vocab, "
-                        "--dtype, --modes and --sampler are set by it")
+                      help="measure every goal in one run (specsim.bench.step.GOAL_RUNS): the anchor 256 x 4 x "
+                           "128256 with --sampler all for the devices asked, bfloat16 logits and point proposals at "
+                           "V = 32000 on triton, and the tree kernel (64 requests, 64 nodes of depth 6); --batch, "
+                           "--k, --vocab, --dtype, --modes and --sampler are set by it")
     runs.add_argument("--latency", action="store_true",
                       help="the small batches of real decoding in one run (specsim.bench.step.LATENCY_RUN): "
                            "B = 1, 8, 32, 256 at K = 4, V = 128256, float32, draft and point, triton graph and "
