@@ -38,7 +38,15 @@ graph`` (``vs plain``). ``goal_rows`` holds the rows against the step's goals
 
 ``measure`` runs the shapes and prints one line per row as it is measured;
 ``table_lines`` is the table printed at the end; ``record`` is the same table
-(and the kernel breakdown) as a record of ``specsim.figures.records``.
+(and the kernel breakdown) as a record of ``specsim.figures.records``. Every
+run also measures the read stream (``floors.read_bandwidth``): each row's
+``% of read stream`` is its floor bytes at that bandwidth over its median.
+
+``measure_latency`` (``specsim bench --latency``) times the small batches of
+real decoding (``LATENCY_RUN``) and the tree kernel at batch 8, and sets each
+row against floors measured in the same run (``floors``: its launches, one
+pass over its bytes, its bytes; ``add_bounds``); ``latency_table`` and
+``latency_goal_rows`` are the two tables it prints and records.
 """
 
 from __future__ import annotations
@@ -95,14 +103,23 @@ class BenchResult:
     trees: list = field(default_factory=list)
     """The tree goal's kernel timings (``measure_goals``): one dict per variant, ``variant``, ``batch``, ``V``,
     ``chain_ms`` (the chain kernels at K = N), ``tree_ms``, ``accepted`` (mean accepted length)."""
+    read_bw: float = 0.0
+    """The read stream measured in the same run, bytes/s (``floors.read_bandwidth``); 0 where not measured."""
+    latency: bool = False
+    """A ``--latency`` run (``measure_latency``): its rows carry their measured floors, and the latency
+    tables follow."""
+    latency_trees: list = field(default_factory=list)
+    """The latency run's tree kernel timings (``LATENCY_TREE``), as ``trees``' dicts."""
 
 
 HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
           "% of alg floor", "% of all-rows floor", "vs vllm", "floor MB", "% of its floor", "GB/s achieved",
-          "vs plain")
+          "vs plain", "% of read stream")
 """``alg floor``: the plain step's (every row of a shape alike); ``floor MB``: the row's own
 (``workloads.row_floor_bytes``), ``% of its floor`` its floor time over the median, ``GB/s achieved`` its
-floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``."""
+floor bytes over the median; ``vs plain``: the median over the same shape's ``triton graph``; ``% of read
+stream``: its floor bytes over the read stream measured in the same run (``floors.read_bandwidth``),
+over the median."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
 SAMPLER_ROWS = ("triton §12", "triton §12 eager", "triton §12 unfused", "triton filters", "triton filters eager",
                 "triton filters torch.topk", "triton §12+filters", "triton §12+filters eager",
@@ -116,7 +133,8 @@ def cells(r: dict) -> tuple:
             f"{r['alg_floor_mb']:.0f}", f"{r['alg_floor_ms']:.3f}", f"{r['pct_alg_floor']:.0f}%",
             f"{r['pct_all_rows_floor']:.0f}%", f"{r['vs_vllm']:.2f}x" if "vs_vllm" in r else "-",
             f"{r['floor_mb']:.0f}", f"{r['pct_floor']:.0f}%", f"{r['gb_s']:.0f}",
-            f"{r['vs_plain']:.2f}x" if "vs_plain" in r else "-")
+            f"{r['vs_plain']:.2f}x" if "vs_plain" in r else "-",
+            f"{r['pct_read_stream']:.0f}%" if "pct_read_stream" in r else "-")
 
 
 def kernel_cells(k: dict) -> tuple:
@@ -158,6 +176,10 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     gpu = f"{props.name}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB"
     out(f"GPU: {gpu}; torch {torch.__version__}, triton {triton.__version__}")
     out(f"measured device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
+    from specsim.bench import floors
+    read_bw = floors.read_bandwidth(torch)
+    out(f"measured read stream: {read_bw / 1e9:.0f} GB/s (read only, one pass over "
+        f"{floors.BANDWIDTH_BYTES >> 30} GiB)")
     out(f"triton config: {config}")
     vllm_call, vllm_label = vllm_step() if "vllm" in opts.devices else (None, "not asked for")
     out(f"vllm: {vllm_label}")
@@ -173,7 +195,8 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     if engines.get("flashinfer", (None,))[0] is not None and flashinfer_version():
         versions["flashinfer"] = flashinfer_version()
     result = BenchResult(hardware, versions, gpu, copy_bw, str(config), vllm_label,
-                         engines={name: label for name, (_, label) in engines.items()}, sampler=opts.sampler)
+                         engines={name: label for name, (_, label) in engines.items()}, sampler=opts.sampler,
+                         read_bw=read_bw)
     calls = (vllm_call, kernel_call, {name: call for name, (call, _) in engines.items()})
     for V in opts.vocab:
         for B in opts.batch:
@@ -226,30 +249,40 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
             result.engines[engine] = f"{result.engines.get(engine, '')}; {why}".lstrip("; ")
             out(why, flush=True)
             continue
-        result.rows.append(timed_row(label, (B, K, V, mode, opts.dtype), floor_shape, params, t, result.copy_bw))
+        result.rows.append(timed_row(label, (B, K, V, mode, opts.dtype), floor_shape, params, t, result.copy_bw,
+                                     result.read_bw or None))
         out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
     fill_ratios([r for r in result.rows if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode)])
     if opts.breakdown and "triton" in opts.devices:
         breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode), result, out)
 
 
-def timed_row(label: str, shape: tuple, floor_shape: tuple, params, seconds: float, copy_bw: float) -> dict:
+def timed_row(label: str, shape: tuple, floor_shape: tuple, params, seconds: float, copy_bw: float,
+              read_bw: float | None = None) -> dict:
     """One row of ``result.rows``: ``label`` timed at ``seconds`` (median) on ``shape`` ``(batch, K, V, mode,
     dtype)``, against the plain step's floors of ``floor_shape`` (``workloads.floor_bytes``' arguments) and
-    its own (``workloads.row_floor_bytes`` with ``params``, the row's own inputs), ``copy_bw`` bytes/s.
+    its own (``workloads.row_floor_bytes`` with ``params``, the row's own inputs), ``copy_bw`` bytes/s; with
+    ``read_bw`` (the read stream, bytes/s) also ``pct_read_stream``, its floor bytes at that bandwidth over
+    ``seconds``.
 
     >>> r = timed_row("triton §12", (2, 1, 64, "draft", "float32"), (2, 1, 64, 4, 4, "draft"),
     ...               {"logit_bias": __import__("numpy").zeros((2, 64), "float32")}, 1e-6, 5.12e9)
     >>> r["alg_floor_mb"] * 1e6, r["floor_mb"] * 1e6, round(r["pct_floor"]), round(r["gb_s"], 2)
     (2048.0, 3072.0, 60, 3.07)
+    >>> "pct_read_stream" in r, round(timed_row("vllm", (2, 1, 64, "draft", "float32"), (2, 1, 64, 4, 4, "draft"),
+    ...                                        None, 1e-6, 5.12e9, 4.096e9)["pct_read_stream"])
+    (False, 50)
     """
     B, K, V, mode, dtype = shape
     alg, all_rows = workloads.floor_bytes(*floor_shape)
     own = workloads.row_floor_bytes(label, floor_shape, params)
-    return dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=dtype, median_ms=seconds * 1e3,
-                alg_floor_mb=alg / 1e6, alg_floor_ms=alg / copy_bw * 1e3, pct_alg_floor=100 * alg / copy_bw / seconds,
-                pct_all_rows_floor=100 * all_rows / copy_bw / seconds, floor_mb=own / 1e6,
-                pct_floor=100 * own / copy_bw / seconds, gb_s=own / seconds / 1e9)
+    row = dict(device=label, batch=B, K=K, V=V, mode=mode, dtype=dtype, median_ms=seconds * 1e3,
+               alg_floor_mb=alg / 1e6, alg_floor_ms=alg / copy_bw * 1e3, pct_alg_floor=100 * alg / copy_bw / seconds,
+               pct_all_rows_floor=100 * all_rows / copy_bw / seconds, floor_mb=own / 1e6,
+               pct_floor=100 * own / copy_bw / seconds, gb_s=own / seconds / 1e9)
+    if read_bw:
+        row["pct_read_stream"] = 100 * own / read_bw / seconds
+    return row
 
 
 def fill_ratios(rows: list[dict]) -> None:
@@ -479,11 +512,15 @@ def field_filter_variants(engines: dict, sets: list, filters: dict) -> list:
 # --- what a run leaves: the JSON rows and the record ------------------------------------
 
 def to_json(result: BenchResult) -> dict:
-    """``--json``'s document: the rows and what they were measured on."""
-    return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "torch": result.versions.get("torch"),
+    """``--json``'s document: the rows and what they were measured on (with ``--latency``, each row's floor
+    columns, the tree rows and the latency goals)."""
+    return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "read_stream_gb_s": result.read_bw / 1e9,
+            "torch": result.versions.get("torch"),
             "triton": result.versions.get("triton"), "vllm": result.vllm, "config": result.config,
             "engines": result.engines, "rows": result.rows,
-            "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else []}
+            "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else [],
+            "latency_trees": result.latency_trees,
+            "latency_goals": [dict(zip(GOALS_HEADER, g)) for g in latency_goal_rows(result)] if result.latency else []}
 
 
 def record(result: BenchResult, command: str) -> dict:
@@ -501,21 +538,34 @@ def record(result: BenchResult, command: str) -> dict:
         rec["tables"]["kernels"] = {"columns": list(KERNEL_HEADER),
                                     "rows": [list(map(str, kernel_cells(k))) for k in result.kernels]}
     rec["values"] = headline_values(result)
+    if result.latency:
+        rec["tables"]["latency"] = {"columns": list(LATENCY_HEADER),
+                                    "rows": [list(map(str, c)) for c in latency_table(result)],
+                                    "note": LATENCY_NOTE + " " + note(result)}
+        rec["tables"]["latency-goals"] = {"columns": list(GOALS_HEADER),
+                                          "rows": [list(map(str, g)) for g in latency_goal_rows(result)],
+                                          "note": LATENCY_GOALS_NOTE + " " + note(result)}
+        rec["values"].update(latency_values(result))
     return rec
 
 
 def note(result: BenchResult) -> str:
     """What a table's figures depend on, printed under it."""
     engines = "".join(f"; {name}: {label}" for name, label in result.engines.items())
-    return (f"GPU {result.gpu}; device-to-device copy {result.copy_bw / 1e9:.0f} GB/s (read + write); "
+    read = f"read stream {result.read_bw / 1e9:.0f} GB/s; " if result.read_bw else ""
+    return (f"GPU {result.gpu}; device-to-device copy {result.copy_bw / 1e9:.0f} GB/s (read + write); {read}"
             f"Triton {result.config}; vllm: {result.vllm}{engines}.")
 
 
 def headline_values(result: BenchResult) -> dict[str, str]:
-    """``copy-gb-s``, and per row of the first shape and dtype ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
-    ``<row>-<mode>-pct-its-floor``, (where vLLM ran) ``<row>-<mode>-vs-vllm`` and (where ``triton graph``
-    ran) ``<row>-<mode>-vs-plain``, as printed."""
+    """``copy-gb-s``, ``read-stream-gb-s`` (where measured), and per row of the first shape and dtype
+    ``<row>-<mode>-ms``, ``<row>-<mode>-pct-alg-floor``,
+    ``<row>-<mode>-pct-its-floor``, (where vLLM ran) ``<row>-<mode>-vs-vllm``, (where ``triton graph``
+    ran) ``<row>-<mode>-vs-plain`` and (where the read stream was measured) ``<row>-<mode>-pct-read-stream``,
+    as printed."""
     values = {"copy-gb-s": f"{result.copy_bw / 1e9:.0f}"}
+    if result.read_bw:
+        values["read-stream-gb-s"] = f"{result.read_bw / 1e9:.0f}"
     first = result.rows[0] if result.rows else None
     for r in result.rows:
         if (r["batch"], r["K"], r["V"], r["dtype"]) != (first["batch"], first["K"], first["V"], first["dtype"]):
@@ -529,6 +579,8 @@ def headline_values(result: BenchResult) -> dict[str, str]:
             values[f"{key}-vs-vllm"] = c["vs vllm"]
         if "vs_plain" in r:
             values[f"{key}-vs-plain"] = c["vs plain"]
+        if "pct_read_stream" in r:
+            values[f"{key}-pct-read-stream"] = c["% of read stream"]
     return values
 
 
@@ -702,3 +754,251 @@ def where_text(where: dict) -> str:
     """
     names = dict(batch="B=", K="K=", V="V=", dtype="", mode="")
     return " ".join(f"{names[k]}{v}" for k, v in where.items()) or "-"
+
+
+# --- small batches (--latency): each row against its measured floor, and the latency goals ----------
+
+LATENCY_DEVICES = ("triton", "vllm", "vllm-v2")
+LATENCY_RUN = dict(batch=[1, 8, 32, 256], k=[4], vocab=[128256], dtype="float32", modes=["draft", "point"],
+                   sampler="off", no_graph=False, no_launches=True)
+"""The shapes ``measure_latency`` times: the batch sizes of real decoding up to the anchor's, K = 4,
+V = 128256, float32, draft and point, the ``triton graph`` and ``triton eager`` rows (no ``triton
+launches``) beside vLLM's V1 sampler and Model Runner V2 where they load."""
+LATENCY_TREE = dict(TREE_GOAL, batch=8)
+"""The tree kernel of the latency run: the tree goal's tree (64 nodes of depth 6) at batch 8."""
+ROW_LAUNCHES = {"triton graph": 2, "triton eager": 2, "triton launches": 2}
+"""Launches per step of each row whose launches are known: the plain Triton step's two
+(``floors.PLAIN_STEP_LAUNCHES``); every other row is held to one launch (any step makes at least one)."""
+LATENCY_HEADER = ("device", "batch", "K", "V", "mode", "median ms", "launches", "launch floor ms",
+                  "floor MB", "one pass ms", "floor ms", "bound", "% of floor", "% of alg floor",
+                  "% of read stream", "vs vllm v2")
+"""``launch floor``: ``floors.launch_floor`` of the row's launches; ``one pass``: ``floors.read_stream`` of its
+floor bytes; ``floor``: ``floors.row_bound`` of the two, ``bound`` the term that dominates it
+(``launches``, ``one pass``, ``bytes``); ``% of floor``: floor over the median; ``% of alg floor``: the
+plain step's bytes over the copy bandwidth, over the median (as ``HEADER``); ``% of read stream``: its floor
+bytes over the read stream, over the median; ``vs vllm v2``: the median over the same shape's ``vllm v2``."""
+LATENCY_NOTE = ("Each row against its measured floor: a CUDA graph of as many empty launches as the row makes "
+                "(the plain Triton step: two, stats and step; any other row: one, the least any step makes), "
+                "and one read-only pass over its floor bytes, both timed in this run as the rows are; floor = "
+                "the pass plus the other launches, never below the launches alone. Tree rows: the tree "
+                "kernel at batch 8 against the chain kernels reading as many target rows.")
+LATENCY_GOAL_MS = 0.010
+"""B = 1: the graphed step within two launches' worth."""
+EAGER_GAP_MS = 0.005
+"""Eager within this of the graph at every batch size."""
+BYTES_GOAL_BATCH, BYTES_GOAL_PCT = 32, 80
+"""B = 32: at least this share of the bytes' floor (over the copy bandwidth, and over the read stream)."""
+LATENCY_GOALS_NOTE = ("The latency goals: B = 1 graphed within two launches' worth; eager within a few "
+                      "microseconds of the graph; B = 32 at the bytes' floor (over the copy bandwidth and over "
+                      "the read stream); the graphed step ahead of vLLM's Model Runner V2 at every batch size. "
+                      "Bound: the row's measured floor (launches, one pass over its bytes, its bytes) and what "
+                      "it allows; a goal beyond the measured floor is out of reach for any implementation.")
+
+
+def measure_latency(torch, opts: Options, out=print) -> BenchResult:
+    """``specsim bench --latency``: ``measure`` at ``LATENCY_RUN`` (``opts``' reps and warm-up; the devices
+    of ``opts`` among ``LATENCY_DEVICES``), the tree kernel at ``LATENCY_TREE`` on the compiled Triton
+    device (``specsim.bench.trees.bench_kernels``), then each row's measured floor (``floors``)."""
+    from dataclasses import replace as with_
+
+    from specsim.bench import floors
+    devices = [d for d in opts.devices if d in LATENCY_DEVICES]
+    result = measure(torch, with_(opts, **LATENCY_RUN, devices=devices), out)
+    result.latency = True
+    if "triton" in devices:
+        result.latency_trees = latency_trees(torch, opts, out)
+    add_bounds(result.rows, lambda n: floors.launch_floor(torch, n, opts.reps, opts.warmup),
+               lambda nbytes: floors.read_stream(torch, nbytes, opts.reps, opts.warmup), result.read_bw)
+    for r in result.rows:
+        out(f"{r['device']} B={r['batch']} {r['mode']}: {r['median_ms']:.3f} ms, floor {r['floor_ms']:.3f} ms "
+            f"({r['bound']})", flush=True)
+    return result
+
+
+def latency_trees(torch, opts: Options, out=print) -> list[dict]:
+    """The tree kernel at ``LATENCY_TREE``, both variants, as ``measure_goals`` times the tree goal."""
+    from devices.triton_device import make_device
+    from specsim.bench.trees import bench_kernels, tree_parents
+    g = LATENCY_TREE
+    parents = tree_parents(g["depth"], g["branch"], g["width"])
+    timed = bench_kernels(make_device(), g["batch"], g["vocab"], parents, opts.warmup, max(5, opts.reps // 10))
+    found = []
+    for variant in ("rejected at root", "accepted to depth"):
+        found.append(dict(variant=variant, batch=g["batch"], V=g["vocab"], nodes=len(parents),
+                          chain_ms=timed["chain K=N"], tree_ms=timed[f"tree kernel, {variant}"],
+                          accepted=timed.get(f"tree kernel, {variant} accepted", 0.0)))
+        out(f"latency tree, {variant}: tree kernel {found[-1]['tree_ms']:.3f} ms, chain kernels K=N "
+            f"{timed['chain K=N']:.3f} ms", flush=True)
+    torch.cuda.empty_cache()
+    return found
+
+
+def add_bounds(rows: list[dict], launch_s, pass_s, read_bw: float) -> None:
+    """Each row's measured floor into it: ``launches`` (``ROW_LAUNCHES``, else 1), ``launch_ms``
+    (``launch_s(launches)``), ``pass_ms`` (``pass_s(its floor bytes)``), ``floor_ms`` and ``bound``
+    (``floors.row_bound`` with ``launch_s(1)`` and the bytes over ``read_bw``), ``pct_latency_floor``; and
+    ``vs_v2``, the median over the same shape's ``vllm v2`` where it ran. ``launch_s(n)`` and
+    ``pass_s(nbytes)`` are seconds (``floors.launch_floor``, ``floors.read_stream``)."""
+    from specsim.bench import floors
+    if not read_bw > 0:
+        raise ValueError(f"add_bounds: read_bw must be the measured read stream in bytes/s (> 0), got {read_bw!r}")
+    for r in rows:
+        launches = ROW_LAUNCHES.get(r["device"], 1)
+        nbytes = round(r["floor_mb"] * 1e6)
+        launched, one, passed = launch_s(launches), launch_s(1), pass_s(nbytes)
+        seconds, what = floors.row_bound(launched, one, passed, nbytes / read_bw)
+        r.update(launches=launches, launch_ms=launched * 1e3, pass_ms=passed * 1e3, floor_ms=seconds * 1e3,
+                 bound=what, pct_latency_floor=100 * seconds * 1e3 / r["median_ms"])
+    v2 = {shape_of(r): r["median_ms"] for r in rows if r["device"] == "vllm v2"}
+    for r in rows:
+        if shape_of(r) in v2:
+            r["vs_v2"] = r["median_ms"] / v2[shape_of(r)]
+
+
+def shape_of(r: dict) -> tuple:
+    """A row's shape: ``(batch, K, V, mode, dtype)``."""
+    return r["batch"], r["K"], r["V"], r["mode"], r["dtype"]
+
+
+def latency_cells(r: dict) -> tuple:
+    """One row of ``LATENCY_HEADER`` from a row of a ``--latency`` run (``add_bounds`` filled in)."""
+    known = r["device"] in ROW_LAUNCHES
+    return (r["device"], r["batch"], r["K"], r["V"], r["mode"], f"{r['median_ms']:.3f}",
+            str(r["launches"]) if known else f"≥ {r['launches']}", f"{r['launch_ms']:.4f}", f"{r['floor_mb']:.1f}",
+            f"{r['pass_ms']:.4f}", f"{r['floor_ms']:.4f}", r["bound"], f"{r['pct_latency_floor']:.0f}%",
+            f"{r['pct_alg_floor']:.0f}%", f"{r['pct_read_stream']:.0f}%" if "pct_read_stream" in r else "-",
+            f"{r['vs_v2']:.2f}x" if "vs_v2" in r else "-")
+
+
+def tree_latency_cells(t: dict) -> tuple:
+    """A tree row of the latency table: the tree kernel's median, its floor columns empty (it reads only the
+    rows it visits), its bound the chain kernels reading as many target rows.
+
+    >>> c = tree_latency_cells(dict(variant="rejected at root", batch=8, V=128256, nodes=64, chain_ms=0.2,
+    ...                             tree_ms=0.05, accepted=0.0))
+    >>> c[0], c[5], c[10], c[11]
+    ('tree kernel, rejected at root', '0.050', '-', '0.25x the chain kernels at K = N (0.200 ms)')
+    """
+    return (f"tree kernel, {t['variant']}", t["batch"], t["nodes"], t["V"], "point", f"{t['tree_ms']:.3f}",
+            "-", "-", "-", "-", "-", f"{t['tree_ms'] / t['chain_ms']:.2f}x the chain kernels at K = N "
+            f"({t['chain_ms']:.3f} ms)", "-", "-", "-", "-")
+
+
+def latency_table(result: BenchResult) -> list[tuple]:
+    """The latency table's rows: each measured row (``latency_cells``), then the tree rows."""
+    return [latency_cells(r) for r in result.rows] + [tree_latency_cells(t) for t in result.latency_trees]
+
+
+def latency_values(result: BenchResult) -> dict[str, str]:
+    """Per row of the latency table, ``latency-<row>-<mode>-b<batch>-ms`` and ``…-pct-floor``, as printed."""
+    values = {}
+    for r in result.rows:
+        c = dict(zip(LATENCY_HEADER, latency_cells(r)))
+        key = f"latency-{slug(r['device'])}-{r['mode']}-b{r['batch']}"
+        values[f"{key}-ms"], values[f"{key}-pct-floor"] = c["median ms"], c["% of floor"]
+    return values
+
+
+def latency_goal_rows(result: BenchResult) -> list[tuple]:
+    """The latency goals as rows of ``GOALS_HEADER``: B = 1 graphed, eager's gap to the graph at each batch,
+    B = 32's share of the bytes' floor (copy and read stream), the graph against vLLM's V2 at each batch;
+    each met or not with its measured bound, or not measured in this run (and why)."""
+    shapes = {}
+    for r in result.rows:
+        shapes.setdefault(shape_of(r), {})[r["device"]] = r
+    return (graph_time_goals(shapes) + eager_gap_goals(shapes) + bytes_goals(shapes)
+            + v2_goals(shapes, result.engines.get("vllm v2", "vllm-v2 not asked for")))
+
+
+def shape_text(shape: tuple) -> str:
+    """``B=1 K=4 V=128256 draft float32``."""
+    return "B={} K={} V={} {} {}".format(*shape)
+
+
+def floor_text(r: dict) -> str:
+    """A row's measured floor as a goal's bound.
+
+    >>> floor_text(dict(floor_ms=0.0121, bound="one pass", launches=2, launch_ms=0.0071, floor_mb=3.6,
+    ...                 pass_ms=0.0085, pct_latency_floor=71.2))
+    'floor 0.0121 ms (one pass): 2 launches 0.0071 ms, one pass over 3.6 MB 0.0085 ms; 71% of it'
+    """
+    return (f"floor {r['floor_ms']:.4f} ms ({r['bound']}): {r['launches']} launches {r['launch_ms']:.4f} ms, "
+            f"one pass over {r['floor_mb']:.1f} MB {r['pass_ms']:.4f} ms; {r['pct_latency_floor']:.0f}% of it")
+
+
+def graph_time_goals(shapes: dict) -> list[tuple]:
+    """B = 1: ``triton graph`` at most ``LATENCY_GOAL_MS``; a measured floor above it says no step of as many
+    launches reading as many bytes meets it."""
+    what, goal = "B = 1, graphed", f"≤ {LATENCY_GOAL_MS:.3f} ms"
+    out = []
+    for shape, rows in shapes.items():
+        r = rows.get("triton graph")
+        if shape[0] != 1 or r is None:
+            continue
+        bound = floor_text(r)
+        if r["floor_ms"] > LATENCY_GOAL_MS:
+            bound += "; the measured floor alone is above the goal: out of reach"
+        out.append((what, "triton graph", shape_text(shape), f"{r['median_ms']:.3f} ms", goal,
+                    met(r["median_ms"] <= LATENCY_GOAL_MS), bound))
+    return out or [(what, "triton graph", "B=1", "-", goal, NOT_MEASURED, "-")]
+
+
+def eager_gap_goals(shapes: dict) -> list[tuple]:
+    """At each batch and mode: ``triton eager`` at most ``EAGER_GAP_MS`` above ``triton graph``."""
+    what, goal = "eager = graph", f"≤ {EAGER_GAP_MS:.3f} ms over triton graph"
+    out = []
+    for shape, rows in shapes.items():
+        graph, eager = rows.get("triton graph"), rows.get("triton eager")
+        if graph is None or eager is None:
+            continue
+        gap = eager["median_ms"] - graph["median_ms"]
+        bound = (f"eager {eager['median_ms']:.3f} ms, graph {graph['median_ms']:.3f} ms, both over "
+                 f"{floor_text(graph)}")
+        out.append((what, "triton eager", shape_text(shape), f"{gap:+.3f} ms", goal, met(gap <= EAGER_GAP_MS), bound))
+    return out or [(what, "triton eager", "-", "-", goal, NOT_MEASURED, "-")]
+
+
+def bytes_goals(shapes: dict) -> list[tuple]:
+    """B = ``BYTES_GOAL_BATCH``: ``triton graph`` at ``BYTES_GOAL_PCT``% or more of the bytes' floor, over the
+    copy bandwidth (``% of alg floor``) and over the read stream; the bound says the most the measured
+    floor allows."""
+    out = []
+    for shape, rows in shapes.items():
+        r = rows.get("triton graph")
+        if shape[0] != BYTES_GOAL_BATCH or r is None:
+            continue
+        for over, key in (("copy", "pct_alg_floor"), ("read stream", "pct_read_stream")):
+            if key not in r:
+                continue
+            allowed = r[key] * r["median_ms"] / r["floor_ms"]   # the share at the measured floor's time
+            bound = f"{floor_text(r)}; at its floor the step would be {allowed:.0f}% of this bytes' floor"
+            if allowed < BYTES_GOAL_PCT:
+                bound += ": out of reach"
+            out.append((f"B = {BYTES_GOAL_BATCH}, bytes' floor over the {over}", "triton graph", shape_text(shape),
+                        f"{r[key]:.0f}%", f"≥ {BYTES_GOAL_PCT}% of the bytes' floor", met(r[key] >= BYTES_GOAL_PCT),
+                        bound))
+    return out or [(f"B = {BYTES_GOAL_BATCH}, bytes' floor", "triton graph", f"B={BYTES_GOAL_BATCH}", "-",
+                    f"≥ {BYTES_GOAL_PCT}% of the bytes' floor", NOT_MEASURED, "-")]
+
+
+def v2_goals(shapes: dict, v2_label: str) -> list[tuple]:
+    """At each batch and mode: ``triton graph`` faster than vLLM's Model Runner V2 (``vllm v2``); where V2
+    has no row, not measured, with why (``v2_label``: the engine's label or the reason it is absent)."""
+    what, goal = "ahead of vLLM Model Runner V2", "< 1.00x vllm v2"
+    out = []
+    for shape, rows in shapes.items():
+        r, v2 = rows.get("triton graph"), rows.get("vllm v2")
+        if r is None:
+            continue
+        if v2 is None:
+            out.append((what, "triton graph", shape_text(shape), "-", goal, NOT_MEASURED, f"vllm v2: {v2_label}"))
+            continue
+        ratio = r["median_ms"] / v2["median_ms"]
+        out.append((what, "triton graph", shape_text(shape), f"{ratio:.2f}x", goal, met(ratio < 1.0),
+                    f"graph {r['median_ms']:.3f} ms, vllm v2 {v2['median_ms']:.3f} ms; graph's {floor_text(r)}"))
+    return out or [(what, "triton graph", "-", "-", goal, NOT_MEASURED, f"vllm v2: {v2_label}")]
+
+
+def met(ok: bool) -> str:
+    """A goal row's ``met`` cell."""
+    return "met" if ok else "not met"

@@ -20,6 +20,12 @@ all`` (or where the run measured one) the goals table follows: each goal's row,
 met or not, and its floor and bandwidth as the bound. ``--record FILE`` writes
 these tables (and ``--breakdown``'s kernels) as a record of
 ``specsim.figures.records``, which the docs render.
+
+``--latency`` times B = 1, 8, 32, 256 (and the tree kernel at B = 8) instead,
+each row against its measured floor (``specsim.bench.floors``: the launches it
+makes, one pass over its bytes, its bytes), then the latency goals::
+
+    specsim bench --latency --devices triton vllm vllm-v2 --record docs/results/bench-h200-latency.json
 """
 
 from __future__ import annotations
@@ -61,11 +67,19 @@ def add_arguments(p):
                         "with the parameters it serves with spec decode, no mask, bias or min_p; 'vllm v2 filters', "
                         "'flashinfer filters'; draft and point modes; see specsim.bench.workloads.sampler_params), "
                         "then the goals table (specsim.bench.step.GOALS)")
-    p.add_argument("--goals", action="store_true",
-                   help="measure every goal in one run (specsim.bench.step.GOAL_RUNS): the anchor 256 x 4 x 128256 "
-                        "with --sampler all for the devices asked, bfloat16 logits and point proposals at V = 32000 "
-                        "on triton, and the tree kernel (64 requests, 64 nodes of depth 6); --batch, --k, --vocab, "
-                        "--dtype, --modes and --sampler are set by it")
+    runs = p.add_mutually_exclusive_group()
+    runs.add_argument("--goals", action="store_true",
+                      help="measure every goal in one run (specsim.bench.step.GOAL_RUNS): the anchor 256 x 4 x "
+                           "128256 with --sampler all for the devices asked, bfloat16 logits and point proposals at "
+                           "V = 32000 on triton, and the tree kernel (64 requests, 64 nodes of depth 6); --batch, "
+                           "--k, --vocab, --dtype, --modes and --sampler are set by it")
+    runs.add_argument("--latency", action="store_true",
+                      help="the small batches of real decoding in one run (specsim.bench.step.LATENCY_RUN): "
+                           "B = 1, 8, 32, 256 at K = 4, V = 128256, float32, draft and point, triton graph and "
+                           "eager beside vllm and vllm-v2 where they load, and the tree kernel at B = 8; each "
+                           "row against its measured floor (launches, one pass over its bytes, its bytes: "
+                           "specsim.bench.floors), then the latency goals; --batch, --k, --vocab, --dtype, "
+                           "--modes and --sampler are set by it")
 
 
 def run(args) -> int:
@@ -75,11 +89,16 @@ def run(args) -> int:
         print("specsim bench: needs torch with CUDA")
         return 2
     if not torch.cuda.is_available():
+        if args.latency:
+            print("specsim bench --latency: no CUDA GPU here; its rows and floors (CUDA graphs of launches and "
+                  "reads) are measured on a GPU and have nothing to measure on CPU")
+            return 2
         print("specsim bench: no CUDA GPU here; the benchmark times GPU kernels and has nothing to measure on CPU")
         return 2
     from specsim.bench import step
     opts = step.Options(**{f.name: getattr(args, f.name) for f in fields(step.Options)})
-    result = step.measure_goals(torch, opts) if args.goals else step.measure(torch, opts)
+    measure = step.measure_goals if args.goals else step.measure_latency if args.latency else step.measure
+    result = measure(torch, opts)
     print()
     print("\n".join(step.table_lines(step.HEADER, [step.cells(r) for r in result.rows])))
     if result.kernels:
@@ -88,6 +107,11 @@ def run(args) -> int:
     if step.shows_goals(result):
         print()
         print("\n".join(step.table_lines(step.GOALS_HEADER, step.goal_rows(result))))
+    if result.latency:
+        print()
+        print("\n".join(step.table_lines(step.LATENCY_HEADER, step.latency_table(result))))
+        print()
+        print("\n".join(step.table_lines(step.GOALS_HEADER, step.latency_goal_rows(result))))
     if args.json:
         import json
         with open(args.json, "w") as f:
