@@ -59,6 +59,7 @@ when it is loaded.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import ModuleType
@@ -97,12 +98,67 @@ class KernelConfig:
     block16: int | None = 1024  # 16-bit logits: the statistics tile at most this (None: block); H100 sweep at the
     # anchor, bfloat16: 1024 × 4 warps 0.133 ms, 2048 × 4 0.143, 4096 × 8 0.162 (tools/gpu/triton_sweep.py)
 
+    by_call: tuple = ()
+    """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
+    ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals
+    with 16-bit logits). A call of a kind not listed uses this config's own fields (``for_call``)."""
+    source: str = "defaults (an H100 sweep)"
+    """Where these values come from, in words (``devices.triton_tuning``: a GPU's tuned entry)."""
+
     def stats_block(self, itemsize: int) -> int:
         """The statistics pass's tile for logits of ``itemsize`` bytes an entry."""
         return min(self.block, self.block16) if itemsize == 2 and self.block16 else self.block
 
+    def for_call(self, has_draft: bool, itemsize: int) -> KernelConfig:
+        """The launch shape of one call: its kind's tuned entry of ``by_call`` (``call_key``), else this config."""
+        key = call_key(has_draft, itemsize)
+        return next((c for k, c in self.by_call if k == key), self)
 
-INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1, race_block=None, race_warps=None)
+
+def call_key(has_draft: bool, itemsize: int) -> str:
+    """The kind of a call a launch shape is tuned for: draft probabilities or point proposals, and the
+    logits' bits (a ``KernelConfig.by_call`` key).
+
+    >>> call_key(True, 4), call_key(False, 2), call_key(True, 8)
+    ('draft/32', 'point/16', 'draft/64')
+    """
+    return f"{'draft' if has_draft else 'point'}/{8 * itemsize}"
+
+
+INTERPRETER_CONFIG = KernelConfig(block=256, num_warps=1, programs=1, race_block=None, race_warps=None,
+                                  source="the interpreter's (small tiles, one program)")
+
+
+def default_config(device=None) -> KernelConfig:
+    """The launch shape for ``device`` (a torch device; default the current CUDA device): its GPU's tuned
+    entry (``devices.triton_tuning.tuned_entry``, ``config_of``), else ``KernelConfig()``; ``KernelConfig()``
+    off CUDA."""
+    if device is not None and getattr(device, "type", "cuda") != "cuda":
+        return KernelConfig()
+    import torch
+    index = getattr(device, "index", None)
+    return _config_of_gpu(torch.cuda.current_device() if index is None else index)
+
+
+@functools.lru_cache(maxsize=None)
+def _config_of_gpu(index: int) -> KernelConfig:
+    # once per GPU and process: a step's hot path asks on every call
+    import torch
+
+    from devices.triton_tuning import tuned_entry
+    return config_of(*tuned_entry(torch.cuda.get_device_name(index)))
+
+
+def config_of(entry: dict | None, source: str) -> KernelConfig:
+    """The ``KernelConfig`` a tuned entry (``devices.triton_tuning``) describes: its ``config`` over the
+    defaults, each ``by_call`` entry over that; ``KernelConfig()`` where ``entry`` is None."""
+    import dataclasses
+    if entry is None:
+        return KernelConfig(source=source)
+    base = dataclasses.replace(KernelConfig(), **entry["config"], source=source)
+    by_call = tuple((key, dataclasses.replace(base, **fields, source=f"{source} ({key})"))
+                    for key, fields in sorted(entry.get("by_call", {}).items()))
+    return dataclasses.replace(base, by_call=by_call)
 
 
 def _pow2(n: int, at_least: int = 2) -> int:
@@ -118,7 +174,7 @@ def kernels(interpret: bool | None = None) -> ModuleType:
 
 def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                    seeds=None, positions=None, uniforms=None, exponentials=None,
-                   config: KernelConfig = KernelConfig(), kernels_module: ModuleType | None = None,
+                   config: KernelConfig | None = None, kernels_module: ModuleType | None = None,
                    sampler=None, sampler_kernels: ModuleType | None = None, cut=None, withdrawn=None, prepared=None):
     """One step on torch tensors (one device, no validation, no host sync).
 
@@ -132,6 +188,8 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
       ``exponentials`` ``[batch, V]``;
     - ``max_k``: a Python int ≥ every K_i (the output width is max_k + 1).
 
+    - ``config``: the launch shape (default ``default_config``: this GPU's tuned entry); each call takes
+      its kind's entry (``KernelConfig.for_call``);
     - ``kernels_module``: the kernels to launch (default ``kernels()``);
     - ``sampler``: SPEC §12 fused into the step (``devices.triton_sampler.FusedSampler``, for
       ``target_logits`` as given: no top-k/top-p/min_p), launched from ``sampler_kernels``
@@ -154,7 +212,7 @@ def verify_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature,
 
 
 def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int, seeds=None,
-                 positions=None, uniforms=None, exponentials=None, config: KernelConfig = KernelConfig(),
+                 positions=None, uniforms=None, exponentials=None, config: KernelConfig | None = None,
                  kernels_module: ModuleType | None = None, sampler=None, sampler_kernels: ModuleType | None = None,
                  cut=None, withdrawn=None, prepared=None):
     """``verify_tensors`` (same arguments), also returning each row's chunk maxima ``[rows, columns]``
@@ -167,6 +225,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     rows, V = target_logits.shape
     batch = cu.shape[0] - 1
     dev = target_logits.device
+    config = (config or default_config(dev)).for_call(draft_probs is not None, target_logits.element_size())
     fp64 = target_logits.dtype == torch.float64
     compute = torch.float64 if fp64 else torch.float32  # float16/bfloat16 logits are up-cast in the kernels
     keyed = uniforms is None
@@ -658,7 +717,7 @@ def make_device(config: KernelConfig | None = None) -> TritonDevice:
     if not torch.cuda.is_available():
         raise RuntimeError("triton device: no CUDA GPU here; the same kernels run on CPU in Triton's "
                            "interpreter as the device 'triton-interpret' (slow, for tests)")
-    return TritonDevice("cuda", config or KernelConfig())
+    return TritonDevice("cuda", config or default_config())
 
 
 def make_interpreter_device(config: KernelConfig | None = None) -> TritonDevice:

@@ -58,7 +58,7 @@ class GraphCache:
 class TritonStep(GraphCache):
     """``verify_tensors`` with a CUDA graph per call signature (see the module docstring)."""
 
-    def __init__(self, config: KernelConfig = KernelConfig(), *, capacity: int = 16, graphs: bool = True,
+    def __init__(self, config: KernelConfig | None = None, *, capacity: int = 16, graphs: bool = True,
                  kernels_module: ModuleType | None = None):
         self.config = config
         self.capacity = capacity

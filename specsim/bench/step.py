@@ -166,10 +166,7 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     """Every shape and mode of ``opts`` on the GPU, one line through ``out`` per row as it is measured."""
     import triton
 
-    from devices.triton_device import KernelConfig
-    base = KernelConfig()
-    config = KernelConfig(block=opts.block or base.block, num_warps=opts.warps or base.num_warps,
-                          programs=opts.programs or base.programs)
+    config = launch_shape(opts)
     props = torch.cuda.get_device_properties(0)
     copy_bw = harness.copy_bandwidth(torch)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
@@ -180,7 +177,7 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
     read_bw = floors.read_bandwidth(torch)
     out(f"measured read stream: {read_bw / 1e9:.0f} GB/s (read only, one pass over "
         f"{floors.BANDWIDTH_BYTES >> 30} GiB)")
-    out(f"triton config: {config}")
+    out(f"triton config: {config_text(config)}")
     vllm_call, vllm_label = vllm_step() if "vllm" in opts.devices else (None, "not asked for")
     out(f"vllm: {vllm_label}")
     kernel_call, kernel_label = vllm_rejection_sample_step() if vllm_call else (None, "")
@@ -194,7 +191,7 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
         versions["vllm"] = vllm_version()
     if engines.get("flashinfer", (None,))[0] is not None and flashinfer_version():
         versions["flashinfer"] = flashinfer_version()
-    result = BenchResult(hardware, versions, gpu, copy_bw, str(config), vllm_label,
+    result = BenchResult(hardware, versions, gpu, copy_bw, config_text(config), vllm_label,
                          engines={name: label for name, (_, label) in engines.items()}, sampler=opts.sampler,
                          read_bw=read_bw)
     calls = (vllm_call, kernel_call, {name: call for name, (call, _) in engines.items()})
@@ -293,6 +290,49 @@ def fill_ratios(rows: list[dict]) -> None:
         for key, label in (("vs_vllm", "vllm"), ("vs_plain", "triton graph")):
             if label in base:
                 r[key] = r["median_ms"] / base[label]
+
+
+def launch_shape(opts: Options):
+    """The Triton launch shape a run times: this GPU's tuned one (``triton_device.default_config``), or, where
+    ``opts`` names a block, warps or programs, that shape with those values for every kind of call."""
+    import dataclasses
+
+    from devices.triton_device import default_config
+    config = default_config()
+    given = {name: value for name, value in (("block", opts.block), ("num_warps", opts.warps),
+                                             ("programs", opts.programs)) if value}
+    return dataclasses.replace(config, **given, by_call=(), source=f"{config.source}, with {given}") if given else config
+
+
+def launch_text(config) -> str:
+    """A launch shape in words.
+
+    >>> from devices.triton_device import KernelConfig
+    >>> launch_text(KernelConfig())
+    'stats 2048 x 4 warps (16-bit 1024), stages default, programs 2112, race 512 x 2 warps'
+    """
+    return (f"stats {config.block} x {config.num_warps} warps (16-bit {config.block16 or config.block}), "
+            f"stages {config.num_stages or 'default'}, programs {config.programs}, "
+            f"race {config.race_block or config.block} x {config.race_warps or config.num_warps} warps")
+
+
+def config_text(config) -> str:
+    """A launch shape with its kinds of call and where it comes from, in words (a table's note).
+
+    >>> from devices.triton_device import KernelConfig
+    >>> config_text(KernelConfig(source="defaults"))
+    'stats 2048 x 4 warps (16-bit 1024), stages default, programs 2112, race 512 x 2 warps (defaults)'
+    """
+    kinds = "".join(f"; {key}: {launch_text(c)}" for key, c in config.by_call)
+    return f"{launch_text(config)}{kinds} ({config.source})"
+
+
+def graph_time(torch, harness, sets: list, config, reps: int, warmup: int) -> float:
+    """Median seconds of the plain step with launch shape ``config`` as a CUDA graph per input set of
+    ``sets`` (``workloads.make_inputs``), replayed in turn: the ``triton graph`` row's method."""
+    from devices.triton_device import verify_tensors
+    graphs = harness.graphs(torch, triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw)), sets)
+    return harness.median(harness.time_calls(torch, lambda i: graphs[i % len(sets)].replay(), reps, warmup))
 
 
 def triton_call(call):

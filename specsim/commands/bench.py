@@ -80,9 +80,20 @@ def add_arguments(p):
                            "row against its measured floor (launches, one pass over its bytes, its bytes: "
                            "specsim.bench.floors), then the latency goals; --batch, --k, --vocab, --dtype, "
                            "--modes and --sampler are set by it")
+    runs.add_argument("--tune", action="store_true",
+                      help="choose the Triton device's launch shapes for this GPU by a sweep (specsim.bench.tune: "
+                           "statistics tile, warps and stages; step tile and warps for draft and point; programs "
+                           "over B = 1, 32, 256; the 16-bit tile), print every candidate's time and the winners; "
+                           "with --tune-out FILE, add them to a tuning file under this GPU's name")
+    p.add_argument("--tune-out", default=None, metavar="FILE",
+                   help="with --tune: the tuning file to add this GPU's entry to (SPECSIM_TRITON_TUNING=FILE "
+                        "makes the Triton device use it; devices/triton_tuning.json holds the shipped ones)")
 
 
 def run(args) -> int:
+    if args.tune_out and not args.tune:
+        print("specsim bench: --tune-out FILE goes with --tune")
+        return 2
     try:
         import torch
     except ImportError:
@@ -95,6 +106,8 @@ def run(args) -> int:
             return 2
         print("specsim bench: no CUDA GPU here; the benchmark times GPU kernels and has nothing to measure on CPU")
         return 2
+    if args.tune:
+        return tune(torch, args)
     from specsim.bench import step
     opts = step.Options(**{f.name: getattr(args, f.name) for f in fields(step.Options)})
     measure = step.measure_goals if args.goals else step.measure_latency if args.latency else step.measure
@@ -119,5 +132,31 @@ def run(args) -> int:
     if args.record:
         from specsim.figures import records
         records.write(step.record(result, records.command_line()), args.record)
+        print(f"wrote {args.record}")
+    return 0
+
+
+def tune(torch, args) -> int:
+    """``--tune``: the sweep, its table, the tuned entry (and ``--tune-out``, ``--record``)."""
+    import json
+    import pathlib
+
+    from specsim.bench import harness, tune as tuning
+    from specsim.bench.step import launch_text, table_lines
+    name, result, entry = tuning.run(torch, args.reps, args.warmup)
+    print()
+    print("\n".join(table_lines(tuning.TRIALS_HEADER, [tuning.trial_cells(t) for t in result.trials])))
+    print()
+    for key, config in result.configs.items():
+        print(f"tuned {key}: {launch_text(config)}")
+    print(json.dumps({name: entry}, indent=1))
+    if args.tune_out:
+        from devices.triton_tuning import write_entry
+        write_entry(pathlib.Path(args.tune_out), name, entry)
+        print(f"wrote {name}'s entry to {args.tune_out} (use it: SPECSIM_TRITON_TUNING={args.tune_out})")
+    if args.record:
+        from specsim.figures import records
+        hardware, versions = harness.environment(torch)
+        records.write(tuning.record(name, result, entry, records.command_line(), hardware, versions), args.record)
         print(f"wrote {args.record}")
     return 0

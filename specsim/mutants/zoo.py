@@ -545,11 +545,11 @@ def interpreted_triton_mutant(mutant: SourceMutant, source: str):
 def compiled_triton_mutant(mutant: SourceMutant, source: str):
     """A Triton mutant's device on a CUDA GPU: the edited kernels compiled, at the device's own launch shape (a
     bug that shows only at sizes the interpreter cannot reach: L1-offsets' 2^31 elements)."""
-    from devices.triton_device import KernelConfig, TritonDevice, make_device
+    from devices.triton_device import TritonDevice, make_device
     from devices.triton_mode import enter, kernel_module
-    make_device()  # raises, naming why, where there is no CUDA GPU or no Triton
+    base = make_device()  # raises, naming why, where there is no CUDA GPU or no Triton
     enter(False, "triton")
-    return TritonDevice("cuda", KernelConfig(), kernel_files={mutant.module: kernel_module(mutant.module, False, source)},
+    return TritonDevice("cuda", base.config, kernel_files={mutant.module: kernel_module(mutant.module, False, source)},
                         name=f"triton:{mutant.id}")
 
 

@@ -1,0 +1,236 @@
+"""``specsim bench --tune``: the Triton device's launch shapes for the GPU it runs on, chosen by a sweep.
+
+Each candidate launch shape (``devices.triton_device.KernelConfig``) is timed as ``specsim bench`` times
+its ``triton graph`` row (``step.graph_time``: a CUDA graph of the step per input set, replayed, the
+median), one part of the shape at a time, each part's winner kept for the next (``SWEEP``):
+
+1. ``stats``: the statistics pass's tile, warps and pipelining stages, at the anchor with draft probabilities
+   (``ANCHOR``: B = 256, K = 4, V = 128256, float32);
+2. ``race``: the step kernel's tile and warps, for draft probabilities and for point proposals apart;
+3. ``programs``: how many programs a pass aims for, at B = 1, 32 and 256 (``PROGRAM_BATCHES``): the one
+   whose worst ratio to the fastest at each batch is least, so that no batch size is given up for another;
+4. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart.
+
+The winners make one tuned entry (``devices.triton_tuning``): the draft shape as every call's, the other
+kinds of call (``point/32``, ``draft/16``, ``point/16``) as what they change. ``--tune-out FILE`` adds it to
+a tuning file under this GPU's name (``SPECSIM_TRITON_TUNING=FILE`` uses it); ``--record FILE`` keeps every
+candidate's time as a record of ``specsim.figures.records``. The sweep's logic (``sweep``, ``pick``,
+``least_worst``) takes any timer, so it runs without a GPU in tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+ANCHOR = dict(batch=256, k=4, vocab=128256)
+PROGRAM_BATCHES = (1, 32, 256)
+STATS_BLOCKS, STATS_WARPS, STAGES = (1024, 2048, 4096), (4, 8), (None, 2, 3)
+RACE_SHAPES = tuple((b, w) for b in (256, 512, 1024, 2048) for w in (1, 2, 4, 8) if b >= 64 * w)
+"""The step kernel's tiles and warps: at least two elements a thread."""
+PROGRAMS_PER_SM = (8, 16, 32)
+BLOCKS16, WARPS16 = (512, 1024, 2048, 4096), (4, 8)
+
+
+@dataclass
+class Trial:
+    """One candidate timed: which part of the sweep, the kind of call, the shape it ran at, its launch
+    shape in words, seconds (None: refused by the compiler, ``why``)."""
+
+    part: str
+    key: str
+    shape: str
+    label: str
+    seconds: float | None
+    why: str = ""
+    chosen: bool = False
+
+
+@dataclass
+class Sweep:
+    """A sweep's outcome: the tuned launch shape of each kind of call, and every trial."""
+
+    configs: dict
+    trials: list = field(default_factory=list)
+
+
+def stats_candidates(base) -> list:
+    """``(label, config)`` of every statistics tile × warps × stages over ``base``."""
+    return [(f"stats {b} x {w} warps, stages {s or 'default'}",
+             dataclasses.replace(base, block=b, num_warps=w, num_stages=s))
+            for b in STATS_BLOCKS for w in STATS_WARPS for s in STAGES]
+
+
+def race_candidates(base) -> list:
+    """``(label, config)`` of every step-kernel tile × warps of ``RACE_SHAPES`` over ``base``."""
+    return [(f"race {b} x {w} warps", dataclasses.replace(base, race_block=b, race_warps=w)) for b, w in RACE_SHAPES]
+
+
+def program_candidates(base, sms: int) -> list:
+    """``(label, config)`` of each ``PROGRAMS_PER_SM`` × ``sms`` over ``base``."""
+    return [(f"programs {p * sms} ({p} per SM)", dataclasses.replace(base, programs=p * sms)) for p in PROGRAMS_PER_SM]
+
+
+def block16_candidates(base) -> list:
+    """``(label, config)`` of every 16-bit statistics tile × warps over ``base``."""
+    return [(f"16-bit stats {b} x {w} warps", dataclasses.replace(base, block16=b, num_warps=w))
+            for b in BLOCKS16 for w in WARPS16]
+
+
+def pick(trials: list) -> int:
+    """The index of the fastest trial that ran (a refused one never wins); ``ValueError`` when none ran.
+
+    >>> pick([Trial("", "", "", "a", None, "refused"), Trial("", "", "", "b", 2.0), Trial("", "", "", "c", 1.0)])
+    2
+    """
+    ran = [i for i, t in enumerate(trials) if t.seconds is not None]
+    if not ran:
+        raise ValueError("every candidate was refused: " + "; ".join(f"{t.label}: {t.why}" for t in trials))
+    return min(ran, key=lambda i: trials[i].seconds)
+
+
+def least_worst(times: list[list[float | None]]) -> int:
+    """Of candidates timed at several batch sizes (``times[candidate][batch]`` seconds, None refused), the
+    one whose worst ratio to the fastest at each batch size is least.
+
+    >>> least_worst([[1.0, 10.0], [1.2, 9.0], [2.0, 8.0]])   # worst ratios 1.25, 1.2, 2.0
+    1
+    """
+    best = [min(t[j] for t in times if t[j] is not None) for j in range(len(times[0]))]
+    worst = [max(t[j] / best[j] for j in range(len(best))) if None not in t else math.inf for t in times]
+    if min(worst) == math.inf:
+        raise ValueError("no candidate ran at every batch size")
+    return worst.index(min(worst))
+
+
+def sweep(timer, base, sms: int, out=print) -> Sweep:
+    """The sweep of the module docstring. ``timer(config, key, batch)`` is the median seconds of one step
+    of kind ``key`` (``"draft/32"``, ``"point/16"``, ...) at ``ANCHOR`` with ``batch`` requests, or raises
+    (the compiler refused the shape); ``base`` the launch shape it starts from; ``sms`` the GPU's
+    multiprocessors. Returns each kind of call's tuned shape and every trial."""
+    trials: list[Trial] = []
+    anchor = ANCHOR["batch"]
+
+    def best_of(part: str, key: str, candidates: list, batch: int = anchor):
+        found = [trial(timer, part, key, batch, label, config, out) for label, config in candidates]
+        trials.extend(found)
+        i = pick(found)
+        found[i].chosen = True
+        return candidates[i][1]
+
+    draft = best_of("stats", "draft/32", stats_candidates(base))
+    draft = best_of("race", "draft/32", race_candidates(draft))
+    point = best_of("race", "point/32", race_candidates(draft))
+    draft = programs_of(timer, draft, sms, trials, out)
+    point = dataclasses.replace(point, programs=draft.programs)
+    configs = {"draft/32": draft, "point/32": point}
+    for key, over in (("draft/16", draft), ("point/16", point)):
+        configs[key] = best_of("16-bit", key, block16_candidates(over))
+    return Sweep(configs, trials)
+
+
+def programs_of(timer, base, sms: int, trials: list, out=print):
+    """``base`` with the ``programs`` of ``program_candidates`` that ``least_worst`` picks over ``PROGRAM_BATCHES``."""
+    candidates = program_candidates(base, sms)
+    rows = []
+    for label, config in candidates:
+        found = [trial(timer, "programs", "draft/32", b, label, config, out) for b in PROGRAM_BATCHES]
+        trials.extend(found)
+        rows.append(found)
+    i = least_worst([[t.seconds for t in row] for row in rows])
+    for t in rows[i]:
+        t.chosen = True
+    return candidates[i][1]
+
+
+def trial(timer, part: str, key: str, batch: int, label: str, config, out=print) -> Trial:
+    """One candidate timed (``timer``), or refused with the compiler's reason; one line through ``out``."""
+    shape = f"B={batch} K={ANCHOR['k']} V={ANCHOR['vocab']} {key}"
+    try:
+        t = Trial(part, key, shape, label, timer(config, key, batch))
+    except Exception as e:  # noqa: BLE001 - a shape the compiler refuses (registers, shared memory): said, not fatal
+        t = Trial(part, key, shape, label, None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+    out(f"  {part:8} {shape:32} {label:40} " + (f"{t.seconds * 1e3:.4f} ms" if t.seconds is not None
+                                                   else f"refused ({t.why})"), flush=True)
+    return t
+
+
+def tuned_entry(result: Sweep, measured: dict) -> dict:
+    """The sweep's winners as a tuned entry of ``devices.triton_tuning`` (``draft/32`` as every call's shape)."""
+    from devices.triton_tuning import entry_of
+    others = {k: c for k, c in result.configs.items() if k != "draft/32"}
+    return entry_of(result.configs["draft/32"], others, measured)
+
+
+TRIALS_HEADER = ("part", "kind of call", "shape", "launch shape", "median ms", "chosen")
+
+
+def trial_cells(t: Trial) -> tuple:
+    """One printed row of ``TRIALS_HEADER``."""
+    return (t.part, t.key, t.shape, t.label, f"{t.seconds * 1e3:.4f}" if t.seconds is not None else f"refused: {t.why}",
+            "chosen" if t.chosen else "")
+
+
+# --- on the GPU ------------------------------------------------------------------------------------------
+
+def gpu_timer(torch, reps: int, warmup: int):
+    """``timer(config, key, batch)`` for ``sweep``: the step's graph on ``specsim bench``'s inputs at ``ANCHOR``
+    (input sets made once per kind and batch), timed as its ``triton graph`` row."""
+    from specsim.bench import harness, workloads
+    from specsim.bench.step import graph_time
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
+    made = {}
+
+    def inputs(key: str, batch: int) -> list:
+        if (key, batch) not in made:
+            made.clear()   # one kind and batch at a time on the GPU
+            torch.cuda.empty_cache()
+            mode, bits = key.split("/")
+            dtype = torch.bfloat16 if bits == "16" else torch.float32
+            size = torch.empty(0, dtype=dtype).element_size()
+            prob = torch.empty(0, dtype=workloads.draft_dtype(torch, dtype)).element_size()
+            _, all_rows = workloads.floor_bytes(batch, ANCHOR["k"], ANCHOR["vocab"], size, prob, mode)
+            made[(key, batch)] = [workloads.make_inputs(torch, batch, ANCHOR["k"], ANCHOR["vocab"], dtype, mode, seed)
+                                  for seed in range(workloads.input_sets(l2, all_rows))]
+        return made[(key, batch)]
+
+    def timer(config, key: str, batch: int) -> float:
+        return graph_time(torch, harness, inputs(key, batch), config, reps, warmup)
+    return timer
+
+
+def run(torch, reps: int, warmup: int, out=print):
+    """The sweep on this GPU from its current launch shape (``triton_device.default_config``): ``(gpu name,
+    Sweep, entry)``, ``entry`` the tuned entry with how it was measured."""
+    import datetime
+
+    import triton
+
+    from devices.triton_device import default_config
+    from specsim.figures import records
+    name = torch.cuda.get_device_name(0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    base = dataclasses.replace(default_config(), by_call=())
+    out(f"tuning the Triton device on {name} ({sms} SMs), from {base.source}")
+    result = sweep(gpu_timer(torch, reps, warmup), base, sms, out)
+    measured = {"command": records.command_line(), "date": datetime.date.today().isoformat(),
+                "torch": torch.__version__, "triton": triton.__version__,
+                "shape": f"B={ANCHOR['batch']} K={ANCHOR['k']} V={ANCHOR['vocab']} (programs: B = "
+                         f"{', '.join(map(str, PROGRAM_BATCHES))})",
+                "from": base.source}
+    return name, result, tuned_entry(result, measured)
+
+
+def record(name: str, result: Sweep, entry: dict, command: str, hardware: str, versions: dict) -> dict:
+    """The sweep as a record: table ``trials`` (every candidate) and ``tuned`` (each kind of call's winner)."""
+    from specsim.bench import step
+    from specsim.figures import records
+    rec = records.new_record(command, hardware=hardware, versions=versions)
+    rec["tables"]["trials"] = {"columns": list(TRIALS_HEADER), "rows": [list(trial_cells(t)) for t in result.trials],
+                               "note": f"{name}: each candidate's step as a CUDA graph, median of its replays."}
+    rec["tables"]["tuned"] = {"columns": ["kind of call", "launch shape"],
+                              "rows": [[k, step.launch_text(c)] for k, c in result.configs.items()]}
+    rec["values"] = {f"tuned-{k.replace('/', '-')}": step.launch_text(c) for k, c in result.configs.items()}
+    rec["entry"] = entry
+    return rec
