@@ -88,7 +88,7 @@ def build(inputs: Inputs, *, with_plots: bool = True) -> dict:
         items += [t for t in (tables.per_position_table(inputs.simulations),
                               tables.temperature_table(inputs.simulations)) if t]
         sections.append(("Simulation", items))
-    verdicts = [f"{tables.device_label(d)}: {tables.verdict_status(d)}" for _, d in inputs.conformance]
+    verdicts = [f"{tables.device_label(d)}: {tables.verdict_shown(d)}" for _, d in inputs.conformance]
     killed = [r.get("killed") for _, recs in inputs.mutants for r in recs]
     headline = "; ".join(verdicts + ([f"mutants killed {sum(k is True for k in killed)}/{len(killed)}"] if killed else [])
                          + ([f"{len(inputs.simulations)} simulation run(s)"] if inputs.simulations else []))

@@ -208,6 +208,34 @@ def verdict_status(doc: dict) -> str:
     return "QUICK" if status in ("PASS", "PASS-WITH-WAIVERS", "PARTIAL") and quick_run(doc) else status
 
 
+def resumed_text(doc: dict) -> str:
+    """Where a run was continued with ``--resume``: how many of its groups an earlier part recorded (SPEC §10: the
+    same options and code, checked when it resumed); ``""`` for a run made in one part. A verdict of a resumed
+    run is shown with it, never as a plain status.
+
+    >>> resumed_text({"run": {"resumed": True, "group_outcomes": {"a": {"resumed": True}, "b": {}}}})
+    'resumed: 1 of 2 groups were recorded by an earlier part of this run (the same options and code, checked by --resume)'
+    >>> resumed_text({"run": {"resumed": False}})
+    ''
+    """
+    run = doc.get("run") or {}
+    if not run.get("resumed"):
+        return ""
+    outcomes = run.get("group_outcomes") or {}
+    earlier = sum(1 for o in outcomes.values() if isinstance(o, dict) and o.get("resumed"))
+    return (f"resumed: {earlier} of {len(outcomes)} groups were recorded by an earlier part of this run (the same "
+            "options and code, checked by --resume)")
+
+
+def verdict_shown(doc: dict) -> str:
+    """``verdict_status`` as every report shows it: with ``(resumed)`` after it where the run was continued.
+
+    >>> verdict_shown({"verdict": {"status": "pass"}, "run": {"resumed": True, "group_outcomes": {}}})
+    'PASS (resumed)'
+    """
+    return verdict_status(doc) + (" (resumed)" if resumed_text(doc) else "")
+
+
 def _sizes_cell(entry: dict, declared: dict | None = None) -> str:
     """The largest call checked, each size beside the declared limit when it stopped short of it."""
     declared = declared or {}
@@ -227,7 +255,9 @@ def scope_rows(doc: dict) -> list[list[str]]:
     ``specsim conform``'s output."""
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     sc = v.get("scope") if isinstance(v.get("scope"), dict) else {}
-    rows = [["verdict", verdict_status(doc)], ["judged against", f"SPEC {spec_version_text(doc)}"]]
+    rows = [["verdict", verdict_shown(doc)], ["judged against", f"SPEC {spec_version_text(doc)}"]]
+    if resumed_text(doc):
+        rows.append(["run", resumed_text(doc)])
     declared = sc.get("declared") or (doc.get("device") or {}).get("capabilities") or {}
     if declared:
         noise = ["injected noise"] * bool(declared.get("injected_noise")) + \
@@ -317,7 +347,7 @@ def scope_table(doc: dict) -> "Table | None":
     if not isinstance(doc.get("verdict"), dict) and "passed" not in doc:
         return None
     status = verdict_status(doc)
-    return Table(f"Verdict: {status} — {device_label(doc)}", ["", ""], scope_rows(doc),
+    return Table(f"Verdict: {verdict_shown(doc)} — {device_label(doc)}", ["", ""], scope_rows(doc),
                  classes=[[("pass" if status in ("PASS", "PASS-WITH-WAIVERS") else "fail"), ""]] +
                  [["", ""]] * (len(scope_rows(doc)) - 1))
 
@@ -344,7 +374,8 @@ def verdict_text(doc: dict) -> str:
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     reasons = "; ".join(str(r) for r in v.get("reasons") or [])
     version = f" (SPEC {v['spec_version']})" if v.get("spec_version") else ""
-    return verdict_status(doc) + version + (f": {reasons}" if reasons else "")
+    resumed = f"; {resumed_text(doc)}" if resumed_text(doc) else ""
+    return verdict_shown(doc) + version + (f": {reasons}" if reasons else "") + resumed
 
 
 def layer_table(doc: dict) -> Table | None:

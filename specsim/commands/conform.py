@@ -132,12 +132,16 @@ def conform_table(results) -> str:
     return "\n".join(f"{a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}" for a, b, c, d in rows)
 
 
-def verdict_line(verdict: dict) -> str:
+def verdict_line(verdict: dict, run: dict | None = None) -> str:
     """``verdict: PASS against SPEC 1.0``, or the status and each reason on a line of its own (SPEC §10);
-    a ``--quick`` run's says it is no verdict."""
+    a ``--quick`` run's says it is no verdict; a run continued with ``--resume`` (``run``, the document's) says so
+    on the verdict's own line, never as a plain status."""
     head = f"verdict: {verdict['status'].upper()} against SPEC {verdict.get('judged_against') or verdict['spec_version']}"
     if verdict["status"] == "quick":
         head += " (a --quick run: not a verdict)"
+    from reports.tables import resumed_text
+    if resumed_text({"run": run or {}}):
+        head += f" ({resumed_text({'run': run})})"
     return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]] + _version_lines(verdict))
 
 
@@ -299,7 +303,7 @@ def _run(args) -> int:
           + (f" ({waived} of the fail/error waived)" if waived else ""))
     if doc.get("waivers"):
         print("\n".join(summary_lines(doc["waivers"])))
-    print(verdict_line(doc["verdict"]))
+    print(verdict_line(doc["verdict"], doc.get("run")))
     print("\n".join(scope_lines(doc)[1:]))
     if args.out:
         print(f"wrote {os.path.join(args.out, 'conformance.json')}")

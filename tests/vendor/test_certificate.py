@@ -156,6 +156,64 @@ def test_resume_after_the_device_code_changed_is_refused(tmp_path, monkeypatch):
         run_isolated("edited_dev:make", load("edited_dev:make"), runner.Context(), groups, out_dir=out, resume=True)
 
 
+def test_a_resumed_run_never_reads_as_a_plain_pass(tmp_path):
+    """A run continued with --resume may pass (SPEC §10: the same options and code), but its verdict line, its
+    reports' banner and summary say it was resumed and how many groups an earlier part recorded."""
+    from reports.tables import scope_rows, verdict_shown, verdict_text
+    from specsim.commands.conform import verdict_line
+    groups = {"F1-ok": FAKE_GROUPS["F1-ok"], "F5-ok": FAKE_GROUPS["F5-ok"]}
+    out = str(tmp_path / "run")
+    from devices.registry import load
+    whole = run_isolated("specsim_fakedev:make_good", load("specsim_fakedev:make_good"), runner.Context(), groups,
+                         out_dir=out)
+    assert "resumed" not in verdict_line(whole["verdict"], whole["run"]) and "resumed" not in verdict_shown(whole)
+    os.remove(os.path.join(out, "groups", "F5-ok.json"))   # as if stopped after its first group
+    doc = run_isolated("specsim_fakedev:make_good", load("specsim_fakedev:make_good"), runner.Context(), groups,
+                       out_dir=out, resume=True)
+    said = "resumed: 1 of 2 groups were recorded by an earlier part of this run"
+    assert said in verdict_line(doc["verdict"], doc["run"])
+    assert verdict_shown(doc).endswith("(resumed)") and said in verdict_text(doc)
+    assert ["run", said + " (the same options and code, checked by --resume)"] in scope_rows(doc)
+
+
+def test_resume_after_the_devices_data_or_settings_changed_is_refused(tmp_path, monkeypatch):
+    """A device's data files (a tuning table beside its code) and its settings (a launch shape read from a file
+    anywhere, as the Triton device's from SPECSIM_TRITON_TUNING) are part of a run's code: resuming over a change
+    to either is refused, never one certificate of two settings."""
+    import dataclasses
+    pkg = tmp_path / "tuned_dev"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent("""
+        import dataclasses, json, os
+        from specsim_fakedev import GreedyDevice
+
+        @dataclasses.dataclass(frozen=True)
+        class Config:
+            block: int
+
+        def make():
+            dev = GreedyDevice()
+            dev.config = Config(int(os.environ.get("TUNED_BLOCK", "256")))
+            return dev
+    """))
+    (pkg / "table.json").write_text('{"block": 256}')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from devices.registry import load
+    groups = {"F1-ok": FAKE_GROUPS["F1-ok"], "F5-ok": FAKE_GROUPS["F5-ok"]}
+    out = str(tmp_path / "run")
+    doc = run_isolated("tuned_dev:make", load("tuned_dev:make"), runner.Context(), groups, out_dir=out)
+    assert doc["device"]["config"] == "Config(block=256)"
+    os.remove(os.path.join(out, "groups", "F5-ok.json"))
+    (pkg / "table.json").write_text('{"block": 512}')
+    with pytest.raises(ResumeMismatch, match="the device's code"):
+        run_isolated("tuned_dev:make", load("tuned_dev:make"), runner.Context(), groups, out_dir=out, resume=True)
+    (pkg / "table.json").write_text('{"block": 256}')
+    monkeypatch.setenv("TUNED_BLOCK", "512")
+    with pytest.raises(ResumeMismatch, match="code"):
+        run_isolated("tuned_dev:make", load("tuned_dev:make"), runner.Context(), groups, out_dir=out, resume=True)
+    assert dataclasses.is_dataclass(load("tuned_dev:make").config)
+
+
 def _kill_workers_of(marker: str) -> None:
     """SIGKILL every process whose command line names ``marker`` (a killed run's orphaned group process)."""
     for pid in os.listdir("/proc"):

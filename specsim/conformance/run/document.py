@@ -33,6 +33,15 @@ def environment(device=None) -> dict:
     return env
 
 
+def device_config(device) -> str | None:
+    """The device's settings where it keeps them as a dataclass (``config``: the Triton device's launch shape, with
+    where it comes from): a certificate names the settings it was earned with, and a resumed run's code holds them.
+    None for a device without one."""
+    import dataclasses
+    config = getattr(device, "config", None)
+    return repr(config) if dataclasses.is_dataclass(config) and not isinstance(config, type) else None
+
+
 def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
              groups: list[str] | None = None, plan=None, *, complete: bool = True,
              scope: dict | None = None) -> dict:
@@ -62,6 +71,7 @@ def document(device_spec: str, device, ctx: Context, results: list[CheckResult],
         "suite_version": __version__,
         "device": {"spec": device_spec, "name": getattr(device, "name", None),
                    "engine": getattr(device, "engine", None),   # a field adapter's "<engine> <release>"
+                   "config": device_config(device),
                    "capabilities": caps.to_json() if caps is not None else None},
         "environment": environment(device),
         "seed": ctx.seed,

@@ -214,7 +214,7 @@ def _files_digest(roots: list[str]) -> str:
     for root in sorted(set(roots)):
         files = [root] if os.path.isfile(root) else sorted(
             os.path.join(d, f) for d, dirs, names in os.walk(root) if "__pycache__" not in d
-            for f in names if f.endswith((".py", ".so", ".pyd", ".cu", ".cpp", ".h")))
+            for f in names if f.endswith((".py", ".so", ".pyd", ".cu", ".cpp", ".h", ".json", ".toml")))
         for path in files:
             h.update(os.path.relpath(path, os.path.dirname(root)).encode())
             with open(path, "rb") as f:
@@ -260,15 +260,18 @@ def _package_versions(modules: list[str]) -> dict:
 
 def code_fingerprint(device_spec: str, device) -> dict:
     """What a run's results depend on besides its options: specsim's release and code, the SPEC version,
-    the device's code (every file of the top-level package of its class and of its factory) and the
+    the device's code (every source and data file — JSON, TOML — of the top-level package of its class and of its
+    factory), its settings (``document.device_config``: a launch shape read from a tuning file anywhere) and the
     installed releases of the packages it runs on. ``--resume`` refuses a run whose fingerprint differs:
     results of two different codes are never one certificate."""
     from reference import SPEC_VERSION
     from specsim import __version__
     modules = [type(device).__module__] + ([device_spec.split(":")[0]] if ":" in device_spec else [])
     suite = _module_roots(["specsim", "reference", "devices"])
+    from specsim.conformance.run.document import device_config
     return {"specsim": __version__, "spec_version": SPEC_VERSION, "suite_code": _files_digest(suite),
-            "device_code": _files_digest(_module_roots(modules)), "packages": _package_versions(modules)}
+            "device_code": _files_digest(_module_roots(modules)), "packages": _package_versions(modules),
+            "device_config": device_config(device)}
 
 
 # ----------------------------------------------------------------------------- child side
