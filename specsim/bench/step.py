@@ -251,7 +251,7 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
         out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
     fill_ratios([r for r in result.rows if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode)])
     if opts.breakdown and "triton" in opts.devices:
-        breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode), result, out)
+        breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode, dtype=opts.dtype), result, out)
 
 
 def timed_row(label: str, shape: tuple, floor_shape: tuple, params, seconds: float, copy_bw: float,
@@ -689,7 +689,9 @@ def goal_rows(result: BenchResult) -> list[tuple]:
         matched = [r for r in result.rows if r["device"] == goal.row
                    and all(r[key] == value for key, value in goal.where.items())]
         for r in matched:
-            out.append(goal_cells(goal, r, result.copy_bw))
+            cells_ = goal_cells(goal, r, result.copy_bw)
+            profiled = kernel_bound(r, result.kernels, result.read_bw)
+            out.append(cells_[:-1] + (f"{cells_[-1]}; {profiled}",) if profiled else cells_)
         if goal.row is None and result.trees:
             out += [tree_goal_cells(goal, t) for t in result.trees]
             continue
@@ -697,6 +699,47 @@ def goal_rows(result: BenchResult) -> list[tuple]:
             how = f"measured by {goal.elsewhere}" if goal.elsewhere else "-"
             out.append((goal.what, goal.row or "-", where_text(goal.where), "-", goal_text(goal), NOT_MEASURED, how))
     return out
+
+
+PROFILED = {"triton graph": "triton", "triton eager": "triton"}
+"""A goal row's label → its breakdown's (the plain step's graph and eager rows run the plain kernels)."""
+FIRST_PASSES = ("stats_kernel", "fused_stats_kernel", "lane_top_kernel", "process_kernel")
+"""The kernels that read every target row once: the pass whose bytes are known, so whose share of the read
+stream a profile states."""
+
+
+def kernel_bound(r: dict, kernels: list, read_bw: float) -> str:
+    """From a run's breakdown (``--breakdown``): the device time of each kernel of row ``r``'s step and, for its
+    pass over every target row (``FIRST_PASSES``), that pass's share of the read stream over the rows' bytes,
+    and the other kernels' share over the rest of the row's own floor; ``""`` where the run has no breakdown of
+    the row or no read stream.
+
+    >>> r = dict(device="triton graph", batch=2, K=1, V=1000, mode="draft", dtype="float32", floor_mb=0.024)
+    >>> kernel_bound(r, [dict(device="triton", batch=2, K=1, V=1000, mode="draft", dtype="float32",
+    ...                       seconds={"stats_kernel": 2e-6, "step_kernel": 1e-5})], 8e9)
+    'kernels: stats 0.002 ms, step 0.010 ms; the pass over every target row (0.016 MB) at 100% of the read stream, the others over the rest of its floor (0.008 MB) at 10%'
+    """
+    label = PROFILED.get(r["device"], r["device"])
+    found = next((k for k in kernels if k["device"] == label and all(k.get(f, r[f]) == r[f] for f in
+                                                                         ("batch", "K", "V", "mode", "dtype"))), None)
+    if found is None or not read_bw:
+        return ""
+    seconds = {n: t for n, t in found["seconds"].items() if t > 0 and n != "other"}
+    text = "kernels: " + ", ".join(f"{n.replace('_kernel', '')} {t * 1e3:.3f} ms" for n, t in seconds.items())
+    first = [n for n in seconds if n in FIRST_PASSES]
+    if not first:
+        return text
+    itemsize = 2 if r["dtype"] in ("bfloat16", "float16") else 8 if r["dtype"] == "float64" else 4
+    rows_bytes = r["batch"] * (r["K"] + 1) * r["V"] * itemsize
+    first_s = sum(seconds[n] for n in first)
+    rest_s = sum(t for n, t in seconds.items() if n not in first)
+    rest_bytes = r["floor_mb"] * 1e6 - rows_bytes
+    text += (f"; the pass over every target row ({rows_bytes / 1e6:.3g} MB) at "
+             f"{100 * rows_bytes / read_bw / first_s:.0f}% of the read stream")
+    if rest_s > 0 and rest_bytes > 0:
+        text += (f", the others over the rest of its floor ({rest_bytes / 1e6:.3g} MB) at "
+                 f"{100 * rest_bytes / read_bw / rest_s:.0f}%")
+    return text
 
 
 def goal_cells(goal: Goal, r: dict, copy_bw: float) -> tuple:
