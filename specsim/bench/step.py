@@ -226,13 +226,7 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
                   out=print) -> None:
     """One ``(batch, K, V, mode)``: its rows into ``result.rows``, its breakdown into ``result.kernels``."""
     B, K, V, mode = shape
-    dtype = getattr(torch, opts.dtype)
-    logit_size = torch.empty(0, dtype=dtype).element_size()
-    prob_size = torch.empty(0, dtype=workloads.draft_dtype(torch, dtype)).element_size()
-    floor_shape = (B, K, V, logit_size, prob_size, mode)
-    _, all_rows = workloads.floor_bytes(*floor_shape)
-    nsets = workloads.input_sets(l2, all_rows)
-    sets = [workloads.make_inputs(torch, B, K, V, dtype, mode, seed) for seed in range(nsets)]
+    floor_shape, sets = workloads.shape_inputs(torch, B, K, V, getattr(torch, opts.dtype), mode, l2)
     variants = step_variants(torch, opts, config, sets, mode, vllm_calls)
     for label, fn, extra_warmup, params in variants:
         try:
@@ -744,7 +738,7 @@ def kernel_bound(r: dict, kernels: list, read_bw: float) -> str:
 
 def goal_cells(goal: Goal, r: dict, copy_bw: float) -> tuple:
     """One measured goal: its row's value now, met or not, and the bound (its floor and bandwidth)."""
-    shape = f"B={r['batch']} K={r['K']} V={r['V']} {r['mode']} {r['dtype']}"
+    shape = shape_text(shape_of(r))
     bound = (f"{r['floor_mb']:.0f} MB at its floor ({r['floor_mb'] / r['alg_floor_mb']:.2f}x plain's "
              f"{r['alg_floor_mb']:.0f} MB); {r['gb_s']:.0f} of {copy_bw / 1e9:.0f} GB/s copy")
     if goal.kind == "ratio":
@@ -806,17 +800,7 @@ def measure_goals(torch, opts: Options, out=print) -> BenchResult:
     for more in runs[1:]:
         result.rows += more.rows
         result.kernels += more.kernels
-    from devices.triton_device import make_device
-    from specsim.bench.trees import bench_kernels, tree_parents
-    g = TREE_GOAL
-    timed = bench_kernels(make_device(), g["batch"], g["vocab"], tree_parents(g["depth"], g["branch"], g["width"]),
-                          opts.warmup, max(5, opts.reps // 10))
-    for variant in ("rejected at root", "accepted to depth"):
-        result.trees.append(dict(variant=variant, batch=g["batch"], V=g["vocab"], chain_ms=timed["chain K=N"],
-                                 tree_ms=timed[f"tree kernel, {variant}"],
-                                 accepted=timed.get(f"tree kernel, {variant} accepted", 0.0)))
-        out(f"tree goal, {variant}: tree kernel {result.trees[-1]['tree_ms']:.3f} ms, chain kernels K=N "
-            f"{timed['chain K=N']:.3f} ms", flush=True)
+    result.trees = tree_timings(TREE_GOAL, opts, "tree goal", out)
     return result
 
 
@@ -889,7 +873,8 @@ def measure_latency(torch, opts: Options, out=print) -> BenchResult:
     result = measure(torch, with_(opts, **LATENCY_RUN, devices=devices), out)
     result.latency = True
     if "triton" in devices:
-        result.latency_trees = latency_trees(torch, opts, out)
+        result.latency_trees = tree_timings(LATENCY_TREE, opts, "latency tree", out)
+        torch.cuda.empty_cache()
     add_bounds(result.rows, lambda n: floors.launch_floor(torch, n, opts.reps, opts.warmup),
                lambda nbytes: floors.read_stream(torch, nbytes, opts.reps, opts.warmup), result.read_bw)
     for r in result.rows:
@@ -898,11 +883,12 @@ def measure_latency(torch, opts: Options, out=print) -> BenchResult:
     return result
 
 
-def latency_trees(torch, opts: Options, out=print) -> list[dict]:
-    """The tree kernel at ``LATENCY_TREE``, both variants, as ``measure_goals`` times the tree goal."""
+def tree_timings(g: dict, opts: Options, what: str, out=print) -> list[dict]:
+    """The tree kernel at ``g`` (``TREE_GOAL``'s keys) on the compiled Triton device, both variants
+    (``specsim.bench.trees.bench_kernels``): one dict each, ``variant``, ``batch``, ``V``, ``nodes``,
+    ``chain_ms`` (the chain kernels at K = N), ``tree_ms``, ``accepted``; a line each through ``out``."""
     from devices.triton_device import make_device
     from specsim.bench.trees import bench_kernels, tree_parents
-    g = LATENCY_TREE
     parents = tree_parents(g["depth"], g["branch"], g["width"])
     timed = bench_kernels(make_device(), g["batch"], g["vocab"], parents, opts.warmup, max(5, opts.reps // 10))
     found = []
@@ -910,9 +896,8 @@ def latency_trees(torch, opts: Options, out=print) -> list[dict]:
         found.append(dict(variant=variant, batch=g["batch"], V=g["vocab"], nodes=len(parents),
                           chain_ms=timed["chain K=N"], tree_ms=timed[f"tree kernel, {variant}"],
                           accepted=timed.get(f"tree kernel, {variant} accepted", 0.0)))
-        out(f"latency tree, {variant}: tree kernel {found[-1]['tree_ms']:.3f} ms, chain kernels K=N "
+        out(f"{what}, {variant}: tree kernel {found[-1]['tree_ms']:.3f} ms, chain kernels K=N "
             f"{timed['chain K=N']:.3f} ms", flush=True)
-    torch.cuda.empty_cache()
     return found
 
 

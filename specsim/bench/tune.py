@@ -188,11 +188,7 @@ def gpu_timer(torch, reps: int, warmup: int):
             torch.cuda.empty_cache()
             mode, bits = key.split("/")
             dtype = torch.bfloat16 if bits == "16" else torch.float32
-            size = torch.empty(0, dtype=dtype).element_size()
-            prob = torch.empty(0, dtype=workloads.draft_dtype(torch, dtype)).element_size()
-            _, all_rows = workloads.floor_bytes(batch, ANCHOR["k"], ANCHOR["vocab"], size, prob, mode)
-            made[(key, batch)] = [workloads.make_inputs(torch, batch, ANCHOR["k"], ANCHOR["vocab"], dtype, mode, seed)
-                                  for seed in range(workloads.input_sets(l2, all_rows))]
+            _, made[(key, batch)] = workloads.shape_inputs(torch, batch, ANCHOR["k"], ANCHOR["vocab"], dtype, mode, l2)
         return made[(key, batch)]
 
     def timer(config, key: str, batch: int) -> float:

@@ -56,6 +56,17 @@ def make_inputs(torch, batch: int, k: int, vocab: int, dtype, mode: str, seed: i
                 positions=torch.randint(0, 2**20, (batch,), device="cuda", generator=g), max_k=k, mode=mode)
 
 
+def shape_inputs(torch, batch: int, k: int, vocab: int, dtype, mode: str, l2: int) -> tuple[tuple, list]:
+    """``(floor_shape, sets)`` of one shape: ``floor_bytes``' arguments, and as many input sets of ``make_inputs``
+    (seeds 0, 1, ...) as ``input_sets`` says a step of that size rotates through past an L2 of ``l2`` bytes."""
+    logit_size = torch.empty(0, dtype=dtype).element_size()
+    prob_size = torch.empty(0, dtype=draft_dtype(torch, dtype)).element_size()
+    floor_shape = (batch, k, vocab, logit_size, prob_size, mode)
+    _, all_rows = floor_bytes(*floor_shape)
+    return floor_shape, [make_inputs(torch, batch, k, vocab, dtype, mode, seed)
+                         for seed in range(input_sets(l2, all_rows))]
+
+
 def floor_bytes(batch: int, k: int, vocab: int, logit_size: int, prob_size: int, mode: str) -> tuple[int, int]:
     """``(algorithmic, all_rows)`` bytes of one step.
 

@@ -713,8 +713,8 @@ def main(argv: list[str] | None = None) -> int:
         run = None
     elif _gpu_name():
         run = run_repro(entry)
-    elif recorded_run(record, entry) is not None:
-        run = recorded_run(record, entry)
+    elif (kept := recorded_run(record, entry)) is not None:
+        run = kept
     else:
         run = ReproRun(f"not itself run on a GPU (this report was written on a machine without one, where it exits "
                        f"{MISSING_DEPENDENCY}: a dependency missing)", None, "")
