@@ -98,6 +98,10 @@ class KernelConfig:
     block16: int | None = 1024  # 16-bit logits: the statistics tile at most this (None: block); H100 sweep at the
     # anchor, bfloat16: 1024 × 4 warps 0.133 ms, 2048 × 4 0.143, 4096 × 8 0.162 (tools/gpu/triton_sweep.py)
 
+    programs_by_batch: tuple = ()
+    """``((batch, programs), ...)``, batches ascending: the programs a plain step's passes aim for from that
+    batch size up (``programs_at``), tuned apart (H200: the race at B = 256 runs fastest at 4× the programs
+    that suit B = 32). Empty: ``programs`` at every batch size."""
     by_call: tuple = ()
     """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
     ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals
@@ -108,6 +112,23 @@ class KernelConfig:
     def stats_block(self, itemsize: int) -> int:
         """The statistics pass's tile for logits of ``itemsize`` bytes an entry."""
         return min(self.block, self.block16) if itemsize == 2 and self.block16 else self.block
+
+    def programs_at(self, batch: int) -> int:
+        """The programs a step of ``batch`` requests aims for: ``programs_by_batch``' entry of the largest batch
+        size at most ``batch`` (below the first: the first's), else ``programs``.
+
+        >>> KernelConfig(programs=1056, programs_by_batch=((1, 528), (256, 4224))).programs_at(32)
+        528
+        >>> KernelConfig(programs=1056, programs_by_batch=((8, 528), (256, 4224))).programs_at(1), KernelConfig().programs_at(7)
+        (528, 2112)
+        """
+        if not self.programs_by_batch:
+            return self.programs
+        found = self.programs_by_batch[0][1]
+        for at, programs in self.programs_by_batch:
+            if at <= batch:
+                found = programs
+        return found
 
     def for_call(self, has_draft: bool, itemsize: int) -> KernelConfig:
         """The launch shape of one call: its kind's tuned entry of ``by_call`` (``call_key``), else this config."""
@@ -155,10 +176,17 @@ def config_of(entry: dict | None, source: str) -> KernelConfig:
     import dataclasses
     if entry is None:
         return KernelConfig(source=source)
-    base = dataclasses.replace(KernelConfig(), **entry["config"], source=source)
-    by_call = tuple((key, dataclasses.replace(base, **fields, source=f"{source} ({key})"))
+    base = dataclasses.replace(KernelConfig(), **_fields(entry["config"]), source=source)
+    by_call = tuple((key, dataclasses.replace(base, **_fields(fields), source=f"{source} ({key})"))
                     for key, fields in sorted(entry.get("by_call", {}).items()))
     return dataclasses.replace(base, by_call=by_call)
+
+
+def _fields(fields: dict) -> dict:
+    """A tuned entry's fields as ``KernelConfig`` holds them (JSON's lists of pairs made tuples)."""
+    if "programs_by_batch" in fields:
+        fields = dict(fields, programs_by_batch=tuple(tuple(pair) for pair in fields["programs_by_batch"]))
+    return fields
 
 
 def _pow2(n: int, at_least: int = 2) -> int:
@@ -234,9 +262,10 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     stages = {} if config.num_stages is None else {"num_stages": config.num_stages}
 
     block = config.stats_block(target_logits.element_size())
-    chunk, nchunk = vocab_chunks(V, rows, block, config.programs)
+    programs = config.programs_at(batch)
+    chunk, nchunk = vocab_chunks(V, rows, block, programs)
     race_block = config.race_block or config.block
-    race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, config.programs)
+    race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, programs)
     given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
     nstat = 1 if given else nchunk + (sampler is not None)  # the fused path's records: a column of their own
     # Three allocations, no kernel: every element below is written by the launches.
@@ -261,8 +290,8 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     elif sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
             target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-            TILES=chunk // block, BLOCK=block, FP64=fp64, num_warps=config.num_warps, **stages,
-            **fused)
+            TILES=chunk // block, BLOCK=block, FP64=fp64, SUB=stats_sub(target_logits.element_size(), block),
+            num_warps=config.num_warps, **stages, **fused)
     if sampler is not None:
         if block % 32 or race_block % 32:
             raise ValueError(f"KernelConfig: the fused §12 path reads 32-bit live words, so block ({block}) "
@@ -293,6 +322,21 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
         KEYED=keyed, BLOCK_K=_pow2(width, 8), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
         FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages, **fused)
     return out, num_accepted, stat_max.view(rows, nstat)
+
+
+STATS_SUB = 4
+"""Rows of the statistics pass's tile for 32- and 64-bit logits (``triton_kernels.softmax_tiles``); 16-bit logits
+run the lane-wise form (1). H200, 256 × 4 × 128256, float32: 4 rows 0.147 ms, 2 rows 0.152, 8 rows 0.258."""
+
+
+def stats_sub(itemsize: int, block: int) -> int:
+    """``stats_kernel``'s ``SUB`` for logits of ``itemsize`` bytes and a tile of ``block``: ``STATS_SUB`` where
+    the tile splits into that many rows of at least 8 lanes, else 1 (lane-wise).
+
+    >>> stats_sub(4, 2048), stats_sub(2, 4096), stats_sub(8, 16)
+    (4, 1, 1)
+    """
+    return STATS_SUB if itemsize >= 4 and block >= 8 * STATS_SUB else 1
 
 
 def _sampler_kernels(tk: ModuleType) -> ModuleType:

@@ -32,7 +32,8 @@ ENV = "SPECSIM_TRITON_TUNING"
 """A file of entries (``specsim bench --tune``'s output) read before the shipped ones."""
 CALL_KEYS = tuple(f"{mode}/{bits}" for mode in ("draft", "point") for bits in (16, 32, 64))
 """The kinds of call an entry may tune apart (``triton_device.call_key``)."""
-TUNED_FIELDS = ("block", "num_warps", "programs", "race_block", "race_warps", "num_stages", "bound", "block16")
+TUNED_FIELDS = ("block", "num_warps", "programs", "race_block", "race_warps", "num_stages", "bound", "block16",
+                "programs_by_batch")
 """The ``KernelConfig`` fields an entry may set."""
 
 
@@ -97,15 +98,34 @@ def _check_fields(fields: dict, where: str) -> None:
         value = fields.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{where}: {name} must be an integer ≥ 1 (or null), got {value!r}")
+    _check_by_batch(fields.get("programs_by_batch", []), where)
+
+
+def _check_by_batch(pairs, where: str) -> None:
+    """``programs_by_batch``: a list of ``[batch, programs]`` pairs of integers ≥ 1, batches strictly ascending."""
+    rule = "a list of [batch, programs] pairs of integers ≥ 1, batches strictly ascending"
+    if not isinstance(pairs, (list, tuple)):
+        raise ValueError(f"{where}: programs_by_batch must be {rule}, got {pairs!r}")
+    last = 0
+    for pair in pairs:
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in pair) or pair[0] <= last):
+            raise ValueError(f"{where}: programs_by_batch must be {rule}, got {pairs!r}")
+        last = pair[0]
 
 
 def entry_of(config, by_call: dict, measured: dict) -> dict:
     """A tuned entry (the form ``read_entries`` reads) for ``config`` (a ``KernelConfig``), its kinds of call
     ``by_call`` (``{key: KernelConfig}``, each written as the fields it changes) and ``measured`` (how)."""
-    base = {name: getattr(config, name) for name in TUNED_FIELDS}
+    base = {name: _json(getattr(config, name)) for name in TUNED_FIELDS}
     return {"measured": measured, "config": base,
-            "by_call": {key: {n: getattr(c, n) for n in TUNED_FIELDS if getattr(c, n) != base[n]}
+            "by_call": {key: {n: _json(getattr(c, n)) for n in TUNED_FIELDS if _json(getattr(c, n)) != base[n]}
                         for key, c in sorted(by_call.items())}}
+
+
+def _json(value):
+    """A field's value as the file holds it (``programs_by_batch``' pairs as lists)."""
+    return [list(pair) for pair in value] if isinstance(value, tuple) else value
 
 
 def write_entry(path: pathlib.Path, gpu_name: str, entry: dict) -> None:

@@ -234,3 +234,27 @@ def test_the_json_carries_the_latency_goals_and_floors():
     assert doc["read_stream_gb_s"] == 4000 and doc["rows"][0]["bound"] == "one pass"
     assert doc["latency_goals"][0]["what"] == "B = 1, graphed" and doc["latency_trees"][0]["nodes"] == 64
     json.dumps(doc)
+
+
+def test_a_row_timed_on_the_device_gets_a_device_floor_and_the_b1_goal_reads_it():
+    rows = [step.timed_row("triton graph", (1, 4, 128256, "draft", "float32"), (1, 4, 128256, 4, 4, "draft"), None,
+                           0.017e-3, COPY_BW, READ_BW)]
+    rows[0]["device_ms"] = 0.0090
+    # queued, the launches cost 1.5 µs and 0.5 µs each further one; the pass 3 µs of latency then the bytes
+    step.add_bounds(rows, launch_s, pass_s, READ_BW, lambda n: 1.5e-6 + 0.5e-6 * (n - 1),
+                    lambda nbytes: 3e-6 + nbytes / READ_BW)
+    r = rows[0]
+    nbytes = (5 + 1 + 1) * 128256 * 4
+    assert r["device_launch_ms"] == pytest.approx(2e-3)
+    assert r["device_floor_ms"] == pytest.approx((3e-6 + nbytes / READ_BW + 0.5e-6) * 1e3)
+    cells = dict(zip(step.LATENCY_HEADER, step.latency_cells(r)))
+    assert cells["device ms"] == "0.0090" and cells["device floor ms"] == f"{r['device_floor_ms']:.4f}"
+    goal = step.graph_time_goals({step.shape_of(r): {"triton graph": r}})[0]
+    assert goal[3:6] == ("0.009 ms", "≤ 0.010 ms", "met")          # the device time, not the replay's 0.017
+    assert goal[6].startswith("device time (submission hidden) 0.0090 ms") and "out of reach" not in goal[6]
+
+
+def test_rows_not_timed_on_the_device_keep_their_cells_empty():
+    r = next(r for r in latency_result().rows if r["device"] == "vllm")
+    cells = dict(zip(step.LATENCY_HEADER, step.latency_cells(r)))
+    assert cells["device ms"] == cells["device floor ms"] == "-" and "device_floor_ms" not in r

@@ -73,6 +73,9 @@ def test_the_file_the_environment_names_comes_first(tmp_path, monkeypatch):
     ({"config": {}, "by_call": {"greedy/32": {}}}, "'greedy/32' is not a kind of call"),
     ({"config": {}, "by_call": {"point/32": {"race_warps": 2.5}}}, "race_warps must be an integer"),
     ({"measured": {}}, "must be an object with a 'config' object"),
+    ({"config": {"programs_by_batch": [[32, 1056], [1, 528]]}}, "batches strictly ascending"),
+    ({"config": {"programs_by_batch": [[1, 0]]}}, "pairs of integers ≥ 1"),
+    ({"config": {"programs_by_batch": 1056}}, "programs_by_batch must be a list"),
 ])
 def test_a_malformed_entry_is_refused_naming_the_gpu_and_the_rule(tmp_path, entry, rule):
     path = tmp_path / "bad.json"
@@ -96,7 +99,7 @@ def tuned_config(gpu_name):
 
 def synthetic_timer(refuse=lambda c: False):
     """Seconds with a known best: stats 4096 x 8 at 2 stages, race 1024 x 4 (draft) and 2048 x 8 (point),
-    16 programs per SM (best worst-case over the batches), 16-bit stats 2048 x 8."""
+    4, 8 and 32 programs per SM at B = 1, 32 and 256, 16-bit stats 2048 x 8."""
     calls = []
 
     def timer(config, key, batch):
@@ -107,8 +110,8 @@ def synthetic_timer(refuse=lambda c: False):
         t += 0.1 * (config.block != 4096) + 0.1 * (config.num_warps != 8) + 0.05 * (config.num_stages != 2)
         best_race = (2048, 8) if key.startswith("point") else (1024, 4)
         t += 0.2 * ((config.race_block, config.race_warps) != best_race)
-        per_sm = config.programs // 132
-        t += {1: 0.3 * (per_sm == 8), 32: 0.2 * (per_sm == 32), 256: 0.01 * (per_sm != 16)}.get(batch, 0)
+        per_sm = config.programs_at(batch) // 132
+        t += {1: 0.3 * (per_sm != 4), 32: 0.2 * (per_sm != 8), 256: 0.01 * (per_sm != 32)}.get(batch, 0)
         if key.endswith("/16"):
             t += 0.3 * (config.block16 != 2048)
         return t
@@ -121,7 +124,8 @@ def test_the_sweep_keeps_each_parts_winner_and_tunes_each_kind_of_call():
     draft, point = result.configs["draft/32"], result.configs["point/32"]
     assert (draft.block, draft.num_warps, draft.num_stages) == (4096, 8, 2)
     assert (draft.race_block, draft.race_warps) == (1024, 4) and (point.race_block, point.race_warps) == (2048, 8)
-    assert draft.programs == point.programs == 16 * 132   # no batch size's worst ratio is given up for another
+    assert draft.programs_by_batch == point.programs_by_batch == ((1, 4 * 132), (32, 8 * 132), (256, 32 * 132))
+    assert draft.programs == point.programs == 32 * 132   # the anchor's, for the passes that are not the step's
     assert result.configs["draft/16"].block16 == result.configs["point/16"].block16 == 2048
     assert {b for k, b in calls if k == "draft/32"} == set(tune.PROGRAM_BATCHES)
     chosen = [t for t in result.trials if t.chosen]
@@ -160,3 +164,13 @@ def test_tune_out_without_tune_is_refused(capsys):
     from specsim.cli import main
     assert main(["bench", "--tune-out", "x.json"]) == 2
     assert "--tune-out FILE goes with --tune" in capsys.readouterr().out
+
+
+def test_programs_by_batch_round_trips_through_a_tuning_file_and_picks_by_batch_size(tmp_path):
+    config = KernelConfig(programs=4224, programs_by_batch=((1, 528), (256, 4224)))
+    entry = triton_tuning.entry_of(config, {}, {"command": "c"})
+    path = tmp_path / "mine.json"
+    triton_tuning.write_entry(path, "GPU Y", entry)
+    back = config_of(triton_tuning.read_entries(path)["GPU Y"], "mine.json: GPU Y")
+    assert back.programs_by_batch == ((1, 528), (256, 4224))
+    assert [back.programs_at(b) for b in (1, 32, 255, 256, 1024)] == [528, 528, 528, 4224, 4224]

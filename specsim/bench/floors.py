@@ -2,7 +2,8 @@
 bytes, pays on this GPU in this run (``specsim bench``'s latency columns, ``--latency``).
 
 Two measurements, each a CUDA graph replayed and timed as ``harness`` times every row (CUDA events
-around each replay, warm-up first, the median):
+around each replay, warm-up first, the median), or with ``queued`` as the rows' device time is timed
+(``harness.time_queued``: the replay's submission hidden):
 
 * ``launch_floor(torch, L)`` — a graph of ``L`` back-to-back launches of a kernel that stores one float
   (``floor_kernels.empty_kernel``) on one stream: what L dependent launches cost with no work in them;
@@ -32,15 +33,15 @@ BANDWIDTH_BYTES = 2 << 30
 """The size ``read_bandwidth`` reads: far above any L2, so its time is the memory's read stream."""
 
 _measured: dict = {}
-"""``(what, size, reps, warmup, buffers)`` → seconds, for the rest of the process."""
+"""``(what, size, reps, warmup, buffers, queued)`` → seconds, for the rest of the process."""
 
 
-def launch_floor(torch, launches: int, reps: int = 50, warmup: int = 5) -> float:
+def launch_floor(torch, launches: int, reps: int = 50, warmup: int = 5, queued: bool = False) -> float:
     """Seconds: the median replay of a CUDA graph of ``launches`` back-to-back launches of
     ``empty_kernel`` (one program storing one float) on one stream — what any implementation with that
-    many dependent launches pays, graphed."""
+    many dependent launches pays, graphed; ``queued``: its device time alone (``harness.time_queued``)."""
     _check_positive("launch_floor", launches=launches, reps=reps)
-    key = ("launches", launches, reps, warmup, 1)
+    key = ("launches", launches, reps, warmup, 1, queued)
     if key not in _measured:
         from specsim.bench import floor_kernels, harness
         out = torch.zeros(1, device="cuda", dtype=torch.float32)
@@ -49,28 +50,32 @@ def launch_floor(torch, launches: int, reps: int = 50, warmup: int = 5) -> float
             for _ in range(launches):
                 floor_kernels.empty_kernel[(1,)](x)
         graph = harness.graphs(torch, launch_all, [out])[0]
-        _measured[key] = harness.median(harness.time_calls(torch, lambda i: graph.replay(), reps, warmup))
+        timing = harness.time_queued if queued else harness.time_calls
+        _measured[key] = harness.median(timing(torch, lambda i: graph.replay(), reps, warmup))
     return _measured[key]
 
 
-def read_stream(torch, nbytes: int, reps: int = 50, warmup: int = 5, buffers: int | None = None) -> float:
+def read_stream(torch, nbytes: int, reps: int = 50, warmup: int = 5, buffers: int | None = None,
+                queued: bool = False) -> float:
     """Seconds: the median replay of a CUDA graph of one ``read_kernel`` pass over ``nbytes`` of float32
     (rounded up to whole floats). The replays rotate through ``buffers`` distinct buffers (default:
     as many as ``workloads.input_sets`` gives a step's rows of that size), so the pass reads from where
-    a row of that size reads (memory, or L2 where the row's own input sets fit in it)."""
+    a row of that size reads (memory, or L2 where the row's own input sets fit in it). ``queued``: its
+    device time alone (``harness.time_queued``)."""
     _check_positive("read_stream", nbytes=nbytes, reps=reps)
     if buffers is not None:
         _check_positive("read_stream", buffers=buffers)
     from specsim.bench import workloads
     props = torch.cuda.get_device_properties(0)
     count = buffers or workloads.input_sets(getattr(props, "L2_cache_size", 50 << 20), nbytes)
-    key = ("read", nbytes, reps, warmup, count)
+    key = ("read", nbytes, reps, warmup, count, queued)
     if key not in _measured:
-        _measured[key] = _time_reads(torch, -(-nbytes // 4), count, props.multi_processor_count, reps, warmup)
+        _measured[key] = _time_reads(torch, -(-nbytes // 4), count, props.multi_processor_count, reps, warmup,
+                                     queued)
     return _measured[key]
 
 
-def _time_reads(torch, n: int, count: int, sms: int, reps: int, warmup: int) -> float:
+def _time_reads(torch, n: int, count: int, sms: int, reps: int, warmup: int, queued: bool = False) -> float:
     """The median replay of one ``read_kernel`` graph per buffer of ``n`` float32, ``count`` buffers."""
     from specsim.bench import floor_kernels, harness
     programs = read_programs(n, sms)
@@ -80,7 +85,8 @@ def _time_reads(torch, n: int, count: int, sms: int, reps: int, warmup: int) -> 
     def read(x):
         floor_kernels.read_kernel[(programs,)](x[0], x[1], n, BLOCK=READ_BLOCK, num_warps=READ_WARPS)
     graphs = harness.graphs(torch, read, sets)
-    return harness.median(harness.time_calls(torch, lambda i: graphs[i % count].replay(), reps, warmup))
+    timing = harness.time_queued if queued else harness.time_calls
+    return harness.median(timing(torch, lambda i: graphs[i % count].replay(), reps, warmup))
 
 
 def read_bandwidth(torch, nbytes: int = BANDWIDTH_BYTES, reps: int = 20, warmup: int = 3) -> float:

@@ -2,8 +2,10 @@
 
 Each timed call is bracketed by its own pair of CUDA events, recorded on the
 stream back to back, so the median is device time per call with the host's
-launch overhead included where the host is the bottleneck (an eager call) and
-hidden where it is not (a graph replay). The warm-up calls compile, autotune
+launch overhead included where the host is the bottleneck (an eager call, or
+a graph replay whose submission takes longer than its kernels: a small step).
+``time_queued`` times the device alone: each call queued behind a sleeping
+kernel, so its submission is hidden. The warm-up calls compile, autotune
 and fill caches outside the timing. ``graphs`` captures a step as CUDA graphs
 (the kernels alone, as an engine that graphs its whole step runs them);
 ``kernel_times`` splits a call's device time by kernel (torch.profiler);
@@ -41,6 +43,39 @@ def time_calls(torch, fn, reps: int, warmup: int) -> list[float]:
     gc.disable()
     try:
         for i, (start, end) in enumerate(events):
+            start.record()
+            fn(warmup + i)
+            end.record()
+    finally:
+        if collecting:
+            gc.enable()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e-3 for s, e in events]
+
+
+QUEUE_AHEAD_CYCLES = 2_000_000
+"""GPU clock cycles ``time_queued`` keeps the stream busy before each call (about 1 ms at 2 GHz): longer than
+the host takes to queue a step, so the call's kernels run back to back behind it."""
+
+
+def time_queued(torch, fn, reps: int, warmup: int) -> list[float]:
+    """Seconds per call of ``fn(i)`` on the device alone: as ``time_calls``, with a kernel that sleeps
+    ``QUEUE_AHEAD_CYCLES`` queued ahead of each call's start event, so the host has queued the whole call
+    (a graph's launch, or an eager call's launches) before the GPU reaches it. What is timed is the GPU
+    running the call's work back to back — what a step costs inside an engine's own captured decode step.
+    A call that waits on the host (a sync) still has that wait in its time. ``time_calls`` of a small graph
+    has the graph's submission in it: on an H200 host a graph of one empty launch times at tens of
+    microseconds that way and at a few here."""
+    import gc
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for i, (start, end) in enumerate(events):
+            torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
             start.record()
             fn(warmup + i)
             end.record()

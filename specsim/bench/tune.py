@@ -1,27 +1,30 @@
 """``specsim bench --tune``: the Triton device's launch shapes for the GPU it runs on, chosen by a sweep.
 
 Each candidate launch shape (``devices.triton_device.KernelConfig``) is timed as ``specsim bench`` times
-its ``triton graph`` row (``step.graph_time``: a CUDA graph of the step per input set, replayed, the
-median), one part of the shape at a time, each part's winner kept for the next (``SWEEP``):
+its ``triton graph`` row on the device alone (``step.graph_time(queued=True)``: a CUDA graph of the step per
+input set, replayed behind a sleeping kernel, the median), one part of the shape at a time, each part's
+winner kept for the next:
 
-1. ``stats``: the statistics pass's tile, warps and pipelining stages, at the anchor with draft probabilities
+1. ``programs``: how many programs a pass aims for, at B = 1, 32 and 256 (``PROGRAM_BATCHES``): each batch
+   size's fastest, kept per batch size (``KernelConfig.programs_by_batch``: from that batch size up), the
+   anchor's as ``programs`` (what the other passes, the filters' and §12's, aim for). First, since the
+   other parts' best moves with it (H200: the race's best tile is 512 × 2 warps at 1056 programs and
+   256 × 1 at 4224);
+2. ``stats``: the statistics pass's tile, warps and pipelining stages, at the anchor with draft probabilities
    (``ANCHOR``: B = 256, K = 4, V = 128256, float32);
-2. ``race``: the step kernel's tile and warps, for draft probabilities and for point proposals apart;
-3. ``programs``: how many programs a pass aims for, at B = 1, 32 and 256 (``PROGRAM_BATCHES``): the one
-   whose worst ratio to the fastest at each batch is least, so that no batch size is given up for another;
+3. ``race``: the step kernel's tile and warps, for draft probabilities and for point proposals apart;
 4. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart.
 
 The winners make one tuned entry (``devices.triton_tuning``): the draft shape as every call's, the other
 kinds of call (``point/32``, ``draft/16``, ``point/16``) as what they change. ``--tune-out FILE`` adds it to
 a tuning file under this GPU's name (``SPECSIM_TRITON_TUNING=FILE`` uses it); ``--record FILE`` keeps every
 candidate's time as a record of ``specsim.figures.records``. The sweep's logic (``sweep``, ``pick``,
-``least_worst``) takes any timer, so it runs without a GPU in tests.
+``programs_of``) takes any timer, so it runs without a GPU in tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 ANCHOR = dict(batch=256, k=4, vocab=128256)
@@ -29,7 +32,7 @@ PROGRAM_BATCHES = (1, 32, 256)
 STATS_BLOCKS, STATS_WARPS, STAGES = (1024, 2048, 4096), (4, 8), (None, 2, 3)
 RACE_SHAPES = tuple((b, w) for b in (256, 512, 1024, 2048) for w in (1, 2, 4, 8) if b >= 64 * w)
 """The step kernel's tiles and warps: at least two elements a thread."""
-PROGRAMS_PER_SM = (8, 16, 32)
+PROGRAMS_PER_SM = (1, 2, 4, 8, 16, 32, 64)
 BLOCKS16, WARPS16 = (512, 1024, 2048, 4096), (4, 8)
 
 
@@ -90,20 +93,6 @@ def pick(trials: list) -> int:
     return min(ran, key=lambda i: trials[i].seconds)
 
 
-def least_worst(times: list[list[float | None]]) -> int:
-    """Of candidates timed at several batch sizes (``times[candidate][batch]`` seconds, None refused), the
-    one whose worst ratio to the fastest at each batch size is least.
-
-    >>> least_worst([[1.0, 10.0], [1.2, 9.0], [2.0, 8.0]])   # worst ratios 1.25, 1.2, 2.0
-    1
-    """
-    best = [min(t[j] for t in times if t[j] is not None) for j in range(len(times[0]))]
-    worst = [max(t[j] / best[j] for j in range(len(best))) if None not in t else math.inf for t in times]
-    if min(worst) == math.inf:
-        raise ValueError("no candidate ran at every batch size")
-    return worst.index(min(worst))
-
-
 def sweep(timer, base, sms: int, out=print) -> Sweep:
     """The sweep of the module docstring. ``timer(config, key, batch)`` is the median seconds of one step
     of kind ``key`` (``"draft/32"``, ``"point/16"``, ...) at ``ANCHOR`` with ``batch`` requests, or raises
@@ -119,11 +108,10 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
         found[i].chosen = True
         return candidates[i][1]
 
-    draft = best_of("stats", "draft/32", stats_candidates(base))
+    draft = programs_of(timer, base, sms, trials, out)
+    draft = best_of("stats", "draft/32", stats_candidates(draft))
     draft = best_of("race", "draft/32", race_candidates(draft))
     point = best_of("race", "point/32", race_candidates(draft))
-    draft = programs_of(timer, draft, sms, trials, out)
-    point = dataclasses.replace(point, programs=draft.programs)
     configs = {"draft/32": draft, "point/32": point}
     for key, over in (("draft/16", draft), ("point/16", point)):
         configs[key] = best_of("16-bit", key, block16_candidates(over))
@@ -131,17 +119,26 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
 
 
 def programs_of(timer, base, sms: int, trials: list, out=print):
-    """``base`` with the ``programs`` of ``program_candidates`` that ``least_worst`` picks over ``PROGRAM_BATCHES``."""
+    """``base`` with each of ``PROGRAM_BATCHES``' fastest of ``program_candidates`` as ``programs_by_batch``, and
+    the anchor's as ``programs``. A candidate the compiler refuses at one batch size is never picked at any."""
     candidates = program_candidates(base, sms)
     rows = []
     for label, config in candidates:
-        found = [trial(timer, "programs", "draft/32", b, label, config, out) for b in PROGRAM_BATCHES]
+        found = [trial(timer, "programs", "draft/32", b, label, dataclasses.replace(config, programs_by_batch=()), out)
+                 for b in PROGRAM_BATCHES]
         trials.extend(found)
         rows.append(found)
-    i = least_worst([[t.seconds for t in row] for row in rows])
-    for t in rows[i]:
-        t.chosen = True
-    return candidates[i][1]
+    ran = [row for row in rows if all(t.seconds is not None for t in row)]
+    if not ran:
+        raise ValueError("every candidate was refused at some batch size: "
+                         + "; ".join(f"{t.label}: {t.why}" for row in rows for t in row if t.why))
+    chosen = []
+    for j, batch in enumerate(PROGRAM_BATCHES):
+        row = min(ran, key=lambda r: r[j].seconds)
+        row[j].chosen = True
+        chosen.append((batch, candidates[rows.index(row)][1].programs))
+    anchor = dict(chosen)[ANCHOR["batch"]] if ANCHOR["batch"] in dict(chosen) else chosen[-1][1]
+    return dataclasses.replace(base, programs=anchor, programs_by_batch=tuple(chosen))
 
 
 def trial(timer, part: str, key: str, batch: int, label: str, config, out=print) -> Trial:
@@ -176,7 +173,9 @@ def trial_cells(t: Trial) -> tuple:
 
 def gpu_timer(torch, reps: int, warmup: int):
     """``timer(config, key, batch)`` for ``sweep``: the step's graph on ``specsim bench``'s inputs at ``ANCHOR``
-    (input sets made once per kind and batch), timed as its ``triton graph`` row."""
+    (input sets made once per kind and batch), timed as its ``triton graph`` row on the device alone
+    (``harness.time_queued``: at B = 1 a replay timed from the host is mostly the graph's submission, whose
+    noise would pick the programs)."""
     from specsim.bench import harness, workloads
     from specsim.bench.step import graph_time
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
@@ -192,7 +191,7 @@ def gpu_timer(torch, reps: int, warmup: int):
         return made[(key, batch)]
 
     def timer(config, key: str, batch: int) -> float:
-        return graph_time(torch, harness, inputs(key, batch), config, reps, warmup)
+        return graph_time(torch, harness, inputs(key, batch), config, reps, warmup, queued=True)
     return timer
 
 

@@ -51,6 +51,9 @@ def add_arguments(p):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-graph", action="store_true", help="skip the 'triton graph' row")
     p.add_argument("--no-launches", action="store_true", help="skip the 'triton launches' row")
+    p.add_argument("--device-time", action="store_true",
+                   help="also time each row on the device alone, queued behind a sleeping kernel so that its "
+                        "submission from the host is hidden (its 'device_ms'; --latency does so always)")
     p.add_argument("--breakdown", action="store_true", help="also profile the Triton kernels (device time each)")
     p.add_argument("--block", type=int, default=None, help="Triton vocabulary tile (default: KernelConfig)")
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
@@ -82,8 +85,9 @@ def add_arguments(p):
                            "--modes and --sampler are set by it")
     runs.add_argument("--tune", action="store_true",
                       help="choose the Triton device's launch shapes for this GPU by a sweep (specsim.bench.tune: "
-                           "statistics tile, warps and stages; step tile and warps for draft and point; programs "
-                           "over B = 1, 32, 256; the 16-bit tile), print every candidate's time and the winners; "
+                           "programs per batch size at B = 1, 32, 256; statistics tile, warps and stages; step "
+                           "tile and warps for draft and point; the 16-bit tile; each candidate timed on the "
+                           "device alone), print every candidate's time and the winners; "
                            "with --tune-out FILE, add them to a tuning file under this GPU's name")
     p.add_argument("--tune-out", default=None, metavar="FILE",
                    help="with --tune: the tuning file to add this GPU's entry to (SPECSIM_TRITON_TUNING=FILE "
