@@ -100,8 +100,8 @@ class KernelConfig:
 
     programs_by_batch: tuple = ()
     """``((batch, programs), ...)``, batches ascending: the programs a plain step's passes aim for from that
-    batch size up (``programs_at``), tuned apart (H200: the race at B = 256 runs fastest at 4× the programs
-    that suit B = 32). Empty: ``programs`` at every batch size."""
+    batch size up (``programs_at``), tuned apart (``specsim bench --tune``; docs/results/tune-h200.json: the
+    H200's B = 256 runs fastest at twice the programs of its B = 32). Empty: ``programs`` at every batch size."""
     by_call: tuple = ()
     """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
     ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals
@@ -326,7 +326,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
 
 STATS_SUB = 4
 """Rows of the statistics pass's tile for 32- and 64-bit logits (``triton_kernels.softmax_tiles``); 16-bit logits
-run the lane-wise form (1). H200, 256 × 4 × 128256, float32: 4 rows 0.147 ms, 2 rows 0.152, 8 rows 0.258."""
+run the lane-wise form (1). Four rows ran fastest of 2, 4 and 8 on an H200 at the anchor."""
 
 
 def stats_sub(itemsize: int, block: int) -> int:

@@ -258,3 +258,16 @@ def test_rows_not_timed_on_the_device_keep_their_cells_empty():
     r = next(r for r in latency_result().rows if r["device"] == "vllm")
     cells = dict(zip(step.LATENCY_HEADER, step.latency_cells(r)))
     assert cells["device ms"] == cells["device floor ms"] == "-" and "device_floor_ms" not in r
+
+
+def test_the_v2_goal_is_also_read_on_device_time_where_both_rows_have_it():
+    rows = {"triton graph": dict(device="triton graph", median_ms=0.018, device_ms=0.0147, floor_ms=0.0169,
+                                 bound="one pass", launches=2, launch_ms=0.0167, floor_mb=3.6, pass_ms=0.0169,
+                                 pct_latency_floor=91.0),
+            "vllm v2": dict(device="vllm v2", median_ms=0.450, device_ms=0.0227)}
+    goals = step.v2_goals({(1, 4, 128256, "draft", "float32"): rows}, "vllm v2")
+    assert [g[0] for g in goals] == ["ahead of vLLM Model Runner V2", "ahead of vLLM Model Runner V2, device time"]
+    assert goals[1][3:6] == ("0.65x", "< 1.00x vllm v2", "met")
+    assert "graph 0.0147 ms, vllm v2 0.0227 ms (called from Python 0.450 ms)" in goals[1][6]
+    values = step.latency_values(step.BenchResult("x", {}, "x", COPY_BW, "c", "v", rows=latency_rows(TIMES)))
+    assert "latency-triton-graph-draft-b1-device-ms" not in values    # rows not timed on the device: no such value

@@ -8,8 +8,8 @@ winner kept for the next:
 1. ``programs``: how many programs a pass aims for, at B = 1, 32 and 256 (``PROGRAM_BATCHES``): each batch
    size's fastest, kept per batch size (``KernelConfig.programs_by_batch``: from that batch size up), the
    anchor's as ``programs`` (what the other passes, the filters' and §12's, aim for). First, since the
-   other parts' best moves with it (H200: the race's best tile is 512 × 2 warps at 1056 programs and
-   256 × 1 at 4224);
+   other parts' best moves with it (more programs a request leave each fewer entries: the race's best
+   tile moves with them);
 2. ``stats``: the statistics pass's tile, warps and pipelining stages, at the anchor with draft probabilities
    (``ANCHOR``: B = 256, K = 4, V = 128256, float32);
 3. ``race``: the step kernel's tile and warps, for draft probabilities and for point proposals apart;
