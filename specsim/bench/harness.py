@@ -34,23 +34,7 @@ def time_calls(torch, fn, reps: int, warmup: int) -> list[float]:
     """Seconds per call of ``fn(i)``, each call timed by its own CUDA events, after ``warmup`` calls.
     Python's garbage collector is paused while the calls are queued (as ``timeit`` does): a
     collection's pause on the host is not the step's time."""
-    import gc
-    for i in range(warmup):
-        fn(i)
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for i, (start, end) in enumerate(events):
-            start.record()
-            fn(warmup + i)
-            end.record()
-    finally:
-        if collecting:
-            gc.enable()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e-3 for s, e in events]
+    return _timed(torch, fn, reps, warmup, ahead=None)
 
 
 QUEUE_AHEAD_CYCLES = 2_000_000
@@ -66,6 +50,11 @@ def time_queued(torch, fn, reps: int, warmup: int) -> list[float]:
     A call that waits on the host (a sync) still has that wait in its time. ``time_calls`` of a small graph
     has the graph's submission in it: on an H200 host a graph of one empty launch times at tens of
     microseconds that way and at a few here."""
+    return _timed(torch, fn, reps, warmup, ahead=lambda: torch.cuda._sleep(QUEUE_AHEAD_CYCLES))
+
+
+def _timed(torch, fn, reps: int, warmup: int, ahead) -> list[float]:
+    """``time_calls`` (``ahead`` None) or ``time_queued`` (``ahead()`` queued before each start event)."""
     import gc
     for i in range(warmup):
         fn(i)
@@ -75,7 +64,8 @@ def time_queued(torch, fn, reps: int, warmup: int) -> list[float]:
     gc.disable()
     try:
         for i, (start, end) in enumerate(events):
-            torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
+            if ahead is not None:
+                ahead()
             start.record()
             fn(warmup + i)
             end.record()

@@ -244,9 +244,11 @@ def measure_shape(torch, opts: Options, config, shape: tuple, l2: int, vllm_call
             continue
         result.rows.append(timed_row(label, (B, K, V, mode, opts.dtype), floor_shape, params, t, result.copy_bw,
                                      result.read_bw or None))
+        line = "  ".join(str(c) for c in cells(result.rows[-1]))
         if opts.device_time:
             result.rows[-1]["device_ms"] = 1e3 * harness.median(harness.time_queued(torch, fn, opts.reps, opts.warmup))
-        out("  ".join(str(c) for c in cells(result.rows[-1])), flush=True)
+            line += f"  (device alone {result.rows[-1]['device_ms']:.4f} ms)"
+        out(line, flush=True)
     fill_ratios([r for r in result.rows if (r["batch"], r["K"], r["V"], r["mode"]) == (B, K, V, mode)])
     if opts.breakdown and "triton" in opts.devices:
         breakdown(torch, config, sets, variants, dict(batch=B, K=K, V=V, mode=mode, dtype=opts.dtype), result, out)
