@@ -300,3 +300,57 @@ def test_withdrawn_drafts_in_chunked_rows_and_through_the_fused_sampler():
                                                                                     range(batch.batch_size))))
     result = compare(fused, DEVICE.verify(fused, noise), reference_step(fused, noise))
     assert result.ok, result.summary()
+
+
+# --- the statistics pass's forms and programs per batch size ---------------------------------
+
+def _stats(logits, temperature, sub, cut=None):
+    """``stats_kernel`` over one request of ``logits.shape[0] - 1`` drafts, one chunk a row."""
+    rows, V = logits.shape
+    cu = torch.tensor([0, rows - 1])
+    compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    out = [torch.empty(rows, dtype=compute) for _ in range(2)]
+    arg, counter = torch.empty(rows, dtype=torch.int32), torch.empty(1, dtype=torch.int32)
+    block = 32
+    tiles = -(-V // block)
+    extra = {} if cut is None else dict(cut_ptr=cut, CUT=True)
+    tk.stats_kernel[(1, rows, 1)](logits, cu, torch.tensor([temperature], dtype=torch.float64), counter, out[0], out[1], arg, V,
+                                  tiles * block, 1, TILES=tiles, BLOCK=block, FP64=logits.dtype == torch.float64,
+                                  SUB=sub, **extra)
+    return out[0], out[1], arg
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("cut", [False, True], ids=["whole-rows", "through-a-cut"])
+def test_the_tiled_softmax_agrees_with_the_lane_wise_one_and_greedy_rows_get_the_first_argmax(dtype, cut):
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "stats-forms", str(dtype), cut))
+    logits = torch.from_numpy(rng.normal(0, 3, (3, 77))).to(dtype)
+    logits[1, :40] = float("-inf")                  # lanes all -inf for a whole tile, and some for the row
+    logits[2, 5] = logits[2, 60] = logits[2].max() + 1   # a tie for the argmax: the first id wins
+    floor = torch.tensor([-1.0, -0.5, 0.0], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    wide = logits.to(floor.dtype)
+    kept = torch.where(wide >= floor[:, None], wide, float("-inf")) if cut else logits
+    lanes = _stats(logits, 0.7, 1, floor if cut else None)
+    tiled = _stats(logits, 0.7, 4, floor if cut else None)
+    assert torch.equal(lanes[0], tiled[0]) and torch.equal(lanes[0], kept.amax(dim=1).to(lanes[0].dtype))
+    want = torch.exp((kept.double() - kept.double().amax(dim=1, keepdim=True)) / 0.7).sum(dim=1)
+    tol = 1e-12 if dtype == torch.float64 else 2e-6
+    assert torch.allclose(lanes[1].double(), want, rtol=tol) and torch.allclose(tiled[1].double(), want, rtol=tol)
+    top, _, first = _stats(logits, 0.0, 4, floor if cut else None)     # greedy: the argmax, no softmax
+    assert torch.equal(top, kept.amax(dim=1).to(top.dtype))
+    assert first.tolist() == [int(np.argmax(row)) for row in kept.double().numpy()] and first[2] == 5
+
+
+def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
+    """A config whose small batches run many programs (several chunks a row) and large ones one."""
+    config = td.KernelConfig(block=BLOCK, num_warps=1, programs=1, race_block=None, race_warps=None,
+                             programs_by_batch=((1, 64), (4, 1)))
+    assert config.programs_at(2) == 64 and config.programs_at(4) == 1
+    device = td.TritonDevice("cpu", config)
+    for size in (2, 4):
+        rng = np.random.default_rng(case_seed(SUITE_SEED, "programs-by-batch", size))
+        batch = random_batch(rng, BatchSpec(batch=size, max_k=3, vocab_size=2 * BLOCK + 3, dtype="float32",
+                                            zero_k_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0))
+        for noise in (None, random_noise(rng, batch)):
+            result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+            assert result.ok, result.summary()
