@@ -256,8 +256,9 @@ def scope_rows(doc: dict) -> list[list[str]]:
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     sc = v.get("scope") if isinstance(v.get("scope"), dict) else {}
     rows = [["verdict", verdict_shown(doc)], ["judged against", f"SPEC {spec_version_text(doc)}"]]
-    if resumed_text(doc):
-        rows.append(["run", resumed_text(doc)])
+    resumed = resumed_text(doc)
+    if resumed:
+        rows.append(["run", resumed])
     declared = sc.get("declared") or (doc.get("device") or {}).get("capabilities") or {}
     if declared:
         noise = ["injected noise"] * bool(declared.get("injected_noise")) + \
@@ -374,7 +375,8 @@ def verdict_text(doc: dict) -> str:
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     reasons = "; ".join(str(r) for r in v.get("reasons") or [])
     version = f" (SPEC {v['spec_version']})" if v.get("spec_version") else ""
-    resumed = f"; {resumed_text(doc)}" if resumed_text(doc) else ""
+    resumed = resumed_text(doc)
+    resumed = f"; {resumed}" if resumed else ""
     return verdict_shown(doc) + version + (f": {reasons}" if reasons else "") + resumed
 
 

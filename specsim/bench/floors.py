@@ -50,8 +50,7 @@ def launch_floor(torch, launches: int, reps: int = 50, warmup: int = 5, queued: 
             for _ in range(launches):
                 floor_kernels.empty_kernel[(1,)](x)
         graph = harness.graphs(torch, launch_all, [out])[0]
-        timing = harness.time_queued if queued else harness.time_calls
-        _measured[key] = harness.median(timing(torch, lambda i: graph.replay(), reps, warmup))
+        _measured[key] = harness.median(harness.time_calls(torch, lambda i: graph.replay(), reps, warmup, queued))
     return _measured[key]
 
 
@@ -85,8 +84,7 @@ def _time_reads(torch, n: int, count: int, sms: int, reps: int, warmup: int, que
     def read(x):
         floor_kernels.read_kernel[(programs,)](x[0], x[1], n, BLOCK=READ_BLOCK, num_warps=READ_WARPS)
     graphs = harness.graphs(torch, read, sets)
-    timing = harness.time_queued if queued else harness.time_calls
-    return harness.median(timing(torch, lambda i: graphs[i % count].replay(), reps, warmup))
+    return harness.median(harness.time_calls(torch, lambda i: graphs[i % count].replay(), reps, warmup, queued))
 
 
 def read_bandwidth(torch, nbytes: int = BANDWIDTH_BYTES, reps: int = 20, warmup: int = 3) -> float:

@@ -30,31 +30,16 @@ def median(xs) -> float:
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
-def time_calls(torch, fn, reps: int, warmup: int) -> list[float]:
-    """Seconds per call of ``fn(i)``, each call timed by its own CUDA events, after ``warmup`` calls.
-    Python's garbage collector is paused while the calls are queued (as ``timeit`` does): a
-    collection's pause on the host is not the step's time."""
-    return _timed(torch, fn, reps, warmup, ahead=None)
-
-
 QUEUE_AHEAD_CYCLES = 2_000_000
 """GPU clock cycles ``time_queued`` keeps the stream busy before each call (about 1 ms at 2 GHz): longer than
 the host takes to queue a step, so the call's kernels run back to back behind it."""
 
 
-def time_queued(torch, fn, reps: int, warmup: int) -> list[float]:
-    """Seconds per call of ``fn(i)`` on the device alone: as ``time_calls``, with a kernel that sleeps
-    ``QUEUE_AHEAD_CYCLES`` queued ahead of each call's start event, so the host has queued the whole call
-    (a graph's launch, or an eager call's launches) before the GPU reaches it. What is timed is the GPU
-    running the call's work back to back — what a step costs inside an engine's own captured decode step.
-    A call that waits on the host (a sync) still has that wait in its time. ``time_calls`` of a small graph
-    has the graph's submission in it: on an H200 host a graph of one empty launch times at tens of
-    microseconds that way and at a few here."""
-    return _timed(torch, fn, reps, warmup, ahead=lambda: torch.cuda._sleep(QUEUE_AHEAD_CYCLES))
-
-
-def _timed(torch, fn, reps: int, warmup: int, ahead) -> list[float]:
-    """``time_calls`` (``ahead`` None) or ``time_queued`` (``ahead()`` queued before each start event)."""
+def time_calls(torch, fn, reps: int, warmup: int, queued: bool = False) -> list[float]:
+    """Seconds per call of ``fn(i)``, each call timed by its own CUDA events, after ``warmup`` calls.
+    Python's garbage collector is paused while the calls are queued (as ``timeit`` does): a
+    collection's pause on the host is not the step's time. ``queued``: on the device alone
+    (``time_queued``)."""
     import gc
     for i in range(warmup):
         fn(i)
@@ -64,8 +49,8 @@ def _timed(torch, fn, reps: int, warmup: int, ahead) -> list[float]:
     gc.disable()
     try:
         for i, (start, end) in enumerate(events):
-            if ahead is not None:
-                ahead()
+            if queued:
+                torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
             start.record()
             fn(warmup + i)
             end.record()
@@ -74,6 +59,17 @@ def _timed(torch, fn, reps: int, warmup: int, ahead) -> list[float]:
             gc.enable()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) * 1e-3 for s, e in events]
+
+
+def time_queued(torch, fn, reps: int, warmup: int) -> list[float]:
+    """Seconds per call of ``fn(i)`` on the device alone: ``time_calls`` with a kernel that sleeps
+    ``QUEUE_AHEAD_CYCLES`` queued ahead of each call's start event, so the host has queued the whole call
+    (a graph's launch, or an eager call's launches) before the GPU reaches it. What is timed is the GPU
+    running the call's work back to back — what a step costs inside an engine's own captured decode step.
+    A call that waits on the host (a sync) still has that wait in its time. ``time_calls`` of a small graph
+    has the graph's submission in it: on an H200 host a graph of one empty launch times at tens of
+    microseconds that way and at a few here."""
+    return time_calls(torch, fn, reps, warmup, queued=True)
 
 
 def copy_bandwidth(torch, nbytes: int = 2 << 30, reps: int = 20) -> float:

@@ -339,8 +339,7 @@ def graph_time(torch, harness, sets: list, config, reps: int, warmup: int, queue
     device time, ``harness.time_queued``)."""
     from devices.triton_device import verify_tensors
     graphs = harness.graphs(torch, triton_call(lambda *a, **kw: verify_tensors(*a, config=config, **kw)), sets)
-    timing = harness.time_queued if queued else harness.time_calls
-    return harness.median(timing(torch, lambda i: graphs[i % len(sets)].replay(), reps, warmup))
+    return harness.median(harness.time_calls(torch, lambda i: graphs[i % len(sets)].replay(), reps, warmup, queued))
 
 
 def triton_call(call):
@@ -933,21 +932,23 @@ def add_bounds(rows: list[dict], launch_s, pass_s, read_bw: float, device_launch
     from specsim.bench import floors
     if not read_bw > 0:
         raise ValueError(f"add_bounds: read_bw must be the measured read stream in bytes/s (> 0), got {read_bw!r}")
-    for r in rows:
-        launches = ROW_LAUNCHES.get(r["device"], 1)
-        nbytes = round(r["floor_mb"] * 1e6)
+    def floor(launch_s, pass_s, launches: int, nbytes: int) -> tuple:
+        """``(launched, passed, seconds, what)``: the row's launches, its pass and its floor (``floors.row_bound``)."""
         one, passed = launch_s(1), pass_s(nbytes)
         # L launches are measured apart from one; where the two medians land within their noise (a graph of two
         # empty launches timed below one), the floor of L launches is the one launch's
         launched = max(launch_s(launches), one)
-        seconds, what = floors.row_bound(launched, one, passed, nbytes / read_bw)
+        return (launched, passed) + floors.row_bound(launched, one, passed, nbytes / read_bw)
+
+    for r in rows:
+        launches = ROW_LAUNCHES.get(r["device"], 1)
+        nbytes = round(r["floor_mb"] * 1e6)
+        launched, passed, seconds, what = floor(launch_s, pass_s, launches, nbytes)
         r.update(launches=launches, launch_ms=launched * 1e3, pass_ms=passed * 1e3, floor_ms=seconds * 1e3,
                  bound=what, pct_latency_floor=100 * seconds * 1e3 / r["median_ms"])
         if "device_ms" in r and device_launch_s is not None and device_pass_s is not None:
-            one_q = device_launch_s(1)
-            launched_q = max(device_launch_s(launches), one_q)
-            seconds_q, _ = floors.row_bound(launched_q, one_q, device_pass_s(nbytes), nbytes / read_bw)
-            r.update(device_launch_ms=launched_q * 1e3, device_floor_ms=seconds_q * 1e3)
+            launched, _, seconds, _ = floor(device_launch_s, device_pass_s, launches, nbytes)
+            r.update(device_launch_ms=launched * 1e3, device_floor_ms=seconds * 1e3)
     v2 = {shape_of(r): r["median_ms"] for r in rows if r["device"] == "vllm v2"}
     for r in rows:
         if shape_of(r) in v2:

@@ -137,7 +137,7 @@ def programs_of(timer, base, sms: int, trials: list, out=print):
         row = min(ran, key=lambda r: r[j].seconds)
         row[j].chosen = True
         chosen.append((batch, candidates[rows.index(row)][1].programs))
-    anchor = dict(chosen)[ANCHOR["batch"]] if ANCHOR["batch"] in dict(chosen) else chosen[-1][1]
+    anchor = dict(chosen).get(ANCHOR["batch"], chosen[-1][1])
     return dataclasses.replace(base, programs=anchor, programs_by_batch=tuple(chosen))
 
 

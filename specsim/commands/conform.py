@@ -140,8 +140,9 @@ def verdict_line(verdict: dict, run: dict | None = None) -> str:
     if verdict["status"] == "quick":
         head += " (a --quick run: not a verdict)"
     from reports.tables import resumed_text
-    if resumed_text({"run": run or {}}):
-        head += f" ({resumed_text({'run': run})})"
+    resumed = resumed_text({"run": run or {}})
+    if resumed:
+        head += f" ({resumed})"
     return "\n".join([head] + [f"  - {r}" for r in verdict["reasons"]] + _version_lines(verdict))
 
 
