@@ -290,7 +290,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     elif sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
             target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
-            TILES=chunk // block, BLOCK=block, FP64=fp64, SUB=stats_sub(target_logits.element_size(), block),
+            TILES=chunk // block, BLOCK=block, FP64=fp64, **stats_form(target_logits.element_size(), block),
             num_warps=config.num_warps, **stages, **fused)
     if sampler is not None:
         if block % 32 or race_block % 32:
@@ -325,18 +325,26 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
 
 
 STATS_SUB = 4
-"""Rows of the statistics pass's tile for 32- and 64-bit logits (``triton_kernels.softmax_tiles``); 16-bit logits
-run the lane-wise form (1). Four rows ran fastest of 2, 4 and 8 on an H200 at the anchor."""
+"""Rows of the statistics pass's tile for 32- and 64-bit logits (``triton_kernels.softmax_tiles``). Four rows ran
+fastest of 2, 4 and 8 on an H200 at the anchor."""
+ROWS_BYTES = 16
+"""Bytes of 16-bit logits one lane of the statistics pass takes contiguously (``triton_kernels.softmax_rows``,
+``argmax_rows``): one 16-byte load, eight entries."""
 
 
-def stats_sub(itemsize: int, block: int) -> int:
-    """``stats_kernel``'s ``SUB`` for logits of ``itemsize`` bytes and a tile of ``block``: ``STATS_SUB`` where
-    the tile splits into that many rows of at least 8 lanes, else 1 (lane-wise).
+def stats_form(itemsize: int, block: int) -> dict:
+    """``stats_kernel``'s ``SUB`` and ``ROWS`` for logits of ``itemsize`` bytes and a tile of ``block``: 16-bit
+    logits in tiles of ``[block / 8, 8]``, each lane's eight entries contiguous (``ROWS``); wider logits in
+    ``STATS_SUB`` rows (``softmax_tiles``; greedy rows ``argmax_lanes``); either only where it leaves at least 8
+    lanes, else lane-wise (``SUB`` 1).
 
-    >>> stats_sub(4, 2048), stats_sub(2, 4096), stats_sub(8, 16)
-    (4, 1, 1)
+    >>> stats_form(4, 2048), stats_form(2, 2048), stats_form(8, 16), stats_form(2, 32)
+    ({'SUB': 4, 'ROWS': False}, {'SUB': 8, 'ROWS': True}, {'SUB': 1, 'ROWS': False}, {'SUB': 1, 'ROWS': False})
     """
-    return STATS_SUB if itemsize >= 4 and block >= 8 * STATS_SUB else 1
+    if itemsize == 2:
+        sub = ROWS_BYTES // itemsize
+        return {"SUB": sub, "ROWS": True} if block >= 8 * sub else {"SUB": 1, "ROWS": False}
+    return {"SUB": STATS_SUB if block >= 8 * STATS_SUB else 1, "ROWS": False}
 
 
 def _sampler_kernels(tk: ModuleType) -> ModuleType:

@@ -121,8 +121,7 @@ def keep_from(z, floor, FP64: tl.constexpr):
 def softmax_lanes(base, lo, hi, inv_t, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, CUT: tl.constexpr,
                   FP64: tl.constexpr):
     """``(max, Σ exp((z − max)/T))`` of ``z = base[lo:hi]`` (read through the cut ``floor`` with ``CUT``): a
-    lane-wise online softmax, one exp per element. The 16-bit logits' form: the tiled one
-    (``softmax_tiles``) compiles to a loop many times slower for them."""
+    lane-wise online softmax, one exp per element (the form for tiles too small to split)."""
     dtype = tl.float64 if FP64 else tl.float32
     lanes = tl.arange(0, BLOCK)
     m = tl.full([BLOCK], float("-inf"), dtype)
@@ -180,6 +179,41 @@ def softmax_tiles(base, lo, hi, T, floor, TILES: tl.constexpr, BLOCK: tl.constex
 
 
 @triton.jit
+def softmax_rows(base, lo, hi, T, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr,
+                 CUT: tl.constexpr, FP64: tl.constexpr):
+    """``softmax_tiles`` over tiles of ``[BLOCK / SUB, SUB]`` whose ``SUB`` entries a lane takes are contiguous
+    (16-bit logits, ``SUB`` 8: one 16-byte load a lane, and the lane's max and sum made in its own registers).
+    Split the other way, as ``softmax_tiles`` does, 16-bit tiles compiled to a loop many times slower."""
+    dtype = tl.float64 if FP64 else tl.float32
+    LANES: tl.constexpr = BLOCK // SUB
+    at = tl.arange(0, LANES)[:, None] * SUB + tl.arange(0, SUB)[None, :]
+    if FP64:
+        scale = 1.0 / T
+    else:
+        scale = 1.4426950408889634 / T  # log2(e)/T: exp(x/T) = exp2(x·log2(e)/T)
+    m = tl.full([LANES], float("-inf"), dtype)
+    s = tl.zeros([LANES], dtype)
+    for tile in range(0, TILES):
+        cols = lo + tile * BLOCK + at
+        z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+        if CUT:
+            z = keep_from(z, floor, FP64)
+        m_new = tl.maximum(m, tl.max(z, axis=1))
+        ref = tl.where(m_new == float("-inf"), 0.0, m_new) * scale  # a lane all -inf so far: exp(-inf) = 0
+        if FP64:
+            s = s * tl.exp(m * scale - ref) + tl.sum(tl.exp(z * scale - ref[:, None]), axis=1)
+        else:
+            s = s * tl.exp2(m * scale - ref) + tl.sum(tl.exp2(z * scale - ref[:, None]), axis=1)
+        m = m_new
+    row_max = tl.max(m, axis=0)
+    if FP64:
+        back = tl.exp((m - row_max) * scale)
+    else:
+        back = tl.exp2((m - row_max) * scale)
+    return row_max, tl.sum(tl.where(m == float("-inf"), 0.0, s * back), axis=0)
+
+
+@triton.jit
 def argmax_lanes(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, CUT: tl.constexpr,
                  FP64: tl.constexpr):
     """``(max, its first id)`` of ``z = base[lo:hi]`` (through the cut with ``CUT``): a greedy row's, with no
@@ -199,21 +233,46 @@ def argmax_lanes(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, 
     return row_max, tl.min(tl.where(m == row_max, arg, NO_ID), axis=0)
 
 
+@triton.jit
+def argmax_rows(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr, CUT: tl.constexpr,
+                FP64: tl.constexpr):
+    """``argmax_lanes`` over ``softmax_rows``' tiles: each lane's ``SUB`` contiguous entries give their max and
+    its first id in registers, which replace the lane's only where strictly greater (its earliest id on ties)."""
+    dtype = tl.float64 if FP64 else tl.float32
+    LANES: tl.constexpr = BLOCK // SUB
+    lanes = tl.arange(0, LANES)
+    at = lanes[:, None] * SUB + tl.arange(0, SUB)[None, :]
+    m = tl.full([LANES], float("-inf"), dtype)
+    arg = tl.zeros([LANES], tl.int32)
+    for tile in range(0, TILES):
+        first = lo + tile * BLOCK
+        cols = first + at
+        z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
+        if CUT:
+            z = keep_from(z, floor, FP64)
+        top, top_at = tl.max(z, axis=1, return_indices=True, return_indices_tie_break_left=True)
+        arg = tl.where(top > m, first + lanes * SUB + top_at, arg)
+        m = tl.maximum(m, top)
+    row_max = tl.max(m, axis=0)
+    return row_max, tl.min(tl.where(m == row_max, arg, NO_ID), axis=0)
+
+
 @triton.jit(
     do_not_specialize=['NCHUNK'],
     do_not_specialize_on_alignment=['counter_ptr', 'stat_max_ptr', 'stat_sum_ptr', 'stat_arg_ptr', 'cut_ptr'],
 )
 def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
                  V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
-                 cut_ptr=None, CUT: tl.constexpr = False, SUB: tl.constexpr = 1):
+                 cut_ptr=None, CUT: tl.constexpr = False, SUB: tl.constexpr = 1, ROWS: tl.constexpr = False):
     """Per (request i, its row j, vocab chunk): max of raw z, and for a random row sum exp((z - max)/T),
     for a greedy row (T = 0) the first argmax.
 
     ``logits_ptr``: ``[rows, V]`` (any float dtype; up-cast on load); ``cu_ptr``
     ``[batch + 1]``; ``temp_ptr`` ``[batch]``; outputs ``[rows, NCHUNK]``: a random row's argmax
     and a greedy row's sum are not read (``NO_ID`` and 1 are written). One exp per element of a
-    random row (``SUB`` 1: ``softmax_lanes``; else ``softmax_tiles``, tiles of ``[SUB, BLOCK/SUB]``),
-    none of a greedy row (``argmax_lanes``). Also zeroes ``counter_ptr`` ``[batch]``,
+    random row (``SUB`` 1: ``softmax_lanes``; else ``softmax_tiles``, tiles of ``[SUB, BLOCK/SUB]``, or with
+    ``ROWS`` ``softmax_rows``, tiles of ``[BLOCK/SUB, SUB]``), none of a greedy row (``argmax_lanes``; with
+    ``ROWS`` ``argmax_rows``). Also zeroes ``counter_ptr`` ``[batch]``,
     which ``step_kernel`` counts finished chunks in. ``CUT``: row ``r`` is read through its cut
     ``cut_ptr[r]`` (``[rows]``, compute dtype; ``keep_from``), top-k/top-p/min_p's kept set.
     """
@@ -239,7 +298,9 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
         else:
             floor = float("-inf")
         if T > 0:  # the request's rows share T: the branch is the program's, not a lane's
-            if SUB > 1:
+            if ROWS:
+                row_max, total = softmax_rows(base, lo, hi, T, floor, TILES, BLOCK, SUB, CUT, FP64)
+            elif SUB > 1:
                 row_max, total = softmax_tiles(base, lo, hi, T, floor, TILES, BLOCK, SUB, CUT, FP64)
             else:
                 row_max, total = softmax_lanes(base, lo, hi, 1.0 / T, floor, TILES, BLOCK, CUT, FP64)
@@ -247,7 +308,10 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
             tl.store(stat_max_ptr + out, row_max)
             tl.store(stat_arg_ptr + out, NO_ID)
         else:
-            top, first = argmax_lanes(base, lo, hi, floor, TILES, BLOCK, CUT, FP64)
+            if ROWS:
+                top, first = argmax_rows(base, lo, hi, floor, TILES, BLOCK, SUB, CUT, FP64)
+            else:
+                top, first = argmax_lanes(base, lo, hi, floor, TILES, BLOCK, CUT, FP64)
             tl.store(stat_sum_ptr + out, 1.0)
             tl.store(stat_max_ptr + out, top)
             tl.store(stat_arg_ptr + out, first)
@@ -300,12 +364,12 @@ def race_weights(z, d, off, c: tl.constexpr, excluded, row_max, t_scale, inv_sum
 
 
 @triton.jit
-def race_update(cols, t, w, r, best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: tl.constexpr):
+def race_update(cols, t, w, r, best_w, best_w_id, best_t, best_t_id, RACE_T: tl.constexpr):
     """Race scores ``w·r`` (``r = 1/E``) against each lane's best; strictly greater wins, so a lane
     keeps its earliest id on ties. A zero weight scores 0: it can lead a lane (whose best starts at
-    -1), never the row unless every weight is 0 — an empty residual. With a draft row the plain-``t``
-    race runs alongside, for the §4 empty-residual fallback."""
-    if HAS_DRAFT:
+    -1), never the row unless every weight is 0 — an empty residual. ``RACE_T``: the plain-``t`` race
+    runs alongside, for the §4 empty-residual fallback (``race_chunk``)."""
+    if RACE_T:
         st = t * r
         up_t = st > best_t
         best_t = tl.where(up_t, st, best_t)
@@ -319,18 +383,18 @@ def race_update(cols, t, w, r, best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: 
 
 @triton.jit
 def race_tile(cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
-              best_w, best_w_id, best_t, best_t_id, HAS_DRAFT: tl.constexpr, KEYED: tl.constexpr,
+              best_w, best_w_id, best_t, best_t_id, RACE_T: tl.constexpr, KEYED: tl.constexpr,
               FP64: tl.constexpr):
     """``race_update`` of a tile's four columns, in id order within each lane; ``1/E`` from the
     Philox words ``c0..c3`` (KEYED) or from the injected exponentials' row."""
     best_w, best_w_id, best_t, best_t_id = race_update(cols0, t0, w0, race_inverse(c0, exps_row, cols0, hi, KEYED, FP64),
-                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                                                       best_w, best_w_id, best_t, best_t_id, RACE_T)
     best_w, best_w_id, best_t, best_t_id = race_update(cols1, t1, w1, race_inverse(c1, exps_row, cols1, hi, KEYED, FP64),
-                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                                                       best_w, best_w_id, best_t, best_t_id, RACE_T)
     best_w, best_w_id, best_t, best_t_id = race_update(cols2, t2, w2, race_inverse(c2, exps_row, cols2, hi, KEYED, FP64),
-                                                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                                                       best_w, best_w_id, best_t, best_t_id, RACE_T)
     return race_update(cols3, t3, w3, race_inverse(c3, exps_row, cols3, hi, KEYED, FP64),
-                       best_w, best_w_id, best_t, best_t_id, HAS_DRAFT)
+                       best_w, best_w_id, best_t, best_t_id, RACE_T)
 
 
 @triton.jit
@@ -351,7 +415,7 @@ def inverse_exponential(words, FP64: tl.constexpr):
 
 
 @triton.jit
-def below_bound(t, w, words, bound_w, bound_t, HAS_DRAFT: tl.constexpr, FP64: tl.constexpr):
+def below_bound(t, w, words, bound_w, bound_t, RACE_T: tl.constexpr, FP64: tl.constexpr):
     """True where the element may still win: ``E = -log(1 - y) ≥ y`` for the complement uniform
     ``y`` of its word, so its score ``w/E`` is at most ``w/y``, and an element with
     ``w·(1 + 2^-10) ≤ best·y`` cannot beat the best score already made (the slack covers
@@ -359,7 +423,7 @@ def below_bound(t, w, words, bound_w, bound_t, HAS_DRAFT: tl.constexpr, FP64: tl
     dtype = tl.float64 if FP64 else tl.float32
     y = ((words ^ 0xFFFFFFFF).to(dtype) + 0.5) * TWO_POW_M32
     live = w * SLACK > bound_w * y
-    if HAS_DRAFT:
+    if RACE_T:
         live = live | (t * SLACK > bound_t * y)
     return live
 
@@ -451,6 +515,99 @@ def race_edits(edit_start_ptr, edit_tok_ptr, edit_z_ptr, row, draft_row, exps_ro
             best_t = tl.where(up_t, st, best_t)
             best_t_id = tl.where(up_t, tok, best_t_id)
         e0 += EBLOCK
+    return best_w, best_w_id, best_t, best_t_id
+
+
+@triton.jit
+def race_chunk(logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
+               inv_sum, seed, pos, bias_hi, emit_floor, TILES: tl.constexpr, BLOCK: tl.constexpr,
+               HAS_DRAFT: tl.constexpr, RACE_T: tl.constexpr, KEYED: tl.constexpr, BOUND: tl.constexpr,
+               SAMPLER: tl.constexpr, HAS_BIAS: tl.constexpr, CUT: tl.constexpr, FP64: tl.constexpr):
+    """The race (§3) over ids ``[lo, hi)`` of the emission row, tile by tile: ``(best_w, best_w_id, best_t,
+    best_t_id)`` ``[BLOCK / 4]`` per lane (-1: none), ``w = max(t − d, 0)`` with ``HAS_DRAFT`` (``d`` read below
+    ``draft_hi``, 0 above), else ``t`` with ``excluded`` zeroed; ``RACE_T``: the plain-``t`` race alongside.
+    Keyed, with ``BOUND``, a tile none of whose elements can beat the best score so far skips its logarithms
+    (``below_bound``). ``SAMPLER``/``CUT``: the rows read through SPEC §12 and the cut, as ``step_kernel`` says."""
+    dtype = tl.float64 if FP64 else tl.float32
+    QUADS: tl.constexpr = BLOCK // 4
+    best_w = tl.full([QUADS], -1.0, dtype)
+    best_t = tl.full([QUADS], -1.0, dtype)
+    best_w_id = tl.zeros([QUADS], tl.int32)
+    best_t_id = tl.zeros([QUADS], tl.int32)
+    bound_w = tl.max(best_w, axis=0)  # the best score so far in this chunk (-1: none yet)
+    bound_t = bound_w
+    for tile in range(0, TILES):
+        off = lo + tile * BLOCK
+        z0, z1, z2, z3, d0, d1, d2, d3 = race_load(logits_row, draft_row, off, hi, draft_hi, QUADS, HAS_DRAFT)
+        if CUT:
+            if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)
+                z0 = keep_from(z0, emit_floor, FP64)
+                z1 = keep_from(z1, emit_floor, FP64)
+                z2 = keep_from(z2, emit_floor, FP64)
+                z3 = keep_from(z3, emit_floor, FP64)
+        if SAMPLER:
+            if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
+                y0, y1, y2, y3 = z0, z1, z2, z3
+                z0 = z0.to(dtype) + bias_hi
+                z1 = z1.to(dtype) + bias_hi
+                z2 = z2.to(dtype) + bias_hi
+                z3 = z3.to(dtype) + bias_hi
+                if CUT:  # z + bias_hi below the cut: the entry's §12 value is too, so its weight is 0
+                    z0 = keep_from(z0, emit_floor, FP64)
+                    z1 = keep_from(z1, emit_floor, FP64)
+                    z2 = keep_from(z2, emit_floor, FP64)
+                    z3 = keep_from(z3, emit_floor, FP64)
+            else:
+                z0, z1, z2, z3 = race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS, HAS_BIAS, FP64)
+                if CUT:
+                    z0 = keep_from(z0, emit_floor, FP64)
+                    z1 = keep_from(z1, emit_floor, FP64)
+                    z2 = keep_from(z2, emit_floor, FP64)
+                    z3 = keep_from(z3, emit_floor, FP64)
+        cols0, t0, w0 = race_weights(z0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+        cols1, t1, w1 = race_weights(z1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+        cols2, t2, w2 = race_weights(z2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+        cols3, t3, w3 = race_weights(z3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
+        if KEYED:  # each counter once: its four words are this thread's four columns
+            qq = (off // 4 + tl.arange(0, QUADS)).to(tl.uint32)
+            zz = qq * 0
+            c0, c1, c2, c3 = tl.philox(seed, qq, zz + pos, zz + RECOVER, zz)
+            if BOUND:  # skip the logarithms of a tile none of whose elements can win (see below_bound)
+                live = below_bound(t0, w0, c0, bound_w, bound_t, RACE_T, FP64) | \
+                    below_bound(t1, w1, c1, bound_w, bound_t, RACE_T, FP64) | \
+                    below_bound(t2, w2, c2, bound_w, bound_t, RACE_T, FP64) | \
+                    below_bound(t3, w3, c3, bound_w, bound_t, RACE_T, FP64)
+                go = tl.max(live.to(tl.int32), axis=0) > 0
+            else:
+                go = True
+            if go:
+                if SAMPLER:
+                    if BOUND:  # the tile may hold the winner: its exact weights
+                        y0, y1, y2, y3 = race_live4(y0, y1, y2, y3, live_row, bias_row, off, hi, QUADS, HAS_BIAS,
+                                                    FP64)
+                        if CUT:
+                            y0 = keep_from(y0, emit_floor, FP64)
+                            y1 = keep_from(y1, emit_floor, FP64)
+                            y2 = keep_from(y2, emit_floor, FP64)
+                            y3 = keep_from(y3, emit_floor, FP64)
+                        cols0, t0, w0 = race_weights(y0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                     HAS_DRAFT, FP64)
+                        cols1, t1, w1 = race_weights(y1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                     HAS_DRAFT, FP64)
+                        cols2, t2, w2 = race_weights(y2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                     HAS_DRAFT, FP64)
+                        cols3, t3, w3 = race_weights(y3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS,
+                                                     HAS_DRAFT, FP64)
+                best_w, best_w_id, best_t, best_t_id = race_tile(
+                    cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
+                    best_w, best_w_id, best_t, best_t_id, RACE_T, KEYED, FP64)
+                if BOUND:
+                    bound_w = tl.max(best_w, axis=0)
+                    bound_t = tl.max(best_t, axis=0)
+        else:
+            best_w, best_w_id, best_t, best_t_id = race_tile(
+                cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, 0, 0, 0, 0, exps_row, hi,
+                best_w, best_w_id, best_t, best_t_id, RACE_T, KEYED, FP64)
     return best_w, best_w_id, best_t, best_t_id
 
 
@@ -593,7 +750,6 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         # not `inside & (has_row)`: a block & a scalar is an int32 mask in the interpreter, which
         # Triton >= 3.9 refuses.)
         draft_hi = tl.where(reads_row_at, hi, lo)
-        QUADS: tl.constexpr = BLOCK // 4
         if SAMPLER:
             live_row = live_ptr + (row0 + num_acc).to(tl.int64) * W
             bias_row = bias_ptr + i.to(tl.int64) * V
@@ -601,88 +757,33 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 bias_hi = tl.load(bias_max_ptr + i).to(dtype)  # ≥ every entry of the bias row
             else:
                 bias_hi = 0.0
+        else:  # not read
+            live_row = logits_row
+            bias_row = logits_row
+            bias_hi = 0.0
         if CUT:
             emit_floor = tl.load(cut_ptr + row0 + num_acc).to(dtype)
         else:
             emit_floor = float("-inf")
-        best_w = tl.full([QUADS], -1.0, dtype)
-        best_t = tl.full([QUADS], -1.0, dtype)
-        best_w_id = tl.zeros([QUADS], tl.int32)
-        best_t_id = tl.zeros([QUADS], tl.int32)
-        bound_w = tl.max(best_w, axis=0)  # the best score so far in this chunk (-1: none yet)
-        bound_t = bound_w
-        for tile in range(0, TILES):
-            off = lo + tile * BLOCK
-            z0, z1, z2, z3, d0, d1, d2, d3 = race_load(logits_row, draft_row, off, hi, draft_hi, QUADS, HAS_DRAFT)
-            if CUT:
-                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)
-                    z0 = keep_from(z0, emit_floor, FP64)
-                    z1 = keep_from(z1, emit_floor, FP64)
-                    z2 = keep_from(z2, emit_floor, FP64)
-                    z3 = keep_from(z3, emit_floor, FP64)
-            if SAMPLER:
-                if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
-                    y0, y1, y2, y3 = z0, z1, z2, z3
-                    z0 = z0.to(dtype) + bias_hi
-                    z1 = z1.to(dtype) + bias_hi
-                    z2 = z2.to(dtype) + bias_hi
-                    z3 = z3.to(dtype) + bias_hi
-                    if CUT:  # z + bias_hi below the cut: the entry's §12 value is too, so its weight is 0
-                        z0 = keep_from(z0, emit_floor, FP64)
-                        z1 = keep_from(z1, emit_floor, FP64)
-                        z2 = keep_from(z2, emit_floor, FP64)
-                        z3 = keep_from(z3, emit_floor, FP64)
-                else:
-                    z0, z1, z2, z3 = race_live4(z0, z1, z2, z3, live_row, bias_row, off, hi, QUADS, HAS_BIAS, FP64)
-                    if CUT:
-                        z0 = keep_from(z0, emit_floor, FP64)
-                        z1 = keep_from(z1, emit_floor, FP64)
-                        z2 = keep_from(z2, emit_floor, FP64)
-                        z3 = keep_from(z3, emit_floor, FP64)
-            cols0, t0, w0 = race_weights(z0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
-            cols1, t1, w1 = race_weights(z1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
-            cols2, t2, w2 = race_weights(z2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
-            cols3, t3, w3 = race_weights(z3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS, HAS_DRAFT, FP64)
-            if KEYED:  # each counter once: its four words are this thread's four columns
-                qq = (off // 4 + tl.arange(0, QUADS)).to(tl.uint32)
-                zz = qq * 0
-                c0, c1, c2, c3 = tl.philox(seed, qq, zz + pos, zz + RECOVER, zz)
-                if BOUND:  # skip the logarithms of a tile none of whose elements can win (see below_bound)
-                    live = below_bound(t0, w0, c0, bound_w, bound_t, HAS_DRAFT, FP64) | \
-                        below_bound(t1, w1, c1, bound_w, bound_t, HAS_DRAFT, FP64) | \
-                        below_bound(t2, w2, c2, bound_w, bound_t, HAS_DRAFT, FP64) | \
-                        below_bound(t3, w3, c3, bound_w, bound_t, HAS_DRAFT, FP64)
-                    go = tl.max(live.to(tl.int32), axis=0) > 0
-                else:
-                    go = True
-                if go:
-                    if SAMPLER:
-                        if BOUND:  # the tile may hold the winner: its exact weights
-                            y0, y1, y2, y3 = race_live4(y0, y1, y2, y3, live_row, bias_row, off, hi, QUADS, HAS_BIAS,
-                                                        FP64)
-                            if CUT:
-                                y0 = keep_from(y0, emit_floor, FP64)
-                                y1 = keep_from(y1, emit_floor, FP64)
-                                y2 = keep_from(y2, emit_floor, FP64)
-                                y3 = keep_from(y3, emit_floor, FP64)
-                            cols0, t0, w0 = race_weights(y0, d0, off, 0, excluded, emit_max, t_scale, inv_sum, QUADS,
-                                                         HAS_DRAFT, FP64)
-                            cols1, t1, w1 = race_weights(y1, d1, off, 1, excluded, emit_max, t_scale, inv_sum, QUADS,
-                                                         HAS_DRAFT, FP64)
-                            cols2, t2, w2 = race_weights(y2, d2, off, 2, excluded, emit_max, t_scale, inv_sum, QUADS,
-                                                         HAS_DRAFT, FP64)
-                            cols3, t3, w3 = race_weights(y3, d3, off, 3, excluded, emit_max, t_scale, inv_sum, QUADS,
-                                                         HAS_DRAFT, FP64)
-                    best_w, best_w_id, best_t, best_t_id = race_tile(
-                        cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, c0, c1, c2, c3, exps_row, hi,
-                        best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
-                    if BOUND:
-                        bound_w = tl.max(best_w, axis=0)
-                        bound_t = tl.max(best_t, axis=0)
-            else:
-                best_w, best_w_id, best_t, best_t_id = race_tile(
-                    cols0, cols1, cols2, cols3, t0, t1, t2, t3, w0, w1, w2, w3, 0, 0, 0, 0, exps_row, hi,
-                    best_w, best_w_id, best_t, best_t_id, HAS_DRAFT, KEYED, FP64)
+        # The t race (the §4 fallback of an empty residual) runs alongside only on the §12 path. Elsewhere a
+        # chunk races w alone, and races t in a second pass (no draft row read: w = max(t − 0, 0) = t, its
+        # scores bit for bit the inline race's) only where its own residual is empty — wherever the row's is.
+        if HAS_DRAFT and SAMPLER:
+            best_w, best_w_id, best_t, best_t_id = race_chunk(
+                logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
+                inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, True, KEYED, BOUND, SAMPLER,
+                HAS_BIAS, CUT, FP64)
+        else:
+            best_w, best_w_id, best_t, best_t_id = race_chunk(
+                logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
+                inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, False, KEYED, BOUND, SAMPLER,
+                HAS_BIAS, CUT, FP64)
+            if HAS_DRAFT:
+                if tl.max(best_w, axis=0) <= 0:
+                    best_t, best_t_id, _, _ = race_chunk(
+                        logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, lo, excluded, emit_max, t_scale,
+                        inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, False, KEYED, BOUND,
+                        SAMPLER, HAS_BIAS, CUT, FP64)
         if SAMPLER:  # the emission row's records in this chunk, with their lanes' bests
             ew, ew_id, et, et_id = race_edits(
                 edit_start_ptr, edit_tok_ptr, edit_z_ptr, row0 + num_acc, draft_row, exps_row, lo, hi, draft_hi,

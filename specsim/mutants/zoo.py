@@ -584,8 +584,8 @@ KERNEL = [
             "cut before §12's bias (the cut decided on the §12 rows, applied to the raw ones): a token the bias "
             "lifts over the cut never wins the race",
             "docs/bugs.md #50 (vLLM #42744: filters and logit_bias applied to different rows)",
-            ("                if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)",
-             "                if True:  # the raw rows' cut; the §12 rows' is taken after §12 (below)"),
+            ("            if not SAMPLER:  # the raw rows' cut; the §12 rows' is taken after §12 (below)",
+             "            if True:  # the raw rows' cut; the §12 rows' is taken after §12 (below)"),
             killed_by="L1-sampler/canonical/all-top-k"),
     _triton("triton-sampler-stats-past-the-bits", "on the fused SPEC §12 path without filters, fused_stats_kernel "
             "reads every entry without the live bits: banned entries and the records' raw entries enter the softmax "

@@ -304,8 +304,9 @@ def test_withdrawn_drafts_in_chunked_rows_and_through_the_fused_sampler():
 
 # --- the statistics pass's forms and programs per batch size ---------------------------------
 
-def _stats(logits, temperature, sub, cut=None):
-    """``stats_kernel`` over one request of ``logits.shape[0] - 1`` drafts, one chunk a row."""
+def _stats(logits, temperature, sub, cut=None, rows_form=False):
+    """``stats_kernel`` over one request of ``logits.shape[0] - 1`` drafts, one chunk a row (``rows_form``: its
+    ``ROWS`` tiles, ``[BLOCK / sub, sub]``)."""
     rows, V = logits.shape
     cu = torch.tensor([0, rows - 1])
     compute = torch.float64 if logits.dtype == torch.float64 else torch.float32
@@ -316,11 +317,11 @@ def _stats(logits, temperature, sub, cut=None):
     extra = {} if cut is None else dict(cut_ptr=cut, CUT=True)
     tk.stats_kernel[(1, rows, 1)](logits, cu, torch.tensor([temperature], dtype=torch.float64), counter, out[0], out[1], arg, V,
                                   tiles * block, 1, TILES=tiles, BLOCK=block, FP64=logits.dtype == torch.float64,
-                                  SUB=sub, **extra)
+                                  SUB=sub, ROWS=rows_form, **extra)
     return out[0], out[1], arg
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("cut", [False, True], ids=["whole-rows", "through-a-cut"])
 def test_the_tiled_softmax_agrees_with_the_lane_wise_one_and_greedy_rows_get_the_first_argmax(dtype, cut):
     rng = np.random.default_rng(case_seed(SUITE_SEED, "stats-forms", str(dtype), cut))
@@ -330,15 +331,18 @@ def test_the_tiled_softmax_agrees_with_the_lane_wise_one_and_greedy_rows_get_the
     floor = torch.tensor([-1.0, -0.5, 0.0], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
     wide = logits.to(floor.dtype)
     kept = torch.where(wide >= floor[:, None], wide, float("-inf")) if cut else logits
-    lanes = _stats(logits, 0.7, 1, floor if cut else None)
-    tiled = _stats(logits, 0.7, 4, floor if cut else None)
-    assert torch.equal(lanes[0], tiled[0]) and torch.equal(lanes[0], kept.amax(dim=1).to(lanes[0].dtype))
+    floor_ = floor if cut else None
+    wide_forms = [(4, False), (4, True)] if dtype in (torch.float32, torch.float64) else [(8, True), (4, True)]
+    forms = [_stats(logits, 0.7, 1, floor_)] + [_stats(logits, 0.7, sub, floor_, rows_) for sub, rows_ in wide_forms]
     want = torch.exp((kept.double() - kept.double().amax(dim=1, keepdim=True)) / 0.7).sum(dim=1)
     tol = 1e-12 if dtype == torch.float64 else 2e-6
-    assert torch.allclose(lanes[1].double(), want, rtol=tol) and torch.allclose(tiled[1].double(), want, rtol=tol)
-    top, _, first = _stats(logits, 0.0, 4, floor if cut else None)     # greedy: the argmax, no softmax
-    assert torch.equal(top, kept.amax(dim=1).to(top.dtype))
-    assert first.tolist() == [int(np.argmax(row)) for row in kept.double().numpy()] and first[2] == 5
+    for got in forms:
+        assert torch.equal(got[0], kept.amax(dim=1).to(got[0].dtype))
+        assert torch.allclose(got[1].double(), want, rtol=tol)
+    for sub, rows_ in [(4, False)] + wide_forms:         # greedy: the argmax, no softmax
+        top, _, first = _stats(logits, 0.0, sub, floor_, rows_)
+        assert torch.equal(top, kept.amax(dim=1).to(top.dtype))
+        assert first.tolist() == [int(np.argmax(row)) for row in kept.double().numpy()] and first[2] == 5
 
 
 def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
@@ -354,3 +358,42 @@ def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
         for noise in (None, random_noise(rng, batch)):
             result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
             assert result.ok, result.summary()
+
+
+# --- §4's empty residual: the t race, chunk by chunk --------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("keyed", [False, True], ids=["injected", "keyed"])
+@pytest.mark.parametrize("residual", ["empty", "one-chunk"])
+def test_an_empty_residual_races_t_and_chunks_empty_alone_do_not(dtype, keyed, residual):
+    """The drafted token has target probability ~1e-14 and draft probability 1e-6 more than it, so it is
+    rejected; every other entry of the draft row is its target probability plus 1e-6 (the row sums to 1 within
+    SPEC §6's tolerance). ``empty``: the residual ``max(t − d, 0)`` is empty, so the token is the race over ``t``
+    (SPEC §4), made by every chunk after its own w race found nothing. ``one-chunk``: eight ids of the second
+    chunk lose draft mass to the drafted token, so the residual lies there alone and the other chunks' t races
+    must go unread."""
+    from specsim.testing.edges import Request
+    V, x = 2 * BLOCK + 3, 7
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "empty-residual", dtype, keyed, residual))
+    logits = rng.normal(0, 2, (2, V))
+    logits[0, x] = -30.0
+    t = np.exp(logits[0] - logits[0].max())
+    t /= t.sum()
+    d = t + 1e-6
+    lost = np.arange(BLOCK, BLOCK + 8)
+    if residual == "one-chunk":
+        d[lost] = t[lost] / 2
+        d[x] += (t[lost] / 2).sum()
+    request = Request(draft_ids=[x], logits=logits.tolist(), draft_rows=[d.tolist()], uniforms=[0.9999],
+                      exponentials=rng.exponential(size=V).tolist())
+    batch, noise = make_batch([request], dtype=dtype)
+    noise = None if keyed else noise
+    want = reference_step(batch, noise)
+    assert want.num_accepted.tolist() == [0]
+    token = int(want.output_token_ids[0, 0])
+    if residual == "one-chunk":
+        assert token in lost.tolist()
+    chunked = td.TritonDevice("cpu", CHUNKED)
+    assert td.vocab_chunks(V, 1, BLOCK, CHUNKED.programs)[1] == 3
+    result = compare(batch, chunked.verify(batch, noise), want)
+    assert result.ok, result.summary()
