@@ -1,7 +1,7 @@
 """Measured floors of a step on the GPU: what any implementation with as many launches, reading as many
 bytes, pays on this GPU in this run (``specsim bench``'s latency columns, ``--latency``).
 
-Two measurements, each a CUDA graph replayed and timed as ``harness`` times every row (CUDA events
+Two measurements of bytes and launches, each a CUDA graph replayed and timed as ``harness`` times every row (CUDA events
 around each replay, warm-up first, the median), or with ``queued`` as the rows' device time is timed
 (``harness.time_queued``: the replay's submission hidden):
 
@@ -12,7 +12,10 @@ around each replay, warm-up first, the median), or with ``queued`` as the rows' 
   ``nbytes / t`` is the read-stream bandwidth (``read_bandwidth``, at 2 GiB) and, at a row's size, ``t``
   is the latency of one pass over that many bytes at full parallelism.
 
-``row_bound`` combines them into one row's floor (pure arithmetic, stated there). Each measurement is
+and one of instructions, ``philox_floor(torch, batch, V)`` — the keyed race's Philox counters alone, timed on the
+device (``specsim bench``'s goals read it as the race's instruction bound for point proposals).
+
+``row_bound`` combines the first two into one row's floor (pure arithmetic, stated there). Each measurement is
 kept per size for the rest of the process: a run's rows of one shape share their floors.
 
 The plain Triton step is two launches for draft, point and greedy alike (``devices.triton_device
@@ -29,6 +32,9 @@ READ_BLOCK = 4096
 READ_WARPS = 8
 PROGRAMS_PER_SM = 4
 """Programs of ``read_kernel`` per SM at most: enough resident warps to keep every SM's loads in flight."""
+PHILOX_QUADS, PHILOX_WARPS, PHILOX_PROGRAMS_PER_SM = 256, 4, 32
+"""``philox_floor``'s tile (counters), warps and programs per SM: on an H200 at 256 × 128256, tiles of 64 to 512
+counters at 1 to 8 warps and 8 to 64 programs an SM took 0.0344 to 0.043 ms; this shape was among the fastest."""
 BANDWIDTH_BYTES = 2 << 30
 """The size ``read_bandwidth`` reads: far above any L2, so its time is the memory's read stream."""
 
@@ -85,6 +91,33 @@ def _time_reads(torch, n: int, count: int, sms: int, reps: int, warmup: int, que
         floor_kernels.read_kernel[(programs,)](x[0], x[1], n, BLOCK=READ_BLOCK, num_warps=READ_WARPS)
     graphs = harness.graphs(torch, read, sets)
     return harness.median(harness.time_calls(torch, lambda i: graphs[i % count].replay(), reps, warmup, queued))
+
+
+def philox_floor(torch, batch: int, vocab: int, reps: int = 50, warmup: int = 5) -> float:
+    """Seconds on the device alone (``harness.time_queued``): ``batch`` requests' ``ceil(vocab / 4)``
+    Philox4x32-10 counters each, keyed per request as the race keys them (``floor_kernels.philox_kernel``:
+    Triton's ``tl.philox``, ``PHILOX_QUADS`` counters a tile, about ``PHILOX_PROGRAMS_PER_SM`` programs an SM),
+    nothing read. A race over keyed noise (SPEC §5.2) needs the word of every entry of positive weight — with
+    point proposals every entry but the rejected draft's and those of probability 0 — so no step that races
+    the emission row after its statistics beats this on this GPU with Triton's Philox."""
+    _check_positive("philox_floor", batch=batch, vocab=vocab, reps=reps)
+    key = ("philox", batch * 100003 + vocab, reps, warmup, 1, True)
+    if key not in _measured:
+        from specsim.bench import floor_kernels, harness
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        counters = -(-vocab // 4)
+        chunks = max(1, min(-(-counters // PHILOX_QUADS), PHILOX_PROGRAMS_PER_SM * sms // batch))
+        chunk = -(-counters // (chunks * PHILOX_QUADS)) * PHILOX_QUADS
+        chunks = -(-counters // chunk)
+        seeds = torch.randint(-2**62, 2**62, (batch,), device="cuda")
+        out = torch.empty(batch * chunks, device="cuda", dtype=torch.int32)
+
+        def make(i):
+            floor_kernels.philox_kernel[(batch, chunks)](seeds, out, counters, chunk, chunks,
+                                                         TILES=chunk // PHILOX_QUADS, QUADS=PHILOX_QUADS,
+                                                         num_warps=PHILOX_WARPS)
+        _measured[key] = harness.median(harness.time_calls(torch, make, reps, warmup, queued=True))
+    return _measured[key]
 
 
 def read_bandwidth(torch, nbytes: int = BANDWIDTH_BYTES, reps: int = 20, warmup: int = 3) -> float:

@@ -76,9 +76,15 @@ def program_candidates(base, sms: int) -> list:
 
 
 def block16_candidates(base) -> list:
-    """``(label, config)`` of every 16-bit statistics tile × warps over ``base``."""
+    """``(label, config)`` of every 16-bit statistics tile × warps over ``base``: the tiles up to ``base``'s own
+    (``KernelConfig.stats_block`` runs a 16-bit tile of at most ``block``; a larger one would time it again).
+
+    >>> from devices.triton_device import KernelConfig
+    >>> [label for label, _ in block16_candidates(KernelConfig(block=1024))]
+    ['16-bit stats 512 x 4 warps', '16-bit stats 512 x 8 warps', '16-bit stats 1024 x 4 warps', '16-bit stats 1024 x 8 warps']
+    """
     return [(f"16-bit stats {b} x {w} warps", dataclasses.replace(base, block16=b, num_warps=w))
-            for b in BLOCKS16 for w in WARPS16]
+            for b in BLOCKS16 if b <= base.block for w in WARPS16]
 
 
 def pick(trials: list) -> int:
