@@ -765,10 +765,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
             emit_floor = tl.load(cut_ptr + row0 + num_acc).to(dtype)
         else:
             emit_floor = float("-inf")
-        # The t race (the §4 fallback of an empty residual) runs alongside only on the §12 path. Elsewhere a
-        # chunk races w alone, and races t in a second pass (no draft row read: w = max(t − 0, 0) = t, its
-        # scores bit for bit the inline race's) only where its own residual is empty — wherever the row's is.
-        if HAS_DRAFT and SAMPLER:
+        # The t race (the §4 fallback of an empty residual) runs alongside on the §12 path and through a cut,
+        # where most chunks' residuals are empty (nothing kept in them). Elsewhere a chunk races w alone, and
+        # races t in a second pass (no draft row read: w = max(t − 0, 0) = t, its scores bit for bit the inline
+        # race's) only where its own residual is empty — wherever the row's is.
+        if HAS_DRAFT and (SAMPLER or CUT):
             best_w, best_w_id, best_t, best_t_id = race_chunk(
                 logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
                 inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, True, KEYED, BOUND, SAMPLER,

@@ -151,7 +151,7 @@ def test_the_record_holds_the_latency_tables_as_printed():
     assert rec["values"]["latency-triton-graph-draft-b1-ms"] == "0.017"
     assert rec["values"]["latency-vllm-point-b8-pct-floor"] == dict(zip(
         step.LATENCY_HEADER, step.latency_cells(next(r for r in result.rows if r["device"] == "vllm"))))["% of floor"]
-    assert "goals" not in rec["tables"]                     # no GOALS row is measured by a latency run
+    assert "goals" not in rec["tables"]                     # none of these rows is a GOALS row (B ≤ 32)
     assert "latency" not in step.record(step.BenchResult("x", {}, "x", COPY_BW, "c", "v"), "specsim bench")["tables"]
 
 
