@@ -18,8 +18,11 @@ target row per request — the algorithmic floor of the step:
    residual ``max(t − d, 0)`` (or ``t`` with the draft masked, for point
    proposals) and with the noise: injected ``[batch, V]`` exponentials, or
    Philox words made in registers (§5.2), so no ``[rows, V]`` noise is ever
-   materialised. The last program of the request to finish (an atomic
-   count) reduces the chunk winners and writes the token.
+   materialised. With draft probabilities the race over ``t`` that §4 falls
+   back to when the residual is empty runs in a second pass, only in a chunk
+   whose own residual is empty (on the §12 path and through a cut, alongside:
+   ``step_kernel``'s comment says why). The last program of the request to
+   finish (an atomic count) reduces the chunk winners and writes the token.
 
 With SPEC §12 fused into the step (``SAMPLER``), ``devices/triton_sampler.py``'s
 statistics launches (``fused_stats``) take the place of ``stats_kernel``.
