@@ -280,6 +280,7 @@ def test_a_point_goal_adds_the_races_philox_to_its_floor_where_it_was_measured()
     result.race_floors = {(256, 128256): 0.01e-3}           # faster than the rest's bytes: the floor is the bytes'
     assert {g[0]: g for g in step.goal_rows(result)}["point proposals"][3] == "88%"
     assert step.headline_values(result)["philox-floor-b256-v128256-ms"] == "0.0100"
+    assert step.to_json(result)["philox_floor_s"] == {"B=256 V=128256": 0.01e-3}
 
 
 def test_the_stream_and_eager_goals_read_the_read_stream_and_the_graph_row():

@@ -570,11 +570,12 @@ def field_filter_variants(engines: dict, sets: list, filters: dict) -> list:
 
 def to_json(result: BenchResult) -> dict:
     """``--json``'s document: the rows and what they were measured on (with ``--latency``, each row's floor
-    columns, the tree rows and the latency goals)."""
+    columns, the tree rows and the latency goals; ``philox_floor_s``: the race's Philox alone per point shape)."""
     return {"gpu": result.hardware, "copy_gb_s": result.copy_bw / 1e9, "read_stream_gb_s": result.read_bw / 1e9,
             "torch": result.versions.get("torch"),
             "triton": result.versions.get("triton"), "vllm": result.vllm, "config": result.config,
             "engines": result.engines, "rows": result.rows,
+            "philox_floor_s": {f"B={B} V={V}": seconds for (B, V), seconds in result.race_floors.items()},
             "goals": [dict(zip(GOALS_HEADER, g)) for g in goal_rows(result)] if shows_goals(result) else [],
             "latency_trees": result.latency_trees,
             "latency_goals": [dict(zip(GOALS_HEADER, g)) for g in latency_goal_rows(result)] if result.latency else []}
