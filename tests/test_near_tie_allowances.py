@@ -301,6 +301,7 @@ def test_the_stripped_device_fails_l1_sampler_quick():
     _assert_stripped_fails(quick=True, failing_at_least=24)
 
 
+@pytest.mark.slow  # ~50 s of CPU; the quick-size test above keeps the same property in the default suite
 def test_the_stripped_device_fails_l1_sampler_full():
     """Full size at seed 0: 29 of 30 fail (7 passed before); canonical/frequency_penalty's 16 requests
     emit the same tokens with or without the penalty."""
