@@ -33,13 +33,14 @@ READ_WARPS = 8
 PROGRAMS_PER_SM = 4
 """Programs of ``read_kernel`` per SM at most: enough resident warps to keep every SM's loads in flight."""
 PHILOX_QUADS, PHILOX_WARPS, PHILOX_PROGRAMS_PER_SM = 256, 4, 32
-"""``philox_floor``'s tile (counters), warps and programs per SM: on an H200 at 256 × 128256, tiles of 64 to 512
-counters at 1 to 8 warps and 8 to 64 programs an SM took 0.0344 to 0.043 ms; this shape was among the fastest."""
+"""``philox_floor``'s tile (counters), warps and programs per SM: among the fastest of a trial on an H200 at
+256 × 128256 over tiles of 64 to 512 counters, 1 to 8 warps and 8 to 64 programs an SM."""
 BANDWIDTH_BYTES = 2 << 30
 """The size ``read_bandwidth`` reads: far above any L2, so its time is the memory's read stream."""
 
 _measured: dict = {}
-"""``(what, size, reps, warmup, buffers, queued)`` → seconds, for the rest of the process."""
+"""``(what, size, reps, warmup, buffers, queued)`` → seconds, for the rest of the process (``size``: launches,
+bytes, or ``(batch, V)``)."""
 
 
 def launch_floor(torch, launches: int, reps: int = 50, warmup: int = 5, queued: bool = False) -> float:
@@ -101,7 +102,7 @@ def philox_floor(torch, batch: int, vocab: int, reps: int = 50, warmup: int = 5)
     point proposals every entry but the rejected draft's and those of probability 0 — so no step that races
     the emission row after its statistics beats this on this GPU with Triton's Philox."""
     _check_positive("philox_floor", batch=batch, vocab=vocab, reps=reps)
-    key = ("philox", batch * 100003 + vocab, reps, warmup, 1, True)
+    key = ("philox", (batch, vocab), reps, warmup, 1, True)
     if key not in _measured:
         from specsim.bench import floor_kernels, harness
         sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -695,8 +695,7 @@ GOALS = (
                    "--depth 6 --branch 4 --width 3", base="a chain step of as many rows"),
 )
 """The verification step's goals (fp32 unless named): each a row against ``triton graph`` of its shape, its own
-floor, the read stream or another row. §12 at 90% of its floor and §12 with filters at 1.8x replaced the first
-goals' 1.2x and 2.0x (CHANGELOG)."""
+floor, the read stream or another row."""
 
 GOALS_HEADER = ("what", "row", "shape", "now", "goal", "met", "bound")
 GOALS_NOTE = ("Each measured goal's row at its shape; bound: the bytes its inputs need read once (its own "
