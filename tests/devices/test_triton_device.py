@@ -327,7 +327,7 @@ def test_the_tiled_softmax_agrees_with_the_lane_wise_one_and_greedy_rows_get_the
     rng = np.random.default_rng(case_seed(SUITE_SEED, "stats-forms", str(dtype), cut))
     logits = torch.from_numpy(rng.normal(0, 3, (3, 77))).to(dtype)
     logits[1, :40] = float("-inf")                  # lanes all -inf for a whole tile, and some for the row
-    logits[2, 5] = logits[2, 60] = logits[2].max() + 1   # a tie for the argmax: the first id wins
+    logits[2, 5] = logits[2, 7] = logits[2, 60] = logits[2].max() + 1   # ties within a lane (5, 7) and across tiles: the first wins
     floor = torch.tensor([-1.0, -0.5, 0.0], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
     wide = logits.to(floor.dtype)
     kept = torch.where(wide >= floor[:, None], wide, float("-inf")) if cut else logits
