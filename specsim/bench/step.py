@@ -761,7 +761,7 @@ def kernel_bound(r: dict, kernels: list, read_bw: float) -> str:
     first = [n for n in seconds if n in FIRST_PASSES]
     if not first:
         return text
-    rows_bytes = r["batch"] * (r["K"] + 1) * r["V"] * ITEMSIZE[r["dtype"]]
+    rows_bytes = target_rows_bytes(r)
     first_s = sum(seconds[n] for n in first)
     rest_s = sum(t for n, t in seconds.items() if n not in first)
     rest_bytes = r["floor_mb"] * 1e6 - rows_bytes
@@ -816,13 +816,23 @@ def race_floor_s(r: dict, copy_bw: float, philox_s: float) -> float:
     >>> round(race_floor_s(r, 4.278e12, 0.0345e-3) * 1e3, 4), round(race_floor_s(r, 4.278e12, 0.01e-3) * 1e3, 4)
     (0.188, 0.1842)
     """
-    rows_bytes = r["batch"] * (r["K"] + 1) * r["V"] * ITEMSIZE[r["dtype"]]
+    rows_bytes = target_rows_bytes(r)
     rest_bytes = max(0.0, r["floor_mb"] * 1e6 - rows_bytes)
     return rows_bytes / copy_bw + max(rest_bytes / copy_bw, philox_s)
 
 
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 """Bytes an entry of logits of each dtype name."""
+
+
+def target_rows_bytes(r: dict) -> int:
+    """Bytes of row ``r``'s target logits, every row once: ``batch × (K + 1) × V`` entries of its dtype (what the
+    pass over every target row reads; ``kernel_bound``, ``race_floor_s``).
+
+    >>> target_rows_bytes(dict(batch=256, K=4, V=128256, dtype="bfloat16"))
+    328335360
+    """
+    return r["batch"] * (r["K"] + 1) * r["V"] * ITEMSIZE[r["dtype"]]
 
 
 def floor_ratio(r: dict, copy_bw: float) -> float:
