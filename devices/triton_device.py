@@ -328,8 +328,8 @@ STATS_SUB = 4
 """Rows of the statistics pass's tile for 32- and 64-bit logits (``triton_kernels.softmax_tiles``). Four rows ran
 fastest of 2, 4 and 8 on an H200 at the anchor."""
 ROWS_BYTES = 16
-"""Bytes of 16-bit logits one lane of the statistics pass takes contiguously (``triton_kernels.softmax_rows``,
-``argmax_rows``): one 16-byte load, eight entries."""
+"""Bytes of 16-bit logits one lane of the statistics pass takes contiguously (``triton_kernels.softmax_tiles``
+with ``ROWS``, ``argmax_rows``): one 16-byte load, eight entries."""
 
 
 def stats_form(itemsize: int, block: int) -> dict:

@@ -148,13 +148,21 @@ def softmax_lanes(base, lo, hi, inv_t, floor, TILES: tl.constexpr, BLOCK: tl.con
 
 @triton.jit
 def softmax_tiles(base, lo, hi, T, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr,
-                  CUT: tl.constexpr, FP64: tl.constexpr):
-    """``softmax_lanes`` over tiles of ``[SUB, BLOCK / SUB]``: each lane takes the max of its ``SUB`` entries
-    (held by one thread) first, then one exp per element against it and one per lane to rescale its sum —
-    fewer instructions an element than the lane-wise update's compare, exp, two selects and fma."""
+                  CUT: tl.constexpr, FP64: tl.constexpr, ROWS: tl.constexpr = False):
+    """``softmax_lanes`` over tiles of ``BLOCK / SUB`` lanes of ``SUB`` entries: each lane takes the max of its
+    ``SUB`` entries (held by one thread) first, then one exp per element against it and one per lane to rescale
+    its sum — fewer instructions an element than the lane-wise update's compare, exp, two selects and fma.
+
+    A tile is ``[SUB, BLOCK/SUB]`` (a lane's entries ``BLOCK/SUB`` apart), or with ``ROWS`` ``[BLOCK/SUB, SUB]``
+    (a lane's entries contiguous: 16-bit logits, ``SUB`` 8, one 16-byte load a lane and its max and sum made in
+    its own registers; split the other way, 16-bit tiles compiled to a loop many times slower)."""
     dtype = tl.float64 if FP64 else tl.float32
     LANES: tl.constexpr = BLOCK // SUB
-    at = tl.arange(0, SUB)[:, None] * LANES + tl.arange(0, LANES)[None, :]
+    AXIS: tl.constexpr = 1 if ROWS else 0  # the axis of a lane's SUB entries
+    if ROWS:
+        at = tl.arange(0, LANES)[:, None] * SUB + tl.arange(0, SUB)[None, :]
+    else:
+        at = tl.arange(0, SUB)[:, None] * LANES + tl.arange(0, LANES)[None, :]
     if FP64:
         scale = 1.0 / T
     else:
@@ -166,47 +174,12 @@ def softmax_tiles(base, lo, hi, T, floor, TILES: tl.constexpr, BLOCK: tl.constex
         z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
         if CUT:
             z = keep_from(z, floor, FP64)
-        m_new = tl.maximum(m, tl.max(z, axis=0))
+        m_new = tl.maximum(m, tl.max(z, axis=AXIS))
         ref = tl.where(m_new == float("-inf"), 0.0, m_new) * scale  # a lane all -inf so far: exp(-inf) = 0
         if FP64:
-            s = s * tl.exp(m * scale - ref) + tl.sum(tl.exp(z * scale - ref[None, :]), axis=0)
+            s = s * tl.exp(m * scale - ref) + tl.sum(tl.exp(z * scale - tl.expand_dims(ref, AXIS)), axis=AXIS)
         else:
-            s = s * tl.exp2(m * scale - ref) + tl.sum(tl.exp2(z * scale - ref[None, :]), axis=0)
-        m = m_new
-    row_max = tl.max(m, axis=0)
-    if FP64:
-        back = tl.exp((m - row_max) * scale)
-    else:
-        back = tl.exp2((m - row_max) * scale)
-    return row_max, tl.sum(tl.where(m == float("-inf"), 0.0, s * back), axis=0)
-
-
-@triton.jit
-def softmax_rows(base, lo, hi, T, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr,
-                 CUT: tl.constexpr, FP64: tl.constexpr):
-    """``softmax_tiles`` over tiles of ``[BLOCK / SUB, SUB]`` whose ``SUB`` entries a lane takes are contiguous
-    (16-bit logits, ``SUB`` 8: one 16-byte load a lane, and the lane's max and sum made in its own registers).
-    Split the other way, as ``softmax_tiles`` does, 16-bit tiles compiled to a loop many times slower."""
-    dtype = tl.float64 if FP64 else tl.float32
-    LANES: tl.constexpr = BLOCK // SUB
-    at = tl.arange(0, LANES)[:, None] * SUB + tl.arange(0, SUB)[None, :]
-    if FP64:
-        scale = 1.0 / T
-    else:
-        scale = 1.4426950408889634 / T  # log2(e)/T: exp(x/T) = exp2(x·log2(e)/T)
-    m = tl.full([LANES], float("-inf"), dtype)
-    s = tl.zeros([LANES], dtype)
-    for tile in range(0, TILES):
-        cols = lo + tile * BLOCK + at
-        z = tl.load(base + cols, mask=cols < hi, other=float("-inf")).to(dtype)
-        if CUT:
-            z = keep_from(z, floor, FP64)
-        m_new = tl.maximum(m, tl.max(z, axis=1))
-        ref = tl.where(m_new == float("-inf"), 0.0, m_new) * scale  # a lane all -inf so far: exp(-inf) = 0
-        if FP64:
-            s = s * tl.exp(m * scale - ref) + tl.sum(tl.exp(z * scale - ref[:, None]), axis=1)
-        else:
-            s = s * tl.exp2(m * scale - ref) + tl.sum(tl.exp2(z * scale - ref[:, None]), axis=1)
+            s = s * tl.exp2(m * scale - ref) + tl.sum(tl.exp2(z * scale - tl.expand_dims(ref, AXIS)), axis=AXIS)
         m = m_new
     row_max = tl.max(m, axis=0)
     if FP64:
@@ -239,7 +212,7 @@ def argmax_lanes(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, 
 @triton.jit
 def argmax_rows(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, SUB: tl.constexpr, CUT: tl.constexpr,
                 FP64: tl.constexpr):
-    """``argmax_lanes`` over ``softmax_rows``' tiles: each lane's ``SUB`` contiguous entries give their max and
+    """``argmax_lanes`` over ``softmax_tiles``' ``ROWS`` tiles: each lane's ``SUB`` contiguous entries give their max and
     its first id in registers, which replace the lane's only where strictly greater (its earliest id on ties)."""
     dtype = tl.float64 if FP64 else tl.float32
     LANES: tl.constexpr = BLOCK // SUB
@@ -274,7 +247,7 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
     ``[batch + 1]``; ``temp_ptr`` ``[batch]``; outputs ``[rows, NCHUNK]``: a random row's argmax
     and a greedy row's sum are not read (``NO_ID`` and 1 are written). One exp per element of a
     random row (``SUB`` 1: ``softmax_lanes``; else ``softmax_tiles``, tiles of ``[SUB, BLOCK/SUB]``, or with
-    ``ROWS`` ``softmax_rows``, tiles of ``[BLOCK/SUB, SUB]``), none of a greedy row (``argmax_lanes``; with
+    ``ROWS`` of ``[BLOCK/SUB, SUB]``), none of a greedy row (``argmax_lanes``; with
     ``ROWS`` ``argmax_rows``). Also zeroes ``counter_ptr`` ``[batch]``,
     which ``step_kernel`` counts finished chunks in. ``CUT``: row ``r`` is read through its cut
     ``cut_ptr[r]`` (``[rows]``, compute dtype; ``keep_from``), top-k/top-p/min_p's kept set.
@@ -301,10 +274,8 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
         else:
             floor = float("-inf")
         if T > 0:  # the request's rows share T: the branch is the program's, not a lane's
-            if ROWS:
-                row_max, total = softmax_rows(base, lo, hi, T, floor, TILES, BLOCK, SUB, CUT, FP64)
-            elif SUB > 1:
-                row_max, total = softmax_tiles(base, lo, hi, T, floor, TILES, BLOCK, SUB, CUT, FP64)
+            if SUB > 1:
+                row_max, total = softmax_tiles(base, lo, hi, T, floor, TILES, BLOCK, SUB, CUT, FP64, ROWS)
             else:
                 row_max, total = softmax_lanes(base, lo, hi, 1.0 / T, floor, TILES, BLOCK, CUT, FP64)
             tl.store(stat_sum_ptr + out, total)
@@ -772,22 +743,16 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         # where most chunks' residuals are empty (nothing kept in them). Elsewhere a chunk races w alone, and
         # races t in a second pass (no draft row read: w = max(t − 0, 0) = t, its scores bit for bit the inline
         # race's) only where its own residual is empty — wherever the row's is.
-        if HAS_DRAFT and (SAMPLER or CUT):
-            best_w, best_w_id, best_t, best_t_id = race_chunk(
-                logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
-                inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, True, KEYED, BOUND, SAMPLER,
-                HAS_BIAS, CUT, FP64)
-        else:
-            best_w, best_w_id, best_t, best_t_id = race_chunk(
-                logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
-                inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, False, KEYED, BOUND, SAMPLER,
-                HAS_BIAS, CUT, FP64)
-            if HAS_DRAFT:
-                if tl.max(best_w, axis=0) <= 0:
-                    best_t, best_t_id, _, _ = race_chunk(
-                        logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, lo, excluded, emit_max, t_scale,
-                        inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, False, KEYED, BOUND,
-                        SAMPLER, HAS_BIAS, CUT, FP64)
+        best_w, best_w_id, best_t, best_t_id = race_chunk(
+            logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draft_hi, excluded, emit_max, t_scale,
+            inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, HAS_DRAFT and (SAMPLER or CUT), KEYED,
+            BOUND, SAMPLER, HAS_BIAS, CUT, FP64)
+        if HAS_DRAFT and not (SAMPLER or CUT):
+            if tl.max(best_w, axis=0) <= 0:
+                best_t, best_t_id, _, _ = race_chunk(
+                    logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, lo, excluded, emit_max, t_scale,
+                    inv_sum, seed, pos, bias_hi, emit_floor, TILES, BLOCK, HAS_DRAFT, False, KEYED, BOUND, SAMPLER,
+                    HAS_BIAS, CUT, FP64)
         if SAMPLER:  # the emission row's records in this chunk, with their lanes' bests
             ew, ew_id, et, et_id = race_edits(
                 edit_start_ptr, edit_tok_ptr, edit_z_ptr, row0 + num_acc, draft_row, exps_row, lo, hi, draft_hi,

@@ -2,8 +2,8 @@
 
 A change that adds a constexpr-guarded feature to ``devices/triton_kernels.py`` (``SAMPLER``,
 ``CUT``) claims the step without it compiles to the same code. This checks the claim on any
-machine with the triton wheel: ``triton.compile`` of ``stats_kernel`` and ``step_kernel`` (the
-bench's anchor launch: draft probabilities, keyed, float32; and the fused §12 launch) for
+machine with the triton wheel: ``triton.compile`` of ``stats_kernel`` and ``step_kernel`` (every form and
+path of the plain step, the cut's and the fused §12 launch: ``launches``) for
 ``GPUTarget("cuda", 90, 32)``, the PTX less its debug and line-table lines (which move with the
 source), hashed. Run it in two checkouts and compare:
 
@@ -34,13 +34,33 @@ CONSTANTS = dict(TILES=32, BLOCK=2048, FP64=False, HAS_DRAFT=True, KEYED=True, B
 
 
 def launches() -> dict:
-    """``{label: (kernel name, pointer types, constexpr values)}`` of the launches compared."""
+    """``{label: (kernel name, pointer types, constexpr values)}`` of the launches compared: the statistics pass
+    in each form ``triton_device.stats_form`` picks (32-bit tiles, 16-bit rows, lane-wise, float64; with and
+    without a cut), and the step with and without draft probabilities, keyed or injected, with and without a
+    cut and §12."""
+    out = {}
+    sixteen = dict(POINTERS, logits_ptr="*bf16")
+    wide = dict(POINTERS, logits_ptr="*fp64", stat_max_ptr="*fp64", stat_sum_ptr="*fp64")
+    for label, pointers, form in (("32-bit", POINTERS, dict(SUB=4)), ("16-bit rows", sixteen, dict(SUB=8, ROWS=True)),
+                                  ("lane-wise", POINTERS, dict(SUB=1)), ("float64", wide, dict(SUB=4, FP64=True))):
+        for cut in (False, True):
+            out[f"stats_kernel {label}{' CUT' if cut else ''}"] = (
+                "stats_kernel", dict(pointers, cut_ptr=pointers["stat_max_ptr"]) if cut else pointers,
+                {**CONSTANTS, "CUT": cut, "ROWS": False, **form})
     race = dict(CONSTANTS, TILES=1, BLOCK=512)
-    fused = dict(race, SAMPLER=True, HAS_BIAS=True)
-    del fused["W"]
-    return {"stats_kernel": ("stats_kernel", POINTERS, CONSTANTS),
-            "step_kernel": ("step_kernel", POINTERS, race),
-            "step_kernel SAMPLER": ("step_kernel", {**POINTERS, **SAMPLER_POINTERS}, fused)}
+    for draft in (True, False):
+        for keyed in (True, False):
+            for cut in (False, True):
+                for sampler in (False, True):
+                    pointers = {**POINTERS, **(SAMPLER_POINTERS if sampler else {}),
+                                **({"cut_ptr": "*fp32"} if cut else {})}
+                    constants = dict(race, HAS_DRAFT=draft, KEYED=keyed, CUT=cut, SAMPLER=sampler, HAS_BIAS=sampler)
+                    if sampler:
+                        del constants["W"]
+                    label = " ".join(["draft" if draft else "point", "keyed" if keyed else "injected"]
+                                     + ["CUT"] * cut + ["SAMPLER"] * sampler)
+                    out[f"step_kernel {label}"] = ("step_kernel", pointers, constants)
+    return out
 
 
 def ptx_hash(kernel, pointers: dict, constants: dict) -> str:
@@ -69,7 +89,7 @@ def main(argv=None) -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for label, (name, pointers, constants) in launches().items():
-        print(f"{label:22s} {ptx_hash(getattr(module, name), pointers, constants)}", flush=True)
+        print(f"{label:36s} {ptx_hash(getattr(module, name), pointers, constants)}", flush=True)
     return 0
 
 
