@@ -97,6 +97,10 @@ class KernelConfig:
     bound: bool = True  # race: skip the logarithms of tiles that cannot hold the winner (triton_kernels.below_bound)
     block16: int | None = 1024  # 16-bit logits: the statistics tile at most this (None: block); H100 sweep at the
     # anchor, bfloat16: 1024 × 4 warps 0.133 ms, 2048 × 4 0.143, 4096 × 8 0.162 (tools/gpu/triton_sweep.py)
+    pdl: bool = True  # the plain step's two launches with programmatic dependent launch where the GPU has it
+    # (pdl_launch): step_kernel's gathers overlap the statistics pass
+    pdl_early_per_sm: int = 4  # ... and step_kernel launches as the statistics programs start where they are at most
+    # this many a multiprocessor, else as they finish (on an H200, early: B = 1 faster, B = 32 slower)
 
     programs_by_batch: tuple = ()
     """``((batch, programs), ...)``, batches ascending: the programs a plain step's passes aim for from that
@@ -287,11 +291,15 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     if given:
         stat_max, stat_sum = cut.stats[0], cut.stats[1]  # one column each, read in place
         ints[:rows + batch].zero_()                      # stat_arg (every row random: unread), counter
-    elif sampler is None:
+    # Programmatic dependent launch on the plain step only: elsewhere the walk's gathers read what earlier launches
+    # wrote (the cut's floors, §12's records), so step_kernel may not start before they finish.
+    plain = cut is None and sampler is None
+    pdl, early = pdl_launch(dev, batch * (max_k + 1) * nchunk, config) if plain else (False, False)
+    if not given and sampler is None:
         tk.stats_kernel[(batch, max_k + 1, nchunk)](
             target_logits, cu, temperature, counter, stat_max, stat_sum, stat_arg, V, chunk, nchunk,
             TILES=chunk // block, BLOCK=block, FP64=fp64, **stats_form(target_logits.element_size(), block),
-            num_warps=config.num_warps, **stages, **fused)
+            num_warps=config.num_warps, PDL=pdl, PDL_EARLY=early, **stages, **fused)
     if sampler is not None:
         if block % 32 or race_block % 32:
             raise ValueError(f"KernelConfig: the fused §12 path reads 32-bit live words, so block ({block}) "
@@ -320,8 +328,35 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
         best_w, best_w_id, best_t, best_t_id, out, num_accepted,
         V, width, nstat, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
         KEYED=keyed, BLOCK_K=_pow2(width, 8), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
-        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, **stages, **fused)
+        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, PDL=pdl,
+        **({"launch_pdl": True} if pdl else {}), **stages, **fused)
     return out, num_accepted, stat_max.view(rows, nstat)
+
+
+def pdl_launch(device, stats_programs: int, config: KernelConfig) -> tuple[bool, bool]:
+    """``(PDL, PDL_EARLY)`` of the plain step's launches on ``device`` (a torch device): programmatic dependent
+    launch where ``config.pdl`` and the GPU has it (compute capability 9.0 or later: Hopper's ``griddepcontrol``;
+    never on the CPU, where the kernels run in the interpreter); early where the statistics pass is at most
+    ``config.pdl_early_per_sm`` programs a multiprocessor — one wave with room to spare: in a grid of several
+    waves, a later wave's programs would wait behind step programs holding their multiprocessors.
+
+    >>> import torch
+    >>> pdl_launch(torch.device("cpu"), 10, KernelConfig())
+    (False, False)
+    """
+    if not config.pdl or getattr(device, "type", "cpu") != "cuda":
+        return False, False
+    import torch
+    has_pdl, multiprocessors = _gpu_traits(torch.cuda.current_device() if device.index is None else device.index)
+    return has_pdl, has_pdl and stats_programs <= config.pdl_early_per_sm * multiprocessors
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_traits(index: int) -> tuple[bool, int]:
+    # once per GPU and process: a step's hot path asks on every call
+    import torch
+    props = torch.cuda.get_device_properties(index)
+    return (props.major, props.minor) >= (9, 0), props.multi_processor_count
 
 
 STATS_SUB = 4

@@ -239,7 +239,8 @@ def argmax_rows(base, lo, hi, floor, TILES: tl.constexpr, BLOCK: tl.constexpr, S
 )
 def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_sum_ptr, stat_arg_ptr,
                  V, CHUNK, NCHUNK, TILES: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
-                 cut_ptr=None, CUT: tl.constexpr = False, SUB: tl.constexpr = 1, ROWS: tl.constexpr = False):
+                 cut_ptr=None, CUT: tl.constexpr = False, SUB: tl.constexpr = 1, ROWS: tl.constexpr = False,
+                 PDL: tl.constexpr = False, PDL_EARLY: tl.constexpr = False):
     """Per (request i, its row j, vocab chunk): max of raw z, and for a random row sum exp((z - max)/T),
     for a greedy row (T = 0) the first argmax.
 
@@ -250,8 +251,14 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
     ``ROWS`` of ``[BLOCK/SUB, SUB]``), none of a greedy row (``argmax_lanes``; with
     ``ROWS`` ``argmax_rows``). Also zeroes ``counter_ptr`` ``[batch]``,
     which ``step_kernel`` counts finished chunks in. ``CUT``: row ``r`` is read through its cut
-    ``cut_ptr[r]`` (``[rows]``, compute dtype; ``keep_from``), top-k/top-p/min_p's kept set.
+    ``cut_ptr[r]`` (``[rows]``, compute dtype; ``keep_from``), top-k/top-p/min_p's kept set. ``PDL``
+    (programmatic dependent launch, sm_90 and later): ``step_kernel``, launched with ``launch_pdl``, may start
+    once every program of this grid has written its part (``PDL_EARLY``: has started), and makes its gathers
+    while the grid finishes. Early suits a grid that runs in one wave: a later wave's programs would wait behind
+    step programs holding their multiprocessors.
     """
+    if PDL_EARLY:
+        tl.extra.cuda.gdc_launch_dependents()
     i = tl.program_id(0)
     j = tl.program_id(1)
     chunk = tl.program_id(2)
@@ -289,6 +296,8 @@ def stats_kernel(logits_ptr, cu_ptr, temp_ptr, counter_ptr, stat_max_ptr, stat_s
             tl.store(stat_sum_ptr + out, 1.0)
             tl.store(stat_max_ptr + out, top)
             tl.store(stat_arg_ptr + out, first)
+    if PDL and not PDL_EARLY:  # this program's part is written: the step kernel may launch (it waits for the
+        tl.extra.cuda.gdc_launch_dependents()  # whole grid before it reads)
 
 
 @triton.jit
@@ -599,7 +608,7 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
                 draft_edit_ptr=None, bias_max_ptr=None, W=1, SAMPLER: tl.constexpr = False,
                 HAS_BIAS: tl.constexpr = False,
                 EBLOCK: tl.constexpr = 64, cut_ptr=None, CUT: tl.constexpr = False,
-                withdrawn_ptr=None, WITHDRAWN: tl.constexpr = False):
+                withdrawn_ptr=None, WITHDRAWN: tl.constexpr = False, PDL: tl.constexpr = False):
     """Request ``i``, race chunk ``c``: acceptance walk (SPEC §3, §4) from gathers, then the race.
 
     ``cu_ptr`` ``[batch+1]``; ``draft_ids_ptr`` ``[num_tokens]``; ``draft_probs_ptr``
@@ -628,6 +637,11 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     ``WITHDRAWN`` (with ``HAS_DRAFT``): ``withdrawn_ptr`` ``[num_tokens]`` int8, nonzero where the
     placeholder is a withdrawn draft (SPEC §4): rejected like padding, but its race reads its draft
     row (``max(t − d, 0)``), where padding's reads none (``t``).
+
+    ``PDL`` (the plain step only: no ``SAMPLER``, no ``CUT``, whose gathers read what earlier launches wrote;
+    sm_90 and later; launched with ``launch_pdl``): the gathers of the walk — draft ids, their logits and draft
+    probabilities, the coins — are made before ``gdc_wait``, while ``stats_kernel`` (launched with ``PDL``)
+    still runs; everything that grid writes (statistics, the zeroed counter) is read after it.
     """
     i = tl.program_id(0)
     chunk = tl.program_id(1)
@@ -644,16 +658,6 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
     is_row = j <= k
     is_draft = j < k
     rows = (row0 + j).to(tl.int64)
-    c = tl.arange(0, BLOCK_C)
-    sp = rows[:, None] * STAT_NCHUNK + c[None, :]
-    smask = is_row[:, None] & (c < STAT_NCHUNK)[None, :]
-    cm = tl.load(stat_max_ptr + sp, mask=smask, other=float("-inf"))
-    cs = tl.load(stat_sum_ptr + sp, mask=smask, other=0.0)
-    ca = tl.load(stat_arg_ptr + sp, mask=smask, other=NO_ID)
-    row_max = tl.max(cm, axis=1)
-    row_sum = tl.sum(tl.where(cm == float("-inf"), 0.0, cs * tl.exp((cm - row_max[:, None]) * inv_t)), axis=1)
-    row_arg = tl.min(tl.where(cm == row_max[:, None], ca, NO_ID), axis=1)
-
     x = tl.load(draft_ids_ptr + start + j, mask=is_draft, other=-1)
     real = is_draft & (x >= 0)  # placeholder -1: never an index (§4)
     xs = tl.where(real, x, 0)
@@ -679,9 +683,24 @@ def step_kernel(cu_ptr, draft_ids_ptr, draft_probs_ptr, logits_ptr, temp_ptr, se
         zx = tl.load(logits_ptr + rows * V + xs, mask=real, other=float("-inf")).to(dtype)
         if CUT:
             zx = keep_from(zx, tl.load(cut_ptr + rows, mask=is_row, other=float("-inf")).to(dtype), FP64)
-    t = tl.exp((zx - row_max) * inv_t) / row_sum
     if HAS_DRAFT:
         d = tl.load(draft_probs_ptr + (start + j).to(tl.int64) * V + xs, mask=real, other=0.0).to(dtype)
+    else:
+        d = 0.0
+    if PDL:  # everything above reads inputs only; below, what the statistics pass wrote
+        tl.extra.cuda.gdc_wait()
+    c = tl.arange(0, BLOCK_C)
+    sp = rows[:, None] * STAT_NCHUNK + c[None, :]
+    smask = is_row[:, None] & (c < STAT_NCHUNK)[None, :]
+    cm = tl.load(stat_max_ptr + sp, mask=smask, other=float("-inf"))
+    cs = tl.load(stat_sum_ptr + sp, mask=smask, other=0.0)
+    ca = tl.load(stat_arg_ptr + sp, mask=smask, other=NO_ID)
+    row_max = tl.max(cm, axis=1)
+    row_sum = tl.sum(tl.where(cm == float("-inf"), 0.0, cs * tl.exp((cm - row_max[:, None]) * inv_t)), axis=1)
+    row_arg = tl.min(tl.where(cm == row_max[:, None], ca, NO_ID), axis=1)
+
+    t = tl.exp((zx - row_max) * inv_t) / row_sum
+    if HAS_DRAFT:
         ratio = t / tl.where(d > 0, d, 1.0)
         ok_random = (d > 0) & (t > 0) & (u < ratio.to(tl.float64))
     else:

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from devices import triton_tuning
-from devices.triton_device import KernelConfig, call_key, config_of, default_config
+from devices import triton_device
+from devices.triton_device import KernelConfig, call_key, config_of, default_config, pdl_launch
 from specsim.bench import tune
 
 
@@ -19,6 +20,20 @@ def test_a_call_takes_its_kinds_entry_else_the_shared_shape():
     assert config.for_call(False, 4) is point
     assert config.for_call(True, 4) is config and config.for_call(False, 2) is config
     assert call_key(False, 2) == "point/16"
+
+
+def test_programmatic_dependent_launch_only_where_the_gpu_has_it_early_only_for_a_grid_of_one_wave(monkeypatch):
+    import torch
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setattr(triton_device, "_gpu_traits", lambda index: (True, 132))  # an H200: sm_90, 132 SMs
+    assert pdl_launch(gpu, 315, KernelConfig()) == (True, True)          # B = 1 at K = 4: one wave
+    assert pdl_launch(gpu, 4 * 132, KernelConfig()) == (True, True)
+    assert pdl_launch(gpu, 4 * 132 + 1, KernelConfig()) == (True, False)  # as the statistics programs finish
+    assert pdl_launch(gpu, 315, KernelConfig(pdl=False)) == (False, False)
+    assert pdl_launch(gpu, 315, KernelConfig(pdl_early_per_sm=0)) == (True, False)
+    monkeypatch.setattr(triton_device, "_gpu_traits", lambda index: (False, 108))  # an A100: no griddepcontrol
+    assert pdl_launch(gpu, 315, KernelConfig()) == (False, False)
+    assert pdl_launch(torch.device("cpu"), 315, KernelConfig()) == (False, False)  # the interpreter
 
 
 def test_the_shipped_file_holds_the_h100_defaults_under_its_name():

@@ -3,7 +3,8 @@
 A change that adds a constexpr-guarded feature to ``devices/triton_kernels.py`` (``SAMPLER``,
 ``CUT``) claims the step without it compiles to the same code. This checks the claim on any
 machine with the triton wheel: ``triton.compile`` of ``stats_kernel`` and ``step_kernel`` (every form and
-path of the plain step, the cut's and the fused §12 launch: ``launches``) for
+path of the plain step with and without programmatic dependent launch, the cut's and the fused §12 launch:
+``launches``) for
 ``GPUTarget("cuda", 90, 32)``, the PTX less its debug and line-table lines (which move with the
 source), hashed. Run it in two checkouts and compare:
 
@@ -36,8 +37,9 @@ CONSTANTS = dict(TILES=32, BLOCK=2048, FP64=False, HAS_DRAFT=True, KEYED=True, B
 def launches() -> dict:
     """``{label: (kernel name, pointer types, constexpr values)}`` of the launches compared: the statistics pass
     in each form ``triton_device.stats_form`` picks (32-bit tiles, 16-bit rows, lane-wise, float64; with and
-    without a cut), and the step with and without draft probabilities, keyed or injected, with and without a
-    cut and §12."""
+    without a cut; the plain 32-bit one with programmatic dependent launch, either trigger), and the step with and
+    without draft probabilities, keyed or injected, with and without a cut and §12 (the plain ones with and without
+    programmatic dependent launch)."""
     out = {}
     sixteen = dict(POINTERS, logits_ptr="*bf16")
     wide = dict(POINTERS, logits_ptr="*fp64", stat_max_ptr="*fp64", stat_sum_ptr="*fp64")
@@ -47,6 +49,10 @@ def launches() -> dict:
             out[f"stats_kernel {label}{' CUT' if cut else ''}"] = (
                 "stats_kernel", dict(pointers, cut_ptr=pointers["stat_max_ptr"]) if cut else pointers,
                 {**CONSTANTS, "CUT": cut, "ROWS": False, **form})
+    for early in (False, True):  # the plain step on sm_90: programmatic dependent launch
+        out[f"stats_kernel 32-bit PDL{' early' if early else ''}"] = (
+            "stats_kernel", POINTERS, {**CONSTANTS, "CUT": False, "ROWS": False, "SUB": 4, "PDL": True,
+                                       "PDL_EARLY": early})
     race = dict(CONSTANTS, TILES=1, BLOCK=512)
     for draft in (True, False):
         for keyed in (True, False):
@@ -60,6 +66,8 @@ def launches() -> dict:
                     label = " ".join(["draft" if draft else "point", "keyed" if keyed else "injected"]
                                      + ["CUT"] * cut + ["SAMPLER"] * sampler)
                     out[f"step_kernel {label}"] = ("step_kernel", pointers, constants)
+                    if not (cut or sampler):
+                        out[f"step_kernel {label} PDL"] = ("step_kernel", pointers, dict(constants, PDL=True))
     return out
 
 
