@@ -42,8 +42,10 @@ def _processes() -> dict[int, list[str]]:
     return out
 
 
-def _children(pid: int) -> list[int]:
-    return [p for p, fields in _processes().items() if int(fields[1]) == pid]
+def _group_leaders(pid: int) -> list[int]:
+    """``pid``'s children that lead a process group of their own: a group's process (its session's leader).
+    The run may have other children beside it for a moment, which are not the group's."""
+    return [p for p, fields in _processes().items() if int(fields[1]) == pid and int(fields[2]) == p]
 
 
 def _group(pgid: int) -> list[int]:
@@ -80,7 +82,7 @@ def test_sigterm_ends_the_groups_processes_and_resume_finishes(tmp_path, request
            "--groups", "F3-hang,F5-ok", "--out", str(out), "--no-report", "--exit-zero-on", "quick,partial"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        worker = _wait_for(lambda: _children(proc.pid), 30, proc)[0]     # the group's process
+        worker = _wait_for(lambda: _group_leaders(proc.pid), 30, proc)[0]     # the group's process
         request.addfinalizer(lambda: _kill_group_if_left(worker))
         helper = int(_wait_for(lambda: pidfile.exists() and pidfile.read_text(), 30, proc))  # verify is hanging
         assert _stat(helper)[2] == str(worker), "the helper runs in the group's process group"
