@@ -10,6 +10,7 @@ source), hashed. Run it in two checkouts and compare:
 
     python tools/triton_ptx.py                 # this checkout
     python tools/triton_ptx.py /path/to/other  # another (its devices/triton_kernels.py)
+    python tools/triton_ptx.py --show "step_kernel draft keyed PDL"   # one launch's PTX
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ def launches() -> dict:
 
 def ptx_hash(kernel, pointers: dict, constants: dict) -> str:
     """The first 16 hex digits of the sha256 of ``kernel``'s sm_90 PTX without debug lines."""
+    return hashlib.sha256(ptx_text(kernel, pointers, constants).encode()).hexdigest()[:16]
+
+
+def ptx_text(kernel, pointers: dict, constants: dict) -> str:
+    """``kernel``'s sm_90 PTX for ``pointers``' types and ``constants``, without its debug lines."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -85,17 +91,27 @@ def ptx_hash(kernel, pointers: dict, constants: dict) -> str:
             constexprs[(i,)] = constants.get(name)
     compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs),
                               target=GPUTarget("cuda", 90, 32))
-    text = "\n".join(line for line in compiled.asm["ptx"].splitlines() if not DEBUG.match(line))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "\n".join(line for line in compiled.asm["ptx"].splitlines() if not DEBUG.match(line))
 
 
 def main(argv=None) -> int:
+    """``[CHECKOUT]``: every launch's hash; ``--show LABEL [CHECKOUT]``: that launch's PTX."""
     argv = sys.argv[1:] if argv is None else argv
+    show = None
+    if argv[:1] == ["--show"]:
+        show, argv = argv[1], argv[2:]
     root = os.path.abspath(argv[0] if argv else os.getcwd())
     os.environ["TRITON_INTERPRET"] = "0"
     spec = importlib.util.spec_from_file_location("triton_kernels_ptx", os.path.join(root, "devices/triton_kernels.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if show is not None:
+        if show not in launches():
+            print(f"--show: {show!r} is no launch; the launches are: {', '.join(launches())}", file=sys.stderr)
+            return 2
+        name, pointers, constants = launches()[show]
+        print(ptx_text(getattr(module, name), pointers, constants))
+        return 0
     for label, (name, pointers, constants) in launches().items():
         print(f"{label:36s} {ptx_hash(getattr(module, name), pointers, constants)}", flush=True)
     return 0
