@@ -31,14 +31,18 @@ def ptx_of(label: str) -> str:
     return run.stdout
 
 
-def parameter_names() -> list[str]:
-    """``step_kernel``'s arguments that are PTX parameters (its non-constexpr ones), in order."""
+def parameter_names(label: str) -> list[str]:
+    """``step_kernel``'s PTX parameters in order, as ``tools/triton_ptx.py`` compiles launch ``label``: its
+    arguments the launch gives a type (every other is a constexpr)."""
     import ast
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("triton_ptx", ROOT / "tools/triton_ptx.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    _, pointers, _ = tool.launches()[label]
     tree = ast.parse((ROOT / "devices/triton_kernels.py").read_text())
     kernel = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "step_kernel")
-    args = kernel.args.args
-    constexpr = {a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
-    return [a.arg for a in args if a.arg not in constexpr]
+    return [a.arg for a in kernel.args.args if a.arg in pointers]
 
 
 def global_loads(ptx: str, names: list[str]) -> tuple[list[tuple[int, set]], list[int]]:
@@ -82,7 +86,7 @@ def global_loads(ptx: str, names: list[str]) -> tuple[list[tuple[int, set]], lis
 @pytest.mark.parametrize("label", [f"step_kernel {mode} {noise} PDL" for mode in ("draft", "point")
                                    for noise in ("keyed", "injected")])
 def test_nothing_the_statistics_pass_writes_is_read_before_the_wait(label):
-    loads, waits = global_loads(ptx_of(label), parameter_names())
+    loads, waits = global_loads(ptx_of(label), parameter_names(label))
     assert len(waits) == 1, f"{label}: {len(waits)} griddepcontrol.wait"
     wait = waits[0]
     early = [(i, sorted(p)) for i, p in loads if i < wait and p & set(WRITTEN_BY_STATS)]
@@ -93,5 +97,6 @@ def test_nothing_the_statistics_pass_writes_is_read_before_the_wait(label):
 
 
 def test_without_pdl_the_step_never_waits():
-    _, waits = global_loads(ptx_of("step_kernel draft keyed"), parameter_names())
+    label = "step_kernel draft keyed"
+    _, waits = global_loads(ptx_of(label), parameter_names(label))
     assert waits == []
