@@ -105,14 +105,15 @@ def main(argv=None) -> int:
     spec = importlib.util.spec_from_file_location("triton_kernels_ptx", os.path.join(root, "devices/triton_kernels.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    every = launches()
     if show is not None:
-        if show not in launches():
-            print(f"--show: {show!r} is no launch; the launches are: {', '.join(launches())}", file=sys.stderr)
+        if show not in every:
+            print(f"--show: {show!r} is no launch; the launches are: {', '.join(every)}", file=sys.stderr)
             return 2
-        name, pointers, constants = launches()[show]
+        name, pointers, constants = every[show]
         print(ptx_text(getattr(module, name), pointers, constants))
         return 0
-    for label, (name, pointers, constants) in launches().items():
+    for label, (name, pointers, constants) in every.items():
         print(f"{label:36s} {ptx_hash(getattr(module, name), pointers, constants)}", flush=True)
     return 0
 
