@@ -100,7 +100,7 @@ class KernelConfig:
     pdl: bool = True  # the plain step's two launches with programmatic dependent launch where the GPU has it
     # (pdl_launch): step_kernel's gathers overlap the statistics pass
     pdl_early_per_sm: int = 4  # ... and step_kernel launches as the statistics programs start where they are at most
-    # this many a multiprocessor, else as they finish (on an H200, early: B = 1 faster, B = 32 slower)
+    # this many a multiprocessor (one wave with room to spare), else as they finish (pdl_launch says why)
 
     programs_by_batch: tuple = ()
     """``((batch, programs), ...)``, batches ascending: the programs a plain step's passes aim for from that
