@@ -119,6 +119,14 @@ INSIDE = [
            "docs/bugs.md #10 (vLLM PR #23803), #11 (SGLang #35771)", TS,
            ("return uniforms < t_x", "return uniforms <= t_x"),
            killed_by="L1/edge/u0-zero-target-full"),
+    _torch("empty-residual-token-zero", "an empty residual (no max(t − d, 0) > 0: the draft row covers the target "
+           "row) raced as it is: the all-zero row's first id, token 0, emitted whatever t holds",
+           "docs/bugs.md #64 (vLLM 0.33.0's V1 and Model Runner V2 recovery kernels)", TS,
+           ("    return torch.where(empty, target_rows, weights)",
+            "    first = torch.zeros_like(weights)\n"
+            "    first[:, 0] = 1.0  # 'the argmax of an all-zero residual': id 0\n"
+            "    return torch.where(empty, first, weights)"),
+           killed_by="L1/edge/empty-residual"),
     _torch("count-after-rejection", "num_accepted counts accepting coins after the first rejection",
            "docs/bugs.md #4 (vLLM PR #2658 / #10604: accepted.sum() instead of the prefix)", TS,
            ("return torch.minimum(rejected_at.amin(dim=1), num_draft_tokens)", "return (valid & accept).sum(dim=1)"),

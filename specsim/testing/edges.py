@@ -112,6 +112,17 @@ def _withdrawn_chain(positions: str, zero: list, drafts: list, favour: int) -> R
                    withdrawn=[kind == "W" for kind in positions])
 
 
+def _empty_residual_row(target: list, drafted: int, extra: float) -> list:
+    """A draft row ``[V]`` at or above ``target`` everywhere — ``target`` plus ``extra`` on every token the
+    target holds — with ``2^-11`` on ``drafted`` (0 when ``extra`` is not 0): ``max(t − d, 0)`` is empty while
+    the row sums within §6's ``1e-3`` of 1, the rounding §4 names (a confident drafter's float32 row with
+    ``d = 1`` where ``t = 1`` and its other entries still positive). Dyadic, so float32 holds it exactly, and
+    ``extra`` (``2^-12`` ≈ 2.4e-4) keeps the residual empty for a target computed within §9's ``1e-4``."""
+    row = [v + extra if v > 0 else 0.0 for v in target]
+    row[drafted] = 0.0 if extra else 2.0 ** -11
+    return row
+
+
 EDGES: list[Edge] = [
     Edge("u0-zero-target-full", "§4 u = 0 never accepts a token top-k removed (vLLM #23803, SGLang #35771)",
          [Request([0], [[0, 5, 1], [0, 0, 0]], [[0.5, 0.25, 0.25]], top_k=1, uniforms=[0.0])],
@@ -186,5 +197,21 @@ EDGES: list[Edge] = [
           _withdrawn_chain("AAW", [3, 0, 1], [1, 3, PH], favour=3),
           _withdrawn_chain("AWW", [2, 0, 2], [3, PH, PH], favour=2)],
          [[2], [2, 2], [1, 3, 1], [3, 0]], frozenset({"draft_probs", "withdrawn_drafts"})),
+    Edge("empty-residual", "§4 an empty residual (d ≥ t everywhere: a rejected draft of target probability 0) "
+         "draws from t, never token 0 or the drafted token: d(x) = 0 (E favours 2 in t = [0, .5, .5, 0]); d(x) > 0 "
+         "beside d = 1 where t = 1; the same at position 1 after an accept, from row 1's t, not row 0's",
+         [Request([3], [[NEG, 0, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+                  uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4]),
+          Request([3], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
+                  uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4]),
+          Request([0, 3], [[0, NEG, NEG, NEG], [NEG, 0, NEG, NEG], [0, 0, 0, 0]],
+                  [[1.0, 0, 0, 0], _empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], uniforms=[0.5, 0.5],
+                  exponentials=[1e-4, 1, 1, 1e-4])],
+         [[2], [2], [0, 1]], frozenset({"draft_probs"})),
+    Edge("empty-residual-withdrawn", "§4 a withdrawn draft whose row leaves an empty residual (d = 1 where t = 1, "
+         "the withdrawn token's 2^-11 beside it) draws from t",
+         [Request([PH], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
+                  uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4], withdrawn=[True])],
+         [[2]], frozenset({"draft_probs", "withdrawn_drafts"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

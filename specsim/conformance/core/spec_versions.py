@@ -52,6 +52,7 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
+    Since("L1/edge/empty-residual*", "1.3", "§4 an empty residual draws from t", False),
     # 1.2's rows first: a pattern of 1.1 (``L1/edge/withdrawn-*``, ``L1-sampler*``) also matches their names
     Since("L1/edge/withdrawn-every-position", "1.2", "§4 a withdrawn draft's own row at every position of the chain",
           False),
@@ -124,7 +125,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.2', '1.0')
+    ('1.3', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 
