@@ -106,6 +106,7 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
 
     from specsim.field import table as field
     from specsim.conformance.run.isolation import group_path, run_isolated
+    from specsim.conformance.core.spec_versions import judged_version
     from specsim.conformance.run.runner import Context, available_groups
     ctx = Context(seed=0, quick=quick)
     run_dir = os.path.join(out_dir, name)
@@ -121,7 +122,8 @@ def _run_device(name, device, groups, quick, out_dir, where, timeout_s=None):
     field.confirm(findings, device, quick)
     command = f"specsim field --out DIR --devices {name}" + (" --quick" if quick else "") + (
         f" --groups {','.join(groups)}" if set(groups) != set(available_groups()) else "")
-    return field.device_entry(name, by_group, None, engine, quick, where, command, findings, waivers)
+    return field.device_entry(name, by_group, None, engine, quick, where, command, findings, waivers,
+                              judged_version(device.capabilities))
 
 
 def _release_run(release: str, engine, args, names: list[str], where: str) -> dict:

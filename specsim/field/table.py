@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID
+from reference import SPEC_VERSION
 
 WAIVER_GLOB = "*_waivers.toml"
 """Waiver files shipped beside the adapters in ``devices/field/``."""
@@ -280,25 +281,93 @@ def confirm_sizes_placeholder_rows(device, check: str, quick: bool) -> str:
     return f"NOT confirmed: with placeholder rows zeroed: {again.status}: {again.detail[:300]}"
 
 
+def without_min_tokens_crossings(batch):
+    """``batch`` with ``min_tokens`` set to 0 for each request whose drafts carry its output across ``min_tokens``
+    (``len(output) < min_tokens <= len(output) + K``): the one step where a bonus row that counts the output
+    before the step bans the stop ids SPEC §12.2 allows (``min-tokens-bonus-pre-step``)."""
+    s = batch.sampler
+    if s is None or s.min_tokens is None:
+        return batch
+    out = [0 if o is None else len(o) for o in (s.output_token_ids or [None] * batch.batch_size)]
+    k = np.asarray(batch.num_draft_tokens)
+    min_tokens = np.array(s.min_tokens, copy=True)
+    crossing = np.array([out[i] < min_tokens[i] <= out[i] + k[i] for i in range(batch.batch_size)])
+    min_tokens[crossing] = 0
+    return dataclasses.replace(batch, sampler=dataclasses.replace(s, min_tokens=min_tokens))
+
+
+def confirm_sampler_precision_placeholder_rows(device, quick: bool) -> str:
+    """``L1-sampler/precision`` run again (same seed, same requests) with placeholder rows zeroed on the device's
+    side only, and, where the device's waivers judge ``min-tokens-bonus-pre-step`` too, the steps that cross
+    ``min_tokens`` given none (for the device and the reference alike): if every request it contradicted had
+    one of those two causes, the re-run passes."""
+    from specsim.conformance.checks.sampler.precision import (SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS,
+                                                              sampler_precision_check)
+    name = getattr(device, "name", "")
+    crossing = any(w.deviation == "min-tokens-bonus-pre-step" for w in field_waivers(name)) if name else False
+    again = sampler_precision_check(PlaceholderRowsZeroed(device), seed=0,
+                                    requests=SAMPLER_QUICK_REQUESTS if quick else SAMPLER_REQUESTS,
+                                    edit=without_min_tokens_crossings if crossing else None)
+    how = "placeholder rows zeroed" + (" and min_tokens crossings removed" if crossing else "")
+    if again.status == "pass":
+        return f"confirmed: with {how} the same requests pass ({again.detail[:160]})"
+    return f"NOT confirmed: with {how}: {again.status}: {again.detail[:300]}"
+
+
 def confirm_placeholder_rows(device, check: str, quick: bool) -> str:
-    """The placeholder-row-read experiment for an ``L1/injected`` case, a random ``L1-sampler`` case, an
-    ``L1/sizes`` batch or ``L1/volume``."""
+    """The placeholder-row-read experiment for an ``L1/injected`` case, a random ``L1-sampler`` case, §12's
+    precision batch, an ``L1/sizes`` batch or ``L1/volume``."""
     if check == "L1/volume":
         return confirm_volume_placeholder_rows(device, quick)
+    if check == "L1-sampler/precision":
+        return confirm_sampler_precision_placeholder_rows(device, quick)
     if check.startswith("L1/sizes/"):
         return confirm_sizes_placeholder_rows(device, check, quick)
     return confirm_placeholder_row_read(device, check, quick)
 
 
-CONFIRM = {"placeholder-row-read": confirm_placeholder_rows}
+def confirm_filter_ties(device, check: str, quick: bool) -> str:
+    """A filter that keeps k tokens (or a sorted prefix) drops part of a tie class at its cut (SPEC §2 keeps it).
+    An ``L1/sizes/filters-V<V>`` batch mixes requests without ties (strided logits that catch a filter losing
+    entries per lane, tile or thread) with one tied across the ``k``-th value: it is rebuilt (same seed) and
+    the device confirms the deviation only if every request it contradicts is a tied one (``CONFIRMS_ONLY``)."""
+    from specsim.conformance.checks.chain.sizes import FILTER_REQUESTS, filter_batch
+    from specsim.judge.compare import reference_step
+    from specsim.testing.seeds import case_seed
+    batch, noise = filter_batch(np.random.default_rng(case_seed(0, check)), int(check.rsplit("-V", 1)[1]),
+                                device.capabilities)
+    got, want = device.verify(batch, noise), reference_step(batch, noise)
+    wrong = [i for i in range(batch.batch_size)
+             if got.emitted(i) != [int(t) for t in want.output_token_ids[i, : int(want.num_accepted[i]) + 1]]]
+    tied = [i for i, request in enumerate(FILTER_REQUESTS) if request[3]]
+    if wrong and set(wrong) <= set(tied):
+        return f"confirmed: of the batch's {batch.batch_size} requests only the tied one(s) {wrong} differ"
+    return f"NOT confirmed: requests {wrong} differ; only {tied} hold a tie at the cut"
+
+
+CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": confirm_filter_ties}
 """Deviation id → ``f(device, check, quick) -> str``: the experiment that confirms the deviation's reason."""
+
+CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V"}
+"""Deviation id → the prefix of the checks its experiment is for (absent: every check of the deviation): the
+other checks of ``filter-ties`` are edges and statistics built on a tie alone, with no other cause to rule out."""
+
+
+def experiment_for(deviation: str, check: str):
+    """The confirming experiment a finding of ``deviation`` at ``check`` must pass to stay waived, or None.
+
+    >>> experiment_for("filter-ties", "L1/edge/top-k-boundary-ties") is None, experiment_for("filter-ties", "L1/sizes/filters-V4097").__name__
+    (True, 'confirm_filter_ties')
+    """
+    experiment = CONFIRM.get(deviation)
+    return experiment if experiment is not None and check.startswith(CONFIRMS_ONLY.get(deviation, "")) else None
 
 
 def confirm(findings: list[Finding], device, quick: bool) -> None:
     """Run the confirming experiment of each finding whose deviation has one (in this process); a finding
     whose experiment does not confirm its deviation is NEW (its waiver claimed a cause that is not the cause)."""
     for f in findings:
-        experiment = CONFIRM.get(f.deviation)
+        experiment = experiment_for(f.deviation, f.check)
         if experiment is not None:
             try:
                 f.confirmed = experiment(device, f.check, quick)
@@ -311,9 +380,11 @@ def confirm(findings: list[Finding], device, quick: bool) -> None:
 
 # -- the table ---------------------------------------------------------------------------------------------------
 def device_entry(name: str, by_group: dict[str, list[dict]] | None, why_not: str | None, engine: str, quick: bool,
-                 where: str, command: str, findings: list[Finding], waivers: list) -> dict:
+                 where: str, command: str, findings: list[Finding], waivers: list, spec_version: str | None = None) -> dict:
     """One implementation's part of ``field.json``; ``by_group``: group name → its checks (JSON), or None.
-    ``engine``: ``"<engine> <release>"``; the entry's ``release`` is its release (None when it names none)."""
+    ``engine``: ``"<engine> <release>"``; the entry's ``release`` is its release (None when it names none).
+    ``spec_version``: the SPEC version the run judged against, kept per group (``spec_versions``) so that a
+    merged entry says which of its groups an older suite ran, with fewer checks (:func:`spec_note`)."""
     groups: dict[str, dict] = {}
     by_standing = {s: {f.check for f in findings if f.standing == s} for s in (WAIVED, JUDGED_ELSEWHERE)}
     for group, checks in (by_group or {}).items():
@@ -324,6 +395,7 @@ def device_entry(name: str, by_group: dict[str, list[dict]] | None, why_not: str
     seen = {f.check for f in findings}
     return {"device": name, "engine": engine, "release": release_of(engine), "where": where, "quick": quick,
             "command": command, "available": by_group is not None, "why_not": why_not, "groups": groups,
+            **({"spec_versions": {g: spec_version for g in groups}} if spec_version else {}),
             "findings": [dataclasses.asdict(f) for f in findings],
             "waivers_not_observed": sorted(w.check for w in waivers if not any(w.matches_check(c) for c in seen))}
 
@@ -347,7 +419,29 @@ def proposer_entry(name: str, result: dict, engine: str, where: str, command: st
     by_group = {PROPOSER_GROUP: proposer_checks(result)}
     waivers = field_waivers(name)
     findings = classify(name, by_group, waivers, engine)
-    return device_entry(name, by_group, None, engine, quick, where, command, findings, waivers)
+    return device_entry(name, by_group, None, engine, quick, where, command, findings, waivers, SPEC_VERSION)
+
+
+def spec_note(entry: dict) -> str:
+    """The SPEC versions an entry's groups were judged against, for its line under "Commands": a group run
+    before its run recorded one (``field.json`` entries written before SPEC 1.3) is said to be unrecorded, so a
+    row an older suite ran never reads as a run of today's checks.
+
+    >>> spec_note({"groups": {"L1-edges": {}, "L2-rng": {}}, "spec_versions": {"L1-edges": "1.3", "L2-rng": "1.3"}})
+    'judged against SPEC 1.3'
+    >>> spec_note({"groups": {"L1-edges": {}, "L2-rng": {}}, "spec_versions": {"L1-edges": "1.3"}})
+    'judged against SPEC 1.3 (L1-edges); SPEC version not recorded (L2-rng: run before SPEC 1.3)'
+    """
+    versions = entry.get("spec_versions", {})
+    by_version: dict[str, list[str]] = {}
+    for g in entry["groups"]:
+        by_version.setdefault(versions.get(g, ""), []).append(g)
+    if len(by_version) == 1 and "" not in by_version:
+        return f"judged against SPEC {next(iter(by_version))}"
+    parts = [f"judged against SPEC {v} ({', '.join(gs)})" for v, gs in sorted(by_version.items()) if v]
+    if "" in by_version:
+        parts.append(f"SPEC version not recorded ({', '.join(by_version[''])}: run before SPEC 1.3)")
+    return "; ".join(parts)
 
 
 def _union(old: dict, new: dict) -> dict:
@@ -355,7 +449,9 @@ def _union(old: dict, new: dict) -> dict:
     overlap): the groups of both, a group run twice taken from ``new``."""
     redone = set(new["groups"])
     sizes = lambda run: {g: run["quick"] for g in run["groups"]} | run.get("quick_groups", {})  # noqa: E731
+    versions = {**old.get("spec_versions", {}), **new.get("spec_versions", {})}
     return {**new, "groups": {**old["groups"], **new["groups"]}, "quick_groups": sizes(old) | sizes(new),
+            **({"spec_versions": versions} if versions else {}),
             "command": old["command"] + ("" if new["command"] in old["command"].split("; ") else "; " + new["command"]),
             "findings": [f for f in old["findings"] if f["group"] not in redone] + new["findings"],
             "waivers_not_observed": sorted(set(old["waivers_not_observed"]) & set(new["waivers_not_observed"]))}
@@ -429,7 +525,7 @@ def _rewaive_entry(e: dict) -> None:
             continue
         w = next((w for w in waivers if w.matches_check(f["check"])), None)
         deviation = (w.deviation or "waived") if w is not None else "NEW"
-        if w is None or (deviation in CONFIRM and not f["confirmed"]):
+        if w is None or (experiment_for(deviation, f["check"]) is not None and not f["confirmed"]):
             f.update(deviation="NEW", judgement="unjudged: a new deviation", reason="", link="", judged_on="",
                      standing=NEW)
         else:
@@ -578,7 +674,8 @@ def _render_devices(doc: dict) -> list[str]:
                          f"{_entry_verdict(e, g)} | {c['pass']} | {c['fail']} | {c['not_supported']} | "
                          f"{c['error']} |")
     lines += ["", "Commands:", ""]
-    lines += [f"* `{e['device']}` ({e['where']}): `{e['command']}`" for e in doc["devices"] if e["available"]]
+    lines += [f"* `{e['device']}` ({e['where']}; {spec_note(e)}): `{e['command']}`" for e in doc["devices"]
+              if e["available"]]
     lines += ["", "## Deviations", ""]
     by_dev: dict[tuple, list] = {}
     for e in doc["devices"]:

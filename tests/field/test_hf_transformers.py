@@ -41,6 +41,8 @@ SEEDED_EDGE_FINDINGS = {
     "L1/edge/placeholder-full": "a placeholder's NaN draft row reaches torch.multinomial (no placeholders in transformers)",
     "L1/edge/placeholder-point": "draft id -1 indexes the last column: the placeholder is accepted",
     "L1/edge/top-p-cut-ties": "TopPLogitsWarper keeps only part of a tie at the top-p cut (SPEC §2 keeps the whole tie)",
+    "L1/edge/empty-residual": "an empty max(p - q, 0) is divided by its zero sum and torch.multinomial raises "
+                              "(SPEC §4 draws from the target row)",
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""
@@ -48,7 +50,7 @@ SEEDED_EDGE_FINDINGS = {
 
 def test_conform_by_its_registered_name_passes_the_ci_groups(tmp_path):
     """``specsim conform --device transformers`` (the entry point) on the groups CI runs: nothing fails but
-    the four edge findings above; the verdict is FAIL (exit 1), and the core profile misses greedy only:
+    the edge findings above; the verdict is FAIL (exit 1), and the core profile misses greedy only:
     ``_speculative_sampling`` serves no greedy requests (transformers takes another path for them)."""
     out = subprocess.run([sys.executable, "-m", "specsim.cli", "conform", "--device", "transformers",
                           "--groups", CI_GROUPS, "--in-process", "--out", str(tmp_path), "--no-report"],

@@ -54,7 +54,7 @@ def test_each_reported_deviation_has_a_report_entry_and_one_upstream_status():
     reported = {key: ws for key, ws in _deviations().items()
                 if reports.is_reported(reports.gravest([w.judgement for w in ws]))}
     assert {d for _, d in reported} == {"inclusive-acceptance", "min-tokens-bonus-pre-step", "argmax-drafts-raw-q",
-                                        "offsets-int32"}
+                                        "offsets-int32", "empty-residual-token-zero"}
     for (device, deviation), ws in reported.items():
         statuses = {w.upstream_status for w in ws if w.upstream_status}
         assert len(statuses) == 1, (device, deviation, statuses)   # a person's one finding, recorded
@@ -270,8 +270,8 @@ def test_every_shipped_report_stands_on_its_own_with_working_links(tmp_path):
     no path of this machine, no #<n> that is not an upstream thread linked in it, none of our own numbering."""
     from devices.field import vllm_loader
     shipped = _shipped_reports(tmp_path)
-    assert sorted(shipped) == ["transformers-argmax-drafts-raw-q.md", "vllm-inclusive-acceptance.md",
-                               "vllm-min-tokens-bonus-pre-step.md"]
+    assert sorted(shipped) == ["transformers-argmax-drafts-raw-q.md", "vllm-empty-residual-token-zero.md",
+                               "vllm-inclusive-acceptance.md", "vllm-min-tokens-bonus-pre-step.md"]
     pinned = {**vllm_loader.PINNED, **vllm_loader.V2_PINNED}
     for name, (text, entry) in shipped.items():
         assert reports.upstream_text_problems(text, entry) == [], name

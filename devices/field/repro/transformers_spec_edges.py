@@ -1,4 +1,4 @@
-"""transformers 5.23.0's ``_speculative_sampling`` on the four SPEC §4 / §2 edges where it parts from SPEC.
+"""transformers 5.23.0's ``_speculative_sampling`` on the five SPEC §4 / §2 edges where it parts from SPEC.
 
 The evidence behind ``devices/field/transformers_waivers.toml``: each edge is
 called the way the ``transformers`` device calls it (``candidate_logits =
@@ -22,7 +22,14 @@ counted beside SPEC's exact law of the same request:
   cumulative mass ``<= 1 - top_p``: of tokens tied at the cut it keeps those
   the sort puts last; SPEC §2 keeps every token tied with the cut. With the
   warped row as the target, the step itself is exact (the same warpers define
-  transformers' non-speculative law).
+  transformers' non-speculative law);
+* **empty-residual** — a rejected draft whose draft row covers the target
+  row (``d ≥ t`` everywhere, by float32 rounding: the drafter's softmax
+  rounds the one token the target allows to exactly 1.0 and still drew
+  another): ``max(p − q, 0)`` sums to 0, its ``div_`` makes it NaN and
+  ``torch.multinomial`` raises; SPEC §4 draws from ``t``. transformers falls
+  back to the target row only with ``assistant_ensemble_weight`` set (its
+  comment: "Standard (lossless) SD keeps its original behavior").
 
 Run (``pip install transformers==5.23.0 torch``; CPU, seconds; nothing else)::
 
@@ -115,6 +122,11 @@ def main(argv: list[str]) -> int:
         show("top-p-cut-ties (draft 3, target [0.4, 0.2, 0.2, 0.2], top-p 0.5: the cut falls inside the tie)",
              law([3], [[0, 0, 0, 1.0]], [[math.log(p) for p in (0.4, 0.2, 0.2, 0.2)], [0, 0, 0, 0]], top_p=0.5),
              {(0,): 0.4, (1,): 0.2, (2,): 0.2, **{(3, j): 0.05 for j in range(4)}}),   # SPEC §2 keeps the tie
+        show("empty-residual (draft 3, target [0, 0, 1, 0], draft row softmax [-30, -30, 0, -30] in float32: "
+             "[9.4e-14, 9.4e-14, 1.0, 9.4e-14], d >= t everywhere)",
+             law([3], torch.tensor([[-30.0, -30.0, 0.0, -30.0]]).softmax(dim=-1).tolist(),
+                 [[-math.inf, -math.inf, 0, -math.inf], [0, 0, 0, 0]]),
+             {(2,): 1.0}),   # rejected (t(3) = 0); the residual is empty: SPEC §4 draws from t
     ]
     print(f"{sum(differs)} of {len(differs)} edges leave SPEC's support")
     return 1 if any(differs) else 0

@@ -43,7 +43,7 @@ def near_coins(rng: np.random.Generator, batch, noise, tolerance: float):
 
 def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUESTS, name: str = "L1-sampler/precision",
                             budget_s: float | None = SAMPLER_BUDGET_S, dtype: str | None = None, place=None,
-                            placed: str | None = None) -> CheckResult:
+                            placed: str | None = None, edit=None) -> CheckResult:
     """SPEC §12 in the declared dtype at volume (§9): random requests with every §12 parameter the device declares
     (``sampler_params.random_sampler`` along repetition loops), chunks alternating the declared order profiles and
     draft probabilities with point proposals, float32 where declared, each coin placed next to its ratio
@@ -51,7 +51,9 @@ def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUES
     tolerance fails: penalties, bias or min_p computed in 16 bits behind a float32 declaration.
 
     ``dtype``: the logits' dtype (default float32 where declared); ``place``: ``(rng, batch, noise, tolerance) ->
-    noise`` in place of ``near_coins``, with ``placed`` saying what it places (for the result's detail)."""
+    noise`` in place of ``near_coins``, with ``placed`` saying what it places (for the result's detail). ``edit``:
+    ``batch -> batch`` applied to each batch once its noise is drawn, for the device and the reference alike (an
+    experiment that removes one cause from the same requests: ``specsim.field.table``)."""
     from devices.protocol import SAMPLER_ORDERS
     from specsim.testing.sampler_params import random_sampler, repetitive
     caps = device.capabilities
@@ -76,6 +78,8 @@ def sampler_precision_check(device, *, seed: int, requests: int = SAMPLER_REQUES
         batch = repetitive(rng, random_batch(rng, spec))
         batch = replace(batch, sampler=random_sampler(rng, batch, params, orders[chunk % len(orders)]))
         noise = (place or near_coins)(rng, batch, random_noise(rng, batch), TOLERANCE[dtype])
+        if edit is not None:   # after every draw: the same requests, edited for the device and the reference alike
+            batch = edit(batch)
         chunk += 1
         start = time.perf_counter()
         got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
