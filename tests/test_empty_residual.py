@@ -1,0 +1,110 @@
+"""SPEC §4's empty residual (SPEC 1.3): a rejected draft whose ``max(t − d, 0)`` has no positive entry draws from ``t``.
+
+The edges ``empty-residual`` and ``empty-residual-withdrawn`` reach it within §6's sum rule with every draft row at or
+above its target row; the answer is a token of ``t``, where an argmax over the all-zero residual gives token 0
+(vLLM 0.33.0, docs/bugs.md #64).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from devices.registry import load  # noqa: E402
+from devices.validate import validate  # noqa: E402
+from reference.target import target_probs  # noqa: E402
+from specsim.conformance.cases.edges import request_law  # noqa: E402
+from specsim.conformance.checks.chain.exact import edge_group  # noqa: E402
+from specsim.conformance.core import spec_versions  # noqa: E402
+from specsim.conformance.core.black_box import BlackBox  # noqa: E402
+from specsim.conformance.run.runner import Context  # noqa: E402
+from specsim.judge.compare import reference_step  # noqa: E402
+from specsim.mutants.runner import judge_mutant  # noqa: E402
+from specsim.mutants.zoo import MUTANTS, make_mutant  # noqa: E402
+from specsim.testing.edges import EDGES, make_batch  # noqa: E402
+from devices.protocol import Capabilities  # noqa: E402
+
+NAMES = ("empty-residual", "empty-residual-withdrawn")
+EDGE = {e.name: e for e in EDGES if e.name in NAMES}
+
+
+def _emitted(out) -> list:
+    return [out.output_token_ids[i, : int(out.num_accepted[i]) + 1].tolist() for i in range(len(out.num_accepted))]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_every_rejected_row_covers_its_target_row_within_the_sum_rule(name, dtype):
+    """The batch is valid (§6: each draft row sums within 1e-3 of 1) and, at each request's rejected position, the
+    draft row is at or above the target row everywhere, by 2^-12 where the target is positive (so a target computed
+    within §9's 1e-4 leaves the residual empty), and the drafted token has target probability 0."""
+    edge = EDGE[name]
+    batch, noise = make_batch(edge.requests, dtype=dtype)
+    validate(batch, noise)
+    t = target_probs(np.asarray(batch.target_logits, np.float64), 1.0)
+    cu = np.concatenate([[0], np.cumsum(batch.num_draft_tokens)])
+    for i, want in enumerate(edge.expected):
+        j = len(want) - 1                      # the rejected position: every edge request rejects its last draft
+        row, target = np.asarray(batch.draft_probs[cu[i] + j], np.float64), t[cu[i] + i + j]
+        assert not np.any(target - row > 0), (i, row, target)   # max(t − d, 0) is empty
+        margin = row[target > 0] - target[target > 0]
+        assert np.all(margin >= 2.0 ** -12) or np.all(target[target > 0] == 1.0), (i, margin)
+        x = int(edge.requests[i].draft_ids[j])
+        assert x == -1 or target[x] == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_answer_is_the_reference_and_a_token_of_the_target(name):
+    edge = EDGE[name]
+    batch, noise = make_batch(edge.requests)
+    assert _emitted(reference_step(batch, noise)) == edge.expected
+    assert request_law(edge.requests[0], point=False) == ({(1,): 0.5, (2,): 0.5} if name == "empty-residual"
+                                                          else {(2,): 1.0})
+
+
+def test_token_zero_is_what_an_argmax_of_the_empty_residual_gives_and_the_laws_forbid_it():
+    """The edge's requests make token 0 impossible (target probability 0), so a device that races the all-zero row
+    and keeps its first id fails at every request, with injected noise and in law."""
+    for name in NAMES:
+        for r in EDGE[name].requests:
+            assert all(seq[-1] != 0 for seq in request_law(r, point=False)), (name, r)
+
+
+@pytest.mark.parametrize("black_box", [False, True], ids=["injected", "black-box"])
+def test_torch_passes_and_the_token_zero_mutant_fails_both_edges(black_box):
+    base = load("torch")
+    mutant = make_mutant(base, "empty-residual-token-zero")
+    wrap = BlackBox if black_box else (lambda d: d)
+    ctx = Context(quick=True)
+    for name in NAMES:
+        (good,) = edge_group(wrap(base), ctx, only=f"L1/edge/{name}")
+        (bad,) = edge_group(wrap(mutant), ctx, only=f"L1/edge/{name}")
+        assert good.status == "pass", good.detail
+        assert bad.status == "fail", bad.detail
+        assert not black_box or "probability 0" in bad.detail, bad.detail
+
+
+def test_the_mutant_passes_every_other_edge_and_l1_injected():
+    """Nothing before SPEC 1.3 reached an empty residual: the mutant passes the 1.2 suite's edges and random cases."""
+    mutant = make_mutant(load("torch"), "empty-residual-token-zero")
+    ctx = Context(quick=True)
+    older = [r for r in edge_group(mutant, ctx) if not r.name.startswith("L1/edge/empty-residual")]
+    assert older and all(r.status in ("pass", "not_supported") for r in older), [r.name for r in older
+                                                                                 if r.status == "fail"]
+    verdict = judge_mutant(mutant, ctx, groups=("L1-injected", "L1-edges"))
+    assert verdict.killed and verdict.killer.name == MUTANTS["empty-residual-token-zero"].killed_by
+
+
+def test_the_edges_are_new_in_spec_1_3_and_apart_for_a_device_declaring_1_2():
+    for name in NAMES:
+        assert spec_versions.introduced_in(f"L1/edge/{name}") == "1.3"
+    assert spec_versions.introduced_in("L1/edge/withdrawn-draft") == "1.1"
+    caps = dataclasses.replace(load("torch").capabilities, spec_version="1.2")
+    (result,) = spec_versions.annotate(edge_group(load("torch"), Context(quick=True), only="L1/edge/empty-residual"),
+                                       caps)
+    assert result.extra["since"] == "1.3" and result.extra["newer_than_declared"]
+    assert isinstance(caps, Capabilities) and spec_versions.judged_version(caps) == "1.2"
