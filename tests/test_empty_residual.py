@@ -1,4 +1,4 @@
-"""SPEC §4's empty residual (SPEC 1.3): a rejected draft whose ``max(t − d, 0)`` has no positive entry draws from ``t``.
+"""SPEC §4's empty residual (SPEC 1.3): a rejected draft whose ``max(t − d, 0)`` is empty draws from ``t``.
 
 The edges ``empty-residual`` and ``empty-residual-withdrawn`` reach it within §6's sum rule with every draft row at or
 above its target row; the answer is a token of ``t``, where an argmax over the all-zero residual gives token 0
@@ -108,3 +108,41 @@ def test_the_edges_are_new_in_spec_1_3_and_apart_for_a_device_declaring_1_2():
                                        caps)
     assert result.extra["since"] == "1.3" and result.extra["newer_than_declared"]
     assert isinstance(caps, Capabilities) and spec_versions.judged_version(caps) == "1.2"
+
+
+class _KeyedPathOf:
+    """A device right with injected noise and ``keyed``'s answer on its own streams: a keyed kernel variant that
+    broke a rule the injected one keeps."""
+
+    def __init__(self, injected, keyed):
+        self.injected, self.keyed, self.capabilities = injected, keyed, injected.capabilities
+        self.name = "keyed-path-broken"
+
+    def verify(self, batch, noise=None):
+        return (self.injected if noise is not None else self.keyed).verify(batch, noise)
+
+
+def test_every_edge_runs_on_the_keyed_streams_too_and_a_broken_keyed_path_fails_there_only():
+    base = load("torch")
+    ctx = Context(quick=True)
+    results = edge_group(base, ctx)
+    names = {r.name for r in results}
+    assert {f"L1/edge/{e.name}/keyed" for e in EDGES} <= names and all(r.status == "pass" for r in results)
+    device = _KeyedPathOf(base, make_mutant(base, "empty-residual-token-zero"))
+    (injected,) = edge_group(device, ctx, only="L1/edge/empty-residual")
+    (keyed,) = edge_group(device, ctx, only="L1/edge/empty-residual/keyed")
+    assert injected.status == "pass" and keyed.status == "fail", (injected.detail, keyed.detail)
+    assert spec_versions.introduced_in("L1/edge/vocab-one/keyed") == "1.3"
+    assert spec_versions.introduced_in("L1/edge/withdrawn-draft/keyed") == "1.3"
+    assert spec_versions.introduced_in("L1/edge/withdrawn-draft") == "1.1"
+
+
+def test_a_device_without_the_keyed_streams_runs_each_edge_once():
+    base = load("torch")
+    seeded = dataclasses.replace(base.capabilities, rng="seeded")
+
+    class Seeded:
+        capabilities, name = seeded, "torch-seeded"
+        verify = staticmethod(base.verify)
+
+    assert not [r for r in edge_group(Seeded(), Context(quick=True)) if r.name.endswith("/keyed")]

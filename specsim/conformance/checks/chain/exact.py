@@ -96,42 +96,49 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     expected tokens (no near-tie allowance; a float32 run of an edge that is a float64-scale
     near-tie is compared with SPEC §9's near-tie allowances instead); without, its exact law sampled under the device's
     own randomness (``edge_laws``: exact support, and a goodness-of-fit test per request whose
-    law has more than one outcome, at its α in the run's plan, ``stat_plan``). ``only``: that
-    one check's name."""
+    law has more than one outcome, at its α in the run's plan, ``stat_plan``). A device taking injected
+    noise that also draws §5.2's keyed streams (``rng = "philox"``) runs each edge a second time on its own
+    streams, token for token with the reference's (``L1/edge/<name>/keyed``, SPEC 1.3): the keyed path is
+    other code, held to every edge too. ``only``: that one check's name."""
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
-    forms = [edge_form(edge, caps) for edge in EDGES]
     plan = None if caps.injected_noise else run_plan(caps, ctx)
-    for edge, form in zip(EDGES, forms):
+    for edge in EDGES:
         name = f"L1/edge/{edge.name}"
-        if only is not None and name != only:
+        names = (name, f"{name}/keyed") if caps.injected_noise and caps.rng == "philox" else (name,)
+        if only is not None and only not in names:
             continue
+        form = edge_form(edge, caps)
         why = missing(caps, form.needs)
         if why:
-            results.append(CheckResult(name, "L1", "not_supported", why))
-            continue
-        if not caps.injected_noise:
+            results += [CheckResult(n, "L1", "not_supported", why) for n in names]
+        elif not caps.injected_noise:
             results.append(_edge_law(device, ctx, form, name, dtype, plan))
-            continue
-        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-        got, problem = call(name, "L1", lambda: ask(device, batch, noise), caps)
-        if problem:
-            results.append(problem)
-            continue
-        cmp = compare(batch, got, reference_step(batch, noise))
-        if dtype == "float32" and not edge.float32_exact:  # a near-tie of the float64 kind: SPEC §9 applies
-            results.append(CheckResult(name, "L1", cmp.status,
-                                       edge.why if cmp.ok else f"{edge.why}: {cmp.summary()}", extra=cmp.extra()))
-            continue
-        width = batch.max_k + 1
-        emitted = [np.asarray(got.output_token_ids)[i, : int(got.num_accepted[i]) + 1].tolist()
-                   if np.asarray(got.output_token_ids).shape == (batch.batch_size, width) else None
-                   for i in range(batch.batch_size)]
-        ok = emitted == edge.expected
-        detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
-        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail,
-                                   extra={**cmp.extra(), "near_tie_allowances": 0}))
-    return results
+        else:
+            batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+            results.append(_edge_injected(device, edge, name, batch, noise, dtype))
+            if len(names) > 1:
+                results.append(judge(names[1], device, batch, None, None, note=f": {edge.why}, on the keyed streams"))
+    return [r for r in results if only is None or r.name == only]
+
+
+def _edge_injected(device, edge, name: str, batch, noise, dtype: str) -> CheckResult:
+    """One edge with its injected noise: its exact expected tokens (no near-tie allowance), or, for a float32 run
+    of an edge that is a float64-scale near-tie, the reference's tokens with SPEC §9's allowances."""
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+    if problem:
+        return problem
+    cmp = compare(batch, got, reference_step(batch, noise))
+    if dtype == "float32" and not edge.float32_exact:  # a near-tie of the float64 kind: SPEC §9 applies
+        return CheckResult(name, "L1", cmp.status, edge.why if cmp.ok else f"{edge.why}: {cmp.summary()}",
+                           extra=cmp.extra())
+    width = batch.max_k + 1
+    emitted = [np.asarray(got.output_token_ids)[i, : int(got.num_accepted[i]) + 1].tolist()
+               if np.asarray(got.output_token_ids).shape == (batch.batch_size, width) else None
+               for i in range(batch.batch_size)]
+    ok = emitted == edge.expected
+    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
+    return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "near_tie_allowances": 0})
 
 
 def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> CheckResult:
