@@ -115,7 +115,8 @@ class _KeyedPathOf:
     broke a rule the injected one keeps."""
 
     def __init__(self, injected, keyed):
-        self.injected, self.keyed, self.capabilities = injected, keyed, injected.capabilities
+        self.injected, self.keyed = injected, keyed
+        self.capabilities = getattr(type(self), "capabilities", None) or injected.capabilities
         self.name = "keyed-path-broken"
 
     def verify(self, batch, noise=None):
@@ -137,12 +138,22 @@ def test_every_edge_runs_on_the_keyed_streams_too_and_a_broken_keyed_path_fails_
     assert spec_versions.introduced_in("L1/edge/withdrawn-draft") == "1.1"
 
 
-def test_a_device_without_the_keyed_streams_runs_each_edge_once():
+def test_a_device_with_its_own_unkeyed_draws_runs_each_edge_law_there_too():
+    """Injected noise and ``rng = "seeded"``: each edge with its noise, then its law under the device's own draws
+    (``/seeded``, in the run's statistical plan); a broken own-randomness path fails there only."""
     base = load("torch")
     seeded = dataclasses.replace(base.capabilities, rng="seeded")
+    ctx = Context(quick=True)
 
-    class Seeded:
-        capabilities, name = seeded, "torch-seeded"
-        verify = staticmethod(base.verify)
+    class Seeded(_KeyedPathOf):
+        capabilities = seeded
 
-    assert not [r for r in edge_group(Seeded(), Context(quick=True)) if r.name.endswith("/keyed")]
+    good = edge_group(Seeded(base, base), ctx)
+    assert not [r for r in good if r.name.endswith("/keyed")]
+    assert {f"L1/edge/{e.name}/seeded" for e in EDGES} <= {r.name for r in good}
+    assert all(r.status in ("pass", "not_supported") for r in good), [r.name for r in good if r.status == "fail"]
+    broken = Seeded(base, make_mutant(base, "empty-residual-token-zero"))
+    (injected,) = edge_group(broken, ctx, only="L1/edge/empty-residual")
+    (law,) = edge_group(broken, ctx, only="L1/edge/empty-residual/seeded")
+    assert injected.status == "pass" and law.status == "fail" and "probability 0" in law.detail, law.detail
+    assert spec_versions.introduced_in("L1/edge/vocab-one/seeded") == "1.3"

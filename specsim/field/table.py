@@ -314,9 +314,22 @@ def confirm_sampler_precision_placeholder_rows(device, quick: bool) -> str:
     return f"NOT confirmed: with {how}: {again.status}: {again.detail[:300]}"
 
 
+def confirm_edge_placeholder_rows(device, check: str, quick: bool) -> str:
+    """An ``L1/edge`` check run again (same seed, same batch; a law check under the device's own draws too) with
+    placeholder rows zeroed on the device's side."""
+    from specsim.conformance.checks.chain.exact import edge_group
+    from specsim.conformance.run.runner import Context
+    (again,) = edge_group(PlaceholderRowsZeroed(device), Context(seed=0, quick=quick), only=check)
+    if again.status == "pass":
+        return f"confirmed: with placeholder rows zeroed the same edge passes ({again.detail[:160]})"
+    return f"NOT confirmed: with placeholder rows zeroed: {again.status}: {again.detail[:300]}"
+
+
 def confirm_placeholder_rows(device, check: str, quick: bool) -> str:
     """The placeholder-row-read experiment for an ``L1/injected`` case, a random ``L1-sampler`` case, §12's
-    precision batch, an ``L1/sizes`` batch or ``L1/volume``."""
+    precision batch, an ``L1/sizes`` batch, an ``L1/edge`` check or ``L1/volume``."""
+    if check.startswith("L1/edge/"):
+        return confirm_edge_placeholder_rows(device, check, quick)
     if check == "L1/volume":
         return confirm_volume_placeholder_rows(device, quick)
     if check == "L1-sampler/precision":

@@ -171,16 +171,18 @@ def tree_cases_asked(caps) -> list:
 
 def edge_tests(caps) -> list[tuple[str, str, dict]]:
     """L1-edges' goodness-of-fit tests for a device of capabilities ``caps``: (test name, check, law) per
-    request whose law has more than one outcome, of every edge the device can be asked; none with
-    injected noise (each edge is then one exact answer)."""
-    if caps.injected_noise:
+    request whose law has more than one outcome, of every edge the device can be asked; with injected
+    noise, only a device that also draws its own unkeyed randomness (``rng = "seeded"``) has them, for its
+    edges' laws under that randomness (``L1/edge/<name>/seeded``; each injected run is one exact answer)."""
+    if caps.injected_noise and caps.rng != "seeded":
         return []
+    suffix = "/seeded" if caps.injected_noise else ""
     out = []
     for edge in EDGES:
         form = edge_form(edge, caps)
         if missing(caps, form.needs):
             continue
-        check = f"L1/edge/{edge.name}"
+        check = f"L1/edge/{edge.name}{suffix}"
         for i, r in enumerate(form.requests):
             law = request_law(r, form.point)
             if len(law) > 1:

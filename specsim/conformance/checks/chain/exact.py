@@ -97,15 +97,17 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     near-tie is compared with SPEC §9's near-tie allowances instead); without, its exact law sampled under the device's
     own randomness (``edge_laws``: exact support, and a goodness-of-fit test per request whose
     law has more than one outcome, at its α in the run's plan, ``stat_plan``). A device taking injected
-    noise that also draws §5.2's keyed streams (``rng = "philox"``) runs each edge a second time on its own
-    streams, token for token with the reference's (``L1/edge/<name>/keyed``, SPEC 1.3): the keyed path is
-    other code, held to every edge too. ``only``: that one check's name."""
+    noise that also draws its own randomness runs each edge a second time on it (SPEC 1.3): on §5.2's keyed
+    streams (``rng = "philox"``) token for token with the reference's (``L1/edge/<name>/keyed``), on unkeyed
+    draws (``"seeded"``) by the edge's law (``L1/edge/<name>/seeded``): that path is other code, held to every
+    edge too. ``only``: that one check's name."""
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
-    plan = None if caps.injected_noise else run_plan(caps, ctx)
+    own = {"philox": "keyed", "seeded": "seeded"}.get(caps.rng) if caps.injected_noise else None
+    plan = run_plan(caps, ctx) if not caps.injected_noise or own == "seeded" else None
     for edge in EDGES:
         name = f"L1/edge/{edge.name}"
-        names = (name, f"{name}/keyed") if caps.injected_noise and caps.rng == "philox" else (name,)
+        names = (name, f"{name}/{own}") if own else (name,)
         if only is not None and only not in names:
             continue
         form = edge_form(edge, caps)
@@ -117,8 +119,10 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
         else:
             batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
             results.append(_edge_injected(device, edge, name, batch, noise, dtype))
-            if len(names) > 1:
+            if own == "keyed":
                 results.append(judge(names[1], device, batch, None, None, note=f": {edge.why}, on the keyed streams"))
+            elif own == "seeded":
+                results.append(_edge_law(device, ctx, form, names[1], dtype, plan))
     return [r for r in results if only is None or r.name == only]
 
 
