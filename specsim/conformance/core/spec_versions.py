@@ -57,6 +57,7 @@ INTRODUCED: tuple[Since, ...] = (
     Since("L1/edge/*/seeded", "1.3", "§4/§5 every edge's law under the own draws of a device taking injected noise",
           False),
     Since("L1/edge/empty-residual*", "1.3", "§4 an empty residual draws from t", False),
+    Since("L1/sizes/empty-residual*", "1.3", "§4 an empty residual draws from t, at real vocabularies", False),
     # 1.3's rows first, then 1.2's: a pattern of 1.1 (``L1/edge/withdrawn-*``, ``L1-sampler*``) also matches their names
     Since("L1/edge/withdrawn-every-position", "1.2", "§4 a withdrawn draft's own row at every position of the chain",
           False),

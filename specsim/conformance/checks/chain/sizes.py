@@ -24,6 +24,11 @@ groups:
     float16/bfloat16 flush to zero. The residual is never empty, so SPEC §4's
     fallback to the target row must not be taken: a device that treats a
     residual below a threshold as empty emits from the whole row instead.
+  - ``L1/sizes/empty-residual-V<V>``: SPEC §4's empty residual at each of ``EMPTY_VOCABS`` (SPEC
+    1.3): every request rejects a draft of target probability 0 whose draft row covers the target
+    row, the target's four tokens one in each quarter of the row (different tiles, chunks and
+    programs); the step must race the target row across the whole vocabulary
+    (``empty_residual_batch``).
 * ``L2-sizes`` (the device's own randomness, ``rng`` "seeded" or "philox";
   exact, no statistics): ``L2/sizes/batch-invariance`` — probe requests alone
   and at the first and last row of a batch of every size in ``BATCH_SIZES``
@@ -247,6 +252,57 @@ def filter_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
                       filter_batch)
 
 
+# --- L1: an empty residual at real vocabularies ----------------------------------------------
+
+EMPTY_VOCABS = (4097, 32000, 128256)
+"""Past one tile, a shipped vocabulary, a large one: the target's tokens in four quarters of the row."""
+QUICK_EMPTY_VOCABS = (4097,)
+
+
+def empty_residual_batch(rng: np.random.Generator, V: int, caps) -> tuple[VerifyBatch, Noise]:
+    """Three requests at vocabulary ``V`` (float32), each rejecting a draft ``x`` of target probability 0 whose draft
+    row is at or above the target row everywhere (SPEC §4: the residual is empty; draw from ``t``). The target is
+    1/4 on one id in each quarter of the row (``V/8``, ``3V/8``, ``5V/8``, ``7V/8``: other tiles and chunks), -inf
+    elsewhere. Request 0 drafts the last id with draft probability 0, its row ``2^-12`` above the target on its
+    four ids; request 1 drafts id 1 with draft probability ``2^-12``, its row ``2^-13`` above; request 2 accepts
+    a first draft with certainty and rejects at position 1 as request 0 does (row 1's target, row 1's draft
+    row). Every row sums within §6's ``1e-3`` of 1 and sits at least ``2^-13`` (above §9's ``1e-4``) over the
+    target. The exponentials favour id 0, the drafted ids and a random one of the four: a device racing the
+    empty residual, the whole row or the draft row emits another token than the reference's race over ``t``."""
+    support = np.array([V // 8, 3 * V // 8, 5 * V // 8, 7 * V // 8])
+    target = np.full(V, -np.inf)
+    target[support] = 0.0
+
+    def covering(extra: float, x: int, dx: float) -> np.ndarray:
+        row = np.zeros(V)
+        row[support] = 0.25 + extra
+        row[x] = dx
+        return row
+
+    certain = np.full(V, -np.inf)
+    certain[2] = 0.0
+    one_hot = np.zeros(V)
+    one_hot[2] = 1.0
+    logits = np.stack([target, target, target, target, certain, target, target])
+    rows = np.stack([covering(2.0 ** -12, V - 1, 0.0), covering(2.0 ** -13, 1, 2.0 ** -12), one_hot,
+                     covering(2.0 ** -12, V - 1, 0.0)])
+    exps = rng.exponential(size=(3, V)) + 1e-300
+    exps[:, [0, 1, V - 1]] = 1e-30
+    for i in range(3):
+        exps[i, support[rng.integers(4)]] = 1e-20
+    batch = VerifyBatch(num_draft_tokens=np.array([1, 1, 2], dtype=np.int64),
+                        draft_token_ids=np.array([V - 1, 1, 2, V - 1], dtype=np.int64),
+                        draft_probs=rows.astype(np.float32), target_logits=logits.astype(np.float32),
+                        temperature=np.ones(3), top_k=np.zeros(3, dtype=np.int64), top_p=np.ones(3),
+                        seeds=np.arange(1, 4, dtype=np.uint64), positions=np.zeros(3, dtype=np.int64))
+    return batch, Noise(np.full(4, 0.5), exps)
+
+
+def empty_residual_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    return _per_vocab(device, ctx, only, "empty-residual", QUICK_EMPTY_VOCABS if ctx.quick else EMPTY_VOCABS,
+                      {"draft_probs"}, empty_residual_batch)
+
+
 # --- L1: rejections with small residual mass ----------------------------------------------
 
 def small_residual_batch(rng: np.random.Generator, tv: float, tiny: bool, dtype: str,
@@ -319,7 +375,7 @@ def sizes_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     # Cheapest first: a mutant hunt stops at the group's end, but a slow device (an interpreter) reaches
     # the 256000-wide vocabularies last.
     return (residual_checks(device, ctx, only) + batch_checks(device, ctx, only) + vocab_checks(device, ctx, only)
-            + filter_checks(device, ctx, only))
+            + filter_checks(device, ctx, only) + empty_residual_checks(device, ctx, only))
 
 
 # --- L2: the device's own randomness at every batch size --------------------------------------
