@@ -114,9 +114,9 @@ class _KeyedPathOf:
     """A device right with injected noise and ``keyed``'s answer on its own streams: a keyed kernel variant that
     broke a rule the injected one keeps."""
 
-    def __init__(self, injected, keyed):
+    def __init__(self, injected, keyed, capabilities=None):
         self.injected, self.keyed = injected, keyed
-        self.capabilities = getattr(type(self), "capabilities", None) or injected.capabilities
+        self.capabilities = capabilities or injected.capabilities
         self.name = "keyed-path-broken"
 
     def verify(self, batch, noise=None):
@@ -145,14 +145,11 @@ def test_a_device_with_its_own_unkeyed_draws_runs_each_edge_law_there_too():
     seeded = dataclasses.replace(base.capabilities, rng="seeded")
     ctx = Context(quick=True)
 
-    class Seeded(_KeyedPathOf):
-        capabilities = seeded
-
-    good = edge_group(Seeded(base, base), ctx)
+    good = edge_group(_KeyedPathOf(base, base, seeded), ctx)
     assert not [r for r in good if r.name.endswith("/keyed")]
     assert {f"L1/edge/{e.name}/seeded" for e in EDGES} <= {r.name for r in good}
     assert all(r.status in ("pass", "not_supported") for r in good), [r.name for r in good if r.status == "fail"]
-    broken = Seeded(base, make_mutant(base, "empty-residual-token-zero"))
+    broken = _KeyedPathOf(base, make_mutant(base, "empty-residual-token-zero"), seeded)
     (injected,) = edge_group(broken, ctx, only="L1/edge/empty-residual")
     (law,) = edge_group(broken, ctx, only="L1/edge/empty-residual/seeded")
     assert injected.status == "pass" and law.status == "fail" and "probability 0" in law.detail, law.detail

@@ -71,6 +71,14 @@ def edge_form(edge: Edge, caps) -> Edge:
     return edge
 
 
+def own_randomness_twin(caps) -> str | None:
+    """How a device taking injected noise is held to each edge a second time, on its own randomness (SPEC 1.3):
+    ``"keyed"`` token for token on §5.2's streams (``rng = "philox"``), ``"seeded"`` by the edge's law; None
+    for a device without injected noise (its edges are laws already) or without randomness of its own. The
+    twin is the check ``L1/edge/<name>/<twin>``."""
+    return {"philox": "keyed", "seeded": "seeded"}.get(caps.rng) if caps.injected_noise else None
+
+
 def as_draft_probs(edge: Edge) -> Edge:
     """``edge`` with one-hot draft rows in place of point proposals (SPEC §3); a full edge unchanged.
 

@@ -63,8 +63,8 @@ from specsim.conformance.cases import trees as tree_cases
 from specsim.conformance.cases import tree_patterns as tree_pattern_cases
 from specsim.conformance.core.calls import missing
 from specsim.conformance.cases.chain import CASES
-from specsim.conformance.cases.edges import (edge_form, request_law, sampler_edge_lacking, sampler_edge_laws, samples,
-                                           sampler_samples)
+from specsim.conformance.cases.edges import (edge_form, own_randomness_twin, request_law, sampler_edge_lacking,
+                                           sampler_edge_laws, samples, sampler_samples)
 from specsim.testing.edges import EDGES
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.seeds import case_seed
@@ -174,9 +174,10 @@ def edge_tests(caps) -> list[tuple[str, str, dict]]:
     request whose law has more than one outcome, of every edge the device can be asked; with injected
     noise, only a device that also draws its own unkeyed randomness (``rng = "seeded"``) has them, for its
     edges' laws under that randomness (``L1/edge/<name>/seeded``; each injected run is one exact answer)."""
-    if caps.injected_noise and caps.rng != "seeded":
+    twin = own_randomness_twin(caps)
+    if caps.injected_noise and twin != "seeded":
         return []
-    suffix = "/seeded" if caps.injected_noise else ""
+    suffix = f"/{twin}" if twin else ""
     out = []
     for edge in EDGES:
         form = edge_form(edge, caps)

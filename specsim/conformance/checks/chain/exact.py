@@ -14,7 +14,7 @@ import numpy as np
 
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
-from specsim.conformance.cases.edges import edge_form
+from specsim.conformance.cases.edges import edge_form, own_randomness_twin
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.plan import StatPlan, run_plan
@@ -103,27 +103,30 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     edge too. ``only``: that one check's name."""
     caps, results = device.capabilities, []
     dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
-    own = {"philox": "keyed", "seeded": "seeded"}.get(caps.rng) if caps.injected_noise else None
+    own = own_randomness_twin(caps)
     plan = run_plan(caps, ctx) if not caps.injected_noise or own == "seeded" else None
     for edge in EDGES:
         name = f"L1/edge/{edge.name}"
-        names = (name, f"{name}/{own}") if own else (name,)
-        if only is not None and only not in names:
+        twin = f"{name}/{own}" if own else None
+        wanted = [n for n in (name, twin) if n is not None and only in (None, n)]
+        if not wanted:
             continue
         form = edge_form(edge, caps)
         why = missing(caps, form.needs)
         if why:
-            results += [CheckResult(n, "L1", "not_supported", why) for n in names]
-        elif not caps.injected_noise:
+            results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
+            continue
+        if not caps.injected_noise:
             results.append(_edge_law(device, ctx, form, name, dtype, plan))
-        else:
-            batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+            continue
+        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+        if name in wanted:
             results.append(_edge_injected(device, edge, name, batch, noise, dtype))
-            if own == "keyed":
-                results.append(judge(names[1], device, batch, None, None, note=f": {edge.why}, on the keyed streams"))
-            elif own == "seeded":
-                results.append(_edge_law(device, ctx, form, names[1], dtype, plan))
-    return [r for r in results if only is None or r.name == only]
+        if twin in wanted and own == "keyed":
+            results.append(judge(twin, device, batch, None, None, note=f": {edge.why}, on the keyed streams"))
+        elif twin in wanted:
+            results.append(_edge_law(device, ctx, form, twin, dtype, plan))
+    return results
 
 
 def _edge_injected(device, edge, name: str, batch, noise, dtype: str) -> CheckResult:
