@@ -109,6 +109,28 @@ def test_the_command_writes_the_record_it_was_asked_for(tmp_path, monkeypatch):
                                                      "≥ 90% of its floor", "not met"]
 
 
+def test_a_host_load_spins_while_the_block_runs_and_is_named_in_the_note(capsys):
+    """``--host-load N``: N processes busy inside the block, gone after it; the tables' note says so;
+    a negative count is refused, naming the option."""
+    from specsim.bench import harness
+    from specsim.commands import bench
+    with harness.host_load(2) as spinning:
+        assert len(spinning) == 2 and all(p.poll() is None for p in spinning)
+    assert all(p.poll() is not None for p in spinning)
+    with pytest.raises(ValueError, match="processes must be >= 0"):
+        with harness.host_load(-1):
+            pass
+    result = fake_result()
+    assert "host loaded" not in step.note(result)
+    result.host_load = step.host_load_text(3)
+    assert step.note(result).endswith(f"host loaded by 3 spinning processes on its {harness.cpu_count()} CPUs "
+                                      "while the rows were timed.")
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert bench.run(parser.parse_args(["--host-load", "-2"])) == 2
+    assert "--host-load must be 0 or more processes, got -2" in capsys.readouterr().out
+
+
 def test_the_commands_defaults_are_the_benchmarks_options():
     from specsim.commands import bench
     parser = argparse.ArgumentParser()

@@ -10,13 +10,18 @@ and fill caches outside the timing. ``graphs`` captures a step as CUDA graphs
 (the kernels alone, as an engine that graphs its whole step runs them);
 ``kernel_times`` splits a call's device time by kernel (torch.profiler);
 ``copy_bandwidth`` measures the device-to-device copy the floors are set
-against; ``environment`` names the hardware and versions a record carries.
+against; ``environment`` names the hardware and versions a record carries;
+``host_load`` keeps the host's CPUs busy while rows are timed (an engine's
+host is seldom idle: its scheduler, tokenizer and detokenizer share it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
 import subprocess
+import sys
 
 
 def median(xs) -> float:
@@ -28,6 +33,34 @@ def median(xs) -> float:
     xs = sorted(xs)
     n = len(xs)
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+BUSY_LOOP = "while True: pass"
+
+
+@contextlib.contextmanager
+def host_load(processes: int):
+    """``processes`` Python processes spinning on the host's CPUs while the block runs (``specsim bench
+    --host-load N``), killed after it. Each takes a whole CPU where the scheduler gives it one, so with as
+    many as the host has CPUs the timing process shares its CPU with them."""
+    if processes < 0:
+        raise ValueError(f"host_load: processes must be >= 0, got {processes}")
+    spinning = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(processes)]
+    try:
+        yield spinning
+    finally:
+        for p in spinning:
+            p.kill()
+        for p in spinning:
+            p.wait()
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it, else every CPU)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 QUEUE_AHEAD_CYCLES = 2_000_000

@@ -84,6 +84,8 @@ class Options:
     sampler: str = "off"
     device_time: bool = False
     """Also time each row on the device alone (``harness.time_queued``): its ``device_ms``."""
+    host_load: int = 0
+    """Processes kept spinning on the host's CPUs while the rows are timed (``harness.host_load``)."""
 
 
 @dataclass
@@ -115,6 +117,8 @@ class BenchResult:
     race_floors: dict = field(default_factory=dict)
     """``{(batch, V): seconds}``: the keyed race's Philox counters alone at each shape with point proposals
     (``floors.philox_floor``), the instruction bound a point-proposal goal adds to its floor."""
+    host_load: str = ""
+    """How loaded the host was while the rows were timed (``Options.host_load``), in words; empty: not loaded."""
 
 
 HEADER = ("device", "batch", "K", "V", "mode", "dtype", "median ms", "alg floor MB", "alg floor ms",
@@ -127,7 +131,7 @@ stream``: its floor bytes over the read stream measured in the same run (``floor
 over the median."""
 KERNEL_HEADER = ("device", "batch", "K", "V", "mode", "device ms per call")
 SAMPLER_ROWS = ("triton §12", "triton §12 eager", "triton §12 unfused", "triton filters", "triton filters eager",
-                "triton filters torch.topk", "triton §12+filters", "triton §12+filters eager",
+                "triton filters launches", "triton filters torch.topk", "triton §12+filters", "triton §12+filters eager",
                 "triton §12+filters processed")
 """The §12 rows a breakdown profiles beside the plain Triton step."""
 
@@ -205,15 +209,25 @@ def measure(torch, opts: Options, out=print) -> BenchResult:
         versions["flashinfer"] = flashinfer_version()
     result = BenchResult(hardware, versions, gpu, copy_bw, config_text(config), vllm_label,
                          engines={name: label for name, (_, label) in engines.items()}, sampler=opts.sampler,
-                         read_bw=read_bw, race_floors=race_floors)
+                         read_bw=read_bw, race_floors=race_floors, host_load=host_load_text(opts.host_load))
+    if result.host_load:
+        out(f"host: {result.host_load}")
     calls = (vllm_call, kernel_call, {name: call for name, (call, _) in engines.items()})
-    for V in opts.vocab:
-        for B in opts.batch:
-            for K in opts.k:
-                for mode in opts.modes:
-                    measure_shape(torch, opts, config, (B, K, V, mode), l2, calls, result, out)
-                    torch.cuda.empty_cache()
+    with harness.host_load(opts.host_load):
+        for V in opts.vocab:
+            for B in opts.batch:
+                for K in opts.k:
+                    for mode in opts.modes:
+                        measure_shape(torch, opts, config, (B, K, V, mode), l2, calls, result, out)
+                        torch.cuda.empty_cache()
     return result
+
+
+def host_load_text(processes: int) -> str:
+    """``Options.host_load`` in words, for a table's note; empty where the host was not loaded."""
+    if not processes:
+        return ""
+    return f"host loaded by {processes} spinning processes on its {harness.cpu_count()} CPUs while the rows were timed"
 
 
 FIELD_ENGINES = ("vllm v2", "flashinfer")
@@ -352,10 +366,11 @@ def graph_time(torch, harness, sets: list, config, reps: int, warmup: int, queue
     return harness.median(harness.time_calls(torch, lambda i: graphs[i % len(sets)].replay(), reps, warmup, queued))
 
 
-def triton_call(call):
-    """``call``, a ``verify_tensors``-shaped function, as ``f(x)`` on an input set of ``make_inputs``."""
+def triton_call(call, **extra):
+    """``call``, a ``verify_tensors``-shaped function, as ``f(x)`` on an input set of ``make_inputs`` (``extra``:
+    keyword arguments passed on, e.g. ``TritonStep``'s ``filters``)."""
     return lambda x: call(x["cu"], x["draft_token_ids"], x["draft_probs"], x["target_logits"], x["temperature"],
-                          max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"])
+                          max_k=x["max_k"], seeds=x["seeds"], positions=x["positions"], **extra)
 
 
 def torch_step(torch):
@@ -397,7 +412,7 @@ def step_variants(torch, opts: Options, config, sets: list, mode: str, vllm_call
         variants.append(("vllm rejection_sample", lambda i: kernel_call(sets[i % nsets]), nsets, None))
     variants += field_variants(engines, sets, mode)
     if opts.sampler == "all" and mode != "greedy":
-        variants += sampler_variants(torch, sets, config, opts.devices, engines)
+        variants += sampler_variants(torch, sets, config, opts.devices, engines, not opts.no_launches)
     if "torch" in opts.devices:
         step = torch_step(torch)
         variants.append(("torch", lambda i: step(sets[i % nsets]), 0, None))
@@ -427,10 +442,11 @@ def breakdown(torch, config, sets: list, variants: list, shape: dict, result: Be
 
 # --- SPEC §12: every sampler parameter on (--sampler all) ------------------------------
 
-def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
+def sampler_variants(torch, sets, config, devices, engines: dict, launches: bool = True) -> list:
     """The §12 rows of one shape: ``(label, fn(i), extra warm-up, the row's own inputs)`` (the inputs of
     the first set, for ``workloads.row_floor_bytes``); field rows for those of ``devices`` that are there
-    (``engines``: the field engines' plain calls, None where absent). The host work (``row_edits``,
+    (``engines``: the field engines' plain calls, None where absent); ``launches``: with the rows that launch
+    every kernel from the host each step (``… launches``, ``… torch.topk``; ``--no-launches`` leaves them out). The host work (``row_edits``,
     the dense rows, the packed bits) is done once per input set, outside the timing, as an engine
     keeps it across steps; the timed call is the GPU work of a step. ``triton §12``: the fused
     path (``verify_tensors(sampler=...)``: live bits, records, statistics, step — four launches, no
@@ -438,9 +454,11 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     same called from Python each step; ``triton §12 unfused``: the two §12 launches writing the processed rows, then
     the plain step's two; the filter rows add the filters' cut (``filter_cuts``: the top-k
     candidates by ``devices/triton_topk.py``, float64 decisions on them, no host sync) read by
-    the step's kernels — step after step (``devices.filter_graph.FilterCuts``: a CUDA graph of
-    the cut's device work per input set), or ``eager``, or eager with ``torch.topk`` finding the
-    candidates. ``triton §12+filters``: the fused path with the cut of the §12 rows
+    the step's kernels: ``triton filters``, the cut and the step one CUDA graph per input set, as the
+    plain step's ``triton graph``; ``… eager``, ``devices.triton_step.TritonStep`` with the filters
+    (``StepFilters``) called from Python each step, as the plain step's ``triton eager``; ``… launches``,
+    ``filter_cuts`` and ``verify_tensors`` called from Python each step (every launch from the host), and
+    ``… torch.topk``, the same with ``torch.topk`` finding the candidates. ``triton §12+filters``: the fused path with the cut of the §12 rows
     (``triton_device.sampler_cut``: live bits and records, then the candidates' sweep reading the
     raw rows through them, then the step — no processed rows), the whole step a CUDA graph per input
     set as the plain step's ``triton graph``; ``… eager``: the same called from Python each step (the
@@ -453,6 +471,7 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     from devices.triton_device import filter_cuts, rows_sampler, triton_top_values, verify_tensors
     from devices.triton_host import vocab_chunks
     from devices.triton_mode import kernel_module
+    from devices.triton_step import StepFilters, TritonStep
     FILTERS, sampler_params = workloads.FILTERS, workloads.sampler_params
     ks = kernel_module("devices.triton_sampler", False)
     topk = kernel_module("devices.triton_topk", False)
@@ -524,10 +543,21 @@ def sampler_variants(torch, sets, config, devices, engines: dict) -> list:
     whole = harness.graphs(torch, lambda x: all_on(set_of(x), False), sets)
     fused_whole = harness.graphs(torch, lambda x: fused_step(set_of(x)), sets)
 
+    # the filtered step as an engine calls it (TritonStep with its filters: one graph of the cut and the step
+    # per signature), and the same launches as one CUDA graph per input set, as the plain step's rows
+    step_filters = [StepFilters(cu, temperature, top_k, top_p) for _, cu, temperature, _ in prepared]
+    filtered = TritonStep(config, top_values=triton_values)
+    filtered_launches = TritonStep(config, graphs=False, top_values=triton_values)
+    filtered_whole = harness.graphs(torch, lambda x: triton_call(filtered_launches, filters=step_filters[set_of(x)])(x),
+                                    sets)
     filters = dict(top_k=top_k, top_p=top_p)
-    variants = [("triton filters", filters_only, 2 * len(sets), filters),
-                ("triton filters eager", lambda i: filters_only(i, eager(triton_values)), 0, filters),
-                ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters),
+    variants = [("triton filters", lambda i: filtered_whole[i % len(filtered_whole)].replay(), 0, filters),
+                ("triton filters eager",
+                 lambda i: triton_call(filtered, filters=step_filters[i % len(sets)])(sets[i % len(sets)]),
+                 2 * len(sets), filters),
+                *([("triton filters launches", lambda i: filters_only(i, eager(triton_values)), 0, filters),
+                   ("triton filters torch.topk", lambda i: filters_only(i, eager(torch_top_values)), 0, filters)]
+                  if launches else []),
                 ("triton §12", lambda i: fused_whole[i % len(fused_whole)].replay(), 0, prepared[0][3]),
                 ("triton §12 eager", fused_step, 0, prepared[0][3]),
                 ("triton §12 unfused", lambda i: step(*processed(i)), 0, prepared[0][0]),
@@ -611,8 +641,9 @@ def note(result: BenchResult) -> str:
     """What a table's figures depend on, printed under it."""
     engines = "".join(f"; {name}: {label}" for name, label in result.engines.items())
     read = f"read stream {result.read_bw / 1e9:.0f} GB/s; " if result.read_bw else ""
+    load = f"; {result.host_load}" if result.host_load else ""
     return (f"GPU {result.gpu}; device-to-device copy {result.copy_bw / 1e9:.0f} GB/s (read + write); {read}"
-            f"Triton {result.config}; vllm: {result.vllm}{engines}.")
+            f"Triton {result.config}; vllm: {result.vllm}{engines}{load}.")
 
 
 def headline_values(result: BenchResult) -> dict[str, str]:

@@ -54,6 +54,9 @@ def add_arguments(p):
     p.add_argument("--device-time", action="store_true",
                    help="also time each row on the device alone, queued behind a sleeping kernel so that its "
                         "submission from the host is hidden (its 'device_ms'; --latency does so always)")
+    p.add_argument("--host-load", type=int, default=0, metavar="N",
+                   help="keep N processes spinning on the host's CPUs while the rows are timed, as an engine's "
+                        "scheduler and tokenizers keep its host busy (the tables' note says so); default 0")
     p.add_argument("--breakdown", action="store_true", help="also profile the Triton kernels (device time each)")
     p.add_argument("--block", type=int, default=None, help="Triton vocabulary tile (default: KernelConfig)")
     p.add_argument("--warps", type=int, default=None, help="Triton num_warps")
@@ -63,8 +66,9 @@ def add_arguments(p):
                    help="also write the printed tables as a record for the docs (specsim.figures.records), "
                         "e.g. docs/results/bench-h100.json")
     p.add_argument("--sampler", choices=["off", "all"], default="off",
-                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters', "
-                        "'triton filters eager', 'triton filters torch.topk', 'triton §12' (fused), "
+                   help="all: also time SPEC §12 with every parameter on (rows 'triton filters' (the cut and the step "
+                        "a CUDA graph), 'triton filters eager' (TritonStep with its filters), 'triton filters launches', "
+                        "'triton filters torch.topk', 'triton §12' (fused), "
                         "'triton §12 unfused', 'triton §12+filters' (fused: the cut of the §12 rows, never written; "
                         "the step a CUDA graph), 'triton §12+filters eager', 'triton §12+filters processed', 'vllm filters', 'vllm §12 (served)': vLLM "
                         "with the parameters it serves with spec decode, no mask, bias or min_p; 'vllm v2 filters', "
@@ -97,6 +101,9 @@ def add_arguments(p):
 def run(args) -> int:
     if args.tune_out and not args.tune:
         print("specsim bench: --tune-out FILE goes with --tune")
+        return 2
+    if args.host_load < 0:
+        print(f"specsim bench: --host-load must be 0 or more processes, got {args.host_load}")
         return 2
     try:
         import torch

@@ -170,6 +170,32 @@ def test_injected_noise_is_used_exactly():
     assert [out.emitted(i) for i in range(3)] == [[2], [2], [2]]
 
 
+@pytest.mark.parametrize("every", [False, True], ids=["some-filter", "every-row-on-its-candidates"])
+def test_triton_step_with_filters_emits_the_devices_tokens(every):
+    """``TritonStep(filters=StepFilters(...))`` (an engine's eager call, its host arrays as the engine sets
+    them) emits what ``TritonDevice.verify`` emits for the same batch and keyed noise, and the reference's."""
+    from devices.triton_step import StepFilters, TritonStep
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "triton-step-filters", every))
+    spec = BatchSpec(batch=5, max_k=3, vocab_size=2 * BLOCK + 3, dtype="float32", greedy_fraction=0.0 if every else 0.2,
+                     top_k_fraction=1.0 if every else 0.4, top_p_fraction=0.5, top_k_below_vocab=True)
+    batch = random_batch(rng, spec)
+    if every:
+        batch = dataclasses.replace(batch, top_k=np.minimum(np.maximum(batch.top_k, 1), batch.vocab_size - 1))
+    cu = batch.request_offsets()
+    filters = StepFilters(cu, batch.temperature, batch.top_k, batch.top_p)
+    out, num_accepted = TritonStep(SMALL)(
+        torch.from_numpy(cu), torch.from_numpy(batch.draft_token_ids.astype(np.int64)),
+        torch.from_numpy(batch.draft_probs), torch.from_numpy(batch.target_logits),
+        torch.from_numpy(batch.temperature.astype(np.float32)), max_k=batch.max_k,
+        seeds=_seeds(batch.seeds), positions=torch.from_numpy(batch.positions.astype(np.int64)), filters=filters)
+    want = DEVICE.verify(batch)
+    width = batch.max_k + 1
+    assert np.array_equal(out.numpy()[:, :width], want.output_token_ids)
+    assert np.array_equal(num_accepted.numpy(), want.num_accepted)
+    result = compare(batch, want, reference_step(batch, None))
+    assert result.ok, result.summary()
+
+
 # --- errors -----------------------------------------------------------------------
 
 def test_invalid_input_is_refused_with_the_argument_named():

@@ -2,7 +2,7 @@
 # The records BENCHMARKS.md renders, from the repository root on one CUDA GPU: each benchmark with
 # --record docs/results/NAME.json; then `python -m specsim.figures.numbers --write` renders them.
 #   bash tools/gpu/bench_records.sh [anchor] [v32000] [v151936] [bfloat16] [goals] [trees]   (H100 records)
-#   bash tools/gpu/bench_records.sh h200-tune h200-latency h200-goals h200-breakdown h200-bfloat16   (on an H200)
+#   bash tools/gpu/bench_records.sh h200-tune h200-latency h200-goals h200-breakdown h200-loaded h200-bfloat16   (on an H200)
 # vLLM's rows (V1 sampler and Model Runner V2) need its pinned modules: `python -m devices.field.vllm_loader fetch
 # --cache DIR`, then SPECSIM_VLLM_CACHE=DIR here; FlashInfer's rows need flashinfer-python==0.7.2.post1 installed
 # (without them those rows are left out and each table's note says why). `goals` times every goal in one run (specsim bench --goals): the whole goals table.
@@ -31,11 +31,14 @@ for part in ${@:-anchor v32000 v151936 bfloat16 goals trees}; do
                written+=(docs/results/tune-h200.json devices/triton_tuning.json) ;;
     h200-latency) timeout 260 $bench --latency --devices triton vllm vllm-v2 --record docs/results/bench-h200-latency.json
                   written+=(docs/results/bench-h200-latency.json) ;;
-    h200-goals) timeout 300 $bench --goals --devices triton vllm vllm-v2 --record docs/results/bench-h200-goals.json
+    h200-goals) timeout 420 $bench --goals --breakdown --devices triton vllm vllm-v2 --record docs/results/bench-h200-goals.json
                 written+=(docs/results/bench-h200-goals.json) ;;
     h200-breakdown) timeout 200 $bench --devices triton --breakdown --sampler all --no-launches \
                       --record docs/results/bench-h200-breakdown.json
                     written+=(docs/results/bench-h200-breakdown.json) ;;
+    h200-loaded) timeout 200 $bench --devices triton --sampler all --host-load "$(nproc)" --breakdown \
+                   --record docs/results/bench-h200-loaded.json
+                 written+=(docs/results/bench-h200-loaded.json) ;;
     h200-bfloat16) timeout 90 $bench --devices triton --dtype bfloat16 --breakdown --no-launches \
                      --record docs/results/bench-h200-bfloat16.json
                    written+=(docs/results/bench-h200-bfloat16.json) ;;

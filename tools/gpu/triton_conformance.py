@@ -97,6 +97,48 @@ def graph_replays_agree(c: dict, out, acc) -> bool:
     return ok
 
 
+def filtered_graph_replays_agree(c: dict) -> dict:
+    """``TritonStep`` with its filters (``StepFilters``): as the case is (some requests filter, some not: the
+    launches each call), and with every request random at top-k 50 and top-p 0.9 (one graph of the cut and the
+    step: eager, capture, replay, then a replay after new logits are written into the same buffer, with no host
+    sync) — each call equal to ``filter_cuts`` and ``verify_tensors`` launched on the same values."""
+    from devices.triton_step import StepFilters, TritonStep, graph_holds
+    config = td.KernelConfig() if CUDA.type == "cuda" else td.INTERPRETER_CONFIG
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64, device=CUDA), torch.cumsum(c["k"], 0)])
+    host = lambda t: t.cpu().numpy()  # noqa: E731
+    B = c["k"].shape[0]
+    every = dict(temperature=torch.where(c["temperature"] > 0, c["temperature"], 0.7),
+                 top_k=torch.full((B,), 50, device=CUDA), top_p=torch.full((B,), 0.9, device=CUDA, dtype=torch.float64))
+    found = {}
+    for name, params in (("mixed", c), ("every", every)):
+        filters = StepFilters(host(cu), host(params["temperature"]), host(params["top_k"]), host(params["top_p"]))
+        args = (cu, c["ids"], c["draft"], c["logits"], params["temperature"])
+        kwargs = dict(max_k=c["max_k"], seeds=c["seeds"], positions=c["positions"])
+
+        def launched():
+            cut = td.filter_cuts(c["logits"], *filters.arguments(), top_values=step.top_values)
+            return td.verify_tensors(*args, **kwargs, config=config, cut=cut)
+        step = TritonStep(config)
+        calls = [step(*args, **kwargs, filters=filters) for _ in range(3)]  # eager, capture, replay
+        want = launched()
+        ok = all(bool((o == want[0]).all() and (a == want[1]).all()) for o, a in calls)
+        c["logits"].mul_(-1.0)  # new values in the same buffer: the graph reads them afresh
+        if CUDA.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            got = step(*args, **kwargs, filters=filters)
+        finally:
+            if CUDA.type == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+        want = launched()
+        ok &= bool((got[0] == want[0]).all() and (got[1] == want[1]).all())
+        c["logits"].mul_(-1.0)
+        held = graph_holds(td.filter_plan(c["logits"], *filters.arguments()[:5]))
+        found[name] = dict(agree=ok, held=held, graphed=len(step._captured) == 1)
+    return found
+
+
 def run_torch(c: dict):
     return torch_device.verify_tensors(c["k"], c["ids"], c["draft"], c["logits"], c["temperature"], c["top_k"],
                                        c["top_p"], seeds=c["seeds"], positions=c["positions"], max_k=c["max_k"])
@@ -164,7 +206,11 @@ def conformance_case(B, K, V, dtype, draft, seed, n_ref: int) -> dict:
     sample = np.sort(rng.choice(B, size=min(n_ref, B), replace=False))
     real_ref, waived_ref = vs_reference(c, out_t, acc_t, sample)
     graphs_ok = graph_replays_agree(c, out_t, acc_t)
+    filtered = filtered_graph_replays_agree(c)
+    graphs_ok &= all(f["agree"] and f["graphed"] == (f["held"] and CUDA.type == "cuda") for f in filtered.values())
+    graphs_ok &= filtered["every"]["held"]
     row = dict(batch=B, K=K, V=V, dtype=str(dtype).split(".")[-1], draft=draft, graph_replays_agree=graphs_ok,
+               filtered_step=filtered,
                triton_vs_torch_differ=len(differ),
                differ_real=real_td, differ_waived=waived_td, ref_sample=len(sample), ref_real=real_ref,
                ref_waived=waived_ref, mean_accepted=float(acc_t.double().mean()), seconds=round(time.time() - t0, 1))
