@@ -14,6 +14,8 @@ import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
 from devices.protocol import Noise, VerifyBatch
+from devices.validate import draft_dtype
+from specsim.testing.batches import numpy_dtype
 
 NEG = -np.inf
 
@@ -35,7 +37,8 @@ class Request:
 
 def make_batch(requests: list[Request], dtype: str = "float64", point: bool | None = None) -> tuple[VerifyBatch, Noise]:
     """Assemble requests into a ``VerifyBatch`` and its ``Noise`` (defaults: u = 0.5, E = 1); the batch's
-    ``withdrawn`` mask is None unless a request withdraws a draft."""
+    ``withdrawn`` mask is None unless a request withdraws a draft. ``dtype``: the logits' (SPEC §6; 16-bit logits
+    go with float32 ``draft_probs``)."""
     point = all(r.draft_rows is None for r in requests) if point is None else point
     V = len(requests[0].logits[0])
     ids, rows, logits, u, E = [], [], [], [], []
@@ -51,8 +54,8 @@ def make_batch(requests: list[Request], dtype: str = "float64", point: bool | No
     batch = VerifyBatch(
         num_draft_tokens=np.array([len(r.draft_ids) for r in requests], np.int64),
         draft_token_ids=np.array(ids, np.int64).reshape(-1),
-        draft_probs=None if point else np.array(rows, dtype).reshape(len(ids), V),
-        target_logits=np.array(logits, dtype), temperature=np.array([r.temperature for r in requests], float),
+        draft_probs=None if point else np.array(rows, draft_dtype(dtype)).reshape(len(ids), V),
+        target_logits=np.array(logits, np.float64).astype(numpy_dtype(dtype)), temperature=np.array([r.temperature for r in requests], float),
         top_k=np.array([r.top_k for r in requests], np.int64), top_p=np.array([r.top_p for r in requests], float),
         seeds=np.arange(1, B + 1, dtype=np.uint64), positions=np.zeros(B, np.int64),
         withdrawn=_withdrawn(requests))
@@ -112,7 +115,7 @@ def _withdrawn_chain(positions: str, zero: list, drafts: list, favour: int) -> R
                    withdrawn=[kind == "W" for kind in positions])
 
 
-def _empty_residual_row(target: list, drafted: int, extra: float) -> list:
+def empty_residual_row(target: list, drafted: int, extra: float) -> list:
     """A draft row ``[V]`` at or above ``target`` everywhere — ``target`` plus ``extra`` on every token the
     target holds — with ``2^-11`` on ``drafted`` (0 when ``extra`` is not 0): ``max(t − d, 0)`` is empty while
     the row sums within §6's ``1e-3`` of 1, the rounding §4 names (a confident drafter's float32 row with
@@ -200,18 +203,36 @@ EDGES: list[Edge] = [
     Edge("empty-residual", "§4 an empty residual (d ≥ t everywhere: a rejected draft of target probability 0) "
          "draws from t, never token 0 or the drafted token: d(x) = 0 (E favours 2 in t = [0, .5, .5, 0]); d(x) > 0 "
          "beside d = 1 where t = 1; the same at position 1 after an accept, from row 1's t, not row 0's",
-         [Request([3], [[NEG, 0, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+         [Request([3], [[NEG, 0, 0, NEG], [0, 0, 0, 0]], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
                   uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4]),
-          Request([3], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
+          Request([3], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
                   uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4]),
           Request([0, 3], [[0, NEG, NEG, NEG], [NEG, 0, NEG, NEG], [0, 0, 0, 0]],
-                  [[1.0, 0, 0, 0], _empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], uniforms=[0.5, 0.5],
+                  [[1.0, 0, 0, 0], empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], uniforms=[0.5, 0.5],
                   exponentials=[1e-4, 1, 1, 1e-4])],
          [[2], [2], [0, 1]], frozenset({"draft_probs"})),
     Edge("empty-residual-withdrawn", "§4 a withdrawn draft whose row leaves an empty residual (d = 1 where t = 1, "
          "the withdrawn token's 2^-11 beside it) draws from t",
-         [Request([PH], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [_empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
+         [Request([PH], [[NEG, NEG, 0, NEG], [0, 0, 0, 0]], [empty_residual_row([0, 0, 1.0, 0], 3, 0.0)],
                   uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4], withdrawn=[True])],
          [[2]], frozenset({"draft_probs", "withdrawn_drafts"})),
+    Edge("empty-residual-top-k", "§2/§4 an empty residual where top-k leaves the target: the drafted token has a finite "
+         "logit but lies past the cut, and the draft row covers the cut row ([0, 0, 1, 0] at top-k 1 of [0, 1, 3, 1]; "
+         "[0, .5, .5, 0] at top-k 2 of [0, 2, 2, 1], the k-th value's tie kept): draws from the cut row, never token 0 "
+         "or the row before the cut (E favours 0 and 3)",
+         [Request([3], [[0, 1, 3, 1], [0, 0, 0, 0]], [empty_residual_row([0, 0, 1.0, 0], 3, 0.0)], top_k=1,
+                  uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4]),
+          Request([3], [[0, 2, 2, 1], [0, 0, 0, 0]], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)], top_k=2,
+                  uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+         [[2], [2]], frozenset({"draft_probs", "top_k"})),
+    Edge("empty-residual-top-p", "§2/§4 an empty residual where top-p leaves the target: top-p 0.9 keeps one token "
+         "(softmax of [0, 0, 4, 0] gives it 0.948), the drafted token's finite logit past the cut, the draft row "
+         "covering the cut row; at the first position and after an accept, from row 1's cut row (E favours 0 and 3)",
+         [Request([3], [[0, 0, 4, 0], [0, 0, 0, 0]], [empty_residual_row([0, 0, 1.0, 0], 3, 0.0)], top_p=0.9,
+                  uniforms=[0.5], exponentials=[1e-4, 1, 1, 1e-4]),
+          Request([1, 3], [[NEG, 0, NEG, NEG], [0, 4, 0, 0], [0, 0, 0, 0]],
+                  [[0, 1.0, 0, 0], empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], top_p=0.9, uniforms=[0.5, 0.5],
+                  exponentials=[1e-4, 1, 1, 1e-4])],
+         [[2], [1, 1]], frozenset({"draft_probs", "top_p"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch
-from specsim.testing.edges import Request, make_batch
+from specsim.testing.edges import Request, empty_residual_row, make_batch
 
+NEG = -np.inf
 FAVOUR = 0.001
 """An exponential that makes a token win any race it may enter."""
 
@@ -264,5 +265,26 @@ SAMPLER_EDGES = [
                  Request([1], [[2, 3, 3, 0, 9], [0, 5, 5, 5, 9]], temperature=0.0)],
                 SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 2)), [[1], [1, 1]],
                 frozenset({"allowed_token_ids", "greedy"})),
+    SamplerEdge("empty-residual-allowed-ids",
+                "SPEC §4's empty residual on §12's rows: allowed ids {1, 2} leave the target [0, .5, .5, 0] of "
+                "[0, 0, 0, 3], and the draft row (2^-12 above it) covers it: draft 3, the largest raw logit, is "
+                "rejected and the step draws from the allowed row, emitting 2; after an accept, row 1's allowed "
+                "row [0, 1, 0, 0] beside d = 1 there (draft 3's 2^-11 beside it) emits 1. A fallback to the row "
+                "before §12 emits 3, an argmax of the empty residual 0 (E favours both)",
+                [Request([3], [[0, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4]),
+                 Request([1, 3], [[NEG, 0, NEG, NEG], [0, 0, NEG, 3], Z],
+                         [[0, 1.0, 0, 0], empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], uniforms=[0.5, 0.5],
+                         exponentials=[1e-4, 1, 1, 1e-4])],
+                SamplerParams(allowed_token_ids=_ids([1, 2], [1, 2])), [[2], [1, 1]],
+                frozenset({"allowed_token_ids"}), coins=_any(1, 2)),
+    SamplerEdge("empty-residual-bad-word",
+                "SPEC §4's empty residual on §12's rows: the one-token bad word [3] bans draft 3 (raw logit 3), "
+                "leaving [0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and the step draws from "
+                "the banned row, emitting 2, never 3 (the row before the ban) or 0 (an argmax of the empty "
+                "residual)",
+                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                SamplerParams(bad_words=((np.array([3]),),)), [[2]], frozenset({"bad_words"}), coins=_any(1)),
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -79,6 +79,27 @@ def own_randomness_twin(caps) -> str | None:
     return {"philox": "keyed", "seeded": "seeded"}.get(caps.rng) if caps.injected_noise else None
 
 
+EVERY_DTYPE = ("empty-residual",)
+"""Edges (by name prefix) run in every logits dtype the device declares (SPEC 1.4): where the fallback to ``t``
+lives in each dtype's kernel variant, a variant that lost it is caught. Every other edge runs in one dtype
+(``edge_dtype``): its answer is stated for exact inputs, which 16-bit logits round."""
+
+
+def edge_dtype(caps) -> str:
+    """The logits dtype an edge runs in first: float64 where declared (the reference's own), else the first
+    declared."""
+    return "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+
+
+def dtype_twins(edge: Edge, caps) -> tuple[str, ...]:
+    """The other declared dtypes ``edge`` runs in too (SPEC 1.4), each the check ``L1/edge/<name>/<dtype>``: every
+    declared dtype but ``edge_dtype`` for an edge of ``EVERY_DTYPE``, none for the others."""
+    if not edge.name.startswith(EVERY_DTYPE):
+        return ()
+    first = edge_dtype(caps)
+    return tuple(d for d in caps.dtypes if d != first)
+
+
 def as_draft_probs(edge: Edge) -> Edge:
     """``edge`` with one-hot draft rows in place of point proposals (SPEC §3); a full edge unchanged.
 

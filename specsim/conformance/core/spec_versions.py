@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from devices.protocol import Capabilities, InvalidInput
+from devices.validate import LOGIT_DTYPES
 from reference import SPEC_VERSION, SPEC_VERSIONS
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.bad_inputs import SAMPLER_BAD_INPUTS, WITHDRAWN_BAD_INPUTS
@@ -52,6 +53,12 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
+    # 1.4's rows first: 1.3's ``L1/edge/empty-residual*`` and ``L1/edge/*/keyed`` also match their names
+    Since("L1/edge/empty-residual-top-*", "1.4", "§2/§4 an empty residual where top-k or top-p leaves the target",
+          False),
+    *(Since(f"L1/edge/empty-residual*/{dtype}", "1.4", "§4/§6 an empty residual in every declared logits dtype", False)
+      for dtype in LOGIT_DTYPES),
+    Since("L1-sampler/edge/empty-residual-*", "1.4", "§4/§12 an empty residual on §12's rows", False),
     Since("L1/edge/*/keyed", "1.3", "§4/§5.2 every edge on the keyed streams of a device taking injected noise",
           False),
     Since("L1/edge/*/seeded", "1.3", "§4/§5 every edge's law under the own draws of a device taking injected noise",

@@ -63,8 +63,8 @@ from specsim.conformance.cases import trees as tree_cases
 from specsim.conformance.cases import tree_patterns as tree_pattern_cases
 from specsim.conformance.core.calls import missing
 from specsim.conformance.cases.chain import CASES
-from specsim.conformance.cases.edges import (edge_form, own_randomness_twin, request_law, sampler_edge_lacking,
-                                           sampler_edge_laws, samples, sampler_samples)
+from specsim.conformance.cases.edges import (dtype_twins, edge_form, own_randomness_twin, request_law,
+                                           sampler_edge_lacking, sampler_edge_laws, samples, sampler_samples)
 from specsim.testing.edges import EDGES
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.seeds import case_seed
@@ -183,11 +183,13 @@ def edge_tests(caps) -> list[tuple[str, str, dict]]:
         form = edge_form(edge, caps)
         if missing(caps, form.needs):
             continue
-        check = f"L1/edge/{edge.name}{suffix}"
+        checks = [f"L1/edge/{edge.name}{suffix}"]
+        if not caps.injected_noise:  # an injected device's dtype twins are exact answers
+            checks += [f"L1/edge/{edge.name}/{d}" for d in dtype_twins(edge, caps)]
         for i, r in enumerate(form.requests):
             law = request_law(r, form.point)
             if len(law) > 1:
-                out.append((f"{check}/request{i}", check, law))
+                out += [(f"{check}/request{i}", check, law) for check in checks]
     return out
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
-from specsim.conformance.cases.edges import edge_form, own_randomness_twin
+from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.plan import StatPlan, run_plan
@@ -100,15 +100,17 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     noise that also draws its own randomness runs each edge a second time on it (SPEC 1.3): on §5.2's keyed
     streams (``rng = "philox"``) token for token with the reference's (``L1/edge/<name>/keyed``), on unkeyed
     draws (``"seeded"``) by the edge's law (``L1/edge/<name>/seeded``): that path is other code, held to every
-    edge too. ``only``: that one check's name."""
+    edge too. The empty-residual edges run in every other declared logits dtype as well (SPEC 1.4,
+    ``L1/edge/<name>/<dtype>``, ``edge_laws.dtype_twins``). ``only``: that one check's name."""
     caps, results = device.capabilities, []
-    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    dtype = edge_dtype(caps)
     own = own_randomness_twin(caps)
     plan = run_plan(caps, ctx) if not caps.injected_noise or own == "seeded" else None
     for edge in EDGES:
         name = f"L1/edge/{edge.name}"
         twin = f"{name}/{own}" if own else None
-        wanted = [n for n in (name, twin) if n is not None and only in (None, n)]
+        in_dtypes = {f"{name}/{d}": d for d in dtype_twins(edge, caps)}
+        wanted = [n for n in (name, twin, *in_dtypes) if n is not None and only in (None, n)]
         if not wanted:
             continue
         form = edge_form(edge, caps)
@@ -116,17 +118,21 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
         if why:
             results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
             continue
-        if not caps.injected_noise:
-            results.append(_edge_law(device, ctx, form, name, dtype, plan))
-            continue
-        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-        if name in wanted:
-            results.append(_edge_injected(device, edge, name, batch, noise, dtype))
-        if twin in wanted and own == "keyed":
-            results.append(judge(twin, device, batch, None, None, note=f": {edge.why}, on the keyed streams"))
-        elif twin in wanted:
-            results.append(_edge_law(device, ctx, form, twin, dtype, plan))
+        for check in wanted:
+            results.append(_edge_check(device, ctx, edge, form, check, in_dtypes.get(check, dtype), plan,
+                                       keyed=check == twin and own == "keyed", law=check == twin and own == "seeded"))
     return results
+
+
+def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: bool, law: bool) -> CheckResult:
+    """One check of ``edge`` in ``dtype``: its law for a device without injected noise (or its ``/seeded`` twin),
+    its keyed streams' tokens (``/keyed``), else its injected noise's exact tokens."""
+    if law or not device.capabilities.injected_noise:
+        return _edge_law(device, ctx, form, name, dtype, plan)
+    batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+    if keyed:
+        return judge(name, device, batch, None, None, note=f": {edge.why}, on the keyed streams")
+    return _edge_injected(device, edge, name, batch, noise, dtype)
 
 
 def _edge_injected(device, edge, name: str, batch, noise, dtype: str) -> CheckResult:
