@@ -43,6 +43,7 @@ SEEDED_EDGE_FINDINGS = {
     "L1/edge/top-p-cut-ties": "TopPLogitsWarper keeps only part of a tie at the top-p cut (SPEC §2 keeps the whole tie)",
     "L1/edge/empty-residual": "an empty max(p - q, 0) is divided by its zero sum and torch.multinomial raises "
                               "(SPEC §4 draws from the target row)",
+    "L1/edge/empty-residual-top-k": "the same, where top-k 2 leaves [0, .5, .5, 0] beside a draft row 2^-12 above it",
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""
