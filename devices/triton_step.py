@@ -76,10 +76,11 @@ class StepFilters(NamedTuple):
 class GraphCache:
     """What a CUDA-graph cache per call signature shares (``TritonStep``, ``devices.filter_graph.FilterCuts``):
     ``_seen`` (signatures run once, not captured yet) and ``_captured`` (signature → graph and its buffers),
-    each an ``OrderedDict`` trimmed least-recently-used first."""
+    each an ``OrderedDict`` trimmed least-recently-used first, and ``_eager`` (signatures never captured)."""
 
     _seen: OrderedDict
     _captured: OrderedDict
+    _eager: OrderedDict | set   # signatures that run their launches each call
 
     @staticmethod
     def _remember(table: OrderedDict, key, value, capacity: int) -> None:
@@ -88,9 +89,10 @@ class GraphCache:
             table.popitem(last=False)
 
     def clear(self) -> None:
-        """Drop every graph (and the GPU memory their pools hold)."""
+        """Drop every graph (and the GPU memory their pools hold), and what is known of the signatures."""
         self._seen.clear()
         self._captured.clear()
+        self._eager.clear()
 
 
 class TritonStep(GraphCache):
@@ -108,7 +110,7 @@ class TritonStep(GraphCache):
         self.top_values = top_values
         self._seen: OrderedDict = OrderedDict()     # signatures run once, not captured yet
         self._captured: OrderedDict = OrderedDict()  # signature → (graph, outputs, what the graph reads)
-        self._eager: set = set()                    # signatures whose filters need host copies each call
+        self._eager: OrderedDict = OrderedDict()    # signatures whose filters need host copies each call
 
     def __call__(self, cu, draft_token_ids, draft_probs, target_logits, temperature, *, max_k: int,
                  seeds=None, positions=None, uniforms=None, exponentials=None, filters: StepFilters | None = None):
@@ -134,7 +136,7 @@ class TritonStep(GraphCache):
         del self._seen[key]
         plan = None if filters is None else filter_plan(target_logits, *filters.arguments()[:5])
         if plan is not None and not graph_holds(plan):
-            self._eager.add(key)
+            self._remember(self._eager, key, True, 4 * self.capacity)
             return self._launch(tensors, max_k, filters)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):  # synchronises, captures on a side stream; kernels compiled by now
