@@ -286,5 +286,21 @@ SAMPLER_EDGES = [
                 [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
                          uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
                 SamplerParams(bad_words=((np.array([3]),),)), [[2]], frozenset({"bad_words"}), coins=_any(1)),
+    SamplerEdge("empty-residual-token-mask",
+                "SPEC §4's empty residual on §12's rows: row 0's mask bans draft 3 (raw logit 3), leaving "
+                "[0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and the step draws from the "
+                "masked row, emitting 2, never 3 or 0",
+                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                SamplerParams(token_mask=np.array([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)), [[2]],
+                frozenset({"token_mask"}), coins=_any(1)),
+    SamplerEdge("empty-residual-min-tokens",
+                "SPEC §4's empty residual on §12's rows: min_tokens 2 after output [2] bans the stop token 3 (raw "
+                "logit 3) at row 0, leaving [0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and "
+                "the step draws from the banned row, emitting 2, never 3 or 0",
+                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
+                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                SamplerParams(output_token_ids=_ids([2]), min_tokens=np.array([2]), stop_token_ids=_ids([3])),
+                [[2]], frozenset({"min_tokens"}), coins=_any(1)),
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""
