@@ -82,6 +82,15 @@ def _banned(x: int, keep: int) -> list:
     return [3.0 if v == x else 0.0 if v == keep else -np.inf for v in range(4)]
 
 
+def _covered_after_ban() -> Request:
+    """The request of the §12 empty-residual edges whose ban acts on token 3: draft 3 (raw logit 3, the row's
+    largest) beside logits ``[-inf, 0, 0, 3]``; with 3 banned the target is ``[0, .5, .5, 0]``, which the draft row
+    (``2^-12`` above it, nothing on 3) covers. ``E`` favours 0 and 3 (an argmax of the empty residual, the row
+    before the ban) and 2 over 1, so the rule emits 2."""
+    return Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)], uniforms=[0.5],
+                   exponentials=[1e-4, 1, 0.5, 1e-4])
+
+
 def _favouring(token: int, vocab_size: int = 5) -> list:
     """Exponentials ``[V]`` that make ``token`` win any race it may enter."""
     return [FAVOUR if v == token else 1.0 for v in range(vocab_size)]
@@ -283,23 +292,20 @@ SAMPLER_EDGES = [
                 "leaving [0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and the step draws from "
                 "the banned row, emitting 2, never 3 (the row before the ban) or 0 (an argmax of the empty "
                 "residual)",
-                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
-                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                [_covered_after_ban()],
                 SamplerParams(bad_words=((np.array([3]),),)), [[2]], frozenset({"bad_words"}), coins=_any(1)),
     SamplerEdge("empty-residual-token-mask",
                 "SPEC §4's empty residual on §12's rows: row 0's mask bans draft 3 (raw logit 3), leaving "
                 "[0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and the step draws from the "
                 "masked row, emitting 2, never 3 or 0",
-                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
-                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                [_covered_after_ban()],
                 SamplerParams(token_mask=np.array([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)), [[2]],
                 frozenset({"token_mask"}), coins=_any(1)),
     SamplerEdge("empty-residual-min-tokens",
                 "SPEC §4's empty residual on §12's rows: min_tokens 2 after output [2] bans the stop token 3 (raw "
                 "logit 3) at row 0, leaving [0, .5, .5, 0], which its draft row (2^-12 above) covers: rejected, and "
                 "the step draws from the banned row, emitting 2, never 3 or 0",
-                [Request([3], [[NEG, 0, 0, 3], Z], [empty_residual_row([0, 0.5, 0.5, 0], 3, 2.0 ** -12)],
-                         uniforms=[0.5], exponentials=[1e-4, 1, 0.5, 1e-4])],
+                [_covered_after_ban()],
                 SamplerParams(output_token_ids=_ids([2]), min_tokens=np.array([2]), stop_token_ids=_ids([3])),
                 [[2]], frozenset({"min_tokens"}), coins=_any(1)),
 ]
