@@ -110,17 +110,22 @@ def test_the_edges_are_new_in_spec_1_3_and_apart_for_a_device_declaring_1_2():
     assert isinstance(caps, Capabilities) and spec_versions.judged_version(caps) == "1.2"
 
 
-class _KeyedPathOf:
-    """A device right with injected noise and ``keyed``'s answer on its own streams: a keyed kernel variant that
-    broke a rule the injected one keeps."""
+class PathOf:
+    """A device that answers as ``good`` except on the calls ``broken_on(batch, noise)`` picks, where ``broken``
+    answers: a kernel variant (the keyed streams', the cut's, §12's, a dtype's) that lost a rule the others keep."""
 
-    def __init__(self, injected, keyed, capabilities=None):
-        self.injected, self.keyed = injected, keyed
-        self.capabilities = capabilities or injected.capabilities
-        self.name = "keyed-path-broken"
+    def __init__(self, good, broken, broken_on, capabilities=None):
+        self.good, self.broken, self.broken_on = good, broken, broken_on
+        self.capabilities = capabilities or good.capabilities
+        self.name = "path-broken"
 
     def verify(self, batch, noise=None):
-        return (self.injected if noise is not None else self.keyed).verify(batch, noise)
+        return (self.broken if self.broken_on(batch, noise) else self.good).verify(batch, noise)
+
+
+def _own_draws(batch, noise) -> bool:
+    """The calls a device answers on its own randomness: no injected noise."""
+    return noise is None
 
 
 def test_every_edge_runs_on_the_keyed_streams_too_and_a_broken_keyed_path_fails_there_only():
@@ -129,7 +134,7 @@ def test_every_edge_runs_on_the_keyed_streams_too_and_a_broken_keyed_path_fails_
     results = edge_group(base, ctx)
     names = {r.name for r in results}
     assert {f"L1/edge/{e.name}/keyed" for e in EDGES} <= names and all(r.status == "pass" for r in results)
-    device = _KeyedPathOf(base, make_mutant(base, "empty-residual-token-zero"))
+    device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _own_draws)
     (injected,) = edge_group(device, ctx, only="L1/edge/empty-residual")
     (keyed,) = edge_group(device, ctx, only="L1/edge/empty-residual/keyed")
     assert injected.status == "pass" and keyed.status == "fail", (injected.detail, keyed.detail)
@@ -145,11 +150,11 @@ def test_a_device_with_its_own_unkeyed_draws_runs_each_edge_law_there_too():
     seeded = dataclasses.replace(base.capabilities, rng="seeded")
     ctx = Context(quick=True)
 
-    good = edge_group(_KeyedPathOf(base, base, seeded), ctx)
+    good = edge_group(PathOf(base, base, _own_draws, seeded), ctx)
     assert not [r for r in good if r.name.endswith("/keyed")]
     assert {f"L1/edge/{e.name}/seeded" for e in EDGES} <= {r.name for r in good}
     assert all(r.status in ("pass", "not_supported") for r in good), [r.name for r in good if r.status == "fail"]
-    broken = _KeyedPathOf(base, make_mutant(base, "empty-residual-token-zero"), seeded)
+    broken = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _own_draws, seeded)
     (injected,) = edge_group(broken, ctx, only="L1/edge/empty-residual")
     (law,) = edge_group(broken, ctx, only="L1/edge/empty-residual/seeded")
     assert injected.status == "pass" and law.status == "fail" and "probability 0" in law.detail, law.detail

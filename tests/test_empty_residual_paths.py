@@ -27,6 +27,7 @@ from specsim.mutants.zoo import make_mutant  # noqa: E402
 from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from specsim.testing.embed import tail_ids  # noqa: E402
 from specsim.testing.sampler_edges import SAMPLER_EDGES  # noqa: E402
+from tests.test_empty_residual import PathOf  # noqa: E402
 
 CUT_EDGES = ("empty-residual-top-k", "empty-residual-top-p")
 EMPTY_EDGES = tuple(e.name for e in EDGES if e.name.startswith("empty-residual"))
@@ -73,28 +74,15 @@ def test_the_sampler_rows_leave_the_target_the_draft_row_covers(edge):
         _rows_cover(batch, rows)
 
 
-class _PathOf:
-    """A device that answers as ``good`` except on the calls ``broken_on`` picks, where ``broken`` answers: a kernel
-    variant (the cut's, §12's, a dtype's) that lost a rule the others keep."""
-
-    def __init__(self, good, broken, broken_on, capabilities=None):
-        self.good, self.broken, self.broken_on = good, broken, broken_on
-        self.capabilities = capabilities or good.capabilities
-        self.name = "path-broken"
-
-    def verify(self, batch, noise=None):
-        return (self.broken if self.broken_on(batch) else self.good).verify(batch, noise)
-
-
-def _filtered(batch) -> bool:
+def _filtered(batch, noise) -> bool:
     return bool(np.any(batch.top_k > 0) or np.any(batch.top_p < 1))
 
 
 def _dtype(name):
-    return lambda batch: np.asarray(batch.target_logits).dtype.name == name
+    return lambda batch, noise: np.asarray(batch.target_logits).dtype.name == name
 
 
-def _with_sampler(batch) -> bool:
+def _with_sampler(batch, noise) -> bool:
     return batch.sampler is not None and batch.sampler.given()
 
 
@@ -113,7 +101,7 @@ def test_a_device_broken_on_one_path_fails_that_paths_edges_only(path):
     """The token-zero recovery on one path alone: 1.3's checks (plain float64 rows) pass, and exactly the new checks
     of that path fail — with injected noise and on the keyed streams for the cut, in the dtype's twin for a dtype."""
     base = load("torch")
-    device = _PathOf(base, make_mutant(base, "empty-residual-token-zero"), PATHS[path])
+    device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), PATHS[path])
     results = edge_group(device, CTX)
     failed = _failed(results)
     if path == "cut":
@@ -127,7 +115,7 @@ def test_a_device_broken_on_one_path_fails_that_paths_edges_only(path):
 
 def test_a_device_broken_on_its_sampler_path_fails_the_sampler_edges_only():
     base = load("torch")
-    device = _PathOf(base, make_mutant(base, "empty-residual-token-zero"), _with_sampler)
+    device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _with_sampler)
     results = edge_checks(device, CTX)
     failed = _failed(results)
     assert failed == sorted(f"L1-sampler/edge/{e.name}/{o}" for e in SAMPLER_EMPTY for o in e.orders), failed
@@ -158,7 +146,7 @@ def test_without_injected_noise_each_dtype_twin_is_a_law_in_the_runs_plan():
     assert "L1/edge/empty-residual-top-k/bfloat16" in planned and "L1/edge/empty-residual/float16" in planned
     good = edge_group(box, CTX, only="L1/edge/empty-residual-top-k/bfloat16")
     assert [r.status for r in good] == ["pass"], good[0].detail
-    broken = BlackBox(_PathOf(base, make_mutant(base, "empty-residual-token-zero"), _dtype("bfloat16")))
+    broken = BlackBox(PathOf(base, make_mutant(base, "empty-residual-token-zero"), _dtype("bfloat16")))
     (bad,) = edge_group(broken, CTX, only="L1/edge/empty-residual-top-k/bfloat16")
     assert bad.status == "fail" and "probability 0" in bad.detail, bad.detail
 
