@@ -1,4 +1,4 @@
-"""SPEC 1.4: the empty residual on every path of the target row — through top-k and top-p's cut
+"""SPEC 1.4 (and 1.5's twins of it): the empty residual on every path of the target row — through top-k and top-p's cut
 (``L1/edge/empty-residual-top-k``, ``-top-p``), on §12's rows (``L1-sampler/edge/empty-residual-allowed-ids``,
 ``-bad-word``) and in every declared logits dtype (``L1/edge/<edge>/<dtype>``). A device that falls back to ``t``
 on its plain float64 rows but races the empty residual on another path (token 0: docs/bugs.md #64) passes 1.3's
@@ -30,6 +30,8 @@ from specsim.testing.sampler_edges import SAMPLER_EDGES  # noqa: E402
 from tests.test_empty_residual import PathOf  # noqa: E402
 
 CUT_EDGES = ("empty-residual-top-k", "empty-residual-top-p")
+CUT_EDGES_1_5 = ("empty-residual-top-k-temperature", "empty-residual-top-p-temperature")
+SAMPLER_1_4 = ("allowed-ids", "bad-word", "token-mask", "min-tokens")
 EMPTY_EDGES = tuple(e.name for e in EDGES if e.name.startswith("empty-residual"))
 SAMPLER_EMPTY = tuple(e for e in SAMPLER_EDGES if e.name.startswith("empty-residual"))
 CTX = Context(quick=True)
@@ -48,7 +50,7 @@ def _rows_cover(batch, target) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
-@pytest.mark.parametrize("name", CUT_EDGES)
+@pytest.mark.parametrize("name", CUT_EDGES + CUT_EDGES_1_5 + ("empty-residual-temperature",))
 def test_the_cut_leaves_the_target_the_draft_row_covers(name, dtype):
     """The batch is valid (§6) and the rejected row covers the target as top-k/top-p leave it; before the cut the
     drafted token has a finite logit, so a fallback to the uncut row can emit it."""
@@ -59,7 +61,7 @@ def test_the_cut_leaves_the_target_the_draft_row_covers(name, dtype):
                         batch.temperature, batch.top_k, batch.top_p)
     _rows_cover(batch, rows)
     cu = np.concatenate([[0], np.cumsum(batch.num_draft_tokens)])
-    for i in range(batch.batch_size):
+    for i in np.flatnonzero((batch.top_k > 0) | (batch.top_p < 1)):   # through a cut: finite before it
         j = int(batch.num_draft_tokens[i]) - 1
         assert np.isfinite(np.asarray(batch.target_logits, np.float64)[cu[i] + i + j, batch.draft_token_ids[cu[i] + j]])
 
@@ -72,6 +74,11 @@ def test_the_sampler_rows_leave_the_target_the_draft_row_covers(edge):
         rows = sampler_rows(batch.target_logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature,
                             batch.top_k, batch.top_p, **batch.sampler.as_kwargs())
         _rows_cover(batch, rows)
+
+
+def e_1_4(name: str) -> bool:
+    """Whether a check name is of one of 1.4's §12 empty-residual edges."""
+    return any(f"/empty-residual-{ban}/" in name for ban in SAMPLER_1_4)
 
 
 def _filtered(batch, noise) -> bool:
@@ -104,13 +111,13 @@ def test_a_device_broken_on_one_path_fails_that_paths_edges_only(path):
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), PATHS[path])
     results = edge_group(device, CTX)
     failed = _failed(results)
-    if path == "cut":
-        want = sorted(f"L1/edge/{n}{twin}" for n in CUT_EDGES for twin in ("", "/keyed", "/float16", "/bfloat16",
-                                                                           "/float32"))
+    if path == "cut":   # 1.4's cut edges and 1.5's cut edges at T ≠ 1, each with every twin
+        want = sorted(f"L1/edge/{n}{twin}" for n in CUT_EDGES + CUT_EDGES_1_5
+                      for twin in ("", "/keyed", "/float16", "/bfloat16", "/float32"))
     else:
         want = sorted(f"L1/edge/{n}/{path}" for n in EMPTY_EDGES)
     assert failed == want, failed
-    assert all(spec_versions.introduced_in(n) == "1.4" for n in failed)
+    assert all(spec_versions.introduced_in(n) == ("1.5" if "temperature" in n else "1.4") for n in failed)
 
 
 def test_a_device_broken_on_its_sampler_path_fails_the_sampler_edges_only():
@@ -118,8 +125,10 @@ def test_a_device_broken_on_its_sampler_path_fails_the_sampler_edges_only():
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _with_sampler)
     results = edge_checks(device, CTX)
     failed = _failed(results)
-    assert failed == sorted(f"L1-sampler/edge/{e.name}/{o}" for e in SAMPLER_EMPTY for o in e.orders), failed
-    assert all(spec_versions.introduced_in(n) == "1.4" for n in failed)
+    assert failed == sorted(f"L1-sampler/edge/{e.name}/{o}{d}" for e in SAMPLER_EMPTY for o in e.orders
+                            for d in ("", "/float16", "/bfloat16", "/float32")), failed
+    assert {spec_versions.introduced_in(n) for n in failed if n.count("/") == 3 and e_1_4(n)} == {"1.4"}
+    assert {spec_versions.introduced_in(n) for n in failed if n.count("/") == 4 or not e_1_4(n)} == {"1.5"}
     edge = SAMPLER_EMPTY[0]
     at = (151936, tail_ids(151936, 4))   # as the group restates it at Qwen2's vocabulary
     sized = edge_check(device, edge, "vllm", "float64", "at-size", CTX, at=at)

@@ -126,6 +126,21 @@ def empty_residual_row(target: list, drafted: int, extra: float) -> list:
     return row
 
 
+def covering(logits: list, temperature: float, kept: list, drafted: int) -> list:
+    """A draft row ``[V]`` covering a tempered target: ``softmax(logits[kept] / temperature)`` on ``kept`` (the tokens
+    the cut, min_p or §12 leave), each rounded up to float32 then ``2^-12`` above (``empty_residual_row``), nothing
+    on ``drafted``. The kept values differ, so the row before temperature (or at another one) is another law, which
+    an empty-residual edge at ``T ≠ 1`` tells from ``t``; float32 (the draft rows' dtype with 16-bit logits, §6)
+    holds the row exactly, so it covers ``t`` by ``2^-12`` in every logits dtype."""
+    z = np.array([logits[v] for v in kept], dtype=np.float64) / temperature
+    w = np.exp(z - z.max())
+    target = [0.0] * len(logits)
+    for v, p in zip(kept, w / w.sum()):
+        up = np.float32(p)
+        target[v] = float(up if up >= p else np.nextafter(up, np.float32(np.inf)))
+    return empty_residual_row(target, drafted, 2.0 ** -12)
+
+
 EDGES: list[Edge] = [
     Edge("u0-zero-target-full", "§4 u = 0 never accepts a token top-k removed (vLLM #23803, SGLang #35771)",
          [Request([0], [[0, 5, 1], [0, 0, 0]], [[0.5, 0.25, 0.25]], top_k=1, uniforms=[0.0])],
@@ -234,5 +249,36 @@ EDGES: list[Edge] = [
                   [[0, 1.0, 0, 0], empty_residual_row([0, 1.0, 0, 0], 3, 0.0)], top_p=0.9, uniforms=[0.5, 0.5],
                   exponentials=[1e-4, 1, 1, 1e-4])],
          [[2], [1, 1]], frozenset({"draft_probs", "top_p"})),
+    Edge("empty-residual-temperature", "§2/§4 an empty residual of a tempered target: t = softmax(z / T) over two "
+         "tokens of different logits, which the draft row (2^-12 above) covers; at T = 0.25 ([-inf, 0, 1, -inf]: "
+         "t = [0, .018, .982, 0]) the step emits 2, and after an accept at T = 4 ([-inf, 4, 0, -inf]: t = "
+         "[0, .731, .269, 0]) it emits 2; a fallback to softmax(z), the row before temperature, emits 1 in both, "
+         "an argmax of the empty residual 0 (E favours 0 and the drafted 3)",
+         [Request([3], [[NEG, 0, 1, NEG], [0, 0, 0, 0]], [covering([NEG, 0, 1, NEG], 0.25, [1, 2], 3)],
+                  temperature=0.25, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
+          Request([0, 3], [[0, NEG, NEG, NEG], [NEG, 4, 0, NEG], [0, 0, 0, 0]],
+                  [[1.0, 0, 0, 0], covering([NEG, 4, 0, NEG], 4.0, [1, 2], 3)], temperature=4.0,
+                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [[2], [0, 2]], frozenset({"draft_probs"})),
+    Edge("empty-residual-top-k-temperature", "§2/§4 an empty residual where temperature and top-k leave the target: "
+         "top-k 2 of [-1, 0, 1, -.5] at T = 0.25 (t = [0, .018, .982, 0]) and, after an accept, of [-4, 4, 0, -2] "
+         "at T = 4 (t = [0, .731, .269, 0]), the drafted 3's logit finite before the cut, the draft row covering "
+         "the cut row: the step emits 2 in both; the cut row at T = 1 emits 1, the row before the cut 0 or 3",
+         [Request([3], [[-1, 0, 1, -0.5], [0, 0, 0, 0]], [covering([-1, 0, 1, -0.5], 0.25, [1, 2], 3)],
+                  temperature=0.25, top_k=2, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
+          Request([0, 3], [[0, NEG, NEG, NEG], [-4, 4, 0, -2], [0, 0, 0, 0]],
+                  [[1.0, 0, 0, 0], covering([-4, 4, 0, -2], 4.0, [1, 2], 3)], temperature=4.0, top_k=2,
+                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [[2], [0, 2]], frozenset({"draft_probs", "top_k"})),
+    Edge("empty-residual-top-p-temperature", "§2/§4 an empty residual where temperature and top-p leave the target: "
+         "top-p 0.99 of [-1, 0, 1, -1] at T = 0.25 keeps {1, 2} (at T = 1 it keeps all four) and top-p 0.9 of "
+         "[-8, 4, 0, -8] at T = 4, after an accept, keeps {1, 2} (at T = 1 token 1 alone), the draft row covering "
+         "the cut row: the step emits 2 in both; the row before temperature emits 0, 3 or 1",
+         [Request([3], [[-1, 0, 1, -1], [0, 0, 0, 0]], [covering([-1, 0, 1, -1], 0.25, [1, 2], 3)],
+                  temperature=0.25, top_p=0.99, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
+          Request([0, 3], [[0, NEG, NEG, NEG], [-8, 4, 0, -8], [0, 0, 0, 0]],
+                  [[1.0, 0, 0, 0], covering([-8, 4, 0, -8], 4.0, [1, 2], 3)], temperature=4.0, top_p=0.9,
+                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [[2], [0, 2]], frozenset({"draft_probs", "top_p"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

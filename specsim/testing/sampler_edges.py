@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch
-from specsim.testing.edges import Request, empty_residual_row, make_batch
+from specsim.testing.edges import Request, covering, empty_residual_row, make_batch
 
 NEG = -np.inf
 FAVOUR = 0.001
@@ -308,5 +308,29 @@ SAMPLER_EDGES = [
                 [_covered_after_ban()],
                 SamplerParams(output_token_ids=_ids([2]), min_tokens=np.array([2]), stop_token_ids=_ids([3])),
                 [[2]], frozenset({"min_tokens"}), coins=_any(1)),
+    SamplerEdge("empty-residual-penalty-top-k",
+                "SPEC §4's empty residual where a penalty, temperature and top-k leave the target: presence penalty 4 "
+                "on token 3 (in the output so far: the request's output, then this step's accepted draft 3) takes "
+                "its raw logit 3, the row's largest, to -1, below top-k 2's cut of [-1, 0, 1, 3] at T = 0.25; the "
+                "draft row covers t = [0, .018, .982, 0], so draft 3 is rejected and the step emits 2. The row "
+                "before the penalty emits 3, the penalised row before the cut 0 or 3, the cut row at T = 1 token 1",
+                [Request([3], [[-1, 0, 1, 3], Z], [covering([-1, 0, 1, -1], 0.25, [1, 2], 3)], temperature=0.25,
+                         top_k=2, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
+                 Request([3, 3], [_sure(3), [-1, 0, 1, 3], Z], [[0, 0, 0, 1.0], covering([-1, 0, 1, -1], 0.25, [1, 2], 3)],
+                         temperature=0.25, top_k=2, uniforms=[0.5, 0.5], exponentials=[1e-4, 0.125, 1, 1e-4])],
+                SamplerParams(output_token_ids=(np.array([3]), None), presence_penalty=np.array([4.0, 4.0])),
+                [[2], [3, 2]], frozenset({"presence_penalty", "top_k"}), coins=_any(1, 2)),
+    SamplerEdge("empty-residual-bias-min-p",
+                "SPEC §4's empty residual where a bias, temperature and min_p leave the target: bias -16 takes draft "
+                "3's raw logit 5, the row's largest, to -11; at T = 4 min_p 0.25 keeps tokens 1 and 2 of "
+                "[-8, 2, -2, -11] (t = [0, .731, .269, 0]), which the draft row covers: draft 3 is rejected and the "
+                "step emits 2, at the first position and after an accept. The row before the bias emits 3; at T = 1 "
+                "min_p keeps token 1 alone",
+                [Request([3], [[-8, 2, -2, 5], Z], [covering([-8, 2, -2, -11], 4.0, [1, 2], 3)], temperature=4.0,
+                         uniforms=[0.5], exponentials=[1e-4, 1, 0.125, 1e-4]),
+                 Request([1, 3], [_sure(1), [-8, 2, -2, 5], Z], [[0, 1.0, 0, 0], covering([-8, 2, -2, -11], 4.0, [1, 2], 3)],
+                         temperature=4.0, uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+                SamplerParams(logit_bias=np.array([[0, 0, 0, -16.0]] * 2), min_p=np.array([0.25, 0.25])),
+                [[2], [1, 2]], frozenset({"logit_bias", "min_p"}), coins=_any(1, 2)),
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -44,6 +44,9 @@ SEEDED_EDGE_FINDINGS = {
     "L1/edge/empty-residual": "an empty max(p - q, 0) is divided by its zero sum and torch.multinomial raises "
                               "(SPEC §4 draws from the target row)",
     "L1/edge/empty-residual-top-k": "the same, where top-k 2 leaves [0, .5, .5, 0] beside a draft row 2^-12 above it",
+    **{f"L1/edge/empty-residual-{edge}": "the adapter's log q, renormalised by transformers' softmax, falls below a "
+       "tempered target's larger value: a residual of about 2.4e-4 there, emitted on every run (SPEC 1.5)"
+       for edge in ("temperature", "top-k-temperature", "top-p-temperature")},
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""

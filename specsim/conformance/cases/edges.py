@@ -80,9 +80,10 @@ def own_randomness_twin(caps) -> str | None:
 
 
 EVERY_DTYPE = ("empty-residual",)
-"""Edges (by name prefix) run in every logits dtype the device declares (SPEC 1.4): where the fallback to ``t``
-lives in each dtype's kernel variant, a variant that lost it is caught. Every other edge runs in one dtype
-(``edge_dtype``): its answer is stated for exact inputs, which 16-bit logits round."""
+"""Edges (by name prefix) run in every logits dtype the device declares: SPEC §4's (1.4) and §12's (1.5). Where
+the fallback to ``t`` lives in each dtype's kernel variant, a variant that lost it is caught; their logits are
+exact in 16-bit. Every other edge runs in one dtype (``edge_dtype``): its answer is stated for exact inputs,
+which 16-bit logits round."""
 
 
 def edge_dtype(caps) -> str:
@@ -91,8 +92,9 @@ def edge_dtype(caps) -> str:
     return "float64" if "float64" in caps.dtypes else caps.dtypes[0]
 
 
-def dtype_twins(edge: Edge, caps) -> tuple[str, ...]:
-    """The other declared dtypes ``edge`` runs in too (SPEC 1.4), each the check ``L1/edge/<name>/<dtype>``: every
+def dtype_twins(edge, caps) -> tuple[str, ...]:
+    """The other declared dtypes ``edge`` (an ``Edge`` or a §12 ``SamplerEdge``) runs in too, each the check
+    ``L1/edge/<name>/<dtype>`` (SPEC 1.4) or ``L1-sampler/edge/<name>/<order>/<dtype>`` (1.5): every
     declared dtype but ``edge_dtype`` for an edge of ``EVERY_DTYPE``, none for the others."""
     if not edge.name.startswith(EVERY_DTYPE):
         return ()

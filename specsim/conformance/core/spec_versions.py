@@ -53,7 +53,17 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.4's rows first: 1.3's ``L1/edge/empty-residual*`` and ``L1/edge/*/keyed`` also match their names
+    # 1.5's rows first: 1.4's ``L1/edge/empty-residual-top-*``, ``L1-sampler/edge/empty-residual-*`` and 1.3's
+    # ``L1/sizes/empty-residual*`` also match their names
+    Since("L1/edge/empty-residual-*temperature*", "1.5", "§2/§4 an empty residual of a tempered target", False),
+    Since("L1-sampler/edge/empty-residual-penalty-*", "1.5",
+          "§4/§12 an empty residual where a penalty, temperature and top-k leave the target", False),
+    Since("L1-sampler/edge/empty-residual-bias-*", "1.5",
+          "§4/§12 an empty residual where a bias, temperature and min_p leave the target", False),
+    *(Since(f"L1-sampler/edge/empty-residual-*/*/{dtype}", "1.5", "§4/§6/§12 §12's empty residual in every declared "
+            "logits dtype", False) for dtype in LOGIT_DTYPES),
+    Since("L1/sizes/empty-residual-*-V*", "1.5", "§4 the empty-residual edges at real vocabularies", False),
+    # 1.4's rows next: 1.3's ``L1/edge/empty-residual*`` and ``L1/edge/*/keyed`` also match their names
     Since("L1/edge/empty-residual-top-*", "1.4", "§2/§4 an empty residual where top-k or top-p leaves the target",
           False),
     *(Since(f"L1/edge/empty-residual*/{dtype}", "1.4", "§4/§6 an empty residual in every declared logits dtype", False)
@@ -137,7 +147,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.3', '1.0')
+    ('1.5', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 

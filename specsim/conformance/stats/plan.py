@@ -195,7 +195,8 @@ def edge_tests(caps) -> list[tuple[str, str, dict]]:
 
 def sampler_edge_tests(caps) -> list[tuple[str, str, dict]]:
     """L1-sampler's goodness-of-fit tests: (test name, check, law) per request with a law of more than one
-    outcome, per SPEC §12 edge and order the device can be asked; none with injected noise."""
+    outcome, per SPEC §12 edge and order the device can be asked, and per dtype twin of an empty-residual edge
+    (``dtype_twins``, SPEC 1.5); none with injected noise."""
     if caps.injected_noise:
         return []
     out = []
@@ -203,10 +204,11 @@ def sampler_edge_tests(caps) -> list[tuple[str, str, dict]]:
         for order in edge.orders:
             if sampler_edge_lacking(caps, edge, order):
                 continue
-            check = f"L1-sampler/edge/{edge.name}/{order}"
-            for i, law in enumerate(sampler_edge_laws(edge, order)):
-                if len(law) > 1:
-                    out.append((f"{check}/request{i}", check, law))
+            base = f"L1-sampler/edge/{edge.name}/{order}"
+            for check in (base, *(f"{base}/{d}" for d in dtype_twins(edge, caps))):
+                for i, law in enumerate(sampler_edge_laws(edge, order)):
+                    if len(law) > 1:
+                        out.append((f"{check}/request{i}", check, law))
     return out
 
 

@@ -132,12 +132,15 @@ def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: boo
     batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
     if keyed:
         return judge(name, device, batch, None, None, note=f": {edge.why}, on the keyed streams")
-    return _edge_injected(device, edge, name, batch, noise, dtype)
+    return edge_injected(device, edge, name, batch, noise, dtype)
 
 
-def _edge_injected(device, edge, name: str, batch, noise, dtype: str) -> CheckResult:
+def edge_injected(device, edge, name: str, batch, noise, dtype: str, expected: list | None = None) -> CheckResult:
     """One edge with its injected noise: its exact expected tokens (no near-tie allowance), or, for a float32 run
-    of an edge that is a float64-scale near-tie, the reference's tokens with SPEC §9's allowances."""
+    of an edge that is a float64-scale near-tie, the reference's tokens with SPEC §9's allowances. ``expected``:
+    per request, the tokens (default ``edge.expected``; the mapped ones for an edge re-stated at a vocabulary,
+    ``specsim.testing.embed``)."""
+    expected = edge.expected if expected is None else expected
     got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
@@ -149,8 +152,8 @@ def _edge_injected(device, edge, name: str, batch, noise, dtype: str) -> CheckRe
     emitted = [np.asarray(got.output_token_ids)[i, : int(got.num_accepted[i]) + 1].tolist()
                if np.asarray(got.output_token_ids).shape == (batch.batch_size, width) else None
                for i in range(batch.batch_size)]
-    ok = emitted == edge.expected
-    detail = edge.why if ok else f"{edge.why}: expected {edge.expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
+    ok = emitted == expected
+    detail = edge.why if ok else f"{edge.why}: expected {expected}, got {emitted} (num_accepted {list(map(int, got.num_accepted))})"
     return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "near_tie_allowances": 0})
 
 

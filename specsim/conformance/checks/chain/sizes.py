@@ -29,6 +29,8 @@ groups:
     row, the target's four tokens one in each quarter of the row (different tiles, chunks and
     programs); the step must race the target row across the whole vocabulary
     (``empty_residual_batch``).
+  - ``L1/sizes/<edge>-V<V>``: SPEC §4's other empty-residual edges (the cut's, temperature's, withdrawn
+    drafts') at each of ``EMPTY_VOCABS`` (SPEC 1.5), their ids spread over tile edges (``empty_edge_checks``).
 * ``L2-sizes`` (the device's own randomness, ``rng`` "seeded" or "philox";
   exact, no statistics): ``L2/sizes/batch-invariance`` — probe requests alone
   and at the first and last row of a batch of every size in ``BATCH_SIZES``
@@ -52,6 +54,10 @@ from specsim.conformance.core.calls import Malformed, Refusal, call, formed, mal
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
+from specsim.conformance.cases.edges import edge_dtype, edge_form
+from specsim.conformance.checks.chain.exact import edge_injected
+from specsim.testing.edges import EDGES, make_batch
+from specsim.testing.embed import embed_at, mapped, spread_ids
 from specsim.testing.seeds import case_seed
 
 BATCH_SIZES = (1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1024)
@@ -303,6 +309,39 @@ def empty_residual_checks(device, ctx, only: str | None = None) -> list[CheckRes
                       {"draft_probs"}, empty_residual_batch)
 
 
+# --- L1: the empty-residual edges at real vocabularies (SPEC 1.5) ----------------------------------
+
+SIZED_EDGES = tuple(e for e in EDGES if e.name.startswith("empty-residual-"))
+"""SPEC §4's empty-residual edges but the plain one (``L1/sizes/empty-residual-V<V>`` holds that at size): the
+cut's, temperature's and withdrawn drafts'."""
+
+
+def empty_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/sizes/<edge>-V<V>`` (SPEC 1.5): each of ``SIZED_EDGES`` re-stated at each of ``EMPTY_VOCABS``, its four
+    ids spread over the ids where kernels change path (``embed.spread_ids``: id 0, each side of a tile edge, of
+    2^15 and 2^16, the last id), every other id ``-inf`` (``embed.embed_at``): its exact tokens, mapped. The cut,
+    the temperature and the fallback to ``t`` then run over many tiles and chunks, as they do at a real
+    vocabulary: a fallback, a top-k or a top-p kept set taken from the first tile alone is caught."""
+    caps, results = device.capabilities, []
+    dtype = edge_dtype(caps)
+    for edge in SIZED_EDGES:
+        form = edge_form(edge, caps)
+        for V in QUICK_EMPTY_VOCABS if ctx.quick else EMPTY_VOCABS:
+            name = f"L1/sizes/{edge.name}-V{V}"
+            if only is not None and name != only:
+                continue
+            skip = _gate(name, caps, form.needs, vocab_size=V, dtype=dtype)
+            if skip:
+                results.append(skip)
+                continue
+            batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+            ids = spread_ids(V, batch.vocab_size)
+            batch, noise = embed_at(batch, noise, V, ids)
+            expected = [mapped(ids, list(tokens)) for tokens in edge.expected]
+            results.append(edge_injected(device, edge, name, batch, noise, dtype, expected))
+    return results
+
+
 # --- L1: rejections with small residual mass ----------------------------------------------
 
 def small_residual_batch(rng: np.random.Generator, tv: float, tiny: bool, dtype: str,
@@ -375,7 +414,8 @@ def sizes_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     # Cheapest first: a mutant hunt stops at the group's end, but a slow device (an interpreter) reaches
     # the 256000-wide vocabularies last.
     return (residual_checks(device, ctx, only) + batch_checks(device, ctx, only) + vocab_checks(device, ctx, only)
-            + filter_checks(device, ctx, only) + empty_residual_checks(device, ctx, only))
+            + filter_checks(device, ctx, only) + empty_residual_checks(device, ctx, only)
+            + empty_edge_checks(device, ctx, only))
 
 
 # --- L2: the device's own randomness at every batch size --------------------------------------

@@ -48,7 +48,8 @@ import numpy as np
 from devices.protocol import SAMPLER_ORDERS, SAMPLER_PARAMETERS
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.judge import stats
-from specsim.conformance.cases.edges import sampler_edge_lacking, sampler_edge_laws, sampler_lacking, sampler_samples
+from specsim.conformance.cases.edges import (dtype_twins, edge_dtype, sampler_edge_lacking, sampler_edge_laws,
+                                             sampler_lacking, sampler_samples)
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.conformance.stats.plan import StatPlan, run_plan
@@ -158,20 +159,25 @@ def random_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
 
 
 def edge_checks(device, ctx) -> list[CheckResult]:
+    """``L1-sampler/edge/<name>/<order>`` for every edge and order profile, in the edges' dtype (``edge_dtype``);
+    the empty-residual edges again in every other declared logits dtype (SPEC 1.5,
+    ``L1-sampler/edge/<name>/<order>/<dtype>``, ``dtype_twins``): where §12's fallback to ``t`` lives in each dtype's
+    kernel variant, a variant that lost it fails there."""
     caps, results = device.capabilities, []
-    dtype = "float64" if "float64" in caps.dtypes else caps.dtypes[0]
+    dtype = edge_dtype(caps)
     plan = None if caps.injected_noise else run_plan(caps, ctx)
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             name = f"L1-sampler/edge/{edge.name}/{order}"
+            asked = {name: dtype, **{f"{name}/{d}": d for d in dtype_twins(edge, caps)}}
             why = sampler_edge_lacking(caps, edge, order)
-            if why:
-                results.append(CheckResult(name, "L1", "not_supported", why))
-                continue
-            if caps.injected_noise:
-                results.append(edge_check(device, edge, order, dtype, name, ctx))
-            else:
-                results.append(edge_law_check(device, edge, order, dtype, name, ctx, plan))
+            for check, in_dtype in asked.items():
+                if why:
+                    results.append(CheckResult(check, "L1", "not_supported", why))
+                elif caps.injected_noise:
+                    results.append(edge_check(device, edge, order, in_dtype, check, ctx))
+                else:
+                    results.append(edge_law_check(device, edge, order, in_dtype, check, ctx, plan))
     return results
 
 
