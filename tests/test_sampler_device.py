@@ -46,10 +46,12 @@ def _rows_read(batch) -> np.ndarray:
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
+    from specsim.conformance.cases.edges import dtype_twins
     from specsim.conformance.checks.sampler.group import SIZES
     results = sampler_group(device, Context())
     at_size = len(SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # the edges re-stated at size
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size  # + precision
+    in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes  # + precision
     assert [r for r in results if r.status != "pass"] == []
 
 

@@ -26,7 +26,9 @@ checks that need it, never a silent pass):
   answer); bonus rows below min_tokens with several stop ids; min_p's ties;
   the bias before temperature; repetition on negative logits; the frequency
   penalty counting repeats; allowed ids at the bonus row; §2's tie rules on §12's rows (top-k's and
-  top-p's whole tie class kept, greedy ties to the smallest id) in each profile. An edge's coins are
+  top-p's whole tie class kept, greedy ties to the smallest id) in each profile; SPEC §4's empty residual
+  through each ban and where a penalty or a bias takes the draft past a cut, each of these again in every
+  other declared logits dtype (``L1-sampler/edge/<name>/<order>/<dtype>``, SPEC 1.5). An edge's coins are
   drawn from the run's seed inside the interval where its answer holds;
 - **edges at size** ``L1-sampler/edge/<name>/<order>/V<V>`` (injected noise only): each edge
   re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
