@@ -163,3 +163,28 @@ def test_a_device_declaring_1_4_sees_the_new_checks_apart():
                           ("L1-sampler/edge/empty-residual-bias-min-p/canonical/V65537", "1.5"),
                           ("L1/sizes/empty-residual-top-p-V128256", "1.5")):
         assert spec_versions.introduced_in(name) == version, name
+
+
+def _dtype(name):
+    return lambda batch, noise: np.asarray(batch.target_logits).dtype.name == name
+
+
+def test_a_16_bit_path_that_breaks_any_edges_rule_fails_that_edges_twin():
+    """SPEC 1.5 item 2: an inclusive coin (u <= ratio: u = 0 accepts a draft of target probability 0) on the bfloat16
+    path alone passes every float64 edge and fails the edges that show it, in bfloat16 only; before 1.5 only
+    L1-16bit's volume checks met that path, whose coins are never 0."""
+    base = load("torch")
+    device = PathOf(base, make_mutant(base, "accept-inclusive"), _dtype("bfloat16"))
+    failed = _failed(edge_group(device, CTX))
+    assert failed and all(n.endswith("/bfloat16") for n in failed), failed
+    assert "L1/edge/u0-zero-target-full/bfloat16" in failed and "L1/edge/u0-masked-point/bfloat16" in failed
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
+
+
+def test_a_16_bit_sampler_path_that_reads_the_wrong_mask_row_fails_those_twins():
+    base = load("torch")
+    device = PathOf(base, make_mutant(base, "sampler-mask-previous-row"), _sampler_bfloat16)
+    failed = _failed(edge_checks(device, CTX))
+    assert failed and all(n.endswith("/bfloat16") for n in failed), failed
+    assert "L1-sampler/edge/mask-forbids-draft/canonical/bfloat16" in failed
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}

@@ -136,11 +136,13 @@ def test_a_device_broken_on_its_sampler_path_fails_the_sampler_edges_only():
     assert edge_check(base, edge, "vllm", "float64", "at-size", CTX, at=at).status == "pass"
 
 
-def test_every_declared_dtype_gets_the_empty_residual_edges_and_no_other_edge():
+def test_every_declared_dtype_gets_every_edge_it_holds():
+    """1.4's twins (the empty-residual edges) and 1.5's (every other edge whose logits the dtype holds exactly, and
+    whose answer does not hinge on a float64 ratio)."""
     caps = load("torch").capabilities
     assert edge_dtype(caps) == "float64"
     for edge in EDGES:
-        want = ("float16", "bfloat16", "float32") if edge.name in EMPTY_EDGES else ()
+        want = () if edge.name in ("u-just-below-ratio", "top-p-cut-ties") else ("float16", "bfloat16", "float32")
         assert dtype_twins(edge, caps) == want, edge.name
     npu = dataclasses.replace(caps, dtypes=("float32",))
     assert all(dtype_twins(e, npu) == () for e in EDGES)

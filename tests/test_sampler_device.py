@@ -63,11 +63,13 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
     assert status["L1-sampler/canonical/bad_words"] == ("not_supported", "device does not declare sampler bad_words")
     assert status["L1-sampler/vllm/min_p"] == ("not_supported", "device does not declare sampler order 'vllm'")
     assert status["L1-sampler/canonical/declared"][0] == "pass"     # the declared subset together: min_p alone
-    assert sorted(name for name, (s, _) in status.items() if s == "pass") == [
+    assert sorted(name for name, (s, _) in status.items() if s == "pass") == sorted([
         "L1-sampler/canonical/declared", "L1-sampler/canonical/min_p", "L1-sampler/edge/min-p-after-temperature/canonical",
         "L1-sampler/edge/min-p-after-temperature/canonical/V151936", "L1-sampler/edge/min-p-threshold-ties/canonical",
         "L1-sampler/edge/min-p-threshold-ties/canonical/V151936", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
-        "L1-sampler/edge/order-min-p-meets-top-p/canonical/V151936", "L1-sampler/precision"]
+        "L1-sampler/edge/order-min-p-meets-top-p/canonical/V151936", "L1-sampler/precision",
+        # SPEC 1.5: the edge whose logits every dtype holds, in each other declared dtype
+        *(f"L1-sampler/edge/min-p-threshold-ties/canonical/{d}" for d in ("float16", "bfloat16", "float32"))])
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -105,8 +107,8 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     assert at_size and all(r.status == "not_supported" and "injected noise" in r.detail for r in at_size)
     broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
     assert {r.name for r in broken if r.status == "fail"} == {   # both bad-word edges see the pre-step history
-        f"L1-sampler/edge/{edge}/{order}" for edge in ("bad-word-completed-by-drafts", "bad-word-at-every-split")
-        for order in ("canonical", "vllm")}
+        f"L1-sampler/edge/{edge}/{order}{dtype}" for edge in ("bad-word-completed-by-drafts", "bad-word-at-every-split")
+        for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32")}
 
 
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():
@@ -127,8 +129,9 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistic
     assert all(r.alpha in {t.alpha for t in planned if t.check == r.name} for r in tested)
     broken = sampler_group(BlackBox(MUTANTS["sampler-min-tokens-bonus-pre-step"].make()), ctx)
     failed = [r for r in broken if r.status == "fail"]
-    assert [r.name for r in failed] == ["L1-sampler/edge/min-tokens-crossing/canonical",
-                                        "L1-sampler/edge/min-tokens-crossing/vllm"]
+    assert [r.name for r in failed] == [f"L1-sampler/edge/min-tokens-crossing/{order}{dtype}"
+                                        for order in ("canonical", "vllm")
+                                        for dtype in ("", "/float16", "/bfloat16", "/float32")]
     assert all(r.alpha is not None and r.p_value <= r.alpha for r in failed)
 
 

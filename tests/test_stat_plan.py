@@ -194,8 +194,9 @@ def test_an_edge_or_a_tree_case_added_to_the_lists_is_planned():
         stat_plan._enumerate.cache_clear()
         stat_plan._run_plan.cache_clear()
     added = {t.name for t in after.tests} - {t.name for t in before.tests}
-    assert added == {"L1/edge/two-outcome-probe/request0", "L3/trees/probe-tree/path", "L3/trees/probe-tree/accepted"}
-    assert after.alpha_sum == 1e-3 and len(after.tests) == len(before.tests) + 3
+    twins = {f"L1/edge/two-outcome-probe/{d}/request0" for d in ("float16", "bfloat16", "float32")}  # SPEC 1.5
+    assert added == {"L1/edge/two-outcome-probe/request0", "L3/trees/probe-tree/path", "L3/trees/probe-tree/accepted"} | twins
+    assert after.alpha_sum == 1e-3 and len(after.tests) == len(before.tests) + 6
 
 
 def test_a_tree_pattern_added_to_the_list_is_planned(monkeypatch):

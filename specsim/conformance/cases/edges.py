@@ -41,6 +41,7 @@ from reference.target import target_probs
 from reference.verify import residual
 from specsim.judge import stats
 from specsim.conformance.core.calls import missing
+from specsim.testing.batches import numpy_dtype
 from specsim.testing.edges import Edge, Request, make_batch
 
 SAMPLES, QUICK_SAMPLES = 2000, 400
@@ -79,27 +80,35 @@ def own_randomness_twin(caps) -> str | None:
     return {"philox": "keyed", "seeded": "seeded"}.get(caps.rng) if caps.injected_noise else None
 
 
-EVERY_DTYPE = ("empty-residual",)
-"""Edges (by name prefix) run in every logits dtype the device declares: SPEC §4's (1.4) and §12's (1.5). Where
-the fallback to ``t`` lives in each dtype's kernel variant, a variant that lost it is caught; their logits are
-exact in 16-bit. Every other edge runs in one dtype (``edge_dtype``): its answer is stated for exact inputs,
-which 16-bit logits round."""
-
-
 def edge_dtype(caps) -> str:
     """The logits dtype an edge runs in first: float64 where declared (the reference's own), else the first
     declared."""
     return "float64" if "float64" in caps.dtypes else caps.dtypes[0]
 
 
+def holds_exactly(edge, dtype: str) -> bool:
+    """Whether ``dtype`` holds every logit of ``edge`` (an ``Edge`` or a §12 ``SamplerEdge``) exactly, and its answer
+    does not hinge on a float64 ratio (``float32_exact``): then its answer is the same in that dtype, and a device's
+    kernel variant for it is held to the edge as stated.
+
+    >>> from specsim.testing.edges import EDGES
+    >>> [e.name for e in EDGES if not holds_exactly(e, "bfloat16")]
+    ['u-just-below-ratio', 'top-p-cut-ties']
+    """
+    if dtype != "float64" and not getattr(edge, "float32_exact", True):
+        return False
+    logits = np.array([v for r in edge.requests for row in r.logits for v in row], dtype=np.float64)
+    return bool(np.array_equal(logits.astype(numpy_dtype(dtype)).astype(np.float64), logits))
+
+
 def dtype_twins(edge, caps) -> tuple[str, ...]:
     """The other declared dtypes ``edge`` (an ``Edge`` or a §12 ``SamplerEdge``) runs in too, each the check
-    ``L1/edge/<name>/<dtype>`` (SPEC 1.4) or ``L1-sampler/edge/<name>/<order>/<dtype>`` (1.5): every
-    declared dtype but ``edge_dtype`` for an edge of ``EVERY_DTYPE``, none for the others."""
-    if not edge.name.startswith(EVERY_DTYPE):
-        return ()
+    ``L1/edge/<name>/<dtype>`` or ``L1-sampler/edge/<name>/<order>/<dtype>``: every declared dtype but
+    ``edge_dtype`` that ``holds_exactly`` its logits. The empty-residual edges of §4 since SPEC 1.4; every other
+    edge since 1.5: a dtype's kernel variant (16-bit loads, a float32 path) that lost a rule the float64 path keeps
+    is caught edge by edge, not only at volume (``L1-16bit``)."""
     first = edge_dtype(caps)
-    return tuple(d for d in caps.dtypes if d != first)
+    return tuple(d for d in caps.dtypes if d != first and holds_exactly(edge, d))
 
 
 def as_draft_probs(edge: Edge) -> Edge:

@@ -60,13 +60,15 @@ INTRODUCED: tuple[Since, ...] = (
           "§4/§12 an empty residual where a penalty, temperature and top-k leave the target", False),
     Since("L1-sampler/edge/empty-residual-bias-*", "1.5",
           "§4/§12 an empty residual where a bias, temperature and min_p leave the target", False),
-    *(Since(f"L1-sampler/edge/empty-residual-*/*/{dtype}", "1.5", "§4/§6/§12 §12's empty residual in every declared "
-            "logits dtype", False) for dtype in LOGIT_DTYPES),
+    *(Since(f"L1-sampler/edge/*/*/{dtype}", "1.5", "§6/§12 every §12 edge in every declared logits dtype that holds "
+            "its logits", False) for dtype in LOGIT_DTYPES),
     Since("L1/sizes/empty-residual-*-V*", "1.5", "§4 the empty-residual edges at real vocabularies", False),
     # 1.4's rows next: 1.3's ``L1/edge/empty-residual*`` and ``L1/edge/*/keyed`` also match their names
     Since("L1/edge/empty-residual-top-*", "1.4", "§2/§4 an empty residual where top-k or top-p leaves the target",
           False),
     *(Since(f"L1/edge/empty-residual*/{dtype}", "1.4", "§4/§6 an empty residual in every declared logits dtype", False)
+      for dtype in LOGIT_DTYPES),
+    *(Since(f"L1/edge/*/{dtype}", "1.5", "§4/§6 every edge in every declared logits dtype that holds its logits", False)
       for dtype in LOGIT_DTYPES),
     Since("L1-sampler/edge/empty-residual-*", "1.4", "§4/§12 an empty residual on §12's rows", False),
     Since("L1/edge/*/keyed", "1.3", "§4/§5.2 every edge on the keyed streams of a device taking injected noise",
