@@ -44,7 +44,7 @@ class FilterCuts(GraphCache):
         self.graphs = graphs
         self._seen: OrderedDict = OrderedDict()      # signatures run once, not captured yet
         self._captured: OrderedDict = OrderedDict()  # signature → (graph, params, plan, cut)
-        self._eager: set = set()                     # signatures whose capture failed
+        self._eager: OrderedDict = OrderedDict()     # signatures whose capture failed (trimmed as _seen is)
 
     def __call__(self, target_logits, cu, temperature, top_k, top_p, min_p=None, order: str = "canonical"):
         """Same arguments and result as ``filter_cuts`` (``[rows]`` cut or None)."""
@@ -76,7 +76,7 @@ class FilterCuts(GraphCache):
                 cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)
         except Exception as e:  # noqa: BLE001 — a capture torch refuses: stay eager for this signature
             warnings.warn(f"FilterCuts: capture failed ({type(e).__name__}: {e}); this signature runs eagerly")
-            self._eager.add(key)
+            self._remember(self._eager, key, True, 4 * self.capacity)
             cut = candidate_cut(target_logits, f.params, plan, order, self.top_values)
             return finish_cut(target_logits, f.params, plan, cut, order)
         self._remember(self._captured, key, (graph, f.params, plan, cut), self.capacity)

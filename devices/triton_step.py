@@ -80,7 +80,7 @@ class GraphCache:
 
     _seen: OrderedDict
     _captured: OrderedDict
-    _eager: OrderedDict | set   # signatures that run their launches each call
+    _eager: OrderedDict         # signatures that run their launches each call (trimmed as ``_seen`` is)
 
     @staticmethod
     def _remember(table: OrderedDict, key, value, capacity: int) -> None:

@@ -188,3 +188,29 @@ def test_a_16_bit_sampler_path_that_reads_the_wrong_mask_row_fails_those_twins()
     assert failed and all(n.endswith("/bfloat16") for n in failed), failed
     assert "L1-sampler/edge/mask-forbids-draft/canonical/bfloat16" in failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
+
+
+def test_a_fallback_lost_past_the_cores_limits_fails_at_the_declared_ones():
+    """SPEC 1.5 item 3: a device declaring V up to 2^19 and K up to 256 whose fallback recovers token 0 only past
+    V = 262144, or only past the core's K = 8, passes the empty-residual checks at the core's limits and fails the
+    empty-residual check at its declared limit, in each noise mode it declares."""
+    from specsim.conformance.cases.declared import k_limits, vocab_limits
+    from specsim.conformance.checks.declared.group import _empty_residual_at_k, _empty_residual_at_v, noise_modes
+    base = load("torch")
+    caps = dataclasses.replace(base.capabilities, max_vocab_size=1 << 19)
+    broken = make_mutant(base, "empty-residual-token-zero")
+    past_v = PathOf(base, broken, lambda batch, noise: batch.vocab_size > 262144, caps)
+    past_k = PathOf(base, broken, lambda batch, noise: batch.max_k > 8, caps)
+    assert [lim.value for lim in vocab_limits(caps)] == [262144, 524288]
+    assert [lim.value for lim in k_limits(caps)] == [8, 256]
+    assert noise_modes(caps) == ["injected", "keyed"]
+    for mode in noise_modes(caps):
+        got = {r.name: r.status for lim in vocab_limits(caps) for r in [_empty_residual_at_v(past_v, CTX, mode, lim,
+                                                                                             "float32")]}
+        assert got == {f"L1/declared/{mode}/empty-residual-V262144": "pass",
+                       f"L1/declared/{mode}/empty-residual-V524288": "fail"}, got
+        got = {r.name: r.status for lim in k_limits(caps) for r in [_empty_residual_at_k(past_k, CTX, mode, lim,
+                                                                                         "float32")]}
+        assert got == {f"L1/declared/{mode}/empty-residual-K8": "pass",
+                       f"L1/declared/{mode}/empty-residual-K256": "fail"}, got
+    assert spec_versions.introduced_in("L1/declared/keyed/empty-residual-K256") == "1.5"

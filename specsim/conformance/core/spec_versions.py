@@ -63,6 +63,7 @@ INTRODUCED: tuple[Since, ...] = (
     *(Since(f"L1-sampler/edge/*/*/{dtype}", "1.5", "§6/§12 every §12 edge in every declared logits dtype that holds "
             "its logits", False) for dtype in LOGIT_DTYPES),
     Since("L1/sizes/empty-residual-*-V*", "1.5", "§4 the empty-residual edges at real vocabularies", False),
+    Since("L1/declared/*/empty-residual-*", "1.5", "§4 an empty residual at the declared V and max_k", False),
     # 1.4's rows next: 1.3's ``L1/edge/empty-residual*`` and ``L1/edge/*/keyed`` also match their names
     Since("L1/edge/empty-residual-top-*", "1.4", "§2/§4 an empty residual where top-k or top-p leaves the target",
           False),

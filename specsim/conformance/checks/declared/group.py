@@ -14,7 +14,8 @@ at those values — not only at the core's minimum, and not only for the form of
 * ``L1-declared`` — token for token against ``reference`` (``specsim.judge.compare``, SPEC §9's
   near-tie allowances), in each declared noise mode: ``injected`` (given noise, SPEC §5.1) and
   ``keyed`` (``rng == "philox"``, noise None: the reference's keyed streams, SPEC §5.2). Checks
-  ``L1/declared/<mode>/{vocab-V<V>, K<K>, batch-B<B>, tree-<scheme>-N<N>-D<D>}``.
+  ``L1/declared/<mode>/{vocab-V<V>, K<K>, batch-B<B>, tree-<scheme>-N<N>-D<D>}``, and SPEC §4's empty residual
+  at each checked V and K (SPEC 1.5: ``empty-residual-V<V>``, ``empty-residual-K<K>``).
 * ``L3-declared`` — a device drawing its own randomness (``rng`` "seeded" or "philox", with or
   without injected noise), mode ``device-rng``:
 
@@ -41,9 +42,9 @@ checked per noise mode.
 are checked at their declared values in a quick run too.
 
 Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
-draw of V exponentials per request dominates at V = 262144): ``L1-declared`` 7.8 s and ``L3-declared``
-19.4 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144; 11 s and 26 s wall), 5.0 s and 7.1 s
-with ``--quick``; peak memory 1.8 GB. Measured with ``python -m specsim.conformance.checks.declared.group [--quick]``, which prints
+draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.0 s
+(SPEC 1.5's empty residual at V and K included) and ``L3-declared`` 15.0 s at full size (``LAW_SAMPLES`` = 240
+requests at V = 262144; 7.0 s and 14.9 s wall), 4.4 s and 5.1 s with ``--quick``; peak memory 1.8 GB. Measured with ``python -m specsim.conformance.checks.declared.group [--quick]``, which prints
 each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
 """
 
@@ -56,13 +57,15 @@ from collections import Counter
 import numpy as np
 
 from devices.protocol import Noise, TreeBatch, VerifyBatch
-from specsim.conformance.core.calls import Malformed, call, formed, malformed_result
+from specsim.conformance.core.calls import Malformed, call, formed, malformed_result, missing
 from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED, KEYED, SMALL_V, LawCase, Limit, Req,
                                                 assemble, batch_sizes, case_law, cast_logits, deep_requests, k_limits,
                                                 law_cases, logits_dtype, per_call, random_requests, request_laws,
                                                 scope, support_requests, tree_limits, vocab_limits)
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
+from specsim.testing.edges import EDGES, Request, make_batch
+from specsim.testing.embed import embed_at, spread_ids as spread_ids_at
 from specsim.testing.seeds import case_seed
 
 
@@ -219,8 +222,65 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             rng = np.random.default_rng(case_seed(ctx.seed, name))
             batch = assemble(random_requests(rng, B, SMALL_V, caps), SMALL_V, dtype, point)
             results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
+        results += [_empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
+        results += [_empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
     return results
+
+
+# --------------------------------------------------------------------------- an empty residual at the declared limits
+
+DECLARED_EMPTY_EDGES = ("empty-residual", "empty-residual-top-k-temperature", "empty-residual-top-p-temperature")
+"""SPEC §4's empty-residual edges asked at each declared V (SPEC 1.5): the plain rows', and the cuts' at T ≠ 1."""
+
+
+def _empty_residual_lacking(caps) -> str | None:
+    return None if caps.draft_probs else ("device declares no draft probabilities: a point proposal's residual is "
+                                          "never empty (SPEC §4: t with the drafted token zeroed)")
+
+
+def _empty_residual_at_v(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
+    """``L1/declared/<mode>/empty-residual-V<V>`` (SPEC 1.5): each request of ``DECLARED_EMPTY_EDGES`` (those the
+    device can be asked) re-stated at the checked V, its four ids spread over the row (``embed.spread_ids``: id 0,
+    tile edges, 2^15, 2^16, the last id), one request a call; its tokens against the reference's in ``mode``. A
+    fallback to ``t`` that breaks only past the vocabularies L1-sizes reaches fails here."""
+    name, caps = f"L1/declared/{mode}/empty-residual-V{lim.value}", device.capabilities
+    why = _empty_residual_lacking(caps)
+    if why:
+        return CheckResult(name, "L1", "not_supported", why)
+    said = f"an empty residual at V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
+    ids, parts = spread_ids_at(lim.value, 4), []
+    for edge in EDGES:
+        if edge.name not in DECLARED_EMPTY_EDGES or missing(caps, edge.needs):
+            continue
+        for request in edge.requests:   # one a call: within CALL_BYTES at every V checked
+            batch, noise = embed_at(*make_batch([request], dtype=dtype, point=False), lim.value, ids)
+            parts.append(_l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise))
+    return _first_failure(parts)
+
+
+def _empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
+    """``L1/declared/<mode>/empty-residual-K<K>`` (SPEC 1.5): requests of K drafts, the first K − 1 accepted with
+    certainty (one-hot target and draft rows), the last rejected with an empty residual — the tempered target of
+    ``empty-residual-temperature`` and, where the device declares top-k, of ``empty-residual-top-k-temperature`` —
+    so the fallback to ``t`` runs at the declared depth's last position."""
+    name, caps, K = f"L1/declared/{mode}/empty-residual-K{lim.value}", device.capabilities, lim.value
+    why = _empty_residual_lacking(caps)
+    if why:
+        return CheckResult(name, "L1", "not_supported", why)
+    reqs = []
+    for e in EDGES:
+        if e.name in ("empty-residual-temperature", "empty-residual-top-k-temperature") and not missing(caps, e.needs):
+            last = e.requests[0]   # its one draft, rejected at position 0 with an empty residual
+            certain = [j % 3 for j in range(K - 1)]
+            reqs.append(Request(certain + [last.draft_ids[0]],
+                                [[0.0 if v == x else -np.inf for v in range(4)] for x in certain] + list(last.logits),
+                                [[float(v == x) for v in range(4)] for x in certain] + list(last.draft_rows),
+                                temperature=last.temperature, top_k=last.top_k, top_p=last.top_p,
+                                uniforms=[0.5] * K, exponentials=last.exponentials))
+    batch, noise = make_batch(reqs, dtype=dtype, point=False)
+    said = f"an empty residual at position K-1 of K={K} (declared max_k {lim.declared})"
+    return _l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
 
 
 def _tree_said(scheme: str, nodes: Limit, depth: Limit) -> str:
