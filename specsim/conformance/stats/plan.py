@@ -195,8 +195,8 @@ def edge_tests(caps) -> list[tuple[str, str, dict]]:
 
 def sampler_edge_tests(caps) -> list[tuple[str, str, dict]]:
     """L1-sampler's goodness-of-fit tests: (test name, check, law) per request with a law of more than one
-    outcome, per SPEC §12 edge and order the device can be asked, and per dtype twin of an empty-residual edge
-    (``dtype_twins``, SPEC 1.5); none with injected noise."""
+    outcome, per SPEC §12 edge and order the device can be asked, and per dtype twin of each (``dtype_twins``, SPEC 1.5);
+    none with injected noise."""
     if caps.injected_noise:
         return []
     out = []

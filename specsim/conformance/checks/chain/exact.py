@@ -100,8 +100,9 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     noise that also draws its own randomness runs each edge a second time on it (SPEC 1.3): on §5.2's keyed
     streams (``rng = "philox"``) token for token with the reference's (``L1/edge/<name>/keyed``), on unkeyed
     draws (``"seeded"``) by the edge's law (``L1/edge/<name>/seeded``): that path is other code, held to every
-    edge too. The empty-residual edges run in every other declared logits dtype as well (SPEC 1.4,
-    ``L1/edge/<name>/<dtype>``, ``edge_laws.dtype_twins``). ``only``: that one check's name."""
+    edge too. Each edge whose logits a dtype holds runs in every other declared logits dtype as well
+    (``L1/edge/<name>/<dtype>``, ``edge_laws.dtype_twins``: the empty-residual edges since SPEC 1.4, every other
+    since 1.5). ``only``: that one check's name."""
     caps, results = device.capabilities, []
     dtype = edge_dtype(caps)
     own = own_randomness_twin(caps)

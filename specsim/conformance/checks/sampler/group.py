@@ -27,8 +27,9 @@ checks that need it, never a silent pass):
   the bias before temperature; repetition on negative logits; the frequency
   penalty counting repeats; allowed ids at the bonus row; §2's tie rules on §12's rows (top-k's and
   top-p's whole tie class kept, greedy ties to the smallest id) in each profile; SPEC §4's empty residual
-  through each ban and where a penalty or a bias takes the draft past a cut, each of these again in every
-  other declared logits dtype (``L1-sampler/edge/<name>/<order>/<dtype>``, SPEC 1.5). An edge's coins are
+  through each ban and where a penalty or a bias takes the draft past a cut. Each edge whose logits a dtype
+  holds runs again in every other declared logits dtype (``L1-sampler/edge/<name>/<order>/<dtype>``, SPEC
+  1.5; ``dtype_twins``). An edge's coins are
   drawn from the run's seed inside the interval where its answer holds;
 - **edges at size** ``L1-sampler/edge/<name>/<order>/V<V>`` (injected noise only): each edge
   re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
@@ -162,9 +163,9 @@ def random_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
 
 def edge_checks(device, ctx) -> list[CheckResult]:
     """``L1-sampler/edge/<name>/<order>`` for every edge and order profile, in the edges' dtype (``edge_dtype``);
-    the empty-residual edges again in every other declared logits dtype (SPEC 1.5,
-    ``L1-sampler/edge/<name>/<order>/<dtype>``, ``dtype_twins``): where §12's fallback to ``t`` lives in each dtype's
-    kernel variant, a variant that lost it fails there."""
+    each again in every other declared logits dtype that holds its logits (SPEC 1.5,
+    ``L1-sampler/edge/<name>/<order>/<dtype>``, ``dtype_twins``): a dtype's kernel variant that lost a rule fails
+    there."""
     caps, results = device.capabilities, []
     dtype = edge_dtype(caps)
     plan = None if caps.injected_noise else run_plan(caps, ctx)
