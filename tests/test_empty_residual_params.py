@@ -195,7 +195,7 @@ def test_a_fallback_lost_past_the_cores_limits_fails_at_the_declared_ones():
     V = 262144, or only past the core's K = 8, passes the empty-residual checks at the core's limits and fails the
     empty-residual check at its declared limit, in each noise mode it declares."""
     from specsim.conformance.cases.declared import k_limits, vocab_limits
-    from specsim.conformance.checks.declared.group import _empty_residual_at_k, _empty_residual_at_v, noise_modes
+    from specsim.conformance.checks.declared.group import empty_residual_at_k, empty_residual_at_v, noise_modes
     base = load("torch")
     caps = dataclasses.replace(base.capabilities, max_vocab_size=1 << 19)
     broken = make_mutant(base, "empty-residual-token-zero")
@@ -205,11 +205,11 @@ def test_a_fallback_lost_past_the_cores_limits_fails_at_the_declared_ones():
     assert [lim.value for lim in k_limits(caps)] == [8, 256]
     assert noise_modes(caps) == ["injected", "keyed"]
     for mode in noise_modes(caps):
-        got = {r.name: r.status for lim in vocab_limits(caps) for r in [_empty_residual_at_v(past_v, CTX, mode, lim,
+        got = {r.name: r.status for lim in vocab_limits(caps) for r in [empty_residual_at_v(past_v, CTX, mode, lim,
                                                                                              "float32")]}
         assert got == {f"L1/declared/{mode}/empty-residual-V262144": "pass",
                        f"L1/declared/{mode}/empty-residual-V524288": "fail"}, got
-        got = {r.name: r.status for lim in k_limits(caps) for r in [_empty_residual_at_k(past_k, CTX, mode, lim,
+        got = {r.name: r.status for lim in k_limits(caps) for r in [empty_residual_at_k(past_k, CTX, mode, lim,
                                                                                          "float32")]}
         assert got == {f"L1/declared/{mode}/empty-residual-K8": "pass",
                        f"L1/declared/{mode}/empty-residual-K256": "fail"}, got

@@ -222,8 +222,8 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             rng = np.random.default_rng(case_seed(ctx.seed, name))
             batch = assemble(random_requests(rng, B, SMALL_V, caps), SMALL_V, dtype, point)
             results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
-        results += [_empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
-        results += [_empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
+        results += [empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
+        results += [empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
     return results
 
@@ -239,7 +239,7 @@ def _empty_residual_lacking(caps) -> str | None:
                                           "never empty (SPEC §4: t with the drafted token zeroed)")
 
 
-def _empty_residual_at_v(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
+def empty_residual_at_v(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
     """``L1/declared/<mode>/empty-residual-V<V>`` (SPEC 1.5): each request of ``DECLARED_EMPTY_EDGES`` (those the
     device can be asked) re-stated at the checked V, its four ids spread over the row (``embed.spread_ids``: id 0,
     tile edges, 2^15, 2^16, the last id), one request a call; its tokens against the reference's in ``mode``. A
@@ -259,7 +259,7 @@ def _empty_residual_at_v(device, ctx, mode: str, lim: Limit, dtype: str) -> Chec
     return _first_failure(parts)
 
 
-def _empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
+def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
     """``L1/declared/<mode>/empty-residual-K<K>`` (SPEC 1.5): requests of K drafts, the first K − 1 accepted with
     certainty (one-hot target and draft rows), the last rejected with an empty residual — the tempered target of
     ``empty-residual-temperature`` and, where the device declares top-k, of ``empty-residual-top-k-temperature`` —
@@ -510,4 +510,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["LAW_CALL_BYTES", "certain_tree", "steered_tree", "join_trees", "noise_modes", "l1_checks",
-           "declared_exact_group", "outside_support", "support_checks", "declared_law_group"]
+           "empty_residual_at_v", "empty_residual_at_k", "declared_exact_group", "outside_support", "support_checks",
+           "declared_law_group"]
