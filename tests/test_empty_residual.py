@@ -123,6 +123,17 @@ class PathOf:
         return (self.broken if self.broken_on(batch, noise) else self.good).verify(batch, noise)
 
 
+def failed_names(results) -> list[str]:
+    """The failed checks' names; every other check passed or was not asked."""
+    assert all(r.status in ("pass", "not_supported", "fail") for r in results), [(r.name, r.status) for r in results]
+    return sorted(r.name for r in results if r.status == "fail")
+
+
+def dtype_is(name: str):
+    """A ``PathOf`` choice: the calls whose logits are of dtype ``name``."""
+    return lambda batch, noise: np.asarray(batch.target_logits).dtype.name == name
+
+
 def _own_draws(batch, noise) -> bool:
     """The calls a device answers on its own randomness: no injected noise."""
     return noise is None

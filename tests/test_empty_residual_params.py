@@ -27,7 +27,7 @@ from specsim.conformance.stats.plan import sampler_edge_tests  # noqa: E402
 from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
 from specsim.mutants.zoo import make_mutant  # noqa: E402
 from specsim.testing.sampler_edges import SAMPLER_EDGES  # noqa: E402
-from tests.test_empty_residual import PathOf  # noqa: E402
+from tests.test_empty_residual import PathOf, dtype_is, failed_names  # noqa: E402
 
 CTX = Context(quick=True)
 TEMPERATURE_EDGES = ("empty-residual-temperature", "empty-residual-top-k-temperature",
@@ -60,12 +60,6 @@ BANS_ONLY = SourceMutant(
                  "        fallback = ts.target_probs(fallback_logits, rows, **filters)\n" + _FALL_BACK)))
 
 
-def _failed(results) -> list[str]:
-    """The failed checks' names; every other check passed or was not asked."""
-    assert all(r.status in ("pass", "not_supported", "fail") for r in results), [(r.name, r.status) for r in results]
-    return sorted(r.name for r in results if r.status == "fail")
-
-
 def _every_check(device) -> list:
     return edge_group(device, CTX) + edge_checks(device, CTX) + empty_residual_checks(device, CTX) + \
         empty_edge_checks(device, CTX)
@@ -78,7 +72,7 @@ def _sampler_names(edges, dtypes=("", *(f"/{d}" for d in DTYPES))) -> list[str]:
 
 def test_the_torch_device_passes_every_new_check():
     results = _every_check(load("torch"))
-    assert not _failed(results)
+    assert not failed_names(results)
     names = {r.name for r in results}
     assert {f"L1/edge/{n}{t}" for n in TEMPERATURE_EDGES for t in ("", "/keyed", *(f"/{d}" for d in DTYPES))} <= names
     assert set(_sampler_names(SAMPLER_1_5)) <= names
@@ -88,7 +82,7 @@ def test_the_torch_device_passes_every_new_check():
 def test_a_fallback_at_temperature_one_fails_exactly_the_tempered_edges():
     """Every 1.4 check passes (their targets are one-hot or two equal values, which no temperature changes); every
     1.5 edge at T ≠ 1 fails, with its twins and at size."""
-    failed = _failed(_every_check(UNTEMPERED.make()))
+    failed = failed_names(_every_check(UNTEMPERED.make()))
     want = sorted([f"L1/edge/{n}{t}" for n in TEMPERATURE_EDGES for t in ("", "/keyed", *(f"/{d}" for d in DTYPES))]
                   + _sampler_names(SAMPLER_1_5) + [f"L1/sizes/{n}-V4097" for n in TEMPERATURE_EDGES])
     assert failed == want, failed
@@ -98,7 +92,7 @@ def test_a_fallback_at_temperature_one_fails_exactly_the_tempered_edges():
 def test_a_fallback_before_the_penalties_and_bias_fails_exactly_their_edges():
     """A fallback that applies §12's bans but not its penalties or bias keeps every 1.4 edge (each reached through a
     ban) and fails the two 1.5 edges where a penalty or a bias, not a ban, takes the draft past the cut."""
-    failed = _failed(edge_checks(BANS_ONLY.make(), CTX))
+    failed = failed_names(edge_checks(BANS_ONLY.make(), CTX))
     assert failed == sorted(_sampler_names(SAMPLER_1_5)), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
 
@@ -120,7 +114,7 @@ def _sampler_bfloat16(batch, noise) -> bool:
 def test_a_device_broken_on_its_16_bit_sampler_path_fails_those_twins_only():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _sampler_bfloat16)
-    failed = _failed(edge_checks(device, CTX))
+    failed = failed_names(edge_checks(device, CTX))
     empty = tuple(e.name for e in SAMPLER_EDGES if e.name.startswith("empty-residual"))
     assert failed == sorted(_sampler_names(empty, ("/bfloat16",))), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
@@ -136,7 +130,7 @@ def _cut_past_a_tile(batch, noise) -> bool:
 def test_a_device_broken_past_one_tile_fails_the_sized_edges_only():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _cut_past_a_tile)
-    failed = _failed(_every_check(device))
+    failed = failed_names(_every_check(device))
     want = sorted(f"L1/sizes/{e.name}-V4097" for e in SIZED_EDGES if e.name != "empty-residual-withdrawn")
     assert failed == want, failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
@@ -165,17 +159,13 @@ def test_a_device_declaring_1_4_sees_the_new_checks_apart():
         assert spec_versions.introduced_in(name) == version, name
 
 
-def _dtype(name):
-    return lambda batch, noise: np.asarray(batch.target_logits).dtype.name == name
-
-
 def test_a_16_bit_path_that_breaks_any_edges_rule_fails_that_edges_twin():
     """SPEC 1.5 item 2: an inclusive coin (u <= ratio: u = 0 accepts a draft of target probability 0) on the bfloat16
     path alone passes every float64 edge and fails the edges that show it, in bfloat16 only; before 1.5 only
     L1-16bit's volume checks met that path, whose coins are never 0."""
     base = load("torch")
-    device = PathOf(base, make_mutant(base, "accept-inclusive"), _dtype("bfloat16"))
-    failed = _failed(edge_group(device, CTX))
+    device = PathOf(base, make_mutant(base, "accept-inclusive"), dtype_is("bfloat16"))
+    failed = failed_names(edge_group(device, CTX))
     assert failed and all(n.endswith("/bfloat16") for n in failed), failed
     assert "L1/edge/u0-zero-target-full/bfloat16" in failed and "L1/edge/u0-masked-point/bfloat16" in failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
@@ -184,7 +174,7 @@ def test_a_16_bit_path_that_breaks_any_edges_rule_fails_that_edges_twin():
 def test_a_16_bit_sampler_path_that_reads_the_wrong_mask_row_fails_those_twins():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "sampler-mask-previous-row"), _sampler_bfloat16)
-    failed = _failed(edge_checks(device, CTX))
+    failed = failed_names(edge_checks(device, CTX))
     assert failed and all(n.endswith("/bfloat16") for n in failed), failed
     assert "L1-sampler/edge/mask-forbids-draft/canonical/bfloat16" in failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}

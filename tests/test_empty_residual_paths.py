@@ -27,7 +27,7 @@ from specsim.mutants.zoo import make_mutant  # noqa: E402
 from specsim.testing.edges import EDGES, make_batch  # noqa: E402
 from specsim.testing.embed import tail_ids  # noqa: E402
 from specsim.testing.sampler_edges import SAMPLER_EDGES  # noqa: E402
-from tests.test_empty_residual import PathOf  # noqa: E402
+from tests.test_empty_residual import PathOf, dtype_is, failed_names  # noqa: E402
 
 CUT_EDGES = ("empty-residual-top-k", "empty-residual-top-p")
 CUT_EDGES_1_5 = ("empty-residual-top-k-temperature", "empty-residual-top-p-temperature")
@@ -85,22 +85,12 @@ def _filtered(batch, noise) -> bool:
     return bool(np.any(batch.top_k > 0) or np.any(batch.top_p < 1))
 
 
-def _dtype(name):
-    return lambda batch, noise: np.asarray(batch.target_logits).dtype.name == name
-
-
 def _with_sampler(batch, noise) -> bool:
     return batch.sampler is not None and batch.sampler.given()
 
 
-PATHS = {"cut": _filtered, "float32": _dtype("float32"), "bfloat16": _dtype("bfloat16"),
-         "float16": _dtype("float16"), "sampler": _with_sampler}
-
-
-def _failed(results) -> list[str]:
-    """The failed checks' names; every other check passed or was not asked."""
-    assert all(r.status in ("pass", "not_supported", "fail") for r in results), [(r.name, r.status) for r in results]
-    return sorted(r.name for r in results if r.status == "fail")
+PATHS = {"cut": _filtered, "float32": dtype_is("float32"), "bfloat16": dtype_is("bfloat16"),
+         "float16": dtype_is("float16"), "sampler": _with_sampler}
 
 
 @pytest.mark.parametrize("path", ["cut", "float32", "bfloat16", "float16"])
@@ -110,7 +100,7 @@ def test_a_device_broken_on_one_path_fails_that_paths_edges_only(path):
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), PATHS[path])
     results = edge_group(device, CTX)
-    failed = _failed(results)
+    failed = failed_names(results)
     if path == "cut":   # 1.4's cut edges and 1.5's cut edges at T ≠ 1, each with every twin
         want = sorted(f"L1/edge/{n}{twin}" for n in CUT_EDGES + CUT_EDGES_1_5
                       for twin in ("", "/keyed", "/float16", "/bfloat16", "/float32"))
@@ -124,7 +114,7 @@ def test_a_device_broken_on_its_sampler_path_fails_the_sampler_edges_only():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _with_sampler)
     results = edge_checks(device, CTX)
-    failed = _failed(results)
+    failed = failed_names(results)
     assert failed == sorted(f"L1-sampler/edge/{e.name}/{o}{d}" for e in SAMPLER_EMPTY for o in e.orders
                             for d in ("", "/float16", "/bfloat16", "/float32")), failed
     assert {spec_versions.introduced_in(n) for n in failed if n.count("/") == 3 and e_1_4(n)} == {"1.4"}
@@ -157,7 +147,7 @@ def test_without_injected_noise_each_dtype_twin_is_a_law_in_the_runs_plan():
     assert "L1/edge/empty-residual-top-k/bfloat16" in planned and "L1/edge/empty-residual/float16" in planned
     good = edge_group(box, CTX, only="L1/edge/empty-residual-top-k/bfloat16")
     assert [r.status for r in good] == ["pass"], good[0].detail
-    broken = BlackBox(PathOf(base, make_mutant(base, "empty-residual-token-zero"), _dtype("bfloat16")))
+    broken = BlackBox(PathOf(base, make_mutant(base, "empty-residual-token-zero"), dtype_is("bfloat16")))
     (bad,) = edge_group(broken, CTX, only="L1/edge/empty-residual-top-k/bfloat16")
     assert bad.status == "fail" and "probability 0" in bad.detail, bad.detail
 

@@ -8,7 +8,7 @@ softmax of equal logits, ratios of small dyadic numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -98,9 +98,22 @@ def _row_without(z: int) -> list:
     return row
 
 
-def _one_hot_logits(x: int) -> list:
-    """Target logits ``[4]`` of target probability 1 on ``x``: a draft ``x`` is accepted whatever its coin."""
-    return [0.0 if v == x else NEG for v in range(4)]
+def one_hot_logits(x: int, vocab_size: int = 4) -> list:
+    """Target logits ``[V]`` of target probability 1 on ``x``: a draft ``x`` is accepted whatever its coin."""
+    return [0.0 if v == x else NEG for v in range(vocab_size)]
+
+
+def after_certain(drafts: list, request: Request) -> Request:
+    """``request`` with ``drafts`` before its own, each accepted with certainty (``one_hot_logits`` target rows,
+    one-hot draft rows, coin 0.5): its own drafts then sit at positions ``len(drafts)`` onwards."""
+    V = len(request.logits[0])
+    own = len(request.draft_ids)
+    return replace(request, draft_ids=list(drafts) + list(request.draft_ids),
+                   logits=[one_hot_logits(x, V) for x in drafts] + list(request.logits),
+                   draft_rows=None if request.draft_rows is None else
+                   [[float(v == x) for v in range(V)] for x in drafts] + list(request.draft_rows),
+                   uniforms=[0.5] * len(drafts) + list(request.uniforms if request.uniforms is not None else [0.5] * own),
+                   withdrawn=None if request.withdrawn is None else [False] * len(drafts) + list(request.withdrawn))
 
 
 def _withdrawn_chain(positions: str, zero: list, drafts: list, favour: int) -> Request:
@@ -109,7 +122,7 @@ def _withdrawn_chain(positions: str, zero: list, drafts: list, favour: int) -> R
     verified); draft row j is ``_row_without(zero[j])``. ``favour``: the token the exponentials favour — what
     reading the withdrawn draft as padding (its residual the uniform row) would emit."""
     ids = [PH if kind == "W" else x for kind, x in zip(positions, drafts)]
-    logits = [_one_hot_logits(x) if kind == "A" else [0.0] * 4 for kind, x in zip(positions, drafts)] + [[0.0] * 4]
+    logits = [one_hot_logits(x) if kind == "A" else [0.0] * 4 for kind, x in zip(positions, drafts)] + [[0.0] * 4]
     return Request(ids, logits, [_row_without(z) for z in zero], uniforms=[0.5] * len(ids),
                    exponentials=[0.01 if v == favour else 1.0 for v in range(4)],
                    withdrawn=[kind == "W" for kind in positions])
@@ -139,6 +152,23 @@ def covering(logits: list, temperature: float, kept: list, drafted: int) -> list
         up = np.float32(p)
         target[v] = float(up if up >= p else np.nextafter(up, np.float32(np.inf)))
     return empty_residual_row(target, drafted, 2.0 ** -12)
+
+
+def tempered_rejection(logits: list, temperature: float, *, after: tuple = (), kept_logits: list | None = None,
+                       top_k: int = 0, top_p: float = 1.0) -> Request:
+    """A request whose draft 3 (target probability 0 once the sampling parameters act on ``logits`` ``[4]``) is
+    rejected with an empty residual of a tempered target over tokens 1 and 2: its draft row ``covering``
+    ``kept_logits`` (the logits as §12 leaves them; default ``logits``) at ``temperature``. ``after``: drafts
+    accepted with certainty before it (``after_certain``). The exponentials favour 0 and 3 (the empty residual's
+    argmax, the row before the parameters) and, by 8, the less likely of 1 and 2: at ``T = 0.25`` (logits 1
+    apart) the rule emits the likelier, at ``T = 4`` (4 apart) the less likely, and the row at ``T = 1`` the
+    other one in both."""
+    kept = logits if kept_logits is None else kept_logits
+    exponentials = [1e-4, 1.0, 1.0, 1e-4]
+    exponentials[1 if kept[1] < kept[2] else 2] = 0.125
+    request = Request([3], [logits, [0.0] * 4], [covering(kept, temperature, [1, 2], 3)], temperature=temperature,
+                      top_k=top_k, top_p=top_p, uniforms=[0.5], exponentials=exponentials)
+    return after_certain(list(after), request)
 
 
 EDGES: list[Edge] = [
@@ -254,31 +284,21 @@ EDGES: list[Edge] = [
          "t = [0, .018, .982, 0]) the step emits 2, and after an accept at T = 4 ([-inf, 4, 0, -inf]: t = "
          "[0, .731, .269, 0]) it emits 2; a fallback to softmax(z), the row before temperature, emits 1 in both, "
          "an argmax of the empty residual 0 (E favours 0 and the drafted 3)",
-         [Request([3], [[NEG, 0, 1, NEG], [0, 0, 0, 0]], [covering([NEG, 0, 1, NEG], 0.25, [1, 2], 3)],
-                  temperature=0.25, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
-          Request([0, 3], [[0, NEG, NEG, NEG], [NEG, 4, 0, NEG], [0, 0, 0, 0]],
-                  [[1.0, 0, 0, 0], covering([NEG, 4, 0, NEG], 4.0, [1, 2], 3)], temperature=4.0,
-                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [tempered_rejection([NEG, 0, 1, NEG], 0.25), tempered_rejection([NEG, 4, 0, NEG], 4.0, after=(0,))],
          [[2], [0, 2]], frozenset({"draft_probs"})),
     Edge("empty-residual-top-k-temperature", "§2/§4 an empty residual where temperature and top-k leave the target: "
          "top-k 2 of [-1, 0, 1, -.5] at T = 0.25 (t = [0, .018, .982, 0]) and, after an accept, of [-4, 4, 0, -2] "
          "at T = 4 (t = [0, .731, .269, 0]), the drafted 3's logit finite before the cut, the draft row covering "
          "the cut row: the step emits 2 in both; the cut row at T = 1 emits 1, the row before the cut 0 or 3",
-         [Request([3], [[-1, 0, 1, -0.5], [0, 0, 0, 0]], [covering([-1, 0, 1, -0.5], 0.25, [1, 2], 3)],
-                  temperature=0.25, top_k=2, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
-          Request([0, 3], [[0, NEG, NEG, NEG], [-4, 4, 0, -2], [0, 0, 0, 0]],
-                  [[1.0, 0, 0, 0], covering([-4, 4, 0, -2], 4.0, [1, 2], 3)], temperature=4.0, top_k=2,
-                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [tempered_rejection([-1, 0, 1, -0.5], 0.25, top_k=2),
+          tempered_rejection([-4, 4, 0, -2], 4.0, after=(0,), top_k=2)],
          [[2], [0, 2]], frozenset({"draft_probs", "top_k"})),
     Edge("empty-residual-top-p-temperature", "§2/§4 an empty residual where temperature and top-p leave the target: "
          "top-p 0.99 of [-1, 0, 1, -1] at T = 0.25 keeps {1, 2} (at T = 1 it keeps all four) and top-p 0.9 of "
          "[-8, 4, 0, -8] at T = 4, after an accept, keeps {1, 2} (at T = 1 token 1 alone), the draft row covering "
          "the cut row: the step emits 2 in both; the row before temperature emits 0, 3 or 1",
-         [Request([3], [[-1, 0, 1, -1], [0, 0, 0, 0]], [covering([-1, 0, 1, -1], 0.25, [1, 2], 3)],
-                  temperature=0.25, top_p=0.99, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
-          Request([0, 3], [[0, NEG, NEG, NEG], [-8, 4, 0, -8], [0, 0, 0, 0]],
-                  [[1.0, 0, 0, 0], covering([-8, 4, 0, -8], 4.0, [1, 2], 3)], temperature=4.0, top_p=0.9,
-                  uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+         [tempered_rejection([-1, 0, 1, -1], 0.25, top_p=0.99),
+          tempered_rejection([-8, 4, 0, -8], 4.0, after=(0,), top_p=0.9)],
          [[2], [0, 2]], frozenset({"draft_probs", "top_p"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

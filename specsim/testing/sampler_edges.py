@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch
-from specsim.testing.edges import Request, covering, empty_residual_row, make_batch
+from specsim.testing.edges import Request, empty_residual_row, make_batch, one_hot_logits, tempered_rejection
 
 NEG = -np.inf
 FAVOUR = 0.001
@@ -68,11 +68,6 @@ def _any(*drafts) -> tuple:
     """Coin intervals for requests with these numbers of drafts, each ``[0, 1)``: answers that hold whatever
     the coin (the draft's target probability is 0, or its ratio t(x)/d(x) is at least 1)."""
     return tuple([(0.0, 1.0)] * k for k in drafts)
-
-
-def _sure(x: int) -> list:
-    """Target logits ``[4]`` of probability 1 on ``x``: a draft ``x`` is accepted whatever its coin."""
-    return [0.0 if v == x else -np.inf for v in range(4)]
 
 
 def _banned(x: int, keep: int) -> list:
@@ -131,11 +126,11 @@ SAMPLER_EDGES = [
                 "inside the drafts only, never across, accepts the three spanning ones",
                 [Request([2], [_banned(2, keep=0), Z]),
                  Request([3], [_banned(3, keep=2), Z]),
-                 Request([0, 1], [_sure(0), _banned(1, keep=3), Z]),
-                 Request([1, 0], [_sure(1), _banned(0, keep=2), Z]),
-                 Request([3, 0, 2], [_sure(3), _sure(0), _banned(2, keep=1), Z]),
-                 Request([0, 3], [_sure(0), _banned(3, keep=1), Z]),
-                 Request([1, 0, 3], [_sure(1), _sure(0), _banned(3, keep=2), Z])],
+                 Request([0, 1], [one_hot_logits(0), _banned(1, keep=3), Z]),
+                 Request([1, 0], [one_hot_logits(1), _banned(0, keep=2), Z]),
+                 Request([3, 0, 2], [one_hot_logits(3), one_hot_logits(0), _banned(2, keep=1), Z]),
+                 Request([0, 3], [one_hot_logits(0), _banned(3, keep=1), Z]),
+                 Request([1, 0, 3], [one_hot_logits(1), one_hot_logits(0), _banned(3, keep=2), Z])],
                 SamplerParams(output_token_ids=_ids([1], [0, 1], [2], [3, 2], [1], [], [2]),
                               bad_words=tuple((np.array(w),) for w in ([1, 2], [0, 1, 3], [2, 0, 1], [3, 2, 1, 0],
                                                                        [1, 3, 0, 2], [0, 3], [1, 0, 3]))),
@@ -314,10 +309,8 @@ SAMPLER_EDGES = [
                 "its raw logit 3, the row's largest, to -1, below top-k 2's cut of [-1, 0, 1, 3] at T = 0.25; the "
                 "draft row covers t = [0, .018, .982, 0], so draft 3 is rejected and the step emits 2. The row "
                 "before the penalty emits 3, the penalised row before the cut 0 or 3, the cut row at T = 1 token 1",
-                [Request([3], [[-1, 0, 1, 3], Z], [covering([-1, 0, 1, -1], 0.25, [1, 2], 3)], temperature=0.25,
-                         top_k=2, uniforms=[0.5], exponentials=[1e-4, 0.125, 1, 1e-4]),
-                 Request([3, 3], [_sure(3), [-1, 0, 1, 3], Z], [[0, 0, 0, 1.0], covering([-1, 0, 1, -1], 0.25, [1, 2], 3)],
-                         temperature=0.25, top_k=2, uniforms=[0.5, 0.5], exponentials=[1e-4, 0.125, 1, 1e-4])],
+                [tempered_rejection([-1, 0, 1, 3], 0.25, kept_logits=[-1, 0, 1, -1], top_k=2),
+                 tempered_rejection([-1, 0, 1, 3], 0.25, after=(3,), kept_logits=[-1, 0, 1, -1], top_k=2)],
                 SamplerParams(output_token_ids=(np.array([3]), None), presence_penalty=np.array([4.0, 4.0])),
                 [[2], [3, 2]], frozenset({"presence_penalty", "top_k"}), coins=_any(1, 2)),
     SamplerEdge("empty-residual-bias-min-p",
@@ -326,10 +319,8 @@ SAMPLER_EDGES = [
                 "[-8, 2, -2, -11] (t = [0, .731, .269, 0]), which the draft row covers: draft 3 is rejected and the "
                 "step emits 2, at the first position and after an accept. The row before the bias emits 3; at T = 1 "
                 "min_p keeps token 1 alone",
-                [Request([3], [[-8, 2, -2, 5], Z], [covering([-8, 2, -2, -11], 4.0, [1, 2], 3)], temperature=4.0,
-                         uniforms=[0.5], exponentials=[1e-4, 1, 0.125, 1e-4]),
-                 Request([1, 3], [_sure(1), [-8, 2, -2, 5], Z], [[0, 1.0, 0, 0], covering([-8, 2, -2, -11], 4.0, [1, 2], 3)],
-                         temperature=4.0, uniforms=[0.5, 0.5], exponentials=[1e-4, 1, 0.125, 1e-4])],
+                [tempered_rejection([-8, 2, -2, 5], 4.0, kept_logits=[-8, 2, -2, -11]),
+                 tempered_rejection([-8, 2, -2, 5], 4.0, after=(1,), kept_logits=[-8, 2, -2, -11])],
                 SamplerParams(logit_bias=np.array([[0, 0, 0, -16.0]] * 2), min_p=np.array([0.25, 0.25])),
                 [[2], [1, 2]], frozenset({"logit_bias", "min_p"}), coins=_any(1, 2)),
 ]

@@ -205,10 +205,9 @@ def sampler_edge_tests(caps) -> list[tuple[str, str, dict]]:
             if sampler_edge_lacking(caps, edge, order):
                 continue
             base = f"L1-sampler/edge/{edge.name}/{order}"
+            laws = sampler_edge_laws(edge, order)   # the twins' logits are the same values: the same laws
             for check in (base, *(f"{base}/{d}" for d in dtype_twins(edge, caps))):
-                for i, law in enumerate(sampler_edge_laws(edge, order)):
-                    if len(law) > 1:
-                        out.append((f"{check}/request{i}", check, law))
+                out += [(f"{check}/request{i}", check, law) for i, law in enumerate(laws) if len(law) > 1]
     return out
 
 

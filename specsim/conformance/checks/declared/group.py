@@ -64,7 +64,7 @@ from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED
                                                 scope, support_requests, tree_limits, vocab_limits)
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
-from specsim.testing.edges import EDGES, Request, make_batch
+from specsim.testing.edges import EDGES, after_certain, make_batch
 from specsim.testing.embed import embed_at, spread_ids as spread_ids_at
 from specsim.testing.seeds import case_seed
 
@@ -268,16 +268,10 @@ def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> Check
     why = _empty_residual_lacking(caps)
     if why:
         return CheckResult(name, "L1", "not_supported", why)
-    reqs = []
-    for e in EDGES:
-        if e.name in ("empty-residual-temperature", "empty-residual-top-k-temperature") and not missing(caps, e.needs):
-            last = e.requests[0]   # its one draft, rejected at position 0 with an empty residual
-            certain = [j % 3 for j in range(K - 1)]
-            reqs.append(Request(certain + [last.draft_ids[0]],
-                                [[0.0 if v == x else -np.inf for v in range(4)] for x in certain] + list(last.logits),
-                                [[float(v == x) for v in range(4)] for x in certain] + list(last.draft_rows),
-                                temperature=last.temperature, top_k=last.top_k, top_p=last.top_p,
-                                uniforms=[0.5] * K, exponentials=last.exponentials))
+    certain = [j % 3 for j in range(K - 1)]
+    reqs = [after_certain(certain, e.requests[0])   # each edge's first request: one draft, rejected
+            for e in EDGES if e.name in ("empty-residual-temperature", "empty-residual-top-k-temperature")
+            and not missing(caps, e.needs)]
     batch, noise = make_batch(reqs, dtype=dtype, point=False)
     said = f"an empty residual at position K-1 of K={K} (declared max_k {lim.declared})"
     return _l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
