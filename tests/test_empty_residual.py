@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+import reference  # noqa: E402
 from devices.registry import load  # noqa: E402
 from devices.validate import validate  # noqa: E402
 from reference.target import target_probs  # noqa: E402
@@ -127,6 +128,13 @@ def failed_names(results) -> list[str]:
     """The failed checks' names; every other check passed or was not asked."""
     assert all(r.status in ("pass", "not_supported", "fail") for r in results), [(r.name, r.status) for r in results]
     return sorted(r.name for r in results if r.status == "fail")
+
+
+def of_version(names, version: str) -> list[str]:
+    """The names among ``names`` that SPEC ``version`` has (introduced in it or before it): each version's tests judge
+    its own checks, and a later version's tests the checks it added."""
+    known = reference.SPEC_VERSIONS
+    return sorted(n for n in names if known.index(spec_versions.introduced_in(n)) <= known.index(version))
 
 
 def dtype_is(name: str):

@@ -27,7 +27,7 @@ from specsim.conformance.stats.plan import sampler_edge_tests  # noqa: E402
 from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
 from specsim.mutants.zoo import make_mutant  # noqa: E402
 from specsim.testing.sampler_edges import SAMPLER_EDGES  # noqa: E402
-from tests.test_empty_residual import PathOf, dtype_is, failed_names  # noqa: E402
+from tests.test_empty_residual import PathOf, dtype_is, failed_names, of_version  # noqa: E402
 
 CTX = Context(quick=True)
 TEMPERATURE_EDGES = ("empty-residual-temperature", "empty-residual-top-k-temperature",
@@ -82,7 +82,7 @@ def test_the_torch_device_passes_every_new_check():
 def test_a_fallback_at_temperature_one_fails_exactly_the_tempered_edges():
     """Every 1.4 check passes (their targets are one-hot or two equal values, which no temperature changes); every
     1.5 edge at T ≠ 1 fails, with its twins and at size."""
-    failed = failed_names(_every_check(UNTEMPERED.make()))
+    failed = of_version(failed_names(_every_check(UNTEMPERED.make())), "1.5")
     want = sorted([f"L1/edge/{n}{t}" for n in TEMPERATURE_EDGES for t in ("", "/keyed", *(f"/{d}" for d in DTYPES))]
                   + _sampler_names(SAMPLER_1_5) + [f"L1/sizes/{n}-V4097" for n in TEMPERATURE_EDGES])
     assert failed == want, failed
@@ -92,7 +92,7 @@ def test_a_fallback_at_temperature_one_fails_exactly_the_tempered_edges():
 def test_a_fallback_before_the_penalties_and_bias_fails_exactly_their_edges():
     """A fallback that applies §12's bans but not its penalties or bias keeps every 1.4 edge (each reached through a
     ban) and fails the two 1.5 edges where a penalty or a bias, not a ban, takes the draft past the cut."""
-    failed = failed_names(edge_checks(BANS_ONLY.make(), CTX))
+    failed = of_version(failed_names(edge_checks(BANS_ONLY.make(), CTX)), "1.5")
     assert failed == sorted(_sampler_names(SAMPLER_1_5)), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
 
@@ -114,9 +114,9 @@ def _sampler_bfloat16(batch, noise) -> bool:
 def test_a_device_broken_on_its_16_bit_sampler_path_fails_those_twins_only():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _sampler_bfloat16)
-    failed = failed_names(edge_checks(device, CTX))
+    failed = of_version(failed_names(edge_checks(device, CTX)), "1.5")
     empty = tuple(e.name for e in SAMPLER_EDGES if e.name.startswith("empty-residual"))
-    assert failed == sorted(_sampler_names(empty, ("/bfloat16",))), failed
+    assert failed == of_version(_sampler_names(empty, ("/bfloat16",)), "1.5"), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
 
 
@@ -130,8 +130,8 @@ def _cut_past_a_tile(batch, noise) -> bool:
 def test_a_device_broken_past_one_tile_fails_the_sized_edges_only():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _cut_past_a_tile)
-    failed = failed_names(_every_check(device))
-    want = sorted(f"L1/sizes/{e.name}-V4097" for e in SIZED_EDGES if e.name != "empty-residual-withdrawn")
+    failed = of_version(failed_names(_every_check(device)), "1.5")
+    want = of_version((f"L1/sizes/{e.name}-V4097" for e in SIZED_EDGES if e.name != "empty-residual-withdrawn"), "1.5")
     assert failed == want, failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
     assert spec_versions.introduced_in("L1/sizes/empty-residual-V4097") == "1.3"
@@ -165,7 +165,7 @@ def test_a_16_bit_path_that_breaks_any_edges_rule_fails_that_edges_twin():
     L1-16bit's volume checks met that path, whose coins are never 0."""
     base = load("torch")
     device = PathOf(base, make_mutant(base, "accept-inclusive"), dtype_is("bfloat16"))
-    failed = failed_names(edge_group(device, CTX))
+    failed = of_version(failed_names(edge_group(device, CTX)), "1.5")
     assert failed and all(n.endswith("/bfloat16") for n in failed), failed
     assert "L1/edge/u0-zero-target-full/bfloat16" in failed and "L1/edge/u0-masked-point/bfloat16" in failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}
@@ -174,7 +174,7 @@ def test_a_16_bit_path_that_breaks_any_edges_rule_fails_that_edges_twin():
 def test_a_16_bit_sampler_path_that_reads_the_wrong_mask_row_fails_those_twins():
     base = load("torch")
     device = PathOf(base, make_mutant(base, "sampler-mask-previous-row"), _sampler_bfloat16)
-    failed = failed_names(edge_checks(device, CTX))
+    failed = of_version(failed_names(edge_checks(device, CTX)), "1.5")
     assert failed and all(n.endswith("/bfloat16") for n in failed), failed
     assert "L1-sampler/edge/mask-forbids-draft/canonical/bfloat16" in failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.5"}

@@ -171,6 +171,44 @@ def tempered_rejection(logits: list, temperature: float, *, after: tuple = (), k
     return after_certain(list(after), request)
 
 
+BAND = float(np.sqrt(2.0))
+"""``band_rejection``'s reach: the factor within which a fallback's temperature still emits its answer."""
+
+
+def band_rejection(logits: list, temperature: float, *, drafted: int, kept: tuple, after: tuple = (),
+                   kept_logits: list | None = None, top_k: int = 0, top_p: float = 1.0) -> Request:
+    """A request whose draft ``drafted`` (target probability 0 once the sampling parameters act on ``logits`` ``[V]``)
+    is rejected with an empty residual of a tempered target over the three tokens ``kept`` (``a, b, c``), whose
+    logits as §12 leaves them (``kept_logits``; default ``logits``) are ``base``, ``base + 2T`` and ``base + 4T``: at
+    ``T``, ``t ∝ e^0, e^2, e^4`` on them, the draft row ``covering`` it. The exponentials ``e^-√2, 1, e^2√2`` on
+    ``a, b, c`` and ``1e-4`` on every other token make ``b`` win the race over the row at any temperature within a
+    factor ``BAND`` (√2) of ``T`` — ``a`` over a hotter row, ``c`` over a colder one, another token over a row that
+    holds it (an argmax of the empty residual, the row before a cut or a penalty): for a row at ``T'``, the scores'
+    logarithms are ``√2``, ``2T/T'`` and ``4T/T' − 2√2``. ``after``: drafts accepted with certainty before it
+    (``after_certain``)."""
+    row = logits if kept_logits is None else kept_logits
+    a, b, c = kept
+    assert row[b] - row[a] == row[c] - row[b] == 2 * temperature, (row, kept, temperature)
+    exponentials = [1e-4] * len(logits)
+    exponentials[a], exponentials[b], exponentials[c] = float(np.exp(-BAND)), 1.0, float(np.exp(2.0 * BAND))
+    request = Request([drafted], [list(logits), [0.0] * len(logits)], [covering(row, temperature, list(kept), drafted)],
+                      temperature=temperature, top_k=top_k, top_p=top_p, uniforms=[0.5], exponentials=exponentials)
+    return after_certain(list(after), request)
+
+
+def temperature_band(temperature: float, *, after: tuple = ()) -> Request:
+    """``band_rejection`` over logits ``[-inf, 0, 2T, 4T]`` (exact in 16-bit for ``T`` a power of 2): draft 0, of
+    logit ``-inf``, rejected; the step emits 2."""
+    return band_rejection([NEG, 0.0, 2.0 * temperature, 4.0 * temperature], temperature, drafted=0, kept=(1, 2, 3),
+                          after=after)
+
+
+BAND_TEMPERATURES = tuple(2.0 ** e for e in (-5, -3, -1, 1, 3, 5))
+"""``empty-residual-temperature-band``'s temperatures, one a request, the i-th rejecting at position i."""
+BAND_ACCEPTED = (1, 2, 3, 1, 2)
+"""The drafts its requests accept first (request i the first i)."""
+
+
 EDGES: list[Edge] = [
     Edge("u0-zero-target-full", "§4 u = 0 never accepts a token top-k removed (vLLM #23803, SGLang #35771)",
          [Request([0], [[0, 5, 1], [0, 0, 0]], [[0.5, 0.25, 0.25]], top_k=1, uniforms=[0.0])],
@@ -300,5 +338,12 @@ EDGES: list[Edge] = [
          [tempered_rejection([-1, 0, 1, -1], 0.25, top_p=0.99),
           tempered_rejection([-8, 4, 0, -8], 4.0, after=(0,), top_p=0.9)],
          [[2], [0, 2]], frozenset({"draft_probs", "top_p"})),
+    Edge("empty-residual-temperature-band", "§2/§4 an empty residual of a tempered target at temperatures 1/32 to 32: "
+         "six requests, at T = 2^-5, 2^-3, 2^-1, 2, 2^3, 2^5, the i-th rejecting at position i, each over logits "
+         "[-inf, 0, 2T, 4T] (t ∝ [0, 1, e^2, e^4]) whose draft row covers t; the exponentials make each emit 2 from "
+         "the row at T and from no row at a temperature off by more than a factor √2 (a hotter row emits 1, a colder "
+         "one 3): a fallback at T = 1, or with T clamped to a range, is caught at every temperature it changes",
+         [temperature_band(T, after=BAND_ACCEPTED[:i]) for i, T in enumerate(BAND_TEMPERATURES)],
+         [[*BAND_ACCEPTED[:i], 2] for i in range(len(BAND_TEMPERATURES))], frozenset({"draft_probs"})),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

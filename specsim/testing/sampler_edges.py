@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from devices.protocol import Noise, SamplerParams, VerifyBatch
-from specsim.testing.edges import Request, empty_residual_row, make_batch, one_hot_logits, tempered_rejection
+from specsim.testing.edges import (Request, band_rejection, empty_residual_row, make_batch, one_hot_logits,
+                                   tempered_rejection)
 
 NEG = -np.inf
 FAVOUR = 0.001
@@ -98,6 +99,135 @@ TIE_DRAFT_ROWS = [[0.5, 0.1, 0.1, 0.1, 0.2]]
 probability, so a kept member is accepted at every coin and a dropped one (target 0) never is."""
 TIE_TOP_P_ROW = list(np.log([0.4, 0.2, 0.2, 0.2, 0.8]))
 """Logits ``[5]`` whose allowed tokens 0–3 have target ``[0.4, 0.2, 0.2, 0.2]``: a tie class at top-p 0.5's cut."""
+
+# --- SPEC 1.6: the empty residual through every penalty, the bias and every cut ------------------------------
+
+CAUSES = ("presence", "frequency", "repetition", "bias")
+"""What takes the drafted token's target probability to 0 in a cause-and-cut edge, with a cut after it."""
+CUTS = ("top-k", "top-p", "min-p")
+_PARAMETER = {"presence": "presence_penalty", "frequency": "frequency_penalty", "repetition": "repetition_penalty",
+              "bias": "logit_bias", "top-k": "top_k", "top-p": "top_p", "min-p": "min_p"}
+
+
+@dataclass(frozen=True)
+class _Rejection:
+    """One request of a cause-and-cut edge: its temperature (a power of 2), the drafts it accepts first, and the
+    tokens of its output (the prompt, for ``repetition``) before the step."""
+
+    temperature: float
+    after: tuple
+    before: tuple
+
+
+def _cause_strength(cause: str, top: float, temperature: float) -> tuple[float, float]:
+    """(token 4's raw logit, the cause's strength): the cause takes token 4 from the row's largest raw logit to 1,
+    ``6T`` under ``top``. The frequency penalty needs both occurrences (counted once, token 4 stays the largest)."""
+    if cause == "frequency":
+        return top + 6 * temperature + 1, 6 * temperature + 0.5
+    strength = {"presence": top, "repetition": top + 1, "bias": -top}[cause]
+    return top + 1, strength
+
+
+def _processed(cause: str, strength: float, logits: list, counts: dict) -> list:
+    """``logits`` after the one cause (§12.2; ``counts``: token → occurrences in the output so far, with the prompt for
+    ``repetition``): what temperature and the cut act on."""
+    out = list(logits)
+    for v, n in counts.items():
+        if cause == "presence":
+            out[v] -= strength
+        elif cause == "frequency":
+            out[v] -= strength * n
+        elif cause == "repetition":
+            out[v] = out[v] / strength if out[v] > 0 else out[v] * strength
+    if cause == "bias":
+        out[4] += strength
+    return out
+
+
+def _cut(cut: str, processed: list, temperature: float) -> float | int:
+    """The cut keeping exactly tokens 1, 2, 3 of ``processed`` at ``temperature``: top-k 3; top-p midway between the
+    mass of the two likeliest and of the three; min_p ``e^-5`` (its threshold ``5T`` under the largest logit, between
+    token 1, ``4T`` under, and token 4, ``6T`` under)."""
+    if cut == "top-k":
+        return 3
+    if cut == "top-p":
+        z = np.asarray(processed, dtype=np.float64) / temperature
+        t = np.sort(np.exp(z - z.max()) / np.exp(z - z.max()).sum())[::-1]
+        return float(t[0] + t[1] + t[2] / 2)
+    return float(np.exp(-5.0))
+
+
+def _rejection(cause: str, cut: str, r: _Rejection) -> tuple[Request, float, float | int]:
+    """(request, cause strength, cut value) of one rejection over V = 5 (``band_rejection``): tokens 1, 2, 3 kept at
+    ``2T + 1``, ``4T + 1``, ``6T + 1`` (``top``), token 0 at ``1 − T``, and the drafted token 4 taken by the cause to
+    1 (positive: the repetition penalty divides it), under the cut."""
+    T = r.temperature
+    top = 6 * T + 1
+    counts: dict = {}
+    for v in (*r.before, *r.after):
+        counts[v] = counts.get(v, 0) + 1
+    assert cause == "bias" or counts.get(4) == (2 if cause == "frequency" else 1), (cause, counts)
+    raw4, strength = _cause_strength(cause, top, T)
+    logits = [1 - T, 2 * T + 1, 4 * T + 1, top, raw4]
+    processed = _processed(cause, strength, logits, counts)
+    value = _cut(cut, processed, T)
+    request = band_rejection(logits, T, drafted=4, kept=(1, 2, 3), after=r.after, kept_logits=processed,
+                             top_k=value if cut == "top-k" else 0, top_p=value if cut == "top-p" else 1.0)
+    return request, strength, value
+
+
+def _cause_cut_edge(cause: str, cut: str, rejections: tuple[_Rejection, _Rejection]) -> SamplerEdge:
+    """``empty-residual-<cause>-then-<cut>``: two requests (``_rejection``), the first rejecting at position 0, the second
+    after its accepted drafts, each at its own temperature; each emits 2."""
+    built = [_rejection(cause, cut, r) for r in rejections]
+    strengths = np.array([b[1] for b in built])
+    before = tuple(np.array(r.before, dtype=np.int64) for r in rejections)
+    sampler = {"presence": dict(presence_penalty=strengths, output_token_ids=before),
+               "frequency": dict(frequency_penalty=strengths, output_token_ids=before),
+               "repetition": dict(repetition_penalty=strengths, prompt_token_ids=before),
+               "bias": dict(logit_bias=np.array([[0.0, 0.0, 0.0, 0.0, s] for s in strengths]))}[cause]
+    if cut == "min-p":
+        sampler["min_p"] = np.array([b[2] for b in built])
+    where = {"presence": "a presence penalty (token 4 in the output so far; this step's accepted draft for the "
+                         "second request)",
+             "frequency": "a frequency penalty (token 4 twice in the output so far, the second request's second "
+                          "time this step's accepted draft; counted once, it stays the largest)",
+             "repetition": "a repetition penalty (token 4 in the prompt; this step's accepted draft for the second "
+                           "request)", "bias": "a bias"}[cause]
+    at = " and ".join(f"T = {r.temperature:g} at position {len(r.after)}" for r in rejections)
+    why = (f"SPEC §4's empty residual where {where} and then {cut} leave the target: the drafted token 4, the row's "
+           f"largest raw logit, falls to 1, under {cut}'s cut, which keeps tokens 1, 2, 3 of logits 2T + 1, 4T + 1, "
+           f"6T + 1, at {at}; the draft row covers t, so draft 4 is rejected and the step emits 2, which the "
+           f"exponentials give the row at any temperature within a factor √2 of T. A fallback without the {cause} "
+           f"emits 4, one at another temperature 1 or 3, the row before the cut 0 or 4, an argmax of the empty "
+           f"residual 0")
+    return SamplerEdge(f"empty-residual-{cause}-then-{cut}", why, [b[0] for b in built], SamplerParams(**sampler),
+                       [[*r.after, 2] for r in rejections], frozenset({_PARAMETER[cause], _PARAMETER[cut]}),
+                       coins=_any(*(len(r.after) + 1 for r in rejections)))
+
+
+def _rejections(cause: str, low: float, high: float, position: int) -> tuple[_Rejection, _Rejection]:
+    """A cause's two rejections: at ``low`` and position 0 (a penalty's token 4 from before the step), at ``high``
+    after ``position`` accepted drafts (for a penalty, token 4 the last of them: this step's own output)."""
+    if cause == "bias":
+        return _Rejection(low, (), ()), _Rejection(high, tuple(v % 5 for v in range(position)), ())
+    drafts = (0,) * (position - 1) + (4,)
+    return (_Rejection(low, (), (4, 4) if cause == "frequency" else (4,)),
+            _Rejection(high, drafts, (4,) if cause == "frequency" else ()))
+
+
+CAUSE_CUT_PLANS = {
+    ("presence", "top-k"): (0.0625, 16.0, 2), ("presence", "top-p"): (0.125, 8.0, 3),
+    ("presence", "min-p"): (0.5, 2.0, 4), ("frequency", "top-k"): (0.125, 4.0, 5),
+    ("frequency", "top-p"): (0.25, 16.0, 2), ("frequency", "min-p"): (0.0625, 8.0, 3),
+    ("repetition", "top-k"): (0.25, 2.0, 4), ("repetition", "top-p"): (0.5, 16.0, 5),
+    ("repetition", "min-p"): (0.125, 4.0, 2), ("bias", "top-k"): (0.0625, 2.0, 3),
+    ("bias", "top-p"): (0.25, 8.0, 4), ("bias", "min-p"): (0.5, 16.0, 5)}
+"""Each cause-and-cut edge (SPEC 1.6): its low and high temperature and its second request's position; together every
+cause with every cut, the temperatures 1/16 to 16 and the positions 2 to 5."""
+CAUSE_CUT_EDGES = [_cause_cut_edge(cause, cut, _rejections(cause, *plan)) for (cause, cut), plan in
+                   CAUSE_CUT_PLANS.items()]
+
 
 Z = [0.0, 0.0, 0.0, 0.0]
 SAMPLER_EDGES = [
@@ -323,5 +453,6 @@ SAMPLER_EDGES = [
                  tempered_rejection([-8, 2, -2, 5], 4.0, after=(1,), kept_logits=[-8, 2, -2, -11])],
                 SamplerParams(logit_bias=np.array([[0, 0, 0, -16.0]] * 2), min_p=np.array([0.25, 0.25])),
                 [[2], [1, 2]], frozenset({"logit_bias", "min_p"}), coins=_any(1, 2)),
+    *CAUSE_CUT_EDGES,
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -53,7 +53,16 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.5's rows first: 1.4's ``L1/edge/empty-residual-top-*``, ``L1-sampler/edge/empty-residual-*`` and 1.3's
+    # 1.6's rows first: 1.5's ``L1/edge/empty-residual-*temperature*``, ``L1-sampler/edge/empty-residual-bias-*``, its
+    # dtype twins' and ``L1/sizes/empty-residual-*-V*`` also match their names
+    Since("L1/edge/empty-residual-temperature-band*", "1.6",
+          "§2/§4 an empty residual's fallback at its temperature within √2, T = 1/32 to 32, positions 0 to 5", False),
+    Since("L1/sizes/empty-residual-temperature-band-V*", "1.6",
+          "§2/§4 the temperature band's empty residuals at real vocabularies", False),
+    Since("L1-sampler/edge/empty-residual-*-then-*", "1.6",
+          "§4/§12 an empty residual where each penalty or the bias, then each cut, leave the target, T = 1/16 to 16, "
+          "positions 0 and 2 to 5", False),
+    # 1.5's rows next: 1.4's ``L1/edge/empty-residual-top-*``, ``L1-sampler/edge/empty-residual-*`` and 1.3's
     # ``L1/sizes/empty-residual*`` also match their names
     Since("L1/edge/empty-residual-*temperature*", "1.5", "§2/§4 an empty residual of a tempered target", False),
     Since("L1-sampler/edge/empty-residual-penalty-*", "1.5",
@@ -150,7 +159,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.5', '1.0')
+    ('1.6', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 
