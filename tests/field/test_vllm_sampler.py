@@ -67,8 +67,9 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
         assert any(fnmatch.fnmatchcase(name, w) for name in failing), f"{w} matches no failing check"
     served = [name for name, status in got["found"].items() if status != "not_supported"]
     # every edge vLLM's declaration reaches, the random cases and "declared", in both order profiles; precision;
-    # the edges at two sizes; every edge whose logits float16 and bfloat16 hold, in each of them too (SPEC 1.5)
-    assert len(served) == 181, served
+    # the edges at two sizes; every edge whose logits float16 and bfloat16 hold, in each of them too (SPEC 1.5);
+    # SPEC 1.6's empty residuals after each penalty vLLM serves, then top-k or top-p (six edges)
+    assert len(served) == 241, served
     # inclusive-acceptance: with u = 2^-53 for u = 0 every edge agrees; min-tokens-bonus-pre-step: and with
     # the bonus row's stop tokens banned in the reference (vLLM's rule) min-tokens-crossing agrees too
     assert got["confirmed"] == {"allowed-ids-forbid-draft": True, "bad-word-completed-by-drafts": True,
@@ -80,7 +81,10 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
                                 "top-k-tie-class-kept": False,
                                 # empty-residual-token-zero, not the coin: the empty residual recovers token 0
                                 "empty-residual-allowed-ids": False, "empty-residual-bad-word": False,
-                                "empty-residual-min-tokens": False, "empty-residual-penalty-top-k": False}, got["confirmed"]
+                                "empty-residual-min-tokens": False, "empty-residual-penalty-top-k": False,
+                                "empty-residual-presence-then-top-k": False,
+                                "empty-residual-frequency-then-top-k": False,
+                                "empty-residual-repetition-then-top-k": False}, got["confirmed"]
 
 
 def test_the_adapter_declares_exactly_what_vllm_serves_with_spec_decode():
