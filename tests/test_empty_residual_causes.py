@@ -164,6 +164,12 @@ def test_a_device_declaring_1_5_sees_the_new_checks_apart():
                           ("L1-sampler/edge/empty-residual-bias-then-min-p/vllm", "1.6"),
                           ("L1-sampler/edge/empty-residual-repetition-then-top-p/canonical/float16", "1.6"),
                           ("L1-sampler/edge/empty-residual-presence-then-top-k/vllm/V151936", "1.6"),
+                          ("L1/sizes/support/empty-residual-V128256", "1.6"),
+                          ("L1/sizes/support/empty-residual-top-k-temperature-V4097", "1.6"),
+                          ("L1/edge/top-p-cut-ties-dyadic/bfloat16", "1.6"),
+                          ("L1-sampler/edge/order-min-p-meets-top-p-dyadic/vllm/V65537", "1.6"),
+                          ("L1/edge/top-p-cut-ties", "1.0"),
+                          ("L1/sizes/empty-residual-V128256", "1.3"),
                           ("L1/edge/empty-residual-temperature", "1.5"),
                           ("L1/sizes/empty-residual-temperature-V4097", "1.5"),
                           ("L1-sampler/edge/empty-residual-bias-min-p/canonical", "1.5"),
@@ -182,3 +188,62 @@ def test_a_device_broken_on_its_16_bit_sampler_path_fails_the_new_edges_bfloat16
     failed = failed_names(edge_checks(device, CTX))
     new = sorted(set(failed) - set(of_version(failed, "1.5")))
     assert new == sorted(_then(CAUSE_CUT_EDGES, ("/bfloat16",))), new
+
+
+DYADIC = {"sampler-min-p-before-temperature": "min-p-after-temperature-dyadic",
+          "sampler-vllm-computes-canonical": "order-min-p-meets-top-p-dyadic",
+          "sampler-vllm-top-p-sorted-prefix": "top-p-tie-class-kept-dyadic"}
+
+
+@pytest.mark.parametrize("mutant", sorted(DYADIC))
+def test_a_16_bit_path_that_breaks_a_logarithm_edges_rule_fails_its_dyadic_twin(mutant):
+    """SPEC 1.6 item 3: 1.5 ran no twin of the edges whose logits are logarithms, so a bfloat16 §12 path with min_p
+    before temperature, the canonical order for the vllm one, or top-p's sorted prefix passed every edge; each now
+    fails the dyadic restatement's bfloat16 twin (min_p before temperature the min_p cause-and-cut edges' too: min_p's
+    threshold is taken at the request's temperature there as well)."""
+    from specsim.mutants.zoo import make_mutant
+    from tests.test_empty_residual import PathOf, of_version
+    from tests.test_empty_residual_params import _sampler_bfloat16
+    base = load("torch")
+    device = PathOf(base, make_mutant(base, mutant), _sampler_bfloat16)
+    failed = failed_names(edge_checks(device, CTX))
+    new = sorted(set(failed) - set(of_version(failed, "1.5")))
+    edge = next(e for e in SAMPLER_EDGES if e.name == DYADIC[mutant])
+    twins = {f"L1-sampler/edge/{edge.name}/{order}/bfloat16" for order in edge.orders}
+    # the order edge holds a different answer per profile: the canonical order computed for both fails the vllm one
+    assert twins & set(new) and all(n.endswith("/bfloat16") for n in new), new
+    assert all(n.startswith(f"L1-sampler/edge/{edge.name}/") or "-then-" in n for n in new), new
+    assert {spec_versions.introduced_in(n) for n in new} == {"1.6"}
+    assert not [n for n in failed if n.endswith("/float16") or n.endswith("/float32")]
+
+
+def test_the_dyadic_edges_run_in_every_declared_dtype_and_say_what_they_restate():
+    from specsim.conformance.cases.edges import dtype_twins
+    from specsim.testing.edges import EDGES
+    caps = load("torch").capabilities
+    dyadic = [e for e in (*EDGES, *SAMPLER_EDGES) if e.name.endswith("-dyadic")]
+    assert sorted(e.name.removesuffix("-dyadic") for e in dyadic) == sorted(
+        ["top-p-cut-ties", "min-p-after-temperature", "order-min-p-meets-top-p", "top-p-tie-class-kept"])
+    for edge in dyadic:
+        assert dtype_twins(edge, caps) == ("float16", "bfloat16", "float32"), edge.name
+
+
+def test_without_injected_noise_the_empty_residual_is_held_at_size_by_its_support():
+    """SPEC 1.6 item 3: a device drawing its own randomness and taking no injected noise had every L1/sizes
+    empty-residual check not supported. A fallback that recovers token 0 past one tile (the cut's and temperature's
+    paths) passed every 1.5 check as a black box; it now fails those edges' support at size."""
+    from specsim.conformance.checks.chain.sizes import SUPPORT_EDGES, empty_support_checks
+    from specsim.mutants.zoo import make_mutant
+    from tests.test_empty_residual import PathOf
+    from tests.test_empty_residual_params import _cut_past_a_tile
+    base = load("torch")
+    quick = [f"L1/sizes/support/{e.name}-V4097" for e in SUPPORT_EDGES]
+    good = empty_support_checks(BlackBox(base), CTX)
+    assert [r.name for r in good] == quick and {r.status for r in good} == {"pass"}, good
+    assert {r.status for r in empty_support_checks(base, CTX)} == {"not_supported"}   # its exact tokens instead
+    device = BlackBox(PathOf(base, make_mutant(base, "empty-residual-token-zero"), _cut_past_a_tile))
+    failed = failed_names(empty_support_checks(device, CTX))
+    assert failed == sorted(n for n in quick if "top-" in n or "temperature" in n), failed
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.6"}
+    (detail,) = {r.detail for r in empty_support_checks(device, CTX, only=failed[0])}
+    assert "which the exact law gives probability 0" in detail and "(8 of 8 runs" in detail, detail

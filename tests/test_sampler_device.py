@@ -69,7 +69,10 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
         "L1-sampler/edge/min-p-threshold-ties/canonical/V151936", "L1-sampler/edge/order-min-p-meets-top-p/canonical",
         "L1-sampler/edge/order-min-p-meets-top-p/canonical/V151936", "L1-sampler/precision",
         # SPEC 1.5: the edge whose logits every dtype holds, in each other declared dtype
-        *(f"L1-sampler/edge/min-p-threshold-ties/canonical/{d}" for d in ("float16", "bfloat16", "float32"))])
+        *(f"L1-sampler/edge/min-p-threshold-ties/canonical/{d}" for d in ("float16", "bfloat16", "float32")),
+        # SPEC 1.6: the min_p edges of logarithm logits restated on dyadic ones, with their twins
+        *(f"L1-sampler/edge/{e}-dyadic/canonical{d}" for e in ("min-p-after-temperature", "order-min-p-meets-top-p")
+          for d in ("", "/V151936", "/float16", "/bfloat16", "/float32"))])
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 

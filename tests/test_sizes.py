@@ -73,8 +73,11 @@ def test_correct_device_passes_the_size_groups():
     device = torch_device.make_cpu_device()
     for group in ("L1-sizes", "L2-sizes"):
         results = run_group(group, device, Context(quick=True))
-        assert results and all(r.status == "pass" for r in results), [(r.name, r.detail) for r in results
-                                                                       if r.status != "pass"]
+        # SPEC 1.6's support checks are for a device without injected noise; this one is held to exact tokens
+        own_draws = [r for r in results if r.name.startswith("L1/sizes/support/")]
+        assert {r.status for r in own_draws} == ({"not_supported"} if group == "L1-sizes" else set())
+        assert results and all(r.status == "pass" for r in results if r not in own_draws), \
+            [(r.name, r.detail) for r in results if r.status != "pass" and r not in own_draws]
 
 
 class Malformed:

@@ -252,6 +252,11 @@ EDGES: list[Edge] = [
     Edge("top-p-cut-ties", "§2 top-p keeps every token tied with the cut",
          [Request([3], [list(np.log([0.4, 0.2, 0.2, 0.2])), [0, 0, 0, 0]], top_p=0.5, uniforms=[1e-9])],
          [[3, 0]], frozenset({"top_p", "point_proposals"}), point=True),
+    Edge("top-p-cut-ties-dyadic", "§2 top-p keeps every token tied with the cut, on logits every dtype holds: "
+         "[1, 0, 0, 0] gives t = [e, 1, 1, 1]/(e + 3), and top-p 0.5 (c_1 = 0.475 < 0.5 ≤ c_2) keeps the whole class "
+         "tied at 1/(e + 3): draft 3 accepted; a sorted prefix keeps two tokens",
+         [Request([3], [[1, 0, 0, 0], [0, 0, 0, 0]], top_p=0.5, uniforms=[1e-9])],
+         [[3, 0]], frozenset({"top_p", "point_proposals"}), point=True),
     Edge("race-tie", "§3 race ties go to the smallest id",
          [Request([0], [[0, 0, 0, 0], [0, 0, 0, 0]], uniforms=[0.9])],
          [[1]], frozenset({"point_proposals"}), point=True),

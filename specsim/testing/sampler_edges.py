@@ -293,6 +293,12 @@ SAMPLER_EDGES = [
                 "(e^−1.2 = 0.30) would reject it",
                 [Request([1], [[2, 0.8, -5, -5], Z], temperature=2.0, uniforms=[0], exponentials=[1, 0.5, 1, 1])],
                 SamplerParams(min_p=np.array([0.5])), [[1, 1]], frozenset({"min_p"})),
+    SamplerEdge("min-p-after-temperature-dyadic",
+                "min-p-after-temperature on logits every dtype holds: T = 2, min_p 0.5 on [2, 0.75, −5, −5]: after "
+                "temperature token 1 has e^−0.625 = 0.54 of the max and is kept (draft 1 accepted; the bonus row emits "
+                "1); min_p before temperature (e^−1.25 = 0.29) would reject it",
+                [Request([1], [[2, 0.75, -5, -5], Z], temperature=2.0, uniforms=[0], exponentials=[1, 0.5, 1, 1])],
+                SamplerParams(min_p=np.array([0.5])), [[1, 1]], frozenset({"min_p"})),
     # --- where the two order profiles differ: a penalty meets a bias; min_p meets top-p -------------------
     SamplerEdge("order-penalty-meets-bias",
                 "repetition 2 on token 1 (in the prompt), bias +2 on it, top-k 1, row [0, 2, 2.5, 0]: canonical "
@@ -310,6 +316,14 @@ SAMPLER_EDGES = [
                 "(3/7 ≥ 0.6 · 4/7) and accepts draft 1 (bonus 1, favoured); vllm (min_p keeps {0, 1}, renormalised "
                 "to [4/7, 3/7], then top-p 0.5) keeps token 0 alone: draft 1 rejected, 0 emitted",
                 [Request([1], [list(np.log([0.4, 0.3, 0.2, 0.1]))] * 2, top_p=0.5, exponentials=[1, FAVOUR, 1, 1])],
+                SamplerParams(min_p=np.array([0.6])), {"canonical": [[1, 1]], "vllm": [[0]]},
+                frozenset({"min_p", "top_p"}), coins=_any(1)),
+    SamplerEdge("order-min-p-meets-top-p-dyadic",
+                "order-min-p-meets-top-p on logits every dtype holds: [0, −0.25, −1, −1] gives t = [.398, .310, "
+                ".146, .146]; top-p 0.5, min_p 0.6: canonical (top-p, then min_p) keeps {0, 1} (.310 ≥ 0.6 · .398) "
+                "and accepts draft 1 (bonus 1, favoured); vllm (min_p keeps {0, 1}, renormalised to [.562, .438], "
+                "then top-p 0.5) keeps token 0 alone: draft 1 rejected, 0 emitted",
+                [Request([1], [[0, -0.25, -1, -1]] * 2, top_p=0.5, exponentials=[1, FAVOUR, 1, 1])],
                 SamplerParams(min_p=np.array([0.6])), {"canonical": [[1, 1]], "vllm": [[0]]},
                 frozenset({"min_p", "top_p"}), coins=_any(1)),
     # --- the bonus row while min_tokens still holds; several stop ids ---------------------------------------
@@ -388,6 +402,16 @@ SAMPLER_EDGES = [
                 "their requests reject and emit 0 or the one member kept",
                 [Request([x], [TIE_TOP_P_ROW, TIE_TOP_P_ROW], TIE_DRAFT_ROWS, top_p=0.5,
                          exponentials=_favouring(favoured)) for x, favoured in ((1, 2), (2, 3), (3, 1))],
+                SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 3)), [[1, 2], [2, 3], [3, 1]],
+                frozenset({"allowed_token_ids", "top_p"}), coins=_any(1, 1, 1)),
+    SamplerEdge("top-p-tie-class-kept-dyadic",
+                "top-p-tie-class-kept on logits every dtype holds: [1, 0, 0, 0] (token 4, logit 9, outside the allowed "
+                "ids {0, 1, 2, 3}) gives t = [e, 1, 1, 1]/(e + 3); top-p 0.5 (c_1 = 0.475 < 0.5 ≤ c_2) keeps the three "
+                "tokens tied at 1/(e + 3); each request drafts one member (draft probability 0.1: accepted whatever "
+                "the coin) and the bonus row emits the member its exponentials favour. A top-p keeping the sorted "
+                "prefix drops two of the drafted members: their requests reject and emit 0 or the one member kept",
+                [Request([x], [[1, 0, 0, 0, 9]] * 2, TIE_DRAFT_ROWS, top_p=0.5, exponentials=_favouring(favoured))
+                 for x, favoured in ((1, 2), (2, 3), (3, 1))],
                 SamplerParams(allowed_token_ids=_ids(*[TIE_ALLOWED] * 3)), [[1, 2], [2, 3], [3, 1]],
                 frozenset({"allowed_token_ids", "top_p"}), coins=_any(1, 1, 1)),
     SamplerEdge("greedy-tie-smallest-id",

@@ -126,7 +126,8 @@ def test_transformers_shipped_waivers_cover_exactly_its_edge_findings():
                 "L1/edge/placeholder-point": "placeholder-not-an-input", "L1/edge/top-p-cut-ties": "filter-ties",
                 "L1/edge/empty-residual": "empty-residual-raises", "L1/edge/empty-residual-top-k": "empty-residual-raises",
                 **{f"L1/edge/empty-residual-{e}": "draft-row-renormalised"
-                   for e in ("temperature", "top-k-temperature", "top-p-temperature")}}
+                   for e in ("temperature", "top-k-temperature", "top-p-temperature", "temperature-band")},
+                "L1/edge/top-p-cut-ties-dyadic": "filter-ties"}
     for e in EDGES:
         check = f"L1/edge/{e.name}"
         matched = [w.deviation for w in waivers if w.matches_check(check)]

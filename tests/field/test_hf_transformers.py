@@ -47,6 +47,9 @@ SEEDED_EDGE_FINDINGS = {
     **{f"L1/edge/empty-residual-{edge}": "the adapter's log q, renormalised by transformers' softmax, falls below a "
        "tempered target's larger value: a residual of about 2.4e-4 there, emitted on every run (SPEC 1.5)"
        for edge in ("temperature", "top-k-temperature", "top-p-temperature")},
+    "L1/edge/empty-residual-temperature-band": "the same over three tokens (SPEC 1.6): the likeliest emitted on every "
+                                               "run",
+    "L1/edge/top-p-cut-ties-dyadic": "TopPLogitsWarper's part of a tie, on logits [1, 0, 0, 0] (SPEC 1.6)",
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""

@@ -68,8 +68,9 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
     served = [name for name, status in got["found"].items() if status != "not_supported"]
     # every edge vLLM's declaration reaches, the random cases and "declared", in both order profiles; precision;
     # the edges at two sizes; every edge whose logits float16 and bfloat16 hold, in each of them too (SPEC 1.5);
-    # SPEC 1.6's empty residuals after each penalty vLLM serves, then top-k or top-p (six edges)
-    assert len(served) == 241, served
+    # SPEC 1.6's empty residuals after each penalty vLLM serves, then top-k or top-p (six edges), and
+    # top-p-tie-class-kept-dyadic
+    assert len(served) == 251, served
     # inclusive-acceptance: with u = 2^-53 for u = 0 every edge agrees; min-tokens-bonus-pre-step: and with
     # the bonus row's stop tokens banned in the reference (vLLM's rule) min-tokens-crossing agrees too
     assert got["confirmed"] == {"allowed-ids-forbid-draft": True, "bad-word-completed-by-drafts": True,

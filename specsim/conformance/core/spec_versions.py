@@ -62,6 +62,11 @@ INTRODUCED: tuple[Since, ...] = (
     Since("L1-sampler/edge/empty-residual-*-then-*", "1.6",
           "§4/§12 an empty residual where each penalty or the bias, then each cut, leave the target, T = 1/16 to 16, "
           "positions 0 and 2 to 5", False),
+    Since("L1/sizes/support/*", "1.6", "§4 every empty-residual edge at real vocabularies under a device's own "
+          "randomness, held to its law's support", False),
+    Since("L1/edge/*-dyadic*", "1.6", "§2 the edges whose logits were logarithms, on logits every dtype holds", False),
+    Since("L1-sampler/edge/*-dyadic/*", "1.6", "§12 the edges whose logits were logarithms, on logits every dtype "
+          "holds", False),
     # 1.5's rows next: 1.4's ``L1/edge/empty-residual-top-*``, ``L1-sampler/edge/empty-residual-*`` and 1.3's
     # ``L1/sizes/empty-residual*`` also match their names
     Since("L1/edge/empty-residual-*temperature*", "1.5", "§2/§4 an empty residual of a tempered target", False),

@@ -31,6 +31,9 @@ groups:
     (``empty_residual_batch``).
   - ``L1/sizes/<edge>-V<V>``: SPEC §4's other empty-residual edges (the cut's, temperature's, withdrawn
     drafts') at each of ``EMPTY_VOCABS`` (SPEC 1.5), their ids spread over tile edges (``empty_edge_checks``).
+  - ``L1/sizes/support/<edge>-V<V>`` (SPEC 1.6): for a device without injected noise that draws its own
+    randomness, every empty-residual edge at the same vocabularies, each request run under distinct seeds and held
+    to its law's exact support (``empty_support_checks``).
 * ``L2-sizes`` (the device's own randomness, ``rng`` "seeded" or "philox";
   exact, no statistics): ``L2/sizes/batch-invariance`` — probe requests alone
   and at the first and last row of a batch of every size in ``BATCH_SIZES``
@@ -45,19 +48,22 @@ What each check detects is stated in docs/statistics.md ("Sizes").
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
 
 from devices.protocol import Noise, VerifyBatch
-from specsim.conformance.core.calls import Malformed, Refusal, call, formed, malformed_result, missing, refused
+from specsim.conformance.core.calls import Malformed, Refusal, ask, call, formed, malformed_result, missing, refused
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
+from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import edge_dtype, edge_form
 from specsim.conformance.checks.chain.exact import edge_injected
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.embed import embed_at, mapped, spread_ids
+from specsim.judge.compare import output_problems
 from specsim.testing.seeds import case_seed
 
 BATCH_SIZES = (1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1024)
@@ -342,6 +348,77 @@ def empty_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     return results
 
 
+# --- L1: the empty residual at size under the device's own randomness (SPEC 1.6) -------------------
+
+SUPPORT_SAMPLES, QUICK_SUPPORT_SAMPLES = 32, 8
+"""Runs of each request of an empty-residual edge at size under a device's own randomness
+(``empty_support_checks``). The law's support is exact, so no α is spent: a fallback that emits a token of target
+probability 0 on a run with probability q is missed with probability (1 − q)^n — below 1.4% for q = 1/8 at n = 32;
+one that recovers id 0, the drafted token or a token the cut removed on every run (q = 1) is never missed."""
+
+SUPPORT_EDGES = tuple(e for e in EDGES if e.name == "empty-residual") + SIZED_EDGES
+"""Every §4 empty-residual edge: ``empty-residual`` and ``SIZED_EDGES``."""
+
+
+def empty_support_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/sizes/support/<edge>-V<V>`` (SPEC 1.6), for a device that draws its own randomness and takes no injected
+    noise (one that does is held to each edge's exact tokens at size: ``empty_edge_checks``, ``L1/sizes/empty-
+    residual-V<V>``): each of ``SUPPORT_EDGES`` re-stated at each of ``EMPTY_VOCABS`` as ``empty_edge_checks`` states
+    it, its ids spread over tile edges, 2^15, 2^16 and the last id, each request run ``SUPPORT_SAMPLES`` times under
+    distinct seeds (one call a request); every emitted sequence must lie in the support of the request's exact law
+    (``edges.request_law``, mapped). Its law beyond the support is held at V = 4 (``L1/edge/<edge>``)."""
+    caps, results = device.capabilities, []
+    dtype = edge_dtype(caps)
+    n = QUICK_SUPPORT_SAMPLES if ctx.quick else SUPPORT_SAMPLES
+    for edge in SUPPORT_EDGES:
+        form = edge_form(edge, caps)
+        for V in QUICK_EMPTY_VOCABS if ctx.quick else EMPTY_VOCABS:
+            name = f"L1/sizes/support/{edge.name}-V{V}"
+            if only is not None and name != only:
+                continue
+            why = missing(caps, form.needs, vocab_size=V, dtype=dtype) or _own_draws_lacking(caps)
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why))
+                continue
+            results.append(_support_at(device, ctx, form, name, V, n, dtype))
+    return results
+
+
+def _own_draws_lacking(caps) -> str | None:
+    if caps.injected_noise:
+        return ("device takes injected noise: each edge's exact tokens at this size are L1/sizes/<edge>-V<V> "
+                "(L1/sizes/empty-residual-V<V> for the plain one)")
+    if caps.rng == "none":
+        return "device draws no randomness of its own (rng 'none')"
+    return None
+
+
+def _support_at(device, ctx, edge, name: str, V: int, n: int, dtype: str) -> CheckResult:
+    """Each request of ``edge`` (at vocabulary 4) ``n`` times at ``V``, one call a request: (status, detail)."""
+    ids = spread_ids(V, len(edge.requests[0].logits[0]))
+    seed = case_seed(ctx.seed, name)
+    for i, request in enumerate(edge.requests):
+        law = {tuple(mapped(ids, list(k))): p for k, p in edge_laws.request_law(request, edge.point).items()}
+        one = replace(edge, requests=[request])
+        batch, _ = embed_at(edge_laws.repeated(one, n, dtype, seed + i), None, V, ids)
+        got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+        if problem:
+            return problem
+        broken = output_problems(batch, got)
+        if broken:
+            return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
+        outside = Counter(tuple(got.emitted(r)) for r in range(n) if tuple(got.emitted(r)) not in law)
+        if outside:
+            shown = ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:4])
+            return CheckResult(name, "L1", "fail", (
+                f"{edge.why} — at V={V} (ids {ids.tolist()}), request {i}: emitted {sorted(outside)[:3]} "
+                f"({sum(outside.values())} of {n} runs under the device's own randomness), which the exact law gives "
+                f"probability 0; the law: {shown} (repro: specsim conform --groups L1-sizes --seed {ctx.seed})"),
+                seed=seed, n=n)
+    return CheckResult(name, "L1", "pass", f"{edge.why} — at V={V}, under the device's own randomness: every one of "
+                       f"{n} runs of each request in the exact law's support", seed=seed, n=n)
+
+
 # --- L1: rejections with small residual mass ----------------------------------------------
 
 def small_residual_batch(rng: np.random.Generator, tv: float, tiny: bool, dtype: str,
@@ -415,7 +492,7 @@ def sizes_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     # the 256000-wide vocabularies last.
     return (residual_checks(device, ctx, only) + batch_checks(device, ctx, only) + vocab_checks(device, ctx, only)
             + filter_checks(device, ctx, only) + empty_residual_checks(device, ctx, only)
-            + empty_edge_checks(device, ctx, only))
+            + empty_edge_checks(device, ctx, only) + empty_support_checks(device, ctx, only))
 
 
 # --- L2: the device's own randomness at every batch size --------------------------------------
