@@ -196,14 +196,14 @@ def judge(edge: Edge, emitted: list[list[int]], n: int, alphas: dict, seed: int)
         outside = {k: c for k, c in seen.items() if k not in law}
         if outside:
             return "fail", (f"request {i}: emitted {sorted(outside)[:3]} ({sum(outside.values())} of {n} samples), "
-                            f"which the exact law gives probability 0; the law: {_show(law)}"), None, None, None
+                            f"which the exact law gives probability 0; the law: {show_law(law)}"), None, None, None
         if len(law) > 1:
             keys = sorted(law)
             result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]),
                                     alphas[i], what=f"{edge.name} request {i}", seed=seed)
             worst_tv = max(worst_tv, result.detectable_tv)
             if not result.passed:
-                return ("fail", f"request {i}: {result.report()}; the law: {_show(law)}", alphas[i],
+                return ("fail", f"request {i}: {result.report()}; the law: {show_law(law)}", alphas[i],
                         result.p_value, result.detectable_tv)
             if p_min is None or result.p_value < p_min:
                 p_min, spent = result.p_value, alphas[i]
@@ -215,7 +215,8 @@ def judge(edge: Edge, emitted: list[list[int]], n: int, alphas: dict, seed: int)
             worst_tv if spent is not None else None)
 
 
-def _show(law: dict) -> str:
+def show_law(law: dict) -> str:
+    """A law's four likeliest sequences, for a failure's detail."""
     return ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:4])
 
 

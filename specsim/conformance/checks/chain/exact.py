@@ -158,19 +158,27 @@ def edge_injected(device, edge, name: str, batch, noise, dtype: str, expected: l
     return CheckResult(name, "L1", "pass" if ok else "fail", detail, extra={**cmp.extra(), "near_tie_allowances": 0})
 
 
+def own_draws(device, name: str, batch, seed: int) -> tuple[list | None, CheckResult | None]:
+    """``batch`` asked without injected noise: (each request's emitted tokens, None), or (None, the check's result)
+    where the call raised, was refused, or gave an output of the wrong form (SPEC §7)."""
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+    if problem:
+        return None, problem
+    broken = output_problems(batch, got)
+    if broken:
+        return None, CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
+    return [got.emitted(i) for i in range(batch.batch_size)], None
+
+
 def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> CheckResult:
     """One edge asked ``n`` times under the device's own randomness, held to its exact law (each request's
     goodness-of-fit test at its α in ``plan``)."""
     n = edge_laws.samples(ctx.quick)
     seed = case_seed(ctx.seed, "edge-law", edge.name)
     batch = edge_laws.repeated(edge, n, dtype, seed)
-    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+    emitted, problem = own_draws(device, name, batch, seed)
     if problem:
         return problem
-    broken = output_problems(batch, got)
-    if broken:
-        return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
-    emitted = [got.emitted(i) for i in range(batch.batch_size)]
     alphas = {i: plan.alpha(f"{name}/request{i}") for i, r in enumerate(edge.requests)
               if len(edge_laws.request_law(r, edge.point)) > 1}
     status, detail, spent, p_value, tv = edge_laws.judge(edge, emitted, n, alphas, seed)

@@ -54,16 +54,15 @@ from dataclasses import replace
 import numpy as np
 
 from devices.protocol import Noise, VerifyBatch
-from specsim.conformance.core.calls import Malformed, Refusal, ask, call, formed, malformed_result, missing, refused
+from specsim.conformance.core.calls import Malformed, Refusal, call, formed, malformed_result, missing, refused
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import edge_dtype, edge_form
-from specsim.conformance.checks.chain.exact import edge_injected
+from specsim.conformance.checks.chain.exact import edge_injected, own_draws
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.embed import embed_at, mapped, spread_ids
-from specsim.judge.compare import output_problems
 from specsim.testing.seeds import case_seed
 
 BATCH_SIZES = (1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1024)
@@ -401,20 +400,16 @@ def _support_at(device, ctx, edge, name: str, V: int, n: int, dtype: str) -> Che
         law = {tuple(mapped(ids, list(k))): p for k, p in edge_laws.request_law(request, edge.point).items()}
         one = replace(edge, requests=[request])
         batch, _ = embed_at(edge_laws.repeated(one, n, dtype, seed + i), None, V, ids)
-        got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+        emitted, problem = own_draws(device, name, batch, seed)
         if problem:
             return problem
-        broken = output_problems(batch, got)
-        if broken:
-            return CheckResult(name, "L1", "fail", "; ".join(broken[:3]), seed=seed)
-        outside = Counter(tuple(got.emitted(r)) for r in range(n) if tuple(got.emitted(r)) not in law)
+        outside = Counter(tuple(e) for e in emitted if tuple(e) not in law)
         if outside:
-            shown = ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:4])
             return CheckResult(name, "L1", "fail", (
                 f"{edge.why} — at V={V} (ids {ids.tolist()}), request {i}: emitted {sorted(outside)[:3]} "
                 f"({sum(outside.values())} of {n} runs under the device's own randomness), which the exact law gives "
-                f"probability 0; the law: {shown} (repro: specsim conform --groups L1-sizes --seed {ctx.seed})"),
-                seed=seed, n=n)
+                f"probability 0; the law: {edge_laws.show_law(law)} (repro: specsim conform --groups L1-sizes "
+                f"--seed {ctx.seed})"), seed=seed, n=n)
     return CheckResult(name, "L1", "pass", f"{edge.why} — at V={V}, under the device's own randomness: every one of "
                        f"{n} runs of each request in the exact law's support", seed=seed, n=n)
 

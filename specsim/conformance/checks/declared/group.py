@@ -58,6 +58,7 @@ import numpy as np
 
 from devices.protocol import Noise, TreeBatch, VerifyBatch
 from specsim.conformance.core.calls import Malformed, call, formed, malformed_result, missing
+from specsim.conformance.cases.edges import show_law
 from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED, KEYED, SMALL_V, LawCase, Limit, Req,
                                                 assemble, batch_sizes, case_law, cast_logits, deep_requests, k_limits,
                                                 law_cases, logits_dtype, per_call, random_requests, request_laws,
@@ -327,10 +328,6 @@ def declared_exact_group(device, ctx) -> list[CheckResult]:
 
 # --------------------------------------------------------------------------- L3-declared: exact support
 
-def _show(law: dict, limit: int = 4) -> str:
-    return ", ".join(f"{list(k)}: {p:.3g}" for k, p in sorted(law.items(), key=lambda kv: -kv[1])[:limit])
-
-
 def outside_support(batch: VerifyBatch, out, reqs: list[Req]) -> list[str]:
     """One line per request whose emitted sequence has probability 0 under its exact law."""
     problems = []
@@ -338,7 +335,7 @@ def outside_support(batch: VerifyBatch, out, reqs: list[Req]) -> list[str]:
         got = tuple(out.emitted(i))
         if got not in law:
             problems.append(f"request {i} ({reqs[i].what}, K={reqs[i].K}) emitted {list(got)}, which its exact law "
-                            f"gives probability 0; the law: {_show(law)}")
+                            f"gives probability 0; the law: {show_law(law)}")
     return problems
 
 
@@ -444,12 +441,12 @@ def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
     if outside:
         return _with_scope(CheckResult(case.check, "L3", "fail", f"emitted {sorted(outside)[:3]} "
                                        f"({sum(outside.values())} of {case.n} samples), which the exact law gives "
-                                       f"probability 0; the law: {_show(law)}", n=case.n, seed=seed),
+                                       f"probability 0; the law: {show_law(law)}", n=case.n, seed=seed),
                            sc, said, case.declared)
     keys = sorted(law)
     result = stats.gof_test(np.array([seen.get(k, 0) for k in keys]), np.array([law[k] for k in keys]), alpha,
                             what=case.check, seed=seed)
-    detail = (f"{said}: {result.report()}; exact support over {case.n} samples; the law: {_show(law)}")
+    detail = (f"{said}: {result.report()}; exact support over {case.n} samples; the law: {show_law(law)}")
     out = CheckResult(case.check, "L3", "pass" if result.passed else "fail", detail, p_value=result.p_value,
                       alpha=alpha, n=case.n, statistic=result.statistic, detectable_tv=result.detectable_tv, seed=seed,
                       extra={"alpha_share": plan.test(case.check).alpha_share})
