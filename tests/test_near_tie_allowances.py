@@ -21,7 +21,7 @@ from devices.torch_device import make_cpu_device
 from specsim.conformance.core import l1_judge
 from specsim.conformance.checks.chain.exact import injected_noise_group, judge
 from specsim.conformance.run.runner import Context
-from specsim.conformance.checks.sampler.group import sampler_group
+from specsim.conformance.checks.sampler.group import random_checks, sampler_group
 from specsim.conformance.checks.chain.sizes import sizes_group
 from specsim.judge import compare as compare_module
 from specsim.judge.compare import REFERENCE_DISAGREES, compare, reference_step, waiver_cap
@@ -280,8 +280,7 @@ def test_each_new_kind_of_flip_counts_toward_the_cap(case, got):
 
 
 def _random_sampler_checks(device, quick: bool):
-    return [r for r in sampler_group(device, Context(quick=quick))
-            if "/edge/" not in r.name and r.name != "L1-sampler/precision"]
+    return random_checks(device, Context(quick=quick))
 
 
 def _assert_stripped_fails(quick: bool, failing_at_least: int):

@@ -261,10 +261,13 @@ def _explain_request(batch: VerifyBatch, want: StepResult, i: int, emitted: list
 
 
 def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, tolerance: float | None = None,
-            repro: str = "") -> Comparison:
+            repro: str = "", explain: int | None = None) -> Comparison:
     """Compare request by request; a differing request is allowed as near ties if at most
     ``MAX_WAIVERS_PER_REQUEST`` near-tie flips (margin below ``tolerance``) of SPEC §9's decisions,
-    decided exactly, explain it, re-walked on the rows the step read (SPEC §9, §12.5)."""
+    decided exactly, explain it, re-walked on the rows the step read (SPEC §9, §12.5). ``explain``: walk at most
+    that many differing requests and count the rest as mismatches unexplained — for a check whose answer is exact
+    (an edge), where no allowance applies and the walk, exact over every id of the row, only names the first
+    contradicted decision."""
     tol = TOLERANCE[str(batch.target_logits.dtype)] if tolerance is None else tolerance
     margins, kinds = want.decisions.margin, want.decisions.kind
     result = Comparison(structure=_check_structure(batch, got), decisions=len(margins),
@@ -282,8 +285,10 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
         padding_ok = 0 <= n <= K[i] and all(t == PLACEHOLDER_TOKEN_ID for t in row[n + 1:])
         pos = next((j for j, (a, b) in enumerate(zip(emitted, expected)) if a != b), min(len(emitted), len(expected)))
         line = _describe(batch, want, i, row, n, pos, padding_ok)
-        outcome, note, flips = (_explain_request(batch, want, i, emitted, n, pos, tol) if padding_ok
+        walk = padding_ok and (explain is None or explain > 0)
+        outcome, note, flips = (_explain_request(batch, want, i, emitted, n, pos, tol) if walk
                                 else ("mismatch", "", [Flip("output", pos, float("inf"))]))
+        explain = None if explain is None else explain - walk
         if outcome == "allowed":
             result.waived.append(f"{line}{note}{repro}")
             result.waivers += len(flips)
