@@ -136,17 +136,19 @@ def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: boo
     return edge_injected(device, edge, name, batch, noise, dtype)
 
 
-def edge_injected(device, edge, name: str, batch, noise, dtype: str, expected: list | None = None) -> CheckResult:
+def edge_injected(device, edge, name: str, batch, noise, dtype: str, expected: list | None = None,
+                  explain: int = 1) -> CheckResult:
     """One edge with its injected noise: its exact expected tokens (no near-tie allowance), or, for a float32 run
     of an edge that is a float64-scale near-tie, the reference's tokens with SPEC §9's allowances. ``expected``:
     per request, the tokens (default ``edge.expected``; the mapped ones for an edge re-stated at a vocabulary,
-    ``specsim.testing.embed``)."""
+    ``specsim.testing.embed``). ``explain``: how many differing requests a failure walks for its first
+    contradicted decision (``compare``; 0 at a real vocabulary, where the walk is exact over every id)."""
     expected = edge.expected if expected is None else expected
     got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
     if problem:
         return problem
     near_tie = dtype == "float32" and not edge.float32_exact   # a near-tie of the float64 kind: SPEC §9 applies
-    cmp = compare(batch, got, reference_step(batch, noise), explain=None if near_tie else 1)
+    cmp = compare(batch, got, reference_step(batch, noise), explain=None if near_tie else explain)
     if near_tie:
         return CheckResult(name, "L1", cmp.status, edge.why if cmp.ok else f"{edge.why}: {cmp.summary()}",
                            extra=cmp.extra())

@@ -343,7 +343,7 @@ def empty_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
             ids = spread_ids(V, batch.vocab_size)
             batch, noise = embed_at(batch, noise, V, ids)
             expected = [mapped(ids, list(tokens)) for tokens in edge.expected]
-            results.append(edge_injected(device, edge, name, batch, noise, dtype, expected))
+            results.append(edge_injected(device, edge, name, batch, noise, dtype, expected, explain=0))
     return results
 
 
