@@ -50,7 +50,7 @@ print(json.dumps({"found": found, "confirmed": confirmed}))
 
 
 def _run(cache) -> dict:
-    out = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=1200)
+    out = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, timeout=2400)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
