@@ -329,22 +329,28 @@ def empty_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     vocabulary: a fallback, a top-k or a top-p kept set taken from the first tile alone is caught."""
     caps, results = device.capabilities, []
     dtype = edge_dtype(caps)
-    for edge in SIZED_EDGES:
+    for edge, form, V, name in _edges_at_size(SIZED_EDGES, caps, ctx, only, "L1/sizes/{edge}-V{V}"):
+        skip = _gate(name, caps, form.needs, vocab_size=V, dtype=dtype)
+        if skip:
+            results.append(skip)
+            continue
+        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+        ids = spread_ids(V, batch.vocab_size)
+        batch, noise = embed_at(batch, noise, V, ids)
+        expected = [mapped(ids, list(tokens)) for tokens in edge.expected]
+        results.append(edge_injected(device, edge, name, batch, noise, dtype, expected, explain=0))
+    return results
+
+
+def _edges_at_size(edges, caps, ctx, only: str | None, pattern: str):
+    """``(edge, its form for caps, V, check name)`` for each of ``edges`` at each of ``EMPTY_VOCABS`` (the quick ones
+    with ``--quick``), the name ``pattern`` formatted; ``only``: just the check of that name."""
+    for edge in edges:
         form = edge_form(edge, caps)
         for V in QUICK_EMPTY_VOCABS if ctx.quick else EMPTY_VOCABS:
-            name = f"L1/sizes/{edge.name}-V{V}"
-            if only is not None and name != only:
-                continue
-            skip = _gate(name, caps, form.needs, vocab_size=V, dtype=dtype)
-            if skip:
-                results.append(skip)
-                continue
-            batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-            ids = spread_ids(V, batch.vocab_size)
-            batch, noise = embed_at(batch, noise, V, ids)
-            expected = [mapped(ids, list(tokens)) for tokens in edge.expected]
-            results.append(edge_injected(device, edge, name, batch, noise, dtype, expected, explain=0))
-    return results
+            name = pattern.format(edge=edge.name, V=V)
+            if only is None or name == only:
+                yield edge, form, V, name
 
 
 # --- L1: the empty residual at size under the device's own randomness (SPEC 1.6) -------------------
@@ -369,17 +375,10 @@ def empty_support_checks(device, ctx, only: str | None = None) -> list[CheckResu
     caps, results = device.capabilities, []
     dtype = edge_dtype(caps)
     n = QUICK_SUPPORT_SAMPLES if ctx.quick else SUPPORT_SAMPLES
-    for edge in SUPPORT_EDGES:
-        form = edge_form(edge, caps)
-        for V in QUICK_EMPTY_VOCABS if ctx.quick else EMPTY_VOCABS:
-            name = f"L1/sizes/support/{edge.name}-V{V}"
-            if only is not None and name != only:
-                continue
-            why = missing(caps, form.needs, vocab_size=V, dtype=dtype) or _own_draws_lacking(caps)
-            if why:
-                results.append(CheckResult(name, "L1", "not_supported", why))
-                continue
-            results.append(_support_at(device, ctx, form, name, V, n, dtype))
+    for _, form, V, name in _edges_at_size(SUPPORT_EDGES, caps, ctx, only, "L1/sizes/support/{edge}-V{V}"):
+        why = missing(caps, form.needs, vocab_size=V, dtype=dtype) or _own_draws_lacking(caps)
+        results.append(CheckResult(name, "L1", "not_supported", why) if why else
+                       _support_at(device, ctx, form, name, V, n, dtype))
     return results
 
 
@@ -393,7 +392,8 @@ def _own_draws_lacking(caps) -> str | None:
 
 
 def _support_at(device, ctx, edge, name: str, V: int, n: int, dtype: str) -> CheckResult:
-    """Each request of ``edge`` (at vocabulary 4) ``n`` times at ``V``, one call a request: (status, detail)."""
+    """Each request of ``edge`` (at vocabulary 4) ``n`` times at ``V``, one call a request: the check's result (the
+    first request with a sequence outside its law's support fails it)."""
     ids = spread_ids(V, len(edge.requests[0].logits[0]))
     seed = case_seed(ctx.seed, name)
     for i, request in enumerate(edge.requests):
