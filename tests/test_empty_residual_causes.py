@@ -23,7 +23,7 @@ from specsim.conformance.stats.plan import sampler_edge_tests  # noqa: E402
 from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
 from specsim.testing.edges import BAND_TEMPERATURES  # noqa: E402
 from specsim.testing.sampler_edges import CAUSE_CUT_EDGES, CAUSE_CUT_PLANS, CAUSES, CUTS, SAMPLER_EDGES  # noqa: E402
-from tests.test_empty_residual import failed_names  # noqa: E402
+from tests.test_empty_residual import failed_names, of_version  # noqa: E402
 from tests.test_empty_residual_params import _FALL_BACK, _RACE, CTX, DTYPES, _every_check  # noqa: E402
 
 BAND = "empty-residual-temperature-band"
@@ -104,7 +104,7 @@ def test_the_torch_device_passes_every_new_check():
 def test_a_fallback_without_one_cause_fails_exactly_that_causes_edges(cause):
     """Each fails every edge of its cause, with every twin; 1.5 checked two of the four causes, through one cut each
     (presence and top-k, bias and min_p), so a fallback without the repetition or the frequency penalty passed it."""
-    failed = failed_names(edge_checks(WITHOUT[cause].make(), CTX))
+    failed = of_version(failed_names(edge_checks(WITHOUT[cause].make(), CTX)), "1.6")
     old = [e for e in SAMPLER_EDGES if e.name == _1_5_EDGE.get(cause)]
     assert failed == sorted(_then(_of(cause)) + _then(old)), failed
     assert {spec_versions.introduced_in(n) for n in failed} == ({"1.5", "1.6"} if old else {"1.6"})
@@ -112,14 +112,14 @@ def test_a_fallback_without_one_cause_fails_exactly_that_causes_edges(cause):
 
 def test_a_frequency_penalty_counted_once_in_the_fallback_fails_the_frequency_edges():
     """The drafted token is in the output twice; counted once it stays the row's largest logit, kept by every cut."""
-    failed = failed_names(edge_checks(COUNTED_ONCE.make(), CTX))
+    failed = of_version(failed_names(edge_checks(COUNTED_ONCE.make(), CTX)), "1.6")
     assert failed == sorted(_then(_of("frequency"))), failed
 
 
 def test_a_temperature_clamped_to_a_range_fails_where_it_clamps():
     """Clamped to [0.1, 10], the fallback passes every 1.5 check (T = 0.25 and 4) and fails the band's requests at
     1/32 and 32, with its twins and at size, and the cause-and-cut edges with a request at 1/16 or 16."""
-    failed = failed_names(_every_check(CLAMPED.make()))
+    failed = of_version(failed_names(_every_check(CLAMPED.make())), "1.6")
     clamped = [e for e in CAUSE_CUT_EDGES if any(r.temperature < 0.1 or r.temperature > 10 for r in e.requests)]
     assert len(clamped) == 6
     assert failed == sorted(_band() + _then(clamped)), failed
@@ -140,7 +140,7 @@ def test_a_fallback_lost_at_positions_2_to_5_fails_only_the_new_checks():
     from specsim.conformance.cases.declared import k_limits
     from specsim.conformance.checks.declared.group import empty_residual_at_k
     device = MIDDLE.make()
-    failed = failed_names(_every_check(device))
+    failed = of_version(failed_names(_every_check(device)), "1.6")
     assert failed == sorted(_band() + _then(CAUSE_CUT_EDGES)), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.6"}
     (core,) = [lim for lim in k_limits(device.capabilities) if lim.value == 8]
@@ -186,7 +186,7 @@ def test_a_device_broken_on_its_16_bit_sampler_path_fails_the_new_edges_bfloat16
     base = load("torch")
     device = PathOf(base, make_mutant(base, "empty-residual-token-zero"), _sampler_bfloat16)
     failed = failed_names(edge_checks(device, CTX))
-    new = sorted(set(failed) - set(of_version(failed, "1.5")))
+    new = sorted(set(of_version(failed, "1.6")) - set(of_version(failed, "1.5")))
     assert new == sorted(_then(CAUSE_CUT_EDGES, ("/bfloat16",))), new
 
 
@@ -207,7 +207,7 @@ def test_a_16_bit_path_that_breaks_a_logarithm_edges_rule_fails_its_dyadic_twin(
     base = load("torch")
     device = PathOf(base, make_mutant(base, mutant), _sampler_bfloat16)
     failed = failed_names(edge_checks(device, CTX))
-    new = sorted(set(failed) - set(of_version(failed, "1.5")))
+    new = sorted(set(of_version(failed, "1.6")) - set(of_version(failed, "1.5")))
     edge = next(e for e in SAMPLER_EDGES if e.name == DYADIC[mutant])
     twins = {f"L1-sampler/edge/{edge.name}/{order}/bfloat16" for order in edge.orders}
     # the order edge holds a different answer per profile: the canonical order computed for both fails the vllm one
@@ -242,8 +242,8 @@ def test_without_injected_noise_the_empty_residual_is_held_at_size_by_its_suppor
     assert [r.name for r in good] == quick and {r.status for r in good} == {"pass"}, good
     assert {r.status for r in empty_support_checks(base, CTX)} == {"not_supported"}   # its exact tokens instead
     device = BlackBox(PathOf(base, make_mutant(base, "empty-residual-token-zero"), _cut_past_a_tile))
-    failed = failed_names(empty_support_checks(device, CTX))
-    assert failed == sorted(n for n in quick if "top-" in n or "temperature" in n), failed
+    failed = of_version(failed_names(empty_support_checks(device, CTX)), "1.6")
+    assert failed == of_version((n for n in quick if "top-" in n or "temperature" in n), "1.6"), failed
     assert {spec_versions.introduced_in(n) for n in failed} == {"1.6"}
     (detail,) = {r.detail for r in empty_support_checks(device, CTX, only=failed[0])}
     assert "which the exact law gives probability 0" in detail and "(8 of 8 runs" in detail, detail

@@ -189,11 +189,18 @@ def band_rejection(logits: list, temperature: float, *, drafted: int, kept: tupl
     row = logits if kept_logits is None else kept_logits
     a, b, c = kept
     assert row[b] - row[a] == row[c] - row[b] == 2 * temperature, (row, kept, temperature)
-    exponentials = [1e-4] * len(logits)
-    exponentials[a], exponentials[b], exponentials[c] = float(np.exp(-BAND)), 1.0, float(np.exp(2.0 * BAND))
     request = Request([drafted], [list(logits), [0.0] * len(logits)], [covering(row, temperature, list(kept), drafted)],
-                      temperature=temperature, top_k=top_k, top_p=top_p, uniforms=[0.5], exponentials=exponentials)
+                      temperature=temperature, top_k=top_k, top_p=top_p, uniforms=[0.5],
+                      exponentials=_band_exponentials(len(logits), kept))
     return after_certain(list(after), request)
+
+
+def _band_exponentials(vocab_size: int, kept: tuple) -> list:
+    """``band_rejection``'s exponentials ``[V]``: ``e^-√2, 1, e^2√2`` on ``kept`` (``a, b, c``), ``1e-4`` elsewhere."""
+    exponentials = [1e-4] * vocab_size
+    a, b, c = kept
+    exponentials[a], exponentials[b], exponentials[c] = float(np.exp(-BAND)), 1.0, float(np.exp(2.0 * BAND))
+    return exponentials
 
 
 def temperature_band(temperature: float, *, after: tuple = ()) -> Request:
@@ -203,10 +210,49 @@ def temperature_band(temperature: float, *, after: tuple = ()) -> Request:
                           after=after)
 
 
+def bonus_band(temperature: float) -> Request:
+    """A request of no drafts whose bonus row is ``temperature_band``'s target, ``[-inf, 0, 2T, 4T]``, with its
+    exponentials (SPEC 1.7): the row at ``T`` emits 2, a row at a temperature off by more than a factor √2 1 or 3."""
+    return Request([], [[NEG, 0.0, 2.0 * temperature, 4.0 * temperature]], temperature=temperature,
+                   exponentials=_band_exponentials(4, (1, 2, 3)))
+
+
 BAND_TEMPERATURES = tuple(2.0 ** e for e in (-5, -3, -1, 1, 3, 5))
 """``empty-residual-temperature-band``'s temperatures, one a request, the i-th rejecting at position i."""
 BAND_ACCEPTED = (1, 2, 3, 1, 2)
 """The drafts its requests accept first (request i the first i)."""
+FAR_TEMPERATURES = tuple(2.0 ** e for e in (-9, -7, 7, 9))
+"""``empty-residual-temperature-far``'s temperatures (SPEC 1.7), past the band's 1/32 and 32, request i rejecting at
+position i."""
+BONUS_TEMPERATURES = tuple(2.0 ** e for e in range(-9, 10, 2))
+"""``bonus-row-temperature-band``'s temperatures (SPEC 1.7): 2^-9 to 2^9, within a factor 2 of any temperature
+between."""
+
+
+def band_at_position(position: int, num_drafts: int) -> Request:
+    """A request of ``num_drafts`` drafts of token 0 whose draft at ``position`` is rejected with
+    ``temperature_band``'s empty residual, at the band temperature ``BAND_TEMPERATURES[position % 6]`` (SPEC 1.7):
+    the drafts before it accepted with certainty, those after it never verified (``with_trailing``). Token 0 is the
+    rejected draft too (target logit ``-inf``), so a fallback read from another row (the one-hot row of an accepted
+    0) or to the draft emits a token the request's exact law gives probability 0, and a fallback at another
+    temperature a token the band's exponentials refuse."""
+    band = temperature_band(BAND_TEMPERATURES[position % len(BAND_TEMPERATURES)], after=(0,) * position)
+    return with_trailing(band, num_drafts - position - 1)
+
+
+def with_trailing(request: Request, count: int) -> Request:
+    """``request`` with ``count`` more drafts of token 0 after its own (one-hot target and draft rows, coin 0.5),
+    its bonus row last: drafts a step never verifies once an earlier one is rejected."""
+    if count <= 0:
+        return request
+    V = len(request.logits[0])
+    row = [float(v == 0) for v in range(V)]
+    return replace(request, draft_ids=list(request.draft_ids) + [0] * count,
+                   logits=list(request.logits[:-1]) + [one_hot_logits(0, V)] * count + [request.logits[-1]],
+                   draft_rows=None if request.draft_rows is None else list(request.draft_rows) + [row] * count,
+                   uniforms=list(request.uniforms if request.uniforms is not None else [0.5] * len(request.draft_ids))
+                   + [0.5] * count,
+                   withdrawn=None if request.withdrawn is None else list(request.withdrawn) + [False] * count)
 
 
 EDGES: list[Edge] = [
@@ -350,5 +396,18 @@ EDGES: list[Edge] = [
          "one 3): a fallback at T = 1, or with T clamped to a range, is caught at every temperature it changes",
          [temperature_band(T, after=BAND_ACCEPTED[:i]) for i, T in enumerate(BAND_TEMPERATURES)],
          [[*BAND_ACCEPTED[:i], 2] for i in range(len(BAND_TEMPERATURES))], frozenset({"draft_probs"})),
+    Edge("empty-residual-temperature-far", "§2/§4 the band's empty residual past it: four requests at T = 2^-9, "
+         "2^-7, 2^7, 2^9, the i-th rejecting at position i, each over logits [-inf, 0, 2T, 4T] whose draft row covers "
+         "t; each emits 2 from the row at T and from no row at a temperature off by more than a factor √2: a fallback "
+         "whose temperature is clamped to [0.01, 100] passes the band and fails here",
+         [temperature_band(T, after=BAND_ACCEPTED[:i]) for i, T in enumerate(FAR_TEMPERATURES)],
+         [[*BAND_ACCEPTED[:i], 2] for i in range(len(FAR_TEMPERATURES))], frozenset({"draft_probs"})),
+    Edge("bonus-row-temperature-band", "§2 a row sampled at its own temperature from 2^-9 to 2^9: ten requests of no "
+         "drafts, at T = 2^k for odd k from -9 to 9, each bonus row [-inf, 0, 2T, 4T] (t ∝ [0, 1, e^2, e^4] at every "
+         "T); the exponentials make each emit 2 from the row at T and from no row at a temperature off by more than a "
+         "factor √2 (a hotter row emits 1, a colder one 3): a temperature clamped to a range, or rounded, is caught "
+         "on every row, not only the fallback's",
+         [bonus_band(T) for T in BONUS_TEMPERATURES], [[2]] * len(BONUS_TEMPERATURES),
+         frozenset({"point_proposals"}), point=True),
 ]
 """Every SPEC §4 edge and the tie rules of §2/§3 (see each ``why``)."""

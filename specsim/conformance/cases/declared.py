@@ -92,6 +92,28 @@ def k_limits(caps) -> list[Limit]:
     return out
 
 
+EVERY_POSITION = 64
+"""``empty_positions``: every position below this is checked; past it, each side of every power of two."""
+
+
+def empty_positions(K: int) -> tuple[int, ...]:
+    """The positions of K drafts at which ``L1/declared/<mode>/empty-residual-positions-K<K>`` rejects with an empty
+    residual (SPEC 1.7): every one below ``EVERY_POSITION``, past it each side of every power of two, and ``K − 1``
+    (one request a position: a request rejects once, so every position of a large K would be quadratic in K).
+
+    >>> empty_positions(8)
+    (0, 1, 2, 3, 4, 5, 6, 7)
+    >>> empty_positions(200)[60:]
+    (60, 61, 62, 63, 64, 65, 127, 128, 129, 199)
+    """
+    out = set(range(min(K, EVERY_POSITION))) | {K - 1}
+    p = EVERY_POSITION
+    while p < K:
+        out |= {p - 1, p, p + 1}
+        p *= 2
+    return tuple(sorted(x for x in out if x < K))
+
+
 def tree_limits(caps) -> tuple[Limit, Limit]:
     """(nodes, depth) of the declared-limit tree: ``max_tree_nodes`` nodes at depth ``max_k`` (the nodes permitting).
     An undeclared node limit is SPEC §11.1's default (``tree_node_limit``): the tree every device must serve."""
@@ -393,6 +415,7 @@ def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
 __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "TREE_CAP", "SMALL_V", "BATCH_SIZES",
            "QUICK_BATCH_SIZES", "LAW_SAMPLES", "QUICK_LAW_SAMPLES", "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
            "INJECTED", "KEYED", "DEVICE_RNG", "K_LADDER", "logits_dtype", "cast_logits", "Limit", "vocab_limits",
-           "k_limits", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req", "assemble", "request_laws",
+           "k_limits", "EVERY_POSITION", "empty_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",
+           "assemble", "request_laws",
            "per_call", "support_requests", "law_request", "deep_request", "deep_requests", "random_requests",
            "LawCase", "law_cases", "case_law", "law_tests"]

@@ -53,7 +53,25 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.6's rows first: 1.5's ``L1/edge/empty-residual-*temperature*``, ``L1-sampler/edge/empty-residual-bias-*``, its
+    # 1.7's rows first: 1.6's ``L1-sampler/edge/empty-residual-*-then-*`` and ``L1/sizes/support/*``, 1.5's
+    # ``L1/edge/empty-residual-*temperature*``, ``L1/sizes/empty-residual-*-V*``, ``L1/declared/*/empty-residual-*``
+    # and the dtype twins' patterns also match their names
+    Since("L1/edge/empty-residual-temperature-far*", "1.7",
+          "§2/§4 an empty residual's fallback at its temperature within √2, T = 2^-9, 2^-7, 2^7, 2^9", False),
+    Since("L1/sizes/empty-residual-temperature-far-V*", "1.7",
+          "§2/§4 the far temperatures' empty residuals at real vocabularies", False),
+    Since("L1/sizes/support/empty-residual-temperature-far-V*", "1.7",
+          "§2/§4 the far temperatures' empty residuals at real vocabularies under a device's own randomness", False),
+    Since("L1/edge/bonus-row-temperature-band*", "1.7", "§2 a row sampled at its temperature within √2, T = 2^-9 to "
+          "2^9", False),
+    Since("L1-sampler/edge/empty-residual-every-cause-then-*", "1.7",
+          "§4/§12 an empty residual where every penalty and the bias act together, then each cut", False),
+    Since("L1/declared/*/empty-residual-positions-K*", "1.7",
+          "§4 an empty residual at every position of K = 8 and of the declared max_k (past 64, each side of every "
+          "power of two)", False),
+    Since("L3/declared/support/empty-residual-positions-K*", "1.7",
+          "§4 the same under a device's own randomness, held to each request's exact support", False),
+    # 1.6's rows next: 1.5's ``L1/edge/empty-residual-*temperature*``, ``L1-sampler/edge/empty-residual-bias-*``, its
     # dtype twins' and ``L1/sizes/empty-residual-*-V*`` also match their names
     Since("L1/edge/empty-residual-temperature-band*", "1.6",
           "§2/§4 an empty residual's fallback at its temperature within √2, T = 1/32 to 32, positions 0 to 5", False),
@@ -164,7 +182,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.6', '1.0')
+    ('1.7', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 

@@ -15,7 +15,8 @@ at those values — not only at the core's minimum, and not only for the form of
   near-tie allowances), in each declared noise mode: ``injected`` (given noise, SPEC §5.1) and
   ``keyed`` (``rng == "philox"``, noise None: the reference's keyed streams, SPEC §5.2). Checks
   ``L1/declared/<mode>/{vocab-V<V>, K<K>, batch-B<B>, tree-<scheme>-N<N>-D<D>}``, and SPEC §4's empty residual
-  at each checked V and K (SPEC 1.5: ``empty-residual-V<V>``, ``empty-residual-K<K>``).
+  at each checked V and K (SPEC 1.5: ``empty-residual-V<V>``, ``empty-residual-K<K>``) and at every position of each
+  checked K (SPEC 1.7: ``empty-residual-positions-K<K>``, past 64 each side of every power of two).
 * ``L3-declared`` — a device drawing its own randomness (``rng`` "seeded" or "philox", with or
   without injected noise), mode ``device-rng``:
 
@@ -27,6 +28,8 @@ at those values — not only at the core's minimum, and not only for the form of
     law (``edge_laws.request_law``, SPEC §2–§4), so a token from a wrong row, a wrong offset or a
     truncated index lands outside the support and fails. Trees: one-hot rows down the deepest
     path, so the walk is certain and only the leaf's token is drawn (from a few ids).
+  - ``L3/declared/support/empty-residual-positions-K<K>`` (SPEC 1.7): the positions requests above, 8 runs each
+    under distinct seeds, held to their exact support.
   - ``L3/declared/law/vocab-V<V>`` and ``.../K<K>``: **goodness of fit** of one few-id request,
     repeated ``n`` times under distinct seeds, against its exact law (7 and 5 sequences), at each
     declared V and at the declared ``max_k``. Each is one test of the run's statistical plan
@@ -42,10 +45,10 @@ checked per noise mode.
 are checked at their declared values in a quick run too.
 
 Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
-draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.0 s
-(SPEC 1.5's empty residual at V and K included) and ``L3-declared`` 15.0 s at full size (``LAW_SAMPLES`` = 240
-requests at V = 262144; 7.0 s and 14.9 s wall), 4.4 s and 5.1 s with ``--quick``; peak memory 1.8 GB. Measured with ``python -m specsim.conformance.checks.declared.group [--quick]``, which prints
-each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
+draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.2 s
+(SPEC 1.5's and 1.7's empty residuals at V and K included) and ``L3-declared`` 15.6 s at full size (``LAW_SAMPLES``
+= 240 requests at V = 262144; the same wall), 4.9 s and 5.1 s with ``--quick``; peak memory 1.8 GB. Measured with
+``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
 """
 
 from __future__ import annotations
@@ -60,12 +63,13 @@ from devices.protocol import Noise, TreeBatch, VerifyBatch
 from specsim.conformance.core.calls import Malformed, call, formed, malformed_result, missing
 from specsim.conformance.cases.edges import show_law
 from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED, KEYED, SMALL_V, LawCase, Limit, Req,
-                                                assemble, batch_sizes, case_law, cast_logits, deep_requests, k_limits,
+                                                assemble, batch_sizes, case_law, cast_logits, deep_requests,
+                                                empty_positions, k_limits,
                                                 law_cases, logits_dtype, per_call, random_requests, request_laws,
                                                 scope, support_requests, tree_limits, vocab_limits)
 from specsim.conformance.core.l1_judge import judge
 from specsim.conformance.core.results import CheckResult
-from specsim.testing.edges import EDGES, after_certain, make_batch
+from specsim.testing.edges import EDGES, after_certain, band_at_position, make_batch
 from specsim.testing.embed import embed_at, spread_ids as spread_ids_at
 from specsim.testing.seeds import case_seed
 
@@ -225,6 +229,7 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
         results += [empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
         results += [empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
+        results += [empty_residual_positions(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
     return results
 
@@ -276,6 +281,32 @@ def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> Check
     batch, noise = make_batch(reqs, dtype=dtype, point=False)
     said = f"an empty residual at position K-1 of K={K} (declared max_k {lim.declared})"
     return _l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
+
+
+def _positions_said(positions: tuple, lim: Limit) -> str:
+    runs, start = [], positions[0]
+    for a, b in zip(positions, (*positions[1:], None)):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    shown = f"every position 0 to {positions[-1]}" if len(runs) == 1 else f"positions {', '.join(runs)}"
+    return (f"an empty residual at {shown} of K={lim.value} (declared max_k {lim.declared}), one request of K drafts "
+            f"each")
+
+
+def empty_residual_positions(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
+    """``L1/declared/<mode>/empty-residual-positions-K<K>`` (SPEC 1.7): one request per position of
+    ``empty_positions(K)`` (every position at the core's K = 8), each rejecting there with the empty residual of a
+    tempered target (``edges.band_at_position``: the band's temperatures in turn), its tokens against the reference's
+    in ``mode``. A fallback right at the first positions and the last but wrong between passes SPEC 1.6; here it
+    fails."""
+    name, caps = f"L1/declared/{mode}/empty-residual-positions-K{lim.value}", device.capabilities
+    why = _empty_residual_lacking(caps)
+    if why:
+        return CheckResult(name, "L1", "not_supported", why)
+    positions = empty_positions(lim.value)
+    batch, noise = make_batch([band_at_position(j, lim.value) for j in positions], dtype=dtype, point=False)
+    return _l1_chain(device, ctx, mode, name, batch, None, _positions_said(positions, lim), lim.to_json(), noise)
 
 
 def _tree_said(scheme: str, nodes: Limit, depth: Limit) -> str:
@@ -384,6 +415,46 @@ def _support_tree(device, ctx, scheme: str) -> CheckResult:
     return _with_scope(CheckResult(name, "L3", "pass" if ok else "fail", detail, seed=seed), sc, said, declared)
 
 
+POSITION_RUNS, QUICK_POSITION_RUNS = 8, 4
+"""Runs of each request of ``L3/declared/support/empty-residual-positions-K<K>``, each under its own seed."""
+
+
+def _support_positions(device, ctx, lim: Limit, dtype: str) -> CheckResult:
+    """``L3/declared/support/empty-residual-positions-K<K>`` (SPEC 1.7): ``empty_residual_positions``' requests for a
+    device drawing its own randomness, each run ``POSITION_RUNS`` times under distinct seeds in one call; every
+    emitted sequence must lie in its request's exact support (a fallback to token 0, the rejected draft, or to an
+    earlier row's one-hot 0 does not)."""
+    name, caps = f"L3/declared/support/empty-residual-positions-K{lim.value}", device.capabilities
+    why = _empty_residual_lacking(caps)
+    if why:
+        return CheckResult(name, "L3", "not_supported", why)
+    positions = empty_positions(lim.value)
+    runs = QUICK_POSITION_RUNS if ctx.quick else POSITION_RUNS
+    requests = [band_at_position(j, lim.value) for j in positions]
+    laws = request_laws(make_batch(requests, dtype=dtype, point=False)[0])
+    batch, _ = make_batch(requests * runs, dtype=dtype, point=False)
+    seed = case_seed(ctx.seed, name)
+    batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
+                                                                                  dtype=np.uint64))
+    said = _positions_said(positions, lim) + f", {runs} runs each"
+    sc = scope(DEVICE_RNG, batch.vocab_size, batch.max_k, batch.batch_size)
+    got, problem = _call(name, "L3", lambda: formed(device, batch), caps)
+    if problem:
+        return _with_scope(problem, sc, said, lim.to_json())
+    problems = []
+    for i in range(batch.batch_size):
+        j, law, emitted = positions[i % len(positions)], laws[i % len(positions)], tuple(got.emitted(i))
+        if emitted not in law:
+            problems.append(f"the request rejecting at position {j} (run {i // len(positions)}) emitted "
+                            f"{list(emitted[-3:])} at positions {max(0, len(emitted) - 3)} on, which its exact law "
+                            f"gives probability 0; the law: {show_law(law)}")
+    detail = (f"{len(problems)} of {batch.batch_size} runs outside their law's support: " + "; ".join(problems[:3])
+              if problems else f"{said}: every run emitted a sequence of its exact law's support (exact, no "
+                               "statistics)")
+    return _with_scope(CheckResult(name, "L3", "fail" if problems else "pass", detail, seed=seed), sc, said,
+                       lim.to_json())
+
+
 def support_checks(device, ctx) -> list[CheckResult]:
     caps = device.capabilities
     dtype, point = logits_dtype(caps), not caps.draft_probs
@@ -399,6 +470,7 @@ def support_checks(device, ctx) -> list[CheckResult]:
         results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
                                       assemble(reqs, SMALL_V, dtype, point), reqs,
                                       f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
+        results.append(_support_positions(device, ctx, lim, dtype))
     for B in batch_sizes(ctx):
         name = f"L3/declared/support/batch-B{B}"
         reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
@@ -501,5 +573,6 @@ if __name__ == "__main__":
 
 
 __all__ = ["LAW_CALL_BYTES", "certain_tree", "steered_tree", "join_trees", "noise_modes", "l1_checks",
-           "empty_residual_at_v", "empty_residual_at_k", "declared_exact_group", "outside_support", "support_checks",
+           "empty_residual_at_v", "empty_residual_at_k", "empty_residual_positions", "declared_exact_group",
+           "outside_support", "support_checks",
            "declared_law_group"]
