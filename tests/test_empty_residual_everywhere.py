@@ -25,7 +25,7 @@ from specsim.conformance.core import spec_versions  # noqa: E402
 from specsim.conformance.core.black_box import BlackBox  # noqa: E402
 from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
 from specsim.testing.edges import BONUS_TEMPERATURES, FAR_TEMPERATURES  # noqa: E402
-from specsim.testing.sampler_edges import CAUSES, EVERY_CAUSE, EVERY_CAUSE_EDGES, EVERY_CAUSE_PLANS  # noqa: E402
+from specsim.testing.sampler_edges import CAUSES, EVERY_CAUSE, EVERY_PENALTY, TOGETHER_EDGES  # noqa: E402
 from tests.test_empty_residual import failed_names, of_version  # noqa: E402
 from tests.test_empty_residual_causes import COUNTED_ONCE, WITHOUT, _fallback_from, _then  # noqa: E402
 from tests.test_empty_residual_params import _FALL_BACK, _RACE, CTX, DTYPES, _every_check  # noqa: E402
@@ -74,10 +74,13 @@ def _positions(device) -> list[str]:
 
 
 def test_the_new_edges_and_where_they_reach():
-    assert sorted(e.name for e in EVERY_CAUSE_EDGES) == [f"empty-residual-every-cause-then-{c}"
-                                                          for c in ("min-p", "top-k", "top-p")]
-    assert set(EVERY_CAUSE) == set(CAUSES)
-    assert {position for (_, _, position) in EVERY_CAUSE_PLANS.values()} == {5, 6, 7}
+    assert sorted(e.name for e in TOGETHER_EDGES) == [f"empty-residual-every-{f}-then-{c}" for f in ("cause", "penalty")
+                                                       for c in ("min-p", "top-k", "top-p")]
+    assert set(EVERY_CAUSE.strengths) == set(CAUSES) and set(EVERY_PENALTY.strengths) == set(CAUSES) - {"bias"}
+    for family in (EVERY_CAUSE, EVERY_PENALTY):
+        assert {position for (_, _, position) in family.plans.values()} == {5, 6, 7}
+    temperatures = {r.temperature for e in TOGETHER_EDGES for r in e.requests}
+    assert min(temperatures) == 2.0 ** -5 and max(temperatures) == 32.0 and len(temperatures) == 10
     assert min(FAR_TEMPERATURES) < 0.01 and max(FAR_TEMPERATURES) > 100
     assert BONUS_TEMPERATURES[0] == 2.0 ** -9 and BONUS_TEMPERATURES[-1] == 2.0 ** 9
     assert empty_positions(8) == tuple(range(8))
@@ -89,7 +92,7 @@ def test_the_torch_device_passes_every_new_check():
     results = _every_check(device)
     assert not failed_names(results)
     names = {r.name for r in results}
-    assert set(_then(EVERY_CAUSE_EDGES)) | set(_edge_names(FAR)) | set(_edge_names(BONUS)) <= names
+    assert set(_then(TOGETHER_EDGES)) | set(_edge_names(FAR)) | set(_edge_names(BONUS)) <= names
     assert f"L1/sizes/{FAR}-V4097" in names
     positions = [empty_residual_positions(device, CTX, mode, lim, "float32") for mode in ("injected", "keyed")
                  for lim in k_limits(device.capabilities)]
@@ -98,12 +101,15 @@ def test_the_torch_device_passes_every_new_check():
 
 @pytest.mark.parametrize("mutant", [*WITHOUT.values(), COUNTED_ONCE, BIAS_BESIDE_PENALTIES],
                          ids=lambda m: m.id)
-def test_a_fallback_short_of_one_cause_fails_every_every_cause_edge(mutant):
-    """With all four acting, any one lost (or the frequency counted once) leaves the drafted token above the kept
-    ones in both order profiles, so every every-cause check fails, in every dtype. The bias dropped beside a penalty
-    passed every 1.6 check: each of 1.6's edges has one cause."""
+def test_a_fallback_short_of_one_cause_fails_every_edge_with_all_its_causes(mutant):
+    """With all of a family's causes acting, any one lost (or the frequency counted once) leaves the drafted token
+    above the kept ones in both order profiles, so every check of the family fails, in every dtype: a lost penalty
+    both families, a lost bias the every-cause one. The bias dropped beside a penalty passed every 1.6 check: each
+    of 1.6's edges has one cause."""
     failed = failed_names(edge_checks(mutant.make(), CTX))
-    assert _new(failed) == sorted(_then(EVERY_CAUSE_EDGES)), _new(failed)
+    bias_only = mutant in (WITHOUT["bias"], BIAS_BESIDE_PENALTIES)
+    want = [e for e in TOGETHER_EDGES if not bias_only or "every-cause" in e.name]
+    assert _new(failed) == sorted(_then(want)), _new(failed)
     if mutant is BIAS_BESIDE_PENALTIES:
         assert not of_version(failed, "1.6"), failed
 
@@ -114,7 +120,7 @@ def test_a_fallback_lost_between_position_5_and_the_last_fails_only_the_position
     device = DEEP.make()
     every = failed_names(_every_check(device))
     assert not of_version(every, "1.6"), every
-    assert all(n.startswith("L1-sampler/edge/empty-residual-every-cause-then-") for n in every), every
+    assert all(n.startswith("L1-sampler/edge/empty-residual-every-") for n in every), every
     for lim in k_limits(device.capabilities):
         assert empty_residual_at_k(device, CTX, "injected", lim, "float32").status == "pass"
     results = [empty_residual_positions(device, CTX, mode, lim, "float32") for mode in ("injected", "keyed")
@@ -166,6 +172,7 @@ def test_a_device_declaring_1_6_sees_the_new_checks_apart():
                           ("L1-sampler/edge/empty-residual-every-cause-then-top-p/vllm", "1.7"),
                           ("L1-sampler/edge/empty-residual-every-cause-then-min-p/canonical/bfloat16", "1.7"),
                           ("L1-sampler/edge/empty-residual-every-cause-then-top-k/vllm/V151936", "1.7"),
+                          ("L1-sampler/edge/empty-residual-every-penalty-then-top-p/canonical/float16", "1.7"),
                           ("L1/declared/keyed/empty-residual-positions-K8", "1.7"),
                           ("L3/declared/support/empty-residual-positions-K256", "1.7"),
                           ("L1/declared/injected/empty-residual-K8", "1.5"),

@@ -229,70 +229,92 @@ CAUSE_CUT_EDGES = [_cause_cut_edge(cause, cut, _rejections(cause, *plan)) for (c
                    CAUSE_CUT_PLANS.items()]
 
 
-# --- SPEC 1.7: every cause at once, then every cut -------------------------------------------------------------
+# --- SPEC 1.7: the causes at once, then every cut -------------------------------------------------------------
 
-EVERY_CAUSE = {"repetition": 2.0, "frequency": 16.0, "presence": 16.0, "bias": -16.0}
-"""The strengths of ``empty-residual-every-cause-then-<cut>`` (the additive ones in units of ``T``): the drafted token
-4, raw logit ``110T``, in the output so far twice. With all four it falls to ``−9T`` (canonical: ``110T/2 − 2·16T −
-16T − 16T``) or ``−T`` (vllm: ``(110T − 16T)/2 − 48T``), under every cut; without any one of them, or with the
-frequency counted once, it is ``7T`` or more in both profiles, above the kept tokens' ``6T``, so every cut keeps it."""
-EVERY_CAUSE_LOGITS = (0, 2, 4, 6, 110)
-"""The raw logits of an every-cause request in units of its temperature ``T`` (a power of 2): seven significant bits
-at most, so every dtype holds them."""
-EVERY_CAUSE_PLANS = {"top-k": (2.0 ** -5, 8.0, 5), "top-p": (0.25, 32.0, 6), "min-p": (2.0 ** -3, 2.0, 7)}
-"""Each every-cause edge: its low and high temperature and its second request's position."""
+@dataclass(frozen=True)
+class _Together:
+    """A family of edges whose causes act on the drafted token 4 at once: ``strengths`` (the repetition penalty as
+    given, the others in units of ``T``), token 4's raw logit ``raw`` in units of ``T``, and per cut its low and high
+    temperature and its second request's position."""
+
+    name: str
+    strengths: dict
+    raw: int
+    plans: dict
 
 
-def _every_cause_processed(temperature: float, order: str, counts: int) -> list:
-    """The raw row ``EVERY_CAUSE_LOGITS · T`` after ``EVERY_CAUSE`` in ``order`` (§12.2), token 4 ``counts`` times in
-    the output so far; the other tokens are in neither the output nor the bias."""
-    T, row = temperature, [v * temperature for v in EVERY_CAUSE_LOGITS]
-    bias, z = EVERY_CAUSE["bias"] * T, row[4]
+EVERY_CAUSE = _Together("every-cause", {"repetition": 2.0, "frequency": 16.0, "presence": 16.0, "bias": -16.0}, 110,
+                        {"top-k": (2.0 ** -5, 8.0, 5), "top-p": (0.25, 32.0, 6), "min-p": (2.0 ** -3, 2.0, 7)})
+"""``empty-residual-every-cause-then-<cut>``: token 4 (raw ``110T``, in the output so far twice) falls with all four
+to ``−9T`` (canonical: ``110T/2 − 2·16T − 16T − 16T``) or ``−T`` (vllm: ``(110T − 16T)/2 − 48T``), under every cut;
+without any one of them, or with the frequency counted once, it is ``7T`` or more in both profiles, above the kept
+tokens' ``6T``, so every cut keeps it."""
+EVERY_PENALTY = _Together("every-penalty", {"repetition": 2.0, "frequency": 8.0, "presence": 8.0}, 46,
+                          {"top-k": (2.0 ** -4, 4.0, 7), "top-p": (2.0 ** -5, 16.0, 5), "min-p": (0.5, 2.0 ** 5, 6)})
+"""``empty-residual-every-penalty-then-<cut>``, the three penalties without a bias (what an engine refusing a bias
+under speculative decoding serves): token 4 (raw ``46T``, twice in the output) falls to ``23T − 16T − 8T = −T`` in
+both profiles; without any one penalty, or with the frequency counted once, it is ``7T`` or more."""
+TOGETHER = (EVERY_CAUSE, EVERY_PENALTY)
+KEPT_LOGITS = (0, 2, 4, 6)
+"""Tokens 0 to 3's logits in units of ``T`` (a power of 2), beside token 4's raw one: seven significant bits at most
+in all, so every dtype holds them; the cuts keep 1, 2, 3."""
+
+
+def _together_processed(family: _Together, temperature: float, order: str, counts: int) -> list:
+    """The raw row after ``family``'s causes in ``order`` (§12.2), token 4 ``counts`` times in the output so far; the
+    other tokens are in neither the output nor the bias."""
+    T, strengths = temperature, family.strengths
+    row = [v * T for v in (*KEPT_LOGITS, family.raw)]
+    bias, z = strengths.get("bias", 0.0) * T, row[4]
     z = z + bias if order == "vllm" else z
-    z = z / EVERY_CAUSE["repetition"] if z > 0 else z * EVERY_CAUSE["repetition"]
-    z -= (EVERY_CAUSE["frequency"] * counts + EVERY_CAUSE["presence"]) * T
+    z = z / strengths["repetition"] if z > 0 else z * strengths["repetition"]
+    z -= (strengths["frequency"] * counts + strengths["presence"]) * T
     row[4] = z if order == "vllm" else z + bias
     return row
 
 
-def _every_cause_rejection(cut: str, temperature: float, after: tuple) -> Request:
-    """One request of an every-cause edge (``band_rejection`` over V = 5): the drafted token 4 rejected, the kept
-    tokens 1, 2, 3 at ``2T, 4T, 6T``; ``after``, its certain drafts."""
+def _together_rejection(family: _Together, cut: str, temperature: float, after: tuple) -> Request:
+    """One request of a together edge (``band_rejection`` over V = 5): the drafted token 4 rejected, the kept tokens
+    1, 2, 3 at ``2T, 4T, 6T``; ``after``, its certain drafts."""
     T = temperature
-    processed = _every_cause_processed(T, "canonical", 2)
+    processed = _together_processed(family, T, "canonical", 2)
     value = _cut(cut, processed, T)
-    return band_rejection([v * T for v in EVERY_CAUSE_LOGITS], T, drafted=4, kept=(1, 2, 3), after=after,
+    return band_rejection([v * T for v in (*KEPT_LOGITS, family.raw)], T, drafted=4, kept=(1, 2, 3), after=after,
                           kept_logits=processed, top_k=value if cut == "top-k" else 0,
                           top_p=value if cut == "top-p" else 1.0)
 
 
-def _every_cause_edge(cut: str, low: float, high: float, position: int) -> SamplerEdge:
-    """``empty-residual-every-cause-then-<cut>``: request 0 rejects at position 0, token 4 twice in the output before
-    the step; request 1 rejects at ``position``, token 4 drafted twice this step and accepted (positions
-    ``position − 2`` and ``position − 1``), none before; each emits 2."""
+def _together_edge(family: _Together, cut: str) -> SamplerEdge:
+    """``empty-residual-<family>-then-<cut>``: request 0 rejects at position 0, token 4 twice in the output before the
+    step; request 1 rejects at the plan's position, token 4 drafted twice this step and accepted (the two positions
+    before it), none before; each emits 2."""
+    low, high, position = family.plans[cut]
     after = (0,) * (position - 2) + (4, 4)
-    requests = [_every_cause_rejection(cut, low, ()), _every_cause_rejection(cut, high, after)]
-    temperatures = np.array([low, high])
-    sampler = dict(output_token_ids=_ids([4, 4], []), repetition_penalty=np.full(2, EVERY_CAUSE["repetition"]),
-                   frequency_penalty=EVERY_CAUSE["frequency"] * temperatures,
-                   presence_penalty=EVERY_CAUSE["presence"] * temperatures,
-                   logit_bias=np.array([[0.0, 0.0, 0.0, 0.0, EVERY_CAUSE["bias"] * T] for T in temperatures]))
+    requests = [_together_rejection(family, cut, low, ()), _together_rejection(family, cut, high, after)]
+    temperatures, strengths = np.array([low, high]), family.strengths
+    sampler = dict(output_token_ids=_ids([4, 4], []), repetition_penalty=np.full(2, strengths["repetition"]),
+                   frequency_penalty=strengths["frequency"] * temperatures,
+                   presence_penalty=strengths["presence"] * temperatures)
+    if "bias" in strengths:
+        sampler["logit_bias"] = np.array([[0.0, 0.0, 0.0, 0.0, strengths["bias"] * T] for T in temperatures])
     if cut == "min-p":
         sampler["min_p"] = np.full(2, _cut("min-p", [], 1.0))
-    why = (f"SPEC §4's empty residual where the repetition, frequency and presence penalties and a bias act on the "
-           f"drafted token together, then {cut}: token 4, the row's largest raw logit (110T), in the output so far "
-           f"twice (before the step for request 0, at T = {low:g}; as this step's accepted drafts for request 1, at "
-           f"T = {high:g} and position {position}), falls to -9T (canonical) or -T (vllm), under {cut}'s cut, which "
-           f"keeps tokens 1, 2, 3 of logits 2T, 4T, 6T; the draft row covers t, so draft 4 is rejected and the step "
-           f"emits 2. A fallback without any one of the four, or counting the repeat once, keeps token 4 (7T or "
-           f"more) and emits it")
-    return SamplerEdge(f"empty-residual-every-cause-then-{cut}", why, requests, SamplerParams(**sampler),
-                       [[2], [*after, 2]], frozenset({*(_PARAMETER[c] for c in CAUSES), _PARAMETER[cut]}),
+    causes = [c for c in CAUSES if c in strengths]
+    ends = {o: f"{_together_processed(family, 1.0, o, 2)[4]:g}T".replace("1T", "T") for o in ("canonical", "vllm")}
+    falls = ends["vllm"] if len(set(ends.values())) == 1 else " or ".join(f"{v} ({o})" for o, v in ends.items())
+    what = ("the repetition, frequency and presence penalties" + (" and a bias" if "bias" in strengths else ""))
+    why = (f"SPEC §4's empty residual where {what} act on the drafted token together, then {cut}: token 4, the row's "
+           f"largest raw logit ({family.raw}T), in the output so far twice (before the step for request 0, at "
+           f"T = {low:g}; as this step's accepted drafts for request 1, at T = {high:g} and position {position}), "
+           f"falls to {falls}, under {cut}'s cut, which keeps tokens 1, 2, 3 of logits 2T, 4T, 6T; the draft row covers "
+           f"t, so draft 4 is rejected and the step emits 2. A fallback without any one of the {len(causes)}, or "
+           f"counting the repeat once, keeps token 4 (7T or more) and emits it")
+    return SamplerEdge(f"empty-residual-{family.name}-then-{cut}", why, requests, SamplerParams(**sampler),
+                       [[2], [*after, 2]], frozenset({*(_PARAMETER[c] for c in causes), _PARAMETER[cut]}),
                        coins=_any(1, position + 1))
 
 
-EVERY_CAUSE_EDGES = [_every_cause_edge(cut, *plan) for cut, plan in EVERY_CAUSE_PLANS.items()]
-
+TOGETHER_EDGES = [_together_edge(family, cut) for family in TOGETHER for cut in CUTS]
 
 Z = [0.0, 0.0, 0.0, 0.0]
 SAMPLER_EDGES = [
@@ -543,6 +565,6 @@ SAMPLER_EDGES = [
                 SamplerParams(logit_bias=np.array([[0, 0, 0, -16.0]] * 2), min_p=np.array([0.25, 0.25])),
                 [[2], [1, 2]], frozenset({"logit_bias", "min_p"}), coins=_any(1, 2)),
     *CAUSE_CUT_EDGES,
-    *EVERY_CAUSE_EDGES,
+    *TOGETHER_EDGES,
 ]
 """The edges by name; ``specsim.conformance.checks.sampler.group`` runs each in every order it holds in."""

@@ -64,8 +64,9 @@ INTRODUCED: tuple[Since, ...] = (
           "§2/§4 the far temperatures' empty residuals at real vocabularies under a device's own randomness", False),
     Since("L1/edge/bonus-row-temperature-band*", "1.7", "§2 a row sampled at its temperature within √2, T = 2^-9 to "
           "2^9", False),
-    Since("L1-sampler/edge/empty-residual-every-cause-then-*", "1.7",
-          "§4/§12 an empty residual where every penalty and the bias act together, then each cut", False),
+    Since("L1-sampler/edge/empty-residual-every-*-then-*", "1.7",
+          "§4/§12 an empty residual where every penalty, with and without the bias, acts at once, then each cut",
+          False),
     Since("L1/declared/*/empty-residual-positions-K*", "1.7",
           "§4 an empty residual at every position of K = 8 and of the declared max_k (past 64, each side of every "
           "power of two)", False),
