@@ -49,6 +49,7 @@ SEEDED_EDGE_FINDINGS = {
        for edge in ("temperature", "top-k-temperature", "top-p-temperature")},
     "L1/edge/empty-residual-temperature-band": "the same over three tokens (SPEC 1.6): the likeliest emitted on every "
                                                "run",
+    "L1/edge/empty-residual-temperature-far": "the same at T = 2^-9 to 2^9 (SPEC 1.7)",
     "L1/edge/top-p-cut-ties-dyadic": "TopPLogitsWarper's part of a tie, on logits [1, 0, 0, 0] (SPEC 1.6)",
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
