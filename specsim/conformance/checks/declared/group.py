@@ -48,7 +48,8 @@ Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(
 draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.2 s
 (SPEC 1.5's and 1.7's empty residuals at V and K included) and ``L3-declared`` 15.6 s at full size (``LAW_SAMPLES``
 = 240 requests at V = 262144; the same wall), 4.9 s and 5.1 s with ``--quick``; peak memory 1.8 GB. Measured with
-``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
+``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A
+larger declared vocabulary costs in proportion to V.
 """
 
 from __future__ import annotations
