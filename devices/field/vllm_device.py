@@ -105,11 +105,15 @@ def generator_seed(seed: int, position: int) -> int:
 
 
 def _tensor(a: np.ndarray, device: str):
+    """``a`` as a tensor on ``device`` that owns its memory: vLLM's samplers work in place on the logits they are
+    given (``Sampler.apply_temperature`` and the rejection sampler's temperature divide with ``div_``), which is
+    theirs inside vLLM; on the CPU a tensor sharing the caller's array would hand that write back to the caller's
+    inputs (SPEC §1: inputs are read-only)."""
     import torch
     a = np.ascontiguousarray(a)
     if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).to(device)
-    return torch.as_tensor(a, device=device)
+        return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16).to(device)
+    return torch.tensor(a, device=device)
 
 
 class _BonusSampler:

@@ -115,3 +115,16 @@ def test_per_request_generator_seeds_are_distinct_per_round():
     assert vllm_device.generator_seed(1, 0) != vllm_device.generator_seed(1, 1) != vllm_device.generator_seed(2, 0)
     assert 0 <= vllm_device.generator_seed(2**64 - 1, 2**40) < 2**63
 
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_tensors_handed_to_vllm_own_their_memory(dtype):
+    """vLLM's samplers divide the logits by the temperature in place (theirs, inside vLLM); on the CPU a tensor
+    sharing the caller's array wrote that back into ``batch.target_logits``. SPEC 1.7's bonus-row band (every
+    request K = 0, T ≠ 1) found it under the interpreter: the adapter now copies."""
+    torch = pytest.importorskip("torch")
+    from specsim.testing.batches import numpy_dtype
+    a = np.zeros((2, 3), numpy_dtype(dtype))
+    t = vllm_device._tensor(a, "cpu")
+    t.add_(torch.ones_like(t))
+    assert t.float().sum().item() == 6.0 and not np.asarray(a, np.float64).any()

@@ -85,7 +85,8 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
                                 "empty-residual-min-tokens": False, "empty-residual-penalty-top-k": False,
                                 "empty-residual-presence-then-top-k": False,
                                 "empty-residual-frequency-then-top-k": False,
-                                "empty-residual-repetition-then-top-k": False}, got["confirmed"]
+                                "empty-residual-repetition-then-top-k": False,
+                                "empty-residual-every-penalty-then-top-k": False}, got["confirmed"]
 
 
 def test_the_adapter_declares_exactly_what_vllm_serves_with_spec_decode():
