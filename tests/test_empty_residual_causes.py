@@ -24,7 +24,8 @@ from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
 from specsim.testing.edges import BAND_TEMPERATURES  # noqa: E402
 from specsim.testing.sampler_edges import CAUSE_CUT_EDGES, CAUSE_CUT_PLANS, CAUSES, CUTS, SAMPLER_EDGES  # noqa: E402
 from tests.test_empty_residual import failed_names, of_version  # noqa: E402
-from tests.test_empty_residual_params import _FALL_BACK, _RACE, CTX, DTYPES, _every_check  # noqa: E402
+from tests.test_empty_residual_params import (_FALL_BACK, _RACE, CTX, DTYPES, _every_check,  # noqa: E402
+                                              fallback_at_temperature)
 
 BAND = "empty-residual-temperature-band"
 _1_5_EDGE = {"presence": "empty-residual-penalty-top-k", "bias": "empty-residual-bias-min-p"}
@@ -54,11 +55,9 @@ COUNTED_ONCE = _fallback_from(
     "token once (a presence penalty of the same strength, added to any presence penalty)",
     "sampler._replace(frequency_penalty=None, presence_penalty=sampler.presence_penalty if sampler.frequency_penalty is "
     "None else sampler.frequency_penalty + (0 if sampler.presence_penalty is None else sampler.presence_penalty))")
-CLAMPED = SourceMutant(
+CLAMPED = fallback_at_temperature(
     "fallback-temperature-clamped", "an empty residual falls back to the row at the temperature clamped to [0.1, 10]",
-    "SPEC 1.6 item 2", "devices.torch_device",
-    (Edit(_RACE, "        fallback = ts.target_probs(emit_logits, ts.SamplingRows(rows.temperature.clamp(0.1, 10), "
-                 "rows.top_k, rows.top_p, rows.min_p), **filters)\n" + _FALL_BACK),))
+    "SPEC 1.6 item 2", "rows.temperature.clamp(0.1, 10)")
 MIDDLE = SourceMutant(
     "fallback-lost-in-the-middle", "an empty residual at positions 2 to 5 is raced as it is (its first id, token 0, "
     "emitted); at positions 0, 1 and from 6 on the fallback holds", "SPEC 1.6 items 1 and 2", "devices.torch_device",

@@ -41,11 +41,20 @@ _FALL_BACK = ("        weights = ts.residual_weights(target_rows, draft_rows, dr
               "        residual = (target_rows - draft_rows).clamp_min(0) if draft_rows is not None else weights\n"
               "        empty = subtract.unsqueeze(1) & ~(residual > 0).any(dim=1, keepdim=True)\n"
               "        token = ts.race(torch.where(empty, fallback, weights), exponentials)\n")
-UNTEMPERED = SourceMutant(
+
+
+def fallback_at_temperature(mutant_id: str, bug: str, models: str, temperature: str) -> SourceMutant:
+    """The torch device whose empty residual falls back to its row at the temperature ``temperature`` (an expression
+    of ``rows.temperature``), every cut, ban, penalty and bias kept; every other row as before."""
+    return SourceMutant(mutant_id, bug, models, "devices.torch_device", (
+        Edit(_RACE, f"        fallback = ts.target_probs(emit_logits, ts.SamplingRows({temperature}, "
+                    "rows.top_k, rows.top_p, rows.min_p), **filters)\n" + _FALL_BACK),))
+
+
+UNTEMPERED = fallback_at_temperature(
     "fallback-untempered", "an empty residual falls back to the row at T = 1: the temperature applied to a copy of the "
-    "logits the fallback does not read (cuts, bans, penalties and bias kept)", "SPEC 1.5 item 1", "devices.torch_device",
-    (Edit(_RACE, "        fallback = ts.target_probs(emit_logits, ts.SamplingRows(torch.ones_like(rows.temperature), "
-                 "rows.top_k, rows.top_p, rows.min_p), **filters)\n" + _FALL_BACK),))
+    "logits the fallback does not read (cuts, bans, penalties and bias kept)", "SPEC 1.5 item 1",
+    "torch.ones_like(rows.temperature)")
 BANS_ONLY = SourceMutant(
     "fallback-bans-only", "an empty residual falls back to the row after §12's bans but before its penalties and bias "
     "(temperature and cuts kept)", "SPEC 1.5 item 1", "devices.torch_device",

@@ -112,7 +112,7 @@ def _tensor(a: np.ndarray, device: str):
     import torch
     a = np.ascontiguousarray(a)
     if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16).to(device)
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).to(device, copy=True)
     return torch.tensor(a, device=device)
 
 

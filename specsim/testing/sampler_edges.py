@@ -284,6 +284,11 @@ def _together_rejection(family: _Together, cut: str, temperature: float, after: 
                           top_p=value if cut == "top-p" else 1.0)
 
 
+def _times_t(value: float) -> str:
+    """``value`` T as the edges' texts write it: ``-T`` for −1, ``-9T`` for −9."""
+    return {1.0: "T", -1.0: "-T"}.get(value, f"{value:g}T")
+
+
 def _together_edge(family: _Together, cut: str) -> SamplerEdge:
     """``empty-residual-<family>-then-<cut>``: request 0 rejects at position 0, token 4 twice in the output before the
     step; request 1 rejects at the plan's position, token 4 drafted twice this step and accepted (the two positions
@@ -300,7 +305,7 @@ def _together_edge(family: _Together, cut: str) -> SamplerEdge:
     if cut == "min-p":
         sampler["min_p"] = np.full(2, _cut("min-p", [], 1.0))
     causes = [c for c in CAUSES if c in strengths]
-    ends = {o: f"{_together_processed(family, 1.0, o, 2)[4]:g}T".replace("1T", "T") for o in ("canonical", "vllm")}
+    ends = {o: _times_t(_together_processed(family, 1.0, o, 2)[4]) for o in ("canonical", "vllm")}
     falls = ends["vllm"] if len(set(ends.values())) == 1 else " or ".join(f"{v} ({o})" for o, v in ends.items())
     what = ("the repetition, frequency and presence penalties" + (" and a bias" if "bias" in strengths else ""))
     why = (f"SPEC §4's empty residual where {what} act on the drafted token together, then {cut}: token 4, the row's "
