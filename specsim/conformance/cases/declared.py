@@ -114,6 +114,32 @@ def empty_positions(K: int) -> tuple[int, ...]:
     return tuple(sorted(x for x in out if x < K))
 
 
+DENSE_POSITIONS = 512
+"""``between_positions`` (SPEC 1.8): every position below this is checked; past it, each side of every multiple of
+``POSITION_TILE``."""
+POSITION_TILE = 64
+
+
+def between_positions(K: int) -> tuple[int, ...]:
+    """The positions of K drafts that ``L1/declared/<mode>/empty-residual-between-K<K>`` rejects at (SPEC 1.8): those
+    ``empty_positions`` (1.7) leaves out among every position below ``DENSE_POSITIONS`` and, past it, each side of
+    every multiple of ``POSITION_TILE`` — where a device walking the positions in tiles of 64 or any multiple of 64
+    starts and ends each tile. Empty where 1.7 already checks every position (K ≤ 66).
+
+    >>> between_positions(66), between_positions(68)
+    ((), (66,))
+    >>> len(between_positions(256)), between_positions(256)[:3], between_positions(256)[-3:]
+    (186, (66, 67, 68), (252, 253, 254))
+    >>> between_positions(1024)[-6:]
+    (895, 896, 897, 959, 960, 961)
+    """
+    checked = set(empty_positions(K))
+    out = set(range(min(K, DENSE_POSITIONS)))
+    for p in range(DENSE_POSITIONS, K + 1, POSITION_TILE):
+        out |= {p - 1, p, p + 1}
+    return tuple(sorted(x for x in out if x < K and x not in checked))
+
+
 def tree_limits(caps) -> tuple[Limit, Limit]:
     """(nodes, depth) of the declared-limit tree: ``max_tree_nodes`` nodes at depth ``max_k`` (the nodes permitting).
     An undeclared node limit is SPEC §11.1's default (``tree_node_limit``): the tree every device must serve."""
@@ -415,7 +441,8 @@ def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
 __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "TREE_CAP", "SMALL_V", "BATCH_SIZES",
            "QUICK_BATCH_SIZES", "LAW_SAMPLES", "QUICK_LAW_SAMPLES", "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
            "INJECTED", "KEYED", "DEVICE_RNG", "K_LADDER", "logits_dtype", "cast_logits", "Limit", "vocab_limits",
-           "k_limits", "EVERY_POSITION", "empty_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",
+           "k_limits", "EVERY_POSITION", "empty_positions", "DENSE_POSITIONS", "POSITION_TILE",
+           "between_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",
            "assemble", "request_laws",
            "per_call", "support_requests", "law_request", "deep_request", "deep_requests", "random_requests",
            "LawCase", "law_cases", "case_law", "law_tests"]

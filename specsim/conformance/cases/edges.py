@@ -146,22 +146,34 @@ def request_law(r: Request, point: bool, target=None) -> dict[tuple, float]:
         greedy = [int(np.argmax(row)) for row in (rows if target is None else np.asarray(target))]
         j = next((j for j, x in enumerate(r.draft_ids) if x != greedy[j]), len(r.draft_ids))
         return {tuple(r.draft_ids[:j]) + (greedy[j],): 1.0}
-    if target is None:
-        target = np.array([target_probs(row, r.temperature, r.top_k, r.top_p) for row in rows])  # [K + 1, V]
+    # Row j's target is made once the walk reaches it, and once per distinct row: a request rejected with certainty
+    # at position j of K (the declared positions checks: one-hot rows before it) costs a few rows, not K + 1.
+    made: dict[bytes, np.ndarray] = {}
+
+    def row_target(j: int) -> np.ndarray:  # [V]
+        if target is not None:
+            return target[j]
+        key = rows[j].tobytes()
+        if key not in made:
+            made[key] = target_probs(rows[j], r.temperature, r.top_k, r.top_p)
+        return made[key]
+
     law: dict[tuple, float] = {}
     mass = 1.0
     for j, x in enumerate(r.draft_ids):
         draft = None if point else np.asarray(r.draft_rows[j], dtype=np.float64)  # [V]
-        w = residual(x, target[j], draft, withdrawn=bool(r.withdrawn and r.withdrawn[j]))
+        t = row_target(j)
+        w = residual(x, t, draft, withdrawn=bool(r.withdrawn and r.withdrawn[j]))
         w = w / w.sum()
-        accept = _acceptance(x, target[j], draft)
+        accept = _acceptance(x, t, draft)
         for y in np.flatnonzero(w > 0):
             _add(law, tuple(r.draft_ids[:j]) + (int(y),), mass * (1 - accept) * float(w[y]))
         mass *= accept
         if mass == 0:
             return law
-    for y in np.flatnonzero(target[-1] > 0):
-        _add(law, tuple(r.draft_ids) + (int(y),), mass * float(target[-1][y]))
+    t = row_target(len(r.draft_ids))
+    for y in np.flatnonzero(t > 0):
+        _add(law, tuple(r.draft_ids) + (int(y),), mass * float(t[y]))
     return law
 
 

@@ -53,7 +53,13 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.7's rows first: 1.6's ``L1-sampler/edge/empty-residual-*-then-*`` and ``L1/sizes/support/*``, 1.5's
+    # 1.8's rows first (1.5's ``L1/declared/*/empty-residual-*`` also matches their names)
+    Since("L1/declared/*/empty-residual-between-K*", "1.8",
+          "§4 an empty residual at the positions of the declared max_k that 1.7 leaves out: every one below 512, "
+          "past it each side of every multiple of 64", False),
+    Since("L3/declared/support/empty-residual-between-K*", "1.8",
+          "§4 the same under a device's own randomness, held to each request's exact support", False),
+    # 1.7's rows next: 1.6's ``L1-sampler/edge/empty-residual-*-then-*`` and ``L1/sizes/support/*``, 1.5's
     # ``L1/edge/empty-residual-*temperature*``, ``L1/sizes/empty-residual-*-V*``, ``L1/declared/*/empty-residual-*``
     # and the dtype twins' patterns also match their names
     Since("L1/edge/empty-residual-temperature-far*", "1.7",
@@ -183,7 +189,7 @@ def judged_version(caps) -> str:
     """The version a device declaring ``caps`` is judged against: its declared one, else the current.
 
     >>> judged_version(Capabilities(True, "none", 8)), judged_version(Capabilities(True, "none", 8, spec_version="1.0"))
-    ('1.7', '1.0')
+    ('1.8', '1.0')
     """
     return declared_version(caps) or SPEC_VERSION
 

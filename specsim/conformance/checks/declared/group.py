@@ -16,7 +16,9 @@ at those values — not only at the core's minimum, and not only for the form of
   ``keyed`` (``rng == "philox"``, noise None: the reference's keyed streams, SPEC §5.2). Checks
   ``L1/declared/<mode>/{vocab-V<V>, K<K>, batch-B<B>, tree-<scheme>-N<N>-D<D>}``, and SPEC §4's empty residual
   at each checked V and K (SPEC 1.5: ``empty-residual-V<V>``, ``empty-residual-K<K>``) and at every position of each
-  checked K (SPEC 1.7: ``empty-residual-positions-K<K>``, past 64 each side of every power of two).
+  checked K (SPEC 1.7: ``empty-residual-positions-K<K>``, past 64 each side of every power of two; SPEC 1.8:
+  ``empty-residual-between-K<K>``, the positions between, every one below 512 and past it each side of every
+  multiple of 64).
 * ``L3-declared`` — a device drawing its own randomness (``rng`` "seeded" or "philox", with or
   without injected noise), mode ``device-rng``:
 
@@ -28,8 +30,8 @@ at those values — not only at the core's minimum, and not only for the form of
     law (``edge_laws.request_law``, SPEC §2–§4), so a token from a wrong row, a wrong offset or a
     truncated index lands outside the support and fails. Trees: one-hot rows down the deepest
     path, so the walk is certain and only the leaf's token is drawn (from a few ids).
-  - ``L3/declared/support/empty-residual-positions-K<K>`` (SPEC 1.7): the positions requests above, 8 runs each
-    under distinct seeds, held to their exact support.
+  - ``L3/declared/support/empty-residual-positions-K<K>`` (SPEC 1.7) and ``-between-K<K>`` (SPEC 1.8): the
+    positions requests above, 8 runs each under distinct seeds, held to their exact support.
   - ``L3/declared/law/vocab-V<V>`` and ``.../K<K>``: **goodness of fit** of one few-id request,
     repeated ``n`` times under distinct seeds, against its exact law (7 and 5 sequences), at each
     declared V and at the declared ``max_k``. Each is one test of the run's statistical plan
@@ -45,9 +47,9 @@ checked per noise mode.
 are checked at their declared values in a quick run too.
 
 Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
-draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.2 s
-(SPEC 1.5's and 1.7's empty residuals at V and K included) and ``L3-declared`` 15.6 s at full size (``LAW_SAMPLES``
-= 240 requests at V = 262144; the same wall), 4.9 s and 5.1 s with ``--quick``; peak memory 1.8 GB. Measured with
+draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.6 s
+(SPEC 1.5's, 1.7's and 1.8's empty residuals at V and K included) and ``L3-declared`` 16.8 s at full size
+(``LAW_SAMPLES`` = 240 requests at V = 262144; the same wall), 4.8 s and 5.8 s with ``--quick``; peak memory 1.8 GB. Measured with
 ``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A
 larger declared vocabulary costs in proportion to V.
 """
@@ -65,7 +67,7 @@ from specsim.conformance.core.calls import Malformed, call, formed, malformed_re
 from specsim.conformance.cases.edges import show_law
 from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED, KEYED, SMALL_V, LawCase, Limit, Req,
                                                 assemble, batch_sizes, case_law, cast_logits, deep_requests,
-                                                empty_positions, k_limits,
+                                                between_positions, empty_positions, k_limits,
                                                 law_cases, logits_dtype, per_call, random_requests, request_laws,
                                                 scope, support_requests, tree_limits, vocab_limits)
 from specsim.conformance.core.l1_judge import judge
@@ -230,7 +232,8 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
         results += [empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
         results += [empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
-        results += [empty_residual_positions(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
+        results += [empty_residual_positions(device, ctx, mode, lim, dtype, kind) for kind in POSITION_SETS
+                    for lim in k_limits(caps) if POSITION_SETS[kind](lim.value)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
     return results
 
@@ -284,28 +287,42 @@ def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> Check
     return _l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
 
 
+SHOWN_RUNS = 12
+"""A positions check's detail names at most this many runs of consecutive positions (then the last)."""
+
+
 def _positions_said(positions: tuple, lim: Limit) -> str:
     runs, start = [], positions[0]
     for a, b in zip(positions, (*positions[1:], None)):
         if b != a + 1:
             runs.append(f"{start}" if start == a else f"{start}-{a}")
             start = b
-    shown = f"every position 0 to {positions[-1]}" if len(runs) == 1 else f"positions {', '.join(runs)}"
+    shown = (f"every position 0 to {positions[-1]}" if runs == [f"0-{positions[-1]}"] else
+             f"positions {', '.join(runs)}" if len(runs) <= SHOWN_RUNS else
+             f"{len(positions)} positions: {', '.join(runs[:SHOWN_RUNS])}, …, {runs[-1]}")
     return (f"an empty residual at {shown} of K={lim.value} (declared max_k {lim.declared}), one request of K drafts "
             f"each")
 
 
-def empty_residual_positions(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
-    """``L1/declared/<mode>/empty-residual-positions-K<K>`` (SPEC 1.7): one request per position of
-    ``empty_positions(K)`` (every position at the core's K = 8), each rejecting there with the empty residual of a
-    tempered target (``edges.band_at_position``: the band's temperatures in turn), its tokens against the reference's
-    in ``mode``. A fallback right at the first positions and the last but wrong between passes SPEC 1.6; here it
-    fails."""
-    name, caps = f"L1/declared/{mode}/empty-residual-positions-K{lim.value}", device.capabilities
+POSITION_SETS = {"positions": empty_positions, "between": between_positions}
+"""The position sets an empty residual is checked at, by the name's stem (``empty-residual-<stem>-K<K>``): 1.7's
+(``empty_positions``: every position below 64, past it each side of every power of two, and K − 1) and 1.8's
+(``between_positions``: the rest below 512, past it each side of every multiple of 64). A set that is empty at a
+K makes no check there."""
+
+
+def empty_residual_positions(device, ctx, mode: str, lim: Limit, dtype: str, kind: str = "positions") -> CheckResult:
+    """``L1/declared/<mode>/empty-residual-<kind>-K<K>``: one request per position of ``POSITION_SETS[kind](K)``
+    (SPEC 1.7's ``positions``: every position at the core's K = 8; SPEC 1.8's ``between``: the positions 1.7 leaves
+    out below 512, and past it each side of every multiple of 64), each rejecting there with the empty residual of
+    a tempered target (``edges.band_at_position``: the band's temperatures in turn), its tokens against the
+    reference's in ``mode``. A fallback right at the first positions and the last but wrong between passes SPEC
+    1.6; 1.7's check fails it; one wrong only at position 100 of 256 passes 1.7 and fails 1.8's."""
+    name, caps = f"L1/declared/{mode}/empty-residual-{kind}-K{lim.value}", device.capabilities
     why = _empty_residual_lacking(caps)
     if why:
         return CheckResult(name, "L1", "not_supported", why)
-    positions = empty_positions(lim.value)
+    positions = POSITION_SETS[kind](lim.value)
     batch, noise = make_batch([band_at_position(j, lim.value) for j in positions], dtype=dtype, point=False)
     return _l1_chain(device, ctx, mode, name, batch, None, _positions_said(positions, lim), lim.to_json(), noise)
 
@@ -420,16 +437,16 @@ POSITION_RUNS, QUICK_POSITION_RUNS = 8, 4
 """Runs of each request of ``L3/declared/support/empty-residual-positions-K<K>``, each under its own seed."""
 
 
-def _support_positions(device, ctx, lim: Limit, dtype: str) -> CheckResult:
-    """``L3/declared/support/empty-residual-positions-K<K>`` (SPEC 1.7): ``empty_residual_positions``' requests for a
-    device drawing its own randomness, each run ``POSITION_RUNS`` times under distinct seeds in one call; every
-    emitted sequence must lie in its request's exact support (a fallback to token 0, the rejected draft, or to an
-    earlier row's one-hot 0 does not)."""
-    name, caps = f"L3/declared/support/empty-residual-positions-K{lim.value}", device.capabilities
+def _support_positions(device, ctx, lim: Limit, dtype: str, kind: str = "positions") -> CheckResult:
+    """``L3/declared/support/empty-residual-<kind>-K<K>`` (SPEC 1.7, ``between`` 1.8): ``empty_residual_positions``'
+    requests for a device drawing its own randomness, each run ``POSITION_RUNS`` times under distinct seeds in one
+    call; every emitted sequence must lie in its request's exact support (a fallback to token 0, the rejected draft,
+    or to an earlier row's one-hot 0 does not)."""
+    name, caps = f"L3/declared/support/empty-residual-{kind}-K{lim.value}", device.capabilities
     why = _empty_residual_lacking(caps)
     if why:
         return CheckResult(name, "L3", "not_supported", why)
-    positions = empty_positions(lim.value)
+    positions = POSITION_SETS[kind](lim.value)
     runs = QUICK_POSITION_RUNS if ctx.quick else POSITION_RUNS
     requests = [band_at_position(j, lim.value) for j in positions]
     laws = request_laws(make_batch(requests, dtype=dtype, point=False)[0])
@@ -471,7 +488,8 @@ def support_checks(device, ctx) -> list[CheckResult]:
         results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
                                       assemble(reqs, SMALL_V, dtype, point), reqs,
                                       f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
-        results.append(_support_positions(device, ctx, lim, dtype))
+        results += [_support_positions(device, ctx, lim, dtype, kind) for kind in POSITION_SETS
+                    if POSITION_SETS[kind](lim.value)]
     for B in batch_sizes(ctx):
         name = f"L3/declared/support/batch-B{B}"
         reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
@@ -574,6 +592,6 @@ if __name__ == "__main__":
 
 
 __all__ = ["LAW_CALL_BYTES", "certain_tree", "steered_tree", "join_trees", "noise_modes", "l1_checks",
-           "empty_residual_at_v", "empty_residual_at_k", "empty_residual_positions", "declared_exact_group",
+           "empty_residual_at_v", "empty_residual_at_k", "empty_residual_positions", "POSITION_SETS", "declared_exact_group",
            "outside_support", "support_checks",
            "declared_law_group"]
