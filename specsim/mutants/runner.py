@@ -23,16 +23,6 @@ from specsim.conformance.run.runner import Context, available_groups, run_group
 from specsim.mutants.verdict import Verdict  # noqa: F401 - judged here, and named here by callers
 
 
-def _run(name: str, device, ctx: Context, stop_early: bool) -> list[CheckResult]:
-    if name == "L3-statistical":
-        from specsim.conformance.checks.chain.statistical import statistical_group
-        try:
-            return statistical_group(device, ctx, stop_at_first_fail=stop_early)
-        except Exception as e:  # same isolation as run_group
-            return [CheckResult("L3-statistical/crashed", "L3", "error", f"{type(e).__name__}: {e}")]
-    return run_group(name, device, ctx)
-
-
 def hunt(device, ctx: Context, *, stop_early: bool = True,
          groups=None) -> tuple[CheckResult | None, list[str], list[CheckResult]]:
     """Run groups in order until one kills ``device``: (killer, groups run, all results).
@@ -40,7 +30,7 @@ def hunt(device, ctx: Context, *, stop_early: bool = True,
     ``groups``: the groups to run, in the runner's order (default: every group)."""
     seen, everything = [], []
     for name in (available_groups() if groups is None else [g for g in available_groups() if g in groups]):
-        results = _run(name, device, ctx, stop_early)
+        results = run_group(name, device, ctx, stop_at_first_fail=stop_early)
         seen.append(name)
         everything += results
         bad = [r for r in results if r.status in ("fail", "error")]

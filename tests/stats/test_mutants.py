@@ -81,6 +81,20 @@ def test_every_mutant_is_killed_by_its_named_check(mutant_id):
     assert v.killed and v.killer.name.startswith(m.killed_by), (m.killed_by, v.killer.name if v.killer else "SURVIVED")
 
 
+def test_a_group_stopped_at_its_first_failure_names_the_same_killer():
+    """``run_group(..., stop_at_first_fail=True)`` (what ``specsim mutants`` runs): L1-sampler ends after the part
+    holding its first failure — here its first part, the edges, which the whole group reports first — so the first
+    failure is the same check. Groups outside ``STOPS_EARLY`` run whole."""
+    from specsim.conformance.checks.sampler.group import edge_checks
+    from specsim.conformance.run.runner import STOPS_EARLY, Context, run_group
+    m, ctx = _torch_mutants()["sampler-bonus-only"], Context(quick=True)
+    edges = edge_checks(m, ctx)
+    stopped = run_group("L1-sampler", m, ctx, stop_at_first_fail=True)
+    assert [r.name for r in stopped] == [r.name for r in edges] and any(r.status == "fail" for r in edges)
+    assert [r.status for r in stopped] == [r.status for r in edges]
+    assert STOPS_EARLY == {"L1-sampler", "L3-statistical"}
+
+
 @pytest.mark.slow
 def test_every_mutant_dies_first_at_its_named_check_in_run_order():
     """``specsim mutants`` in miniature over every group in run order (quick L3 sizes): every mutant dies in an

@@ -63,13 +63,21 @@ def resolve_group(name: str) -> Callable:
                            "is an error, never a skip") from e
 
 
-def run_group(name: str, device, ctx: Context, scopes: dict | None = None) -> list[CheckResult]:
+STOPS_EARLY = frozenset({"L1-sampler", "L3-statistical"})
+"""The groups whose function takes ``stop_at_first_fail``: stopped after the first part of the group with a failing
+check, the checks before it and that check as a whole run makes them (``specsim mutants`` wants the first killer)."""
+
+
+def run_group(name: str, device, ctx: Context, scopes: dict | None = None, *,
+              stop_at_first_fail: bool = False) -> list[CheckResult]:
     """Run one group in this process; an exception becomes one ``error`` result, and a ``MutatedInput``
     (the device wrote to its inputs, SPEC §1) that the group let through one ``<group>/mutated-input``
     ``fail``. Each result's ``extra["group"]`` names the group (profiles read it); ``scopes``, if given,
-    gets ``scopes[name]``: what the group's calls exercised (``specsim.conformance.core.scope``)."""
+    gets ``scopes[name]``: what the group's calls exercised (``specsim.conformance.core.scope``).
+    ``stop_at_first_fail``: a group of ``STOPS_EARLY`` ends after the part holding its first failure (its first
+    failing check unchanged; a verdict is never made of such a run); any other group runs whole."""
     run_scope.clear()
-    results = _group_results(name, device, ctx)
+    results = _group_results(name, device, ctx, stop_at_first_fail and name in STOPS_EARLY)
     for r in results:
         r.extra = {**r.extra, "group": name}
     if scopes is not None:
@@ -77,14 +85,15 @@ def run_group(name: str, device, ctx: Context, scopes: dict | None = None) -> li
     return results
 
 
-def _group_results(name: str, device, ctx: Context) -> list[CheckResult]:
+def _group_results(name: str, device, ctx: Context, stop_at_first_fail: bool = False) -> list[CheckResult]:
     try:
         group = resolve_group(name)
     except MissingGroup as e:
         return [CheckResult(name=f"{name}/missing", layer=name.split("-")[0], status="error", detail=str(e))]
     from specsim.conformance.core.calls import MutatedInput, mutated_result
     try:
-        return annotate(list(group(device, ctx)), getattr(device, "capabilities", None))
+        results = group(device, ctx, stop_at_first_fail=True) if stop_at_first_fail else group(device, ctx)
+        return annotate(list(results), getattr(device, "capabilities", None))
     except MutatedInput as e:  # a write the group let through: a failure of the device, not of the group
         return [mutated_result(f"{name}/mutated-input", name.split("-")[0], e)]
     except Exception as e:  # the device raised something the group did not expect

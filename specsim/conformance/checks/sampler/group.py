@@ -261,13 +261,22 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def sampler_group(device, ctx) -> list[CheckResult]:
+def sampler_group(device, ctx, *, stop_at_first_fail: bool = False) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
-    ``specsim mutants`` reports it as the killer), then random cases per parameter and order."""
+    ``specsim mutants`` reports it as the killer), then random cases per parameter and order, the precision check,
+    and the edges at size. ``stop_at_first_fail`` (``specsim mutants``): none of these parts runs after one with a
+    failing check (the edges at size are most of the group's time)."""
     from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
-    precision = sampler_precision_check(device, seed=ctx.seed,
+    precision = sampler_precision_check(device, seed=ctx.seed,  # called first, reported after the random cases
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
-    return edge_checks(device, ctx) + random_checks(device, ctx) + [precision] + _size_checks(device, ctx)
+    parts = (lambda: edge_checks(device, ctx), lambda: random_checks(device, ctx), lambda: [precision],
+             lambda: _size_checks(device, ctx))
+    results: list[CheckResult] = []
+    for part in parts:
+        results += part()
+        if stop_at_first_fail and any(r.status in ("fail", "error") for r in results):
+            break
+    return results
 
 
 SIZES = ((65537, "spread"), (151936, "tail"))
