@@ -119,3 +119,16 @@ def test_a_device_declaring_1_7_sees_the_new_checks_apart():
     assert all(r.extra["since"] == "1.8" and r.extra["newer_than_declared"] for r in results)
     assert spec_versions.introduced_in("L3/declared/support/empty-residual-between-K256") == "1.8"
     assert spec_versions.introduced_in("L1/declared/keyed/empty-residual-positions-K256") == "1.7"
+
+
+def test_a_failing_positions_check_is_replayed_alone():
+    """``specsim replay`` offers the declared positions checks (one call of small rows each): ``one_check`` runs
+    the failing one alone and fails it the same way."""
+    from specsim.conformance.run.one_check import one_check, replay_command
+    name = "L1/declared/injected/empty-residual-between-K256"
+    assert replay_command("torch", 0, name) == f"specsim replay --device torch --seed 0 {name}"
+    assert replay_command("torch", 0, "L1/declared/injected/K256") is None
+    alone = one_check(AT_100.make(), CTX, name)
+    assert alone.status == "fail" and alone.detail == _checks(AT_100.make(), "between", Limit(256, 256))[0].detail
+    with pytest.raises(ValueError, match="no L1 check"):
+        one_check(load("torch"), CTX, "L1/declared/injected/empty-residual-between-K8")

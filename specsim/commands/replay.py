@@ -90,12 +90,13 @@ def run(args) -> int:
     import numpy as np
 
     from devices.registry import load
-    from specsim.conformance.run.one_check import REPLAYABLE, one_check
+    from specsim.conformance.run.one_check import REPLAYABLE, one_check, replayable
     from specsim.conformance.run.runner import Context
 
-    if not args.check.startswith(REPLAYABLE):
+    if not replayable(args.check):
         print(f"specsim replay: check: {args.check!r} is not one an L1 check can be run alone from; replayable "
-              f"checks start with {', '.join(REPLAYABLE)}", file=sys.stderr)
+              f"checks start with {', '.join(REPLAYABLE)} (not L1-sampler/edge/), or are "
+              "L1/declared/<mode>/empty-residual-positions-K<K> or -between-K<K>", file=sys.stderr)
         return 2
     recorder = Recorder(load(args.device))
     try:

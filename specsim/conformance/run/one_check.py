@@ -3,6 +3,8 @@ and a test holds a slow device to a named check without running its whole group.
 
 from __future__ import annotations
 
+import re
+
 from specsim.conformance.checks.chain.exact import edge_group, run_cases
 from specsim.conformance.checks.chain.offsets import offsets_group
 from specsim.conformance.checks.chain.sizes import sizes_group
@@ -12,9 +14,21 @@ from specsim.conformance.core.results import CheckResult
 
 
 REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/sizes/", "L1-sampler/")
-"""The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``).
-``one_check`` also runs an ``L1/offsets/`` check alone (at the context's ``call_bytes``); replay does not offer
-it: its calls hold GiBs, too large to save with ``--npz``."""
+"""The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``),
+or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an ``L1/offsets/`` check alone (at the context's
+``call_bytes``); replay does not offer it: its calls hold GiBs, too large to save with ``--npz``."""
+DECLARED_POSITIONS = re.compile(r"L1/declared/(injected|keyed)/empty-residual-(positions|between)-K(\d+)")
+"""The declared groups' positions checks (SPEC 1.7, 1.8), each one call of small rows: replayable alone."""
+
+
+def replayable(name: str) -> bool:
+    """Whether ``specsim replay`` can run check ``name`` alone (``REPLAYABLE``, ``DECLARED_POSITIONS``).
+
+    >>> replayable("L1/declared/keyed/empty-residual-between-K256"), replayable("L1/declared/keyed/K256")
+    (True, False)
+    """
+    return (name.startswith(REPLAYABLE) and not name.startswith("L1-sampler/edge/")) or \
+        DECLARED_POSITIONS.fullmatch(name) is not None
 
 
 def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) -> str | None:
@@ -23,7 +37,7 @@ def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) 
     >>> replay_command("torch", 3, "L1/edge/vocab-one")
     'specsim replay --device torch --seed 3 L1/edge/vocab-one'
     """
-    if not name.startswith(REPLAYABLE) or name.startswith("L1-sampler/edge/"):
+    if not replayable(name):
         return None
     return f"specsim replay --device {device_spec} --seed {seed}{' --quick' if quick else ''} {name}"
 
@@ -37,7 +51,9 @@ def one_check(device, ctx, name: str) -> CheckResult:
     >>> one_check(load("torch"), Context(quick=True), "L1/edge/vocab-one").status
     'pass'
     """
-    if name.startswith("L1/edge/"):
+    if DECLARED_POSITIONS.fullmatch(name):
+        found = _declared_positions(device, ctx, name)
+    elif name.startswith("L1/edge/"):
         found = edge_group(device, ctx, only=name)
     elif name.startswith("L1/sizes/"):
         found = sizes_group(device, ctx, only=name)
@@ -56,3 +72,14 @@ def one_check(device, ctx, name: str) -> CheckResult:
     if len(found) != 1:
         raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")
     return found[0]
+
+
+def _declared_positions(device, ctx, name: str) -> list[CheckResult]:
+    """The positions check ``name`` (``DECLARED_POSITIONS``) at the K its declaration checks (``k_limits``); none
+    where the device's declaration checks no such K or mode, or the set is empty there."""
+    from specsim.conformance.cases.declared import k_limits, logits_dtype
+    from specsim.conformance.checks.declared.group import POSITION_SETS, empty_residual_positions, noise_modes
+    mode, kind, K = DECLARED_POSITIONS.fullmatch(name).groups()
+    caps = device.capabilities
+    return [empty_residual_positions(device, ctx, mode, lim, logits_dtype(caps), kind) for lim in k_limits(caps)
+            if lim.value == int(K) and mode in noise_modes(caps) and POSITION_SETS[kind](lim.value)]
