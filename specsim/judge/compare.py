@@ -47,6 +47,10 @@ TOLERANCE = {"float32": 1e-4, "float64": 1e-9, "float16": 1e-4, "bfloat16": 1e-4
 """Relative decision margin under which a device may legitimately flip a decision (SPEC §9)."""
 
 MAX_WAIVERS_PER_REQUEST = 2
+WALK_IDS = 1 << 24
+"""The most ids (rows × V) a differing request's exact walk (``reference.exact``, a ``Decimal`` per id) takes where
+no decision of the batch lies within tolerance: there no allowance can apply, the walk would only name the first
+contradicted decision, and past this it costs minutes a request (V in the tens of millions)."""
 """Near-tie allowances per request (SPEC §9). One rounding error flips the decision it is near,
 and at most one hidden cut sharing its row (a top-p near-tie changes the row a coin reads). More in
 one request means independent near-ties coinciding: at a near-tie rate ≤ 1e-4 per decision, about
@@ -267,7 +271,8 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
     decided exactly, explain it, re-walked on the rows the step read (SPEC §9, §12.5). ``explain``: walk at most
     that many differing requests and count the rest as mismatches unexplained — for a check whose answer is exact
     (an edge), where no allowance applies and the walk, exact over every id of the row, only names the first
-    contradicted decision."""
+    contradicted decision. A request past ``WALK_IDS`` ids is not walked where no decision is within tolerance (no
+    allowance could apply): a mismatch, saying so."""
     tol = TOLERANCE[str(batch.target_logits.dtype)] if tolerance is None else tolerance
     margins, kinds = want.decisions.margin, want.decisions.kind
     result = Comparison(structure=_check_structure(batch, got), decisions=len(margins),
@@ -286,8 +291,13 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
         pos = next((j for j, (a, b) in enumerate(zip(emitted, expected)) if a != b), min(len(emitted), len(expected)))
         line = _describe(batch, want, i, row, n, pos, padding_ok)
         walk = padding_ok and (explain is None or explain > 0)
-        outcome, note, flips = (_explain_request(batch, want, i, emitted, n, pos, tol) if walk
-                                else ("mismatch", "", [Flip("output", pos, float("inf"))]))
+        costly = walk and not (margins < tol).any() and (K[i] + 1) * batch.vocab_size > WALK_IDS
+        outcome, note, flips = (
+            ("mismatch", f"; not walked exactly: no decision of the batch is within tolerance {tol:g}, so no "
+                         f"near-tie allowance applies, and its {K[i] + 1} rows of {batch.vocab_size} ids are past "
+                         f"the exact walk's {WALK_IDS} ids", [Flip("output", pos, float("inf"))]) if costly else
+            _explain_request(batch, want, i, emitted, n, pos, tol) if walk else
+            ("mismatch", "", [Flip("output", pos, float("inf"))]))
         explain = None if explain is None else explain - walk
         if outcome == "allowed":
             result.waived.append(f"{line}{note}{repro}")
