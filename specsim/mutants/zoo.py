@@ -91,6 +91,11 @@ def _torch(mid, bug, models, module, *edits, killed_by=""):
     return SourceMutant(mid, bug, models, module, tuple(Edit(a, r) for a, r in edits), killed_by=killed_by)
 
 
+_TOP_P_CUT = "    cut = (cumulative < top_p.to(decision_dtype).unsqueeze(-1)).sum(dim=-1).clamp(max=vocab_size - 1)\n"
+_TOP_P_AT = ("    at = lambda values, index: values.gather(-1, index.unsqueeze(-1)).squeeze(-1)\n"
+             "    p = top_p.to(decision_dtype)\n")
+"""SPEC §2's top-p cut in ``top_p_kept``, and what the approximate cuts below read it with."""
+
 INSIDE = [
     _torch("residual-target", "recovered token drawn from target_probs instead of max(target - draft, 0)",
            "docs/bugs.md #30 (recovered from the wrong residual), #29", TS,
@@ -214,6 +219,23 @@ INSIDE = [
             "        token = ts.race(ts.residual_weights(target_rows.to(narrow), None if draft_rows is None else "
             "draft_rows.to(narrow), draft_ids, subtract), exponentials)"),
            killed_by="L1-16bit/chain/"),
+    # --- §2's top-p where the classes are nearly equal (an approximate cut: a pivot search that settles within 10%)
+    _torch("top-p-short-of-p", "top-p leaves out a last class nearly equal (within 10%) to the one before it once "
+           "the mass before it is within 10% of p: a kept set short of p", "docs/bugs.md #65 (vLLM 0.33.0's Triton "
+           "top-p kernels keep a set of mass 0.679 at p = 0.7)", TS,
+           (_TOP_P_CUT, _TOP_P_CUT + _TOP_P_AT +
+            "    before = (cut - 1).clamp(min=0)\n"
+            "    near = (at(sorted_probs, cut) > 0.9 * at(sorted_probs, before)) & (at(cumulative, before) >= 0.9 * p)\n"
+            "    cut = torch.where((cut > 0) & near, before, cut)\n"),
+           killed_by="L1/edge/top-p-reaches-p"),
+    _torch("top-p-past-p", "top-p keeps one more class nearly equal (within 10%) to its last once the mass kept is "
+           "within 10% past p: a kept set past the smallest that reaches p", "docs/bugs.md #65 (the same "
+           "approximation the other way)", TS,
+           (_TOP_P_CUT, _TOP_P_CUT + _TOP_P_AT +
+            "    after = (cut + 1).clamp(max=vocab_size - 1)\n"
+            "    near = (at(sorted_probs, after) > 0.9 * at(sorted_probs, cut)) & (at(cumulative, cut) < 1.1 * p)\n"
+            "    cut = torch.where((cut < vocab_size - 1) & near, after, cut)\n"),
+           killed_by="L1/edge/top-p-reaches-p"),
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 

@@ -303,6 +303,13 @@ EDGES: list[Edge] = [
          "tied at 1/(e + 3): draft 3 accepted; a sorted prefix keeps two tokens",
          [Request([3], [[1, 0, 0, 0], [0, 0, 0, 0]], top_p=0.5, uniforms=[1e-9])],
          [[3, 0]], frozenset({"top_p", "point_proposals"}), point=True),
+    Edge("top-p-reaches-p", "§2 top-p keeps the smallest set whose mass reaches p, where the classes are nearly "
+         "equal (SPEC 1.8): logits [0, -1/16, -1/8, -inf] give t = [0.354, 0.333, 0.313, 0] (c_2 = 0.687); top-p 0.74 "
+         "keeps all three (a cut stopping short of p, as a pivot search can, keeps two and emits 0) and top-p 0.64 keeps "
+         "two (a cut past p keeps three and emits 2); the exponentials favour token 2",
+         [Request([], [[0, -0.0625, -0.125, NEG]], top_p=0.74, exponentials=[1, 1, 0.01, 1]),
+          Request([], [[0, -0.0625, -0.125, NEG]], top_p=0.64, exponentials=[1, 1, 0.01, 1])],
+         [[2], [0]], frozenset({"top_p", "point_proposals"}), point=True),
     Edge("race-tie", "§3 race ties go to the smallest id",
          [Request([0], [[0, 0, 0, 0], [0, 0, 0, 0]], uniforms=[0.9])],
          [[1]], frozenset({"point_proposals"}), point=True),

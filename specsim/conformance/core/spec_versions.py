@@ -59,6 +59,8 @@ INTRODUCED: tuple[Since, ...] = (
           "past it each side of every multiple of 64", False),
     Since("L3/declared/support/empty-residual-between-K*", "1.8",
           "§4 the same under a device's own randomness, held to each request's exact support", False),
+    Since("L1/edge/top-p-reaches-p*", "1.8", "§2 top-p keeps the smallest set reaching p where the classes are "
+          "nearly equal, and no more", False),
     # 1.7's rows next: 1.6's ``L1-sampler/edge/empty-residual-*-then-*`` and ``L1/sizes/support/*``, 1.5's
     # ``L1/edge/empty-residual-*temperature*``, ``L1/sizes/empty-residual-*-V*``, ``L1/declared/*/empty-residual-*``
     # and the dtype twins' patterns also match their names
