@@ -47,14 +47,15 @@ TOLERANCE = {"float32": 1e-4, "float64": 1e-9, "float16": 1e-4, "bfloat16": 1e-4
 """Relative decision margin under which a device may legitimately flip a decision (SPEC §9)."""
 
 MAX_WAIVERS_PER_REQUEST = 2
-WALK_IDS = 1 << 24
-"""The most ids (rows × V) a differing request's exact walk (``reference.exact``, a ``Decimal`` per id) takes where
-no decision of the batch lies within tolerance: there no allowance can apply, the walk would only name the first
-contradicted decision, and past this it costs minutes a request (V in the tens of millions)."""
 """Near-tie allowances per request (SPEC §9). One rounding error flips the decision it is near,
 and at most one hidden cut sharing its row (a top-p near-tie changes the row a coin reads). More in
 one request means independent near-ties coinciding: at a near-tie rate ≤ 1e-4 per decision, about
 1e-8 per request."""
+
+WALK_IDS = 1 << 24
+"""The most ids (rows × V) a differing request's exact walk (``reference.exact``, a ``Decimal`` per id) takes where
+no decision of the batch lies within tolerance: there no allowance can apply, the walk would only name the first
+contradicted decision, and past this it costs minutes a request (V in the tens of millions)."""
 
 WAIVER_RATE = 2e-5
 """Near-tie allowances per decision beyond the first two (``waiver_cap``): 20 per million. The torch
