@@ -284,6 +284,7 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
     out, acc = np.asarray(got.output_token_ids), np.asarray(got.num_accepted)
     same = (out == want.output_token_ids).all(axis=1) & (acc == want.num_accepted)
     K = batch.num_draft_tokens
+    no_near_tie = not (margins < tol).any()   # then no allowance can explain a difference: a walk only names it
     for i in np.flatnonzero(~same):
         expected = want.output_token_ids[i, : want.num_accepted[i] + 1].tolist()
         row, n = out[i].tolist(), int(acc[i])
@@ -292,7 +293,7 @@ def compare(batch: VerifyBatch, got: VerifyOutput, want: StepResult, *, toleranc
         pos = next((j for j, (a, b) in enumerate(zip(emitted, expected)) if a != b), min(len(emitted), len(expected)))
         line = _describe(batch, want, i, row, n, pos, padding_ok)
         walk = padding_ok and (explain is None or explain > 0)
-        costly = walk and not (margins < tol).any() and (K[i] + 1) * batch.vocab_size > WALK_IDS
+        costly = walk and no_near_tie and (K[i] + 1) * batch.vocab_size > WALK_IDS
         outcome, note, flips = (
             ("mismatch", f"; not walked exactly: no decision of the batch is within tolerance {tol:g}, so no "
                          f"near-tie allowance applies, and its {K[i] + 1} rows of {batch.vocab_size} ids are past "

@@ -77,9 +77,10 @@ def one_check(device, ctx, name: str) -> CheckResult:
 def _declared_positions(device, ctx, name: str) -> list[CheckResult]:
     """The positions check ``name`` (``DECLARED_POSITIONS``) at the K its declaration checks (``k_limits``); none
     where the device's declaration checks no such K or mode, or the set is empty there."""
-    from specsim.conformance.cases.declared import k_limits, logits_dtype
-    from specsim.conformance.checks.declared.group import POSITION_SETS, empty_residual_positions, noise_modes
+    from specsim.conformance.cases.declared import logits_dtype
+    from specsim.conformance.checks.declared.group import empty_residual_positions, noise_modes, position_limits
     mode, kind, K = DECLARED_POSITIONS.fullmatch(name).groups()
     caps = device.capabilities
-    return [empty_residual_positions(device, ctx, mode, lim, logits_dtype(caps), kind) for lim in k_limits(caps)
-            if lim.value == int(K) and mode in noise_modes(caps) and POSITION_SETS[kind](lim.value)]
+    return [empty_residual_positions(device, ctx, mode, lim, logits_dtype(caps), kind)
+            for made, lim in position_limits(caps)
+            if made == kind and lim.value == int(K) and mode in noise_modes(caps)]

@@ -49,9 +49,9 @@ are checked at their declared values in a quick run too.
 Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(1)``; its keyed Philox
 draw of V exponentials per request dominates at V = 262144), on a 2-core AMD EPYC: ``L1-declared`` 7.6 s
 (SPEC 1.5's, 1.7's and 1.8's empty residuals at V and K included) and ``L3-declared`` 16.8 s at full size
-(``LAW_SAMPLES`` = 240 requests at V = 262144; the same wall), 4.8 s and 5.8 s with ``--quick``; peak memory 1.8 GB. Measured with
-``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A
-larger declared vocabulary costs in proportion to V.
+(``LAW_SAMPLES`` = 240 requests at V = 262144; the same wall), 4.8 s and 5.8 s with ``--quick``; peak memory
+1.8 GB. Measured with ``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's
+wall and CPU time. A larger declared vocabulary costs in proportion to V.
 """
 
 from __future__ import annotations
@@ -232,8 +232,8 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
         results += [empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
         results += [empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
-        results += [empty_residual_positions(device, ctx, mode, lim, dtype, kind) for kind in POSITION_SETS
-                    for lim in k_limits(caps) if POSITION_SETS[kind](lim.value)]
+        results += [empty_residual_positions(device, ctx, mode, lim, dtype, kind)
+                    for kind, lim in position_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
     return results
 
@@ -309,6 +309,12 @@ POSITION_SETS = {"positions": empty_positions, "between": between_positions}
 (``empty_positions``: every position below 64, past it each side of every power of two, and K − 1) and 1.8's
 (``between_positions``: the rest below 512, past it each side of every multiple of 64). A set that is empty at a
 K makes no check there."""
+
+
+def position_limits(caps) -> list[tuple[str, Limit]]:
+    """``(kind, K)`` of every positions check ``caps`` make: each of ``POSITION_SETS`` at each checked K
+    (``k_limits``) where its set is not empty."""
+    return [(kind, lim) for kind in POSITION_SETS for lim in k_limits(caps) if POSITION_SETS[kind](lim.value)]
 
 
 def empty_residual_positions(device, ctx, mode: str, lim: Limit, dtype: str, kind: str = "positions") -> CheckResult:
@@ -488,8 +494,8 @@ def support_checks(device, ctx) -> list[CheckResult]:
         results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
                                       assemble(reqs, SMALL_V, dtype, point), reqs,
                                       f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
-        results += [_support_positions(device, ctx, lim, dtype, kind) for kind in POSITION_SETS
-                    if POSITION_SETS[kind](lim.value)]
+        results += [_support_positions(device, ctx, at, dtype, kind) for kind, at in position_limits(caps)
+                    if at.value == lim.value]
     for B in batch_sizes(ctx):
         name = f"L3/declared/support/batch-B{B}"
         reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
@@ -592,6 +598,7 @@ if __name__ == "__main__":
 
 
 __all__ = ["LAW_CALL_BYTES", "certain_tree", "steered_tree", "join_trees", "noise_modes", "l1_checks",
-           "empty_residual_at_v", "empty_residual_at_k", "empty_residual_positions", "POSITION_SETS", "declared_exact_group",
+           "empty_residual_at_v", "empty_residual_at_k", "empty_residual_positions", "POSITION_SETS",
+           "position_limits", "declared_exact_group",
            "outside_support", "support_checks",
            "declared_law_group"]
