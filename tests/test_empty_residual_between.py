@@ -20,29 +20,14 @@ from specsim.conformance.checks.declared.group import (POSITION_SETS, declared_e
                                                        empty_residual_positions, support_checks)
 from specsim.conformance.core import spec_versions  # noqa: E402
 from specsim.conformance.core.black_box import BlackBox  # noqa: E402
-from specsim.mutants.source import Edit, SourceMutant  # noqa: E402
-from tests.test_empty_residual_params import _RACE, CTX  # noqa: E402
+from tests.test_empty_residual_params import CTX, fallback_lost_at  # noqa: E402
 
 MODES = ("injected", "keyed")
 
 
-def lost_at(mutant_id: str, where: str, condition: str) -> SourceMutant:
-    """The torch device whose empty residual is raced as it is (its first id, token 0, emitted) where ``condition``
-    (an expression of the request's ``num_accepted``, its rejected position) holds; the fallback holds elsewhere."""
-    return SourceMutant(
-        mutant_id, f"an empty residual at {where} is raced as it is (its first id, token 0, emitted); at every other "
-        "position the fallback holds", "SPEC 1.8", "devices.torch_device",
-        (Edit(_RACE, "        weights = ts.residual_weights(target_rows, draft_rows, draft_ids, subtract)\n"
-                     "        residual = (target_rows - draft_rows).clamp_min(0) if draft_rows is not None else weights\n"
-                     "        empty = subtract.unsqueeze(1) & ~(residual > 0).any(dim=1, keepdim=True)\n"
-                     f"        lost = ({condition}).unsqueeze(1)\n"
-                     "        first = torch.zeros_like(weights)\n"
-                     "        first[:, 0] = 1.0\n"
-                     "        token = ts.race(torch.where(empty & lost, first, weights), exponentials)\n"),))
-
-
-AT_100 = lost_at("fallback-lost-at-100", "position 100", "num_accepted == 100")
-TILE_576 = lost_at("fallback-lost-in-a-tile", "positions 576 to 639", "(num_accepted >= 576) & (num_accepted < 640)")
+AT_100 = fallback_lost_at("fallback-lost-at-100", "position 100", "num_accepted == 100", "SPEC 1.8")
+TILE_576 = fallback_lost_at("fallback-lost-in-a-tile", "positions 576 to 639",
+                            "(num_accepted >= 576) & (num_accepted < 640)", "SPEC 1.8")
 
 
 def _declaring_max_k(device, max_k: int):

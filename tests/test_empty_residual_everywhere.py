@@ -28,8 +28,8 @@ from specsim.testing.edges import BONUS_TEMPERATURES, FAR_TEMPERATURES  # noqa: 
 from specsim.testing.sampler_edges import CAUSES, EVERY_CAUSE, EVERY_PENALTY, TOGETHER_EDGES  # noqa: E402
 from tests.test_empty_residual import failed_names, of_version  # noqa: E402
 from tests.test_empty_residual_causes import COUNTED_ONCE, WITHOUT, _fallback_from, _then  # noqa: E402
-from tests.test_empty_residual_params import (_RACE, CTX, DTYPES, _every_check,  # noqa: E402
-                                              fallback_at_temperature)
+from tests.test_empty_residual_params import (CTX, DTYPES, _every_check, fallback_at_temperature,  # noqa: E402
+                                              fallback_lost_at)
 
 FAR = "empty-residual-temperature-far"
 BONUS = "bonus-row-temperature-band"
@@ -47,16 +47,9 @@ ROWS_CLAMPED = SourceMutant(
     "SPEC 1.7 item 3", "devices.torch_device",
     (Edit("    rows = ts.SamplingRows(ts.safe_temperature(temperature),",
           "    rows = ts.SamplingRows(ts.safe_temperature(temperature).clamp(0.01, 100),"),))
-DEEP = SourceMutant(
-    "fallback-lost-deep", "an empty residual at positions 6 to K − 2 of the batch's K is raced as it is (its first id, "
-    "token 0, emitted); at positions 0 to 5 and K − 1 the fallback holds", "SPEC 1.7 item 2", "devices.torch_device",
-    (Edit(_RACE, "        weights = ts.residual_weights(target_rows, draft_rows, draft_ids, subtract)\n"
-                 "        residual = (target_rows - draft_rows).clamp_min(0) if draft_rows is not None else weights\n"
-                 "        empty = subtract.unsqueeze(1) & ~(residual > 0).any(dim=1, keepdim=True)\n"
-                 "        deep = ((num_accepted >= 6) & (num_accepted < max_k - 1)).unsqueeze(1)\n"
-                 "        first = torch.zeros_like(weights)\n"
-                 "        first[:, 0] = 1.0\n"
-                 "        token = ts.race(torch.where(empty & deep, first, weights), exponentials)\n"),))
+DEEP = fallback_lost_at("fallback-lost-deep", "positions 6 to K − 2 of the batch's K",
+                        "(num_accepted >= 6) & (num_accepted < max_k - 1)", "SPEC 1.7 item 2",
+                        held="at positions 0 to 5 and K − 1 the fallback holds")
 
 
 def _new(failed) -> list[str]:

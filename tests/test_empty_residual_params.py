@@ -51,6 +51,23 @@ def fallback_at_temperature(mutant_id: str, bug: str, models: str, temperature: 
                     "rows.top_k, rows.top_p, rows.min_p), **filters)\n" + _FALL_BACK),))
 
 
+def fallback_lost_at(mutant_id: str, where: str, condition: str, models: str,
+                     held: str = "at every other position the fallback holds") -> SourceMutant:
+    """The torch device whose empty residual is raced as it is (its first id, token 0, emitted) where ``condition``
+    (an expression of the request's ``num_accepted``, its rejected position, and the batch's ``max_k``) holds; the
+    fallback holds elsewhere (``held`` says where, for the mutant's text)."""
+    return SourceMutant(
+        mutant_id, f"an empty residual at {where} is raced as it is (its first id, token 0, emitted); {held}", models,
+        "devices.torch_device",
+        (Edit(_RACE, "        weights = ts.residual_weights(target_rows, draft_rows, draft_ids, subtract)\n"
+                     "        residual = (target_rows - draft_rows).clamp_min(0) if draft_rows is not None else weights\n"
+                     "        empty = subtract.unsqueeze(1) & ~(residual > 0).any(dim=1, keepdim=True)\n"
+                     f"        lost = ({condition}).unsqueeze(1)\n"
+                     "        first = torch.zeros_like(weights)\n"
+                     "        first[:, 0] = 1.0\n"
+                     "        token = ts.race(torch.where(empty & lost, first, weights), exponentials)\n"),))
+
+
 UNTEMPERED = fallback_at_temperature(
     "fallback-untempered", "an empty residual falls back to the row at T = 1: the temperature applied to a copy of the "
     "logits the fallback does not read (cuts, bans, penalties and bias kept)", "SPEC 1.5 item 1",
