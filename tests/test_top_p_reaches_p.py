@@ -40,3 +40,4 @@ def test_without_injected_noise_the_cut_is_held_by_its_law(mutant):
     assert good.status == "pass", good.detail
     (bad,) = edge_group(BlackBox(mutant.make()), CTX, only=EDGE)
     assert bad.status == "fail" and bad.layer in ("L1", "L3"), bad.detail   # its support, or its law
+    assert bad.layer == "L1" or bad.p_value < bad.alpha, bad.detail
