@@ -95,7 +95,7 @@ def run(args) -> int:
 
     if not replayable(args.check):
         print(f"specsim replay: check: {args.check!r} is not one an L1 check can be run alone from; replayable "
-              f"checks start with {', '.join(REPLAYABLE)} (not L1-sampler/edge/), or are "
+              f"checks start with {', '.join(REPLAYABLE)} (not L1-sampler/edge/ but its .../batches), or are "
               "L1/declared/<mode>/empty-residual-positions-K<K> or -between-K<K>", file=sys.stderr)
         return 2
     recorder = Recorder(load(args.device))

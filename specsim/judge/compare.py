@@ -34,7 +34,7 @@ case's seed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -81,6 +81,26 @@ def reference_step(batch: VerifyBatch, noise: Noise | None) -> StepResult:
         kwargs["withdrawn"] = batch.withdrawn
     return verify(batch.num_draft_tokens, batch.draft_token_ids, batch.draft_probs, batch.target_logits,
                   batch.temperature, batch.top_k, batch.top_p, seeds=batch.seeds, positions=batch.positions, **kwargs)
+
+
+def select_step(batch: VerifyBatch, want: StepResult, order) -> StepResult:
+    """The reference's result for ``select_requests(batch, order)`` (requests in that order, repeats allowed), taken
+    from ``want``, its result for ``batch``: a request's result is a function of its own rows, noise, seed and
+    position alone (SPEC §5), so each copy of a request is its result again, at its new index."""
+    from specsim.testing.batches import request_rows
+    order = np.asarray(order, dtype=np.int64)
+    draft, target = request_rows(batch, order)
+    d = want.decisions
+    by_request = [np.flatnonzero(d.request == i) for i in range(batch.batch_size)]
+    taken = [by_request[i] for i in order]
+    at = np.concatenate(taken).astype(np.int64) if taken else np.zeros(0, np.int64)
+    new_request = np.repeat(np.arange(len(order)), [len(t) for t in taken])
+    decisions = replace(d, request=new_request.astype(d.request.dtype), position=d.position[at], kind=d.kind[at],
+                        margin=d.margin[at])
+    width = int(np.max(batch.num_draft_tokens[order], initial=0)) + 1
+    return replace(want, output_token_ids=want.output_token_ids[order, :width], num_accepted=want.num_accepted[order],
+                   decisions=decisions, uniforms=want.uniforms[draft], exponentials=want.exponentials[order],
+                   processed_logits=want.processed_logits[target], computed=want.computed[target])
 
 
 @dataclass

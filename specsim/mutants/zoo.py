@@ -236,6 +236,22 @@ INSIDE = [
             "    near = (at(sorted_probs, after) > 0.9 * at(sorted_probs, cut)) & (at(cumulative, cut) < 1.1 * p)\n"
             "    cut = torch.where((cut < vocab_size - 1) & near, after, cut)\n"),
            killed_by="L1/edge/top-p-reaches-p"),
+    # --- a rule kept on the path a few requests take and lost on a large batch's (SPEC 1.9's edges at batch sizes)
+    _torch("race-tie-last-past-64", "the race's ties go to the largest id once the batch holds more than 64 "
+           "requests (a large-batch reduction keeping the last maximum)", "docs/bugs.md C16 (a rule kept only on "
+           "the small-batch path; C6's tie rule)", TS,
+           ("    return score.argmax(dim=-1)\n",
+            "    if score.shape[0] > 64:\n"
+            "        return score.shape[-1] - 1 - score.flip(-1).argmax(dim=-1)\n"
+            "    return score.argmax(dim=-1)\n"),
+           killed_by="L1/edge/top-k-boundary-ties/batches"),
+    _torch("accept-inclusive-past-64", "acceptance u <= ratio once the batch holds more than 64 drafts: u = 0 accepts "
+           "a zero-probability draft on the large-batch path only", "docs/bugs.md C16 (a rule kept only on the "
+           "small-batch path; #10, #11's strictness)", TS,
+           ("    return uniforms < t_x.to(DECISION_DTYPE) / d_x.to(DECISION_DTYPE)\n",
+            "    ratio = t_x.to(DECISION_DTYPE) / d_x.to(DECISION_DTYPE)\n"
+            "    return (uniforms <= ratio) if uniforms.numel() > 64 else (uniforms < ratio)\n"),
+           killed_by="L1/edge/u0-zero-target-full/batches"),
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 

@@ -151,23 +151,56 @@ def random_noise(rng: np.random.Generator, batch: VerifyBatch) -> Noise:
                  exponentials=rng.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300)
 
 
-def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
-    """The sub-batch of requests ``order`` (any order, no repeats), with their noise.
+def request_rows(batch: VerifyBatch, order) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of requests ``order`` (in that order, repeats allowed): their draft tokens' indices
+    ``[sum K]`` (into ``draft_token_ids``, ``draft_probs``, the uniforms) and their target rows' ``[sum K + len(order)]``
+    (into ``target_logits`` and SPEC §12's ``token_mask``).
 
-    Used for batch-invariance checks: a request's result must not change when
-    its neighbours do.
+    >>> b = VerifyBatch(np.array([2, 1]), np.zeros(3, int), None, np.zeros((5, 4)), np.ones(2), np.zeros(2, int),
+    ...                 np.ones(2))
+    >>> [r.tolist() for r in request_rows(b, [1, 1, 0])]
+    [[2, 2, 0, 1], [3, 4, 3, 4, 0, 1, 2]]
+    """
+    cu = batch.request_offsets()
+    draft = [np.arange(cu[i], cu[i + 1]) for i in order]
+    target = [np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in order]
+    return (np.concatenate(draft).astype(np.int64) if draft else np.zeros(0, np.int64),
+            np.concatenate(target).astype(np.int64) if target else np.zeros(0, np.int64))
+
+
+def select_sampler(sampler, order, target_rows: np.ndarray):
+    """SPEC §12's parameters of requests ``order`` (``request_rows``' ``target_rows`` for ``token_mask``);
+    None stays None."""
+    if sampler is None:
+        return None
+
+    def pick(name, value):
+        if value is None or name == "order":
+            return value
+        if name == "token_mask":
+            return value[target_rows]
+        if isinstance(value, (tuple, list)):
+            return tuple(value[i] for i in order)
+        return np.asarray(value)[order]
+    return type(sampler)(**{name: pick(name, value) for name, value in sampler.as_kwargs().items()})
+
+
+def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
+    """The batch of requests ``order`` (any order; a request may appear more than once), with their noise and
+    SPEC §12 parameters.
+
+    Used for batch-invariance checks (a request's result must not change when its neighbours do) and for
+    an edge repeated to fill a batch of a given size.
     """
     order = np.asarray(order, dtype=np.int64)
-    cu = batch.request_offsets()
-    draft = np.concatenate([np.arange(cu[i], cu[i + 1]) for i in order]) if len(order) else np.zeros(0, np.int64)
-    target = np.concatenate([np.arange(cu[i] + i, cu[i + 1] + i + 1) for i in order])
-    draft = draft.astype(np.int64)
+    draft, target = request_rows(batch, order)
     sub = replace(batch, num_draft_tokens=batch.num_draft_tokens[order], draft_token_ids=batch.draft_token_ids[draft],
                   withdrawn=None if batch.withdrawn is None else batch.withdrawn[draft],
                   draft_probs=None if batch.draft_probs is None else batch.draft_probs[draft],
                   target_logits=batch.target_logits[target], temperature=batch.temperature[order],
                   top_k=batch.top_k[order], top_p=batch.top_p[order],
                   seeds=None if batch.seeds is None else batch.seeds[order],
-                  positions=None if batch.positions is None else batch.positions[order])
+                  positions=None if batch.positions is None else batch.positions[order],
+                  sampler=select_sampler(batch.sampler, order, target))
     sub_noise = None if noise is None else Noise(noise.uniforms[draft], noise.exponentials[order])
     return sub, sub_noise

@@ -51,6 +51,9 @@ SEEDED_EDGE_FINDINGS = {
                                                "run",
     "L1/edge/empty-residual-temperature-far": "the same at T = 2^-9 to 2^9 (SPEC 1.7)",
     "L1/edge/top-p-cut-ties-dyadic": "TopPLogitsWarper's part of a tie, on logits [1, 0, 0, 0] (SPEC 1.6)",
+    **{f"L1/edge/{edge}/batches": "the same outside the support at every batch size (SPEC 1.9): in a batch of one or two"
+       for edge in ("draft-prob-zero", "placeholder-full", "placeholder-point", "empty-residual",
+                    "empty-residual-top-k")},
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""

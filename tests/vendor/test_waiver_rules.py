@@ -157,12 +157,13 @@ def test_the_record_counts_waived_refused_stale_and_not_applicable():
 @pytest.fixture(scope="module")
 def edge_results():
     """``capabilities`` and ``L1-edges`` once, quick, against a device wrong at ``L1/edge/vocab-one`` only (with its
-    injected noise, on its keyed streams and in every other dtype it declares: the same code)."""
+    injected noise, on its keyed streams, in every other dtype it declares and at every batch size: the same code)."""
     from devices.registry import load as load_device
     results = runner.run_conformance(load_device(DEVICE), runner.Context(seed=0, quick=True), GROUPS)
     assert [r.name for r in results if r.status in ("fail", "error")] == [
         "L1/edge/vocab-one", "L1/edge/vocab-one/keyed", *(f"L1/edge/vocab-one/{d}" for d in ("float16", "bfloat16",
-                                                                                            "float32"))]
+                                                                                            "float32")),
+        "L1/edge/vocab-one/batches", "L1/edge/vocab-one/keyed/batches"]
     return results
 
 
@@ -197,9 +198,10 @@ def test_both_routes_give_one_verdict_for_one_device_and_waiver_file(tmp_path, m
     assert rc == 5 and doc["verdict"]["status"] == other["verdict"]["status"] == "quick"   # QUICK: exit 5
     assert doc["verdict"]["waived"] == other["verdict"]["waived"] == [
         "L1/edge/vocab-one", "L1/edge/vocab-one/keyed", *(f"L1/edge/vocab-one/{d}" for d in ("float16", "bfloat16",
-                                                                                            "float32"))]
+                                                                                            "float32")),
+        "L1/edge/vocab-one/batches", "L1/edge/vocab-one/keyed/batches"]
     assert doc["verdict"]["reasons"] == other["verdict"]["reasons"]
-    assert doc["waivers"]["counts"] == other["waivers"]["counts"] == {"waived": 5, "refused": 0, "stale": 1,
+    assert doc["waivers"]["counts"] == other["waivers"]["counts"] == {"waived": 7, "refused": 0, "stale": 1,
                                                                         "not_applicable": 0}   # checks waived
     capsys.readouterr()
 
@@ -227,7 +229,7 @@ def test_the_pytest_route_applies_the_file_as_conform_does(tmp_path):
     path = waiver_file(tmp_path, entry("conformance:L1/edge/vocab-one*", "our V = 1 path accepts no draft; driver 2.4"))
     r = _pytest(tmp_path, "-k", "group_passes and L1-edges", f"--specsim-waivers={path}")
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "5 failing check(s) waived, 0 entries refused" in r.stdout
+    assert "7 failing check(s) waived, 0 entries refused" in r.stdout
 
     wild = waiver_file(tmp_path, entry("conformance:L1/edge/*"), name="wild.toml")
     r = _pytest(tmp_path, "-k", "group_passes and L1-edges", f"--specsim-waivers={wild}")

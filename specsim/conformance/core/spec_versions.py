@@ -53,7 +53,11 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.8's rows first (1.5's ``L1/declared/*/empty-residual-*`` also matches their names)
+    # 1.9's rows first (every edge's own pattern, 1.8's ``L1/edge/top-p-reaches-p*`` among them, also matches theirs)
+    Since("L1/edge/*/batches", "1.9", "§2–§4 every edge's requests repeated to fill a batch of each size of the "
+          "ladder, every copy held to its request's answer, in each noise mode the device declares", False),
+    Since("L1-sampler/edge/*/batches", "1.9", "§12 every sampler edge the same, at each size of the ladder", False),
+    # 1.8's rows next (1.5's ``L1/declared/*/empty-residual-*`` also matches their names)
     Since("L1/declared/*/empty-residual-between-K*", "1.8",
           "§4 an empty residual at the positions of the declared max_k that 1.7 leaves out: every one below 512, "
           "past it each side of every multiple of 64", False),

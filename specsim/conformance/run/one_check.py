@@ -8,17 +8,19 @@ import re
 from specsim.conformance.checks.chain.exact import edge_group, run_cases
 from specsim.conformance.checks.chain.offsets import offsets_group
 from specsim.conformance.checks.chain.sizes import sizes_group
-from specsim.conformance.checks.sampler.group import random_checks
+from specsim.conformance.checks.sampler.group import edge_batch_checks as sampler_edge_batch_checks, random_checks
 from specsim.conformance.checks.sampler.keyed import keyed_sampler_checks
 from specsim.conformance.core.results import CheckResult
 
 
 REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/sizes/", "L1-sampler/")
-"""The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``),
-or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an ``L1/offsets/`` check alone (at the context's
+"""The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``
+but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an ``L1/offsets/`` check alone (at the context's
 ``call_bytes``); replay does not offer it: its calls hold GiBs, too large to save with ``--npz``."""
 DECLARED_POSITIONS = re.compile(r"L1/declared/(injected|keyed)/empty-residual-(positions|between)-K(\d+)")
 """The declared groups' positions checks (SPEC 1.7, 1.8), each one call of small rows: replayable alone."""
+SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge/[^/]+/[^/]+/batches")
+"""§12's edges at every batch size (SPEC 1.9): each edge's own calls, replayable alone."""
 
 
 def replayable(name: str) -> bool:
@@ -26,9 +28,11 @@ def replayable(name: str) -> bool:
 
     >>> replayable("L1/declared/keyed/empty-residual-between-K256"), replayable("L1/declared/keyed/K256")
     (True, False)
+    >>> replayable("L1-sampler/edge/min-p-ties/vllm/batches"), replayable("L1-sampler/edge/min-p-ties/vllm")
+    (True, False)
     """
     return (name.startswith(REPLAYABLE) and not name.startswith("L1-sampler/edge/")) or \
-        DECLARED_POSITIONS.fullmatch(name) is not None
+        DECLARED_POSITIONS.fullmatch(name) is not None or SAMPLER_EDGE_BATCHES.fullmatch(name) is not None
 
 
 def replay_command(device_spec: str, seed: int, name: str, quick: bool = False) -> str | None:
@@ -57,6 +61,8 @@ def one_check(device, ctx, name: str) -> CheckResult:
         found = edge_group(device, ctx, only=name)
     elif name.startswith("L1/sizes/"):
         found = sizes_group(device, ctx, only=name)
+    elif SAMPLER_EDGE_BATCHES.fullmatch(name):
+        found = sampler_edge_batch_checks(device, ctx, only=name)
     elif name.startswith("L1-sampler/") and not name.startswith("L1-sampler/edge/"):
         found = random_checks(device, ctx, only=name)
     elif name.startswith("L1/offsets/"):

@@ -63,7 +63,7 @@ def resolve_group(name: str) -> Callable:
                            "is an error, never a skip") from e
 
 
-STOPS_EARLY = frozenset({"L1-sampler", "L3-statistical"})
+STOPS_EARLY = frozenset({"L1-edges", "L1-sampler", "L3-statistical"})
 """The groups whose function takes ``stop_at_first_fail``: stopped after the first part of the group with a failing
 check, the checks before it and that check as a whole run makes them (``specsim mutants`` wants the first killer)."""
 

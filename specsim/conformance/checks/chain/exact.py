@@ -1,7 +1,8 @@
 """Layer L1: a device given the reference's randomness must emit the reference's tokens.
 
 Three groups: injected noise (SPEC §5.1), keyed Philox noise (§5.2; devices
-declaring ``rng="philox"``), and the hand-built edges of §4. Every case is a
+declaring ``rng="philox"``), and the hand-built edges of §4, each again at every
+batch size of the ladder (SPEC 1.9, ``edge_batch_checks``). Every case is a
 deterministic function of the suite seed and its name, so a failure replays
 with ``specsim conform --device ... --seed N --groups GROUP``.
 """
@@ -12,6 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from specsim.conformance.cases.declared import batch_sizes
+from specsim.conformance.core.batched import copy_support, copy_tokens
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -91,7 +94,7 @@ def keyed_noise_group(device, ctx) -> list[CheckResult]:
     return run_cases(device, ctx, "L1/keyed", injected=False)
 
 
-def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
+def edge_group(device, ctx, only: str | None = None, *, stop_at_first_fail: bool = False) -> list[CheckResult]:
     """Every SPEC §4 edge, for every profile it can be stated for: with injected noise, its exact
     expected tokens (no near-tie allowance; a float32 run of an edge that is a float64-scale
     near-tie is compared with SPEC §9's near-tie allowances instead); without, its exact law sampled under the device's
@@ -102,7 +105,9 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
     draws (``"seeded"``) by the edge's law (``L1/edge/<name>/seeded``): that path is other code, held to every
     edge too. Each edge whose logits a dtype holds runs in every other declared logits dtype as well
     (``L1/edge/<name>/<dtype>``, ``edge_laws.dtype_twins``: the empty-residual edges since SPEC 1.4, every other
-    since 1.5). ``only``: that one check's name."""
+    since 1.5). Then every edge at every batch size of the ladder (SPEC 1.9, ``edge_batch_checks``). ``only``:
+    that one check's name. ``stop_at_first_fail`` (``specsim mutants``): the batch sizes are not run after an edge's
+    own check failed (the first failing check is the same)."""
     caps, results = device.capabilities, []
     dtype = edge_dtype(caps)
     own = own_randomness_twin(caps)
@@ -122,6 +127,59 @@ def edge_group(device, ctx, only: str | None = None) -> list[CheckResult]:
         for check in wanted:
             results.append(_edge_check(device, ctx, edge, form, check, in_dtypes.get(check, dtype), plan,
                                        keyed=check == twin and own == "keyed", law=check == twin and own == "seeded"))
+    if stop_at_first_fail and any(r.status in ("fail", "error") for r in results):
+        return results
+    return results + edge_batch_checks(device, ctx, only)
+
+
+def batch_modes(caps) -> dict[str, str]:
+    """How each edge is held at the batch ladder (SPEC 1.9), check suffix → mode (``specsim.conformance.core.batched``):
+    ``batches`` in the device's first noise mode — injected noise's tokens, else the keyed streams' (``rng =
+    "philox"``), else its own randomness' support — and, for a device taking injected noise that draws its own
+    randomness too, ``<twin>/batches`` in that mode as its edge's twin (``own_randomness_twin``).
+
+    >>> from devices.protocol import Capabilities
+    >>> batch_modes(Capabilities(injected_noise=True, rng="philox", max_vocab_size=8))
+    {'batches': 'injected', 'keyed/batches': 'keyed'}
+    >>> batch_modes(Capabilities(injected_noise=False, rng="seeded", max_vocab_size=8))
+    {'batches': 'support'}
+    """
+    first = "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else "support"
+    own = own_randomness_twin(caps)
+    return {"batches": first, **({f"{own}/batches": "keyed" if own == "keyed" else "support"} if own else {})}
+
+
+def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/edge/<name>/batches`` and ``L1/edge/<name>/<twin>/batches`` (SPEC 1.9): every edge's requests repeated to
+    fill a batch of each size of the ladder (``declared_cases.batch_sizes``), in the edges' dtype (``edge_dtype``),
+    each copy held to its request's answer in each mode of ``batch_modes`` (``specsim.conformance.core.batched``).
+    After every edge's own checks, so that a rule lost at any size is named by its edge first."""
+    caps, results = device.capabilities, []
+    dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
+    modes = batch_modes(caps)
+    for edge in EDGES:
+        wanted = {f"L1/edge/{edge.name}/{suffix}": mode for suffix, mode in modes.items()
+                  if only in (None, f"L1/edge/{edge.name}/{suffix}")}
+        if not wanted:
+            continue
+        form = edge_form(edge, caps)
+        why = missing(caps, form.needs)
+        if why:
+            results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
+            continue
+        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+        for check, mode in wanted.items():
+            if mode == "support":
+                laws = [edge_laws.request_law(r, form.point) for r in form.requests]
+                results.append(copy_support(device, check, batch, laws, sizes,
+                                            case_seed(ctx.seed, "edge-batches", edge.name), edge.why))
+            elif mode == "keyed":
+                results.append(copy_tokens(device, check, batch, None, reference_step(batch, None), sizes,
+                                           f"{edge.why}, on the keyed streams"))
+            elif dtype == "float32" and not edge.float32_exact:   # a near-tie of the float64 kind: SPEC §9 applies
+                results.append(copy_tokens(device, check, batch, noise, reference_step(batch, noise), sizes, edge.why))
+            else:
+                results.append(copy_tokens(device, check, batch, noise, None, sizes, edge.why, expected=edge.expected))
     return results
 
 
@@ -189,3 +247,4 @@ def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> Check
     return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
                        alpha=spent, n=n, seed=seed, p_value=p_value,
                        detectable_tv=tv if tv is not None and np.isfinite(tv) else None)
+

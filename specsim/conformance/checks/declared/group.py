@@ -57,7 +57,6 @@ wall and CPU time. A larger declared vocabulary costs in proportion to V.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
 
 import numpy as np
@@ -568,29 +567,9 @@ def declared_law_group(device, ctx) -> list[CheckResult]:
 
 def main(argv=None) -> int:
     """``python -m specsim.conformance.checks.declared.group [--device torch] [--quick] [--threads 1]``: both groups, timed."""
-    import argparse
-
-    import torch
-
-    from devices.registry import load
-    from specsim.conformance.core.context import Context
-    p = argparse.ArgumentParser(prog="python -m specsim.conformance.checks.declared.group", description=main.__doc__)
-    p.add_argument("--device", default="torch")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    device, ctx = load(args.device), Context(quick=args.quick)
-    for group, run in (("L1-declared", declared_exact_group), ("L3-declared", declared_law_group)):
-        start, cpu = time.perf_counter(), time.process_time()
-        results = run(device, ctx)
-        took, used = time.perf_counter() - start, time.process_time() - cpu
-        for r in results:
-            if r.status != "pass":
-                print(f"  {r.status:13} {r.name}: {r.detail[:300]}")
-        print(f"{group}: {len(results)} checks, {sum(r.status == 'pass' for r in results)} pass, "
-              f"{took:.1f} s wall, {used:.1f} s CPU")
-    return 0
+    from specsim.conformance.core.timing import timed_main
+    return timed_main("python -m specsim.conformance.checks.declared.group", main.__doc__,
+                      {"L1-declared": declared_exact_group, "L3-declared": declared_law_group}, argv)
 
 
 if __name__ == "__main__":

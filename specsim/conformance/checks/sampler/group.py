@@ -1,6 +1,6 @@
 """Group ``L1-sampler``: SPEC §12's whole sampler at every speculative position.
 
-Three kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
+Four kinds of checks (edges first), each ``L1-sampler/...`` and each gated per parameter
 and per order profile (a device lacking one gets ``not_supported`` for the
 checks that need it, never a silent pass):
 
@@ -34,6 +34,8 @@ checks that need it, never a silent pass):
 - **edges at size** ``L1-sampler/edge/<name>/<order>/V<V>`` (injected noise only): each edge
   re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
   ids), every other id ``-inf`` (``specsim.testing.embed``): its exact tokens, mapped;
+- **edges at batch sizes** ``L1-sampler/edge/<name>/<order>/batches`` (SPEC 1.9, ``edge_batch_checks``): each
+  edge's requests repeated to fill a batch of each size of the ladder, every copy held to its answer;
 - **precision** ``L1-sampler/precision`` (``precision.sampler_precision_check``): 4096 requests
   (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
   3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
@@ -264,13 +266,13 @@ def _finite(x: float) -> float | None:
 def sampler_group(device, ctx, *, stop_at_first_fail: bool = False) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order, the precision check,
-    and the edges at size. ``stop_at_first_fail`` (``specsim mutants``): none of these parts runs after one with a
+    the edges at size, and the edges at every batch size (SPEC 1.9). ``stop_at_first_fail`` (``specsim mutants``): none of these parts runs after one with a
     failing check (the edges at size are most of the group's time)."""
     from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
     precision = sampler_precision_check(device, seed=ctx.seed,  # called first, reported after the random cases
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
     parts = (lambda: edge_checks(device, ctx), lambda: random_checks(device, ctx), lambda: [precision],
-             lambda: _size_checks(device, ctx))
+             lambda: _size_checks(device, ctx), lambda: edge_batch_checks(device, ctx))
     results: list[CheckResult] = []
     for part in parts:
         results += part()
@@ -307,3 +309,51 @@ def _size_checks(device, ctx) -> list[CheckResult]:
                 ids = spread_ids(V, v) if where == "spread" else tail_ids(V, v)
                 results.append(edge_check(device, edge, order, dtype, name, ctx, at=(V, ids)))
     return results
+
+
+def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1-sampler/edge/<edge>/<order>/batches`` (SPEC 1.9): each edge's requests repeated to fill a batch of each
+    size of the ladder (``declared_cases.batch_sizes``), every copy held to its request's answer
+    (``specsim.conformance.core.batched``): with injected noise its exact tokens (the edge's coins drawn from the
+    run's seed as its own check draws them), on the keyed streams the reference's (a device taking no injected
+    noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
+    kept by the path a few requests take and lost on the one a full batch takes fails here."""
+    from specsim.conformance.cases.declared import batch_sizes
+    from specsim.conformance.core.batched import copy_support, copy_tokens
+    caps, results = device.capabilities, []
+    dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
+    mode = "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else "support"
+    for edge in SAMPLER_EDGES:
+        for order in edge.orders:
+            name = f"L1-sampler/edge/{edge.name}/{order}/batches"
+            if only not in (None, name):
+                continue
+            why = sampler_edge_lacking(caps, edge, order)
+            if why:
+                results.append(CheckResult(name, "L1", "not_supported", why))
+                continue
+            seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
+            batch, noise = edge.batch(order, dtype, seed=seed)
+            if mode == "injected":
+                results.append(copy_tokens(device, name, batch, noise, None, sizes, edge.why,
+                                           expected=edge.expected_in(order)))
+            elif mode == "keyed":
+                results.append(copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
+                                           f"{edge.why}, on the keyed streams"))
+            else:
+                results.append(copy_support(device, name, batch, sampler_edge_laws(edge, order), sizes,
+                                            case_seed(ctx.seed, "L1-sampler-batches", edge.name, order), edge.why))
+    return results
+
+
+def main(argv=None) -> int:
+    """``python -m specsim.conformance.checks.sampler.group [--device torch] [--quick] [--threads 1]``: every edge at
+    every batch size (SPEC 1.9), §4's and §12's, timed."""
+    from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks
+    from specsim.conformance.core.timing import timed_main
+    return timed_main("python -m specsim.conformance.checks.sampler.group", main.__doc__,
+                      {"L1/edge/*/batches": chain_batch_checks, "L1-sampler/edge/*/batches": edge_batch_checks}, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

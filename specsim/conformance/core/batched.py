@@ -1,0 +1,129 @@
+"""An edge at every batch size of the ladder (SPEC 1.9): its requests repeated to fill a batch of each size.
+
+A hand-built edge (SPEC §4, §12) holds a few requests; a device may switch path by batch size (a warp of requests,
+a block, a second launch, a split grid) and lose an edge's rule on the path the edge's own call never takes. Here
+the edge's requests are repeated, in turn, to fill a batch of each size of ``declared_cases.batch_sizes`` (each side
+of the sizes where kernels switch paths), and every copy, at every row of every batch, is held to its request's
+answer:
+
+* ``copy_tokens`` — with injected noise (each copy its request's noise) or on §5.2's keyed streams (each copy its
+  request's seed and position, so the same draws): each copy's tokens, the edge's exact ones where it states them,
+  else the reference's with SPEC §9's near-tie allowances;
+* ``copy_support`` — under the device's own randomness (each copy its own seed): each copy's emitted sequence has
+  positive probability under its request's exact law. Support only, no α: the law itself is held at the edge's
+  own check, which already runs the edge's requests hundreds of times in one call.
+
+A check is one edge in one mode at every size; the first size where a copy is wrong decides it, its detail naming
+the size, the copy, its row and both answers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from devices.protocol import VerifyOutput
+from specsim.conformance.core.calls import ask, call
+from specsim.conformance.core.results import CheckResult
+from specsim.judge.compare import compare, output_problems, select_step
+from specsim.testing.batches import select_requests
+
+
+def copies(batch, noise, size: int):
+    """``batch``'s requests repeated in turn to ``size`` requests (a last partial round where ``size`` is not a
+    multiple): (the batch, its noise (None stays None), ``order``: the edge request each copy is)."""
+    order = np.arange(size, dtype=np.int64) % batch.batch_size
+    sub, sub_noise = select_requests(batch, order, noise)
+    return sub, sub_noise, order
+
+
+def _sizes_note(sizes) -> str:
+    return f"at every batch size of {', '.join(map(str, sizes))} ({sum(sizes)} copies)"
+
+
+def _call(device, name: str, batch, noise, size: int):
+    """The device's output for one size's batch, or (None, the check's result naming the size)."""
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+    if problem:
+        problem.detail = f"at batch size {size}: {problem.detail}"
+        return None, problem
+    broken = output_problems(batch, got)
+    if broken:
+        return None, CheckResult(name, "L1", "fail", f"at batch size {size}: " + "; ".join(broken))
+    return got, None
+
+
+def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected: list | None = None) -> CheckResult:
+    """Each copy's tokens at each of ``sizes``: ``expected`` (per edge request, its exact tokens; no allowance),
+    else the reference's (``want``: its result for ``batch``, with ``noise`` or, None, the keyed streams) with SPEC
+    §9's near-tie allowances. Those are judged once per distinct answer of an edge request (``_answers``): a copy
+    is the same decisions again, so a rounding that flips a near-tie flips it in every copy on one path, and counted
+    per copy it would pass the cap that tells rounding from a lower precision than declared."""
+    allowed = 0
+    for size in sizes:
+        sub, sub_noise, order = copies(batch, noise, size)
+        got, problem = _call(device, name, sub, sub_noise, size)
+        if problem:
+            return problem
+        if expected is not None:
+            wrong = [n for n in range(size) if got.emitted(n) != list(expected[order[n]])]
+            if wrong:
+                n = wrong[0]
+                return CheckResult(name, "L1", "fail", f"{why}: at batch size {size}, copy {n} (edge request "
+                                   f"{order[n]}): expected {list(expected[order[n]])}, got {got.emitted(n)} "
+                                   f"(num_accepted {int(got.num_accepted[n])}); {len(wrong)} of {size} copies wrong",
+                                   extra={"batch": size, "copies_wrong": len(wrong)})
+            continue
+        firsts = _answers(got, order)
+        each, _ = select_requests(sub, firsts)
+        out = VerifyOutput(got.output_token_ids[firsts][:, : each.max_k + 1], got.num_accepted[firsts])
+        cmp = compare(each, out, select_step(batch, want, order[firsts]))
+        if not cmp.ok:
+            return CheckResult(name, "L1", cmp.status, f"{why}: at batch size {size}, the distinct answers of the edge's "
+                               f"requests (request j below is copy {_listed(firsts)}[j]): {cmp.summary()}",
+                               extra={**cmp.extra(), "batch": size})
+        allowed += cmp.waivers
+    return CheckResult(name, "L1", "pass", f"{why}: every copy {_sizes_note(sizes)}"
+                       + (f"; {allowed} near-tie allowance(s) used over the sizes' distinct answers (SPEC §9)"
+                          if allowed else ""),
+                       extra={"batches": list(sizes), "near_tie_allowances": allowed})
+
+
+def _answers(got, order) -> np.ndarray:
+    """The first copy of each distinct (edge request, emitted tokens) of one batch, in copy order."""
+    first: dict = {}
+    for n in range(len(order)):
+        first.setdefault((int(order[n]), tuple(got.emitted(n))), n)
+    return np.array(sorted(first.values()), dtype=np.int64)
+
+
+def _listed(ids, most: int = 8) -> str:
+    shown = ", ".join(map(str, ids[:most]))
+    return f"[{shown}{', …' if len(ids) > most else ''}]"
+
+
+def copy_support(device, name: str, batch, laws: list, sizes, seed: int, why: str) -> CheckResult:
+    """Each copy's emitted sequence under the device's own randomness, each copy its own seed (drawn from ``seed``),
+    at each of ``sizes``: within its request's exact support (``laws``: per edge request, sequence → probability)."""
+    rng = np.random.default_rng(seed)
+    for size in sizes:
+        sub, _, order = copies(batch, None, size)
+        sub = _reseeded(sub, rng)
+        got, problem = _call(device, name, sub, None, size)
+        if problem:
+            problem.seed = seed
+            return problem
+        outside = [n for n in range(size) if laws[order[n]].get(tuple(got.emitted(n)), 0) <= 0]
+        if outside:
+            n = outside[0]
+            return CheckResult(name, "L1", "fail", f"{why}: at batch size {size}, copy {n} (edge request {order[n]}) "
+                               f"emitted {got.emitted(n)}, which its exact law gives probability 0; "
+                               f"{len(outside)} of {size} copies outside the support (seed {seed})",
+                               seed=seed, extra={"batch": size, "copies_wrong": len(outside)})
+    return CheckResult(name, "L1", "pass", f"{why} — under the device's own randomness, every copy within its exact "
+                       f"support {_sizes_note(sizes)}", seed=seed, extra={"batches": list(sizes)})
+
+
+def _reseeded(batch, rng: np.random.Generator):
+    """``batch`` with a distinct seed per request (its own randomness is then independent from copy to copy)."""
+    from dataclasses import replace
+    return replace(batch, seeds=rng.integers(0, 2**63, batch.batch_size, dtype=np.uint64))
