@@ -47,11 +47,14 @@ def _rows_read(batch) -> np.ndarray:
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     from specsim.conformance.cases.edges import dtype_twins
-    from specsim.conformance.checks.sampler.group import SIZES
-    results = sampler_group(device, Context())
-    at_size = len(SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # the edges re-stated at size
+    from specsim.conformance.checks.sampler.group import QUICK_SIZES, SIZES
+    # the reference device at quick sizes: it is the reference itself, and its full batch ladder alone takes a minute
+    ctx = Context(quick=isinstance(device, ReferenceDevice))
+    results = sampler_group(device, ctx)
+    at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes  # + precision
+    batches = sum(len(edge.orders) for edge in SAMPLER_EDGES)   # SPEC 1.9: each edge at the batch sizes
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes + batches
     assert [r for r in results if r.status != "pass"] == []
 
 
@@ -72,7 +75,11 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
         *(f"L1-sampler/edge/min-p-threshold-ties/canonical/{d}" for d in ("float16", "bfloat16", "float32")),
         # SPEC 1.6: the min_p edges of logarithm logits restated on dyadic ones, with their twins
         *(f"L1-sampler/edge/{e}-dyadic/canonical{d}" for e in ("min-p-after-temperature", "order-min-p-meets-top-p")
-          for d in ("", "/V151936", "/float16", "/bfloat16", "/float32"))])
+          for d in ("", "/V151936", "/float16", "/bfloat16", "/float32")),
+        # SPEC 1.9: each edge it can be asked at the batch sizes
+        *(f"L1-sampler/edge/{e}/canonical/batches" for e in ("min-p-after-temperature", "min-p-threshold-ties",
+                                                              "order-min-p-meets-top-p", "min-p-after-temperature-dyadic",
+                                                              "order-min-p-meets-top-p-dyadic"))])
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -111,7 +118,7 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
     assert {r.name for r in broken if r.status == "fail"} == {   # both bad-word edges see the pre-step history
         f"L1-sampler/edge/{edge}/{order}{dtype}" for edge in ("bad-word-completed-by-drafts", "bad-word-at-every-split")
-        for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32")}
+        for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32", "/batches")}
 
 
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():
