@@ -56,17 +56,20 @@ def _call(device, name: str, batch, noise, size: int):
     return got, None
 
 
-def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected: list | None = None) -> CheckResult:
+def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected: list | None = None,
+                seed: int | None = None) -> CheckResult:
     """Each copy's tokens at each of ``sizes``: ``expected`` (per edge request, its exact tokens; no allowance),
     else the reference's (``want``: its result for ``batch``, with ``noise`` or, None, the keyed streams) with SPEC
     §9's near-tie allowances. Those are judged once per distinct answer of an edge request (``_answers``): a copy
     is the same decisions again, so a rounding that flips a near-tie flips it in every copy on one path, and counted
-    per copy it would pass the cap that tells rounding from a lower precision than declared."""
+    per copy it would pass the cap that tells rounding from a lower precision than declared. ``seed``: what drew the
+    edge's coins, if anything (its result names it)."""
     allowed = 0
     for size in sizes:
         sub, sub_noise, order = copies(batch, noise, size)
         got, problem = _call(device, name, sub, sub_noise, size)
         if problem:
+            problem.seed = seed
             return problem
         if expected is not None:
             wrong = [n for n in range(size) if got.emitted(n) != list(expected[order[n]])]
@@ -75,7 +78,7 @@ def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected
                 return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n} (edge request {order[n]}): "
                                    f"expected {list(expected[order[n]])}, got {got.emitted(n)} (num_accepted "
                                    f"{int(got.num_accepted[n])}); {len(wrong)} of {size} copies wrong{_passed(sizes, size)}"
-                                   f" — the edge: {why}", extra={"batch": size, "copies_wrong": len(wrong)})
+                                   f" — the edge: {why}", seed=seed, extra={"batch": size, "copies_wrong": len(wrong)})
             continue
         firsts = _answers(got, order)
         each, _ = select_requests(sub, firsts)
@@ -84,12 +87,12 @@ def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected
         if not cmp.ok:
             return CheckResult(name, "L1", cmp.status, f"at batch size {size}{_passed(sizes, size)}, the distinct answers "
                                f"of the edge's requests (request j below is copy {_listed(firsts)}[j]): {cmp.summary()} — "
-                               f"the edge: {why}", extra={**cmp.extra(), "batch": size})
+                               f"the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size})
         allowed += cmp.waivers
     return CheckResult(name, "L1", "pass", f"{why}: every copy {_sizes_note(sizes)}"
                        + (f"; {allowed} near-tie allowance(s) used over the sizes' distinct answers (SPEC §9)"
                           if allowed else ""),
-                       extra={"batches": list(sizes), "near_tie_allowances": allowed})
+                       seed=seed, extra={"batches": list(sizes), "near_tie_allowances": allowed})
 
 
 def _answers(got, order) -> np.ndarray:

@@ -336,7 +336,7 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
             batch, noise = edge.batch(order, dtype, seed=seed)
             if mode == "injected":
                 results.append(copy_tokens(device, name, batch, noise, None, sizes, edge.why,
-                                           expected=edge.expected_in(order)))
+                                           expected=edge.expected_in(order), seed=seed))
             elif mode == "keyed":
                 results.append(copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
                                            f"{edge.why}, on the keyed streams"))
