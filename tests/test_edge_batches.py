@@ -56,6 +56,20 @@ def test_a_rule_lost_past_64_requests_passes_every_1_8_check_here_and_fails_its_
     assert "at batch size 257" in failed.detail and "of 257 copies wrong" in failed.detail
 
 
+def test_a_tree_rule_lost_past_64_requests_passes_every_1_8_tree_check_here_and_fails_its_edge_at_batch_size():
+    """SPEC §11.4's guard ``t(x) > 0`` dropped on the path of more than 64 requests (zoo ``tree-zero-sibling-past-64``):
+    the edge at one request, the random trees, the patterns, the limits and the ragged batches of up to 257 requests
+    (whose zero-probability siblings never meet ``threshold_single = 0``) pass."""
+    from specsim.conformance.checks.trees.l1 import edge_batch_checks as tree_batch_checks, tree_l1_group
+    mutant = _zoo("tree-zero-sibling-past-64")
+    at_size, own = _statuses(tree_l1_group(mutant, QUICK))
+    assert set(own.values()) <= {"pass", "not_supported"}, {n: s for n, s in own.items() if s != "pass"}
+    assert [n for n, s in at_size.items() if s != "pass"] == ["L1/trees/edge/sglang-threshold-single-zero/batches"]
+    (failed,) = tree_batch_checks(mutant, QUICK, only="L1/trees/edge/sglang-threshold-single-zero/batches")
+    assert "at batch size 257" in failed.detail and "every copy right at 1, 9, 33" in failed.detail
+    assert {r.status for r in tree_batch_checks(load("torch"), QUICK)} == {"pass"}
+
+
 def test_the_correct_devices_pass_every_edge_at_every_size_in_every_mode():
     for device in (load("torch"), load("npu"), BlackBox(load("torch"))):
         results = edge_batch_checks(device, QUICK) + sampler_batch_checks(device, QUICK)
@@ -145,5 +159,7 @@ def test_the_edges_at_batch_sizes_are_1_9s():
     assert introduced_in("L1/edge/race-tie/batches") == "1.9"
     assert introduced_in("L1/edge/top-p-reaches-p/keyed/batches") == "1.9"
     assert introduced_in("L1-sampler/edge/min-p-ties/vllm/batches") == "1.9"
+    assert introduced_in("L1/trees/edge/full-width-rrs/batches") == "1.9"
+    assert introduced_in("L1/trees/edge/full-width-rrs") == "1.0"
     assert introduced_in("L1/edge/top-p-reaches-p/keyed") == "1.8"
     assert introduced_in("L1/edge/race-tie") == "1.0"

@@ -135,7 +135,8 @@ def test_a_fallback_clamped_to_a_wide_range_fails_the_far_temperatures():
     failed = failed_names(_every_check(FAR_CLAMPED.make()))
     assert not of_version(failed, "1.6"), failed
     assert failed == sorted(_edge_names(FAR) + [f"L1/sizes/{FAR}-V4097"] +
-                            [f"L1/edge/{FAR}/batches", f"L1/edge/{FAR}/keyed/batches"]), failed   # SPEC 1.9's too
+                            [f"L1/edge/{FAR}/batches", f"L1/edge/{FAR}/keyed/batches"] +
+                            [f"L1/edge/{FAR}/{d}/batches" for d in DTYPES]), failed   # SPEC 1.9's too
 
 
 def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():

@@ -48,12 +48,13 @@ def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     from specsim.conformance.cases.edges import dtype_twins
     from specsim.conformance.checks.sampler.group import QUICK_SIZES, SIZES
-    # the reference device at quick sizes: it is the reference itself, and its full batch ladder alone takes a minute
-    ctx = Context(quick=isinstance(device, ReferenceDevice))
+    # quick sizes: the README's first command runs the torch device's whole group at full size (tests/test_first_run.py
+    # reads its verdict), and the reference device is the reference itself
+    ctx = Context(quick=True)
     results = sampler_group(device, ctx)
     at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
-    batches = sum(len(edge.orders) for edge in SAMPLER_EDGES)   # SPEC 1.9: each edge at the batch sizes
+    batches = sum(len(edge.orders) for edge in SAMPLER_EDGES) + in_dtypes   # SPEC 1.9: each edge at the batch sizes
     assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes + batches
     assert [r for r in results if r.status != "pass"] == []
 
@@ -76,10 +77,13 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
         # SPEC 1.6: the min_p edges of logarithm logits restated on dyadic ones, with their twins
         *(f"L1-sampler/edge/{e}-dyadic/canonical{d}" for e in ("min-p-after-temperature", "order-min-p-meets-top-p")
           for d in ("", "/V151936", "/float16", "/bfloat16", "/float32")),
-        # SPEC 1.9: each edge it can be asked at the batch sizes
+        # SPEC 1.9: each edge it can be asked at the batch sizes, and those with dtype twins in each of their dtypes
         *(f"L1-sampler/edge/{e}/canonical/batches" for e in ("min-p-after-temperature", "min-p-threshold-ties",
                                                               "order-min-p-meets-top-p", "min-p-after-temperature-dyadic",
-                                                              "order-min-p-meets-top-p-dyadic"))])
+                                                              "order-min-p-meets-top-p-dyadic")),
+        *(f"L1-sampler/edge/{e}/canonical/{d}/batches" for e in ("min-p-threshold-ties", "min-p-after-temperature-dyadic",
+                                                                  "order-min-p-meets-top-p-dyadic")
+          for d in ("float16", "bfloat16", "float32"))])
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -117,8 +121,10 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     assert at_size and all(r.status == "not_supported" and "injected noise" in r.detail for r in at_size)
     broken = sampler_group(BlackBox(MUTANTS["sampler-bad-words-pre-step"].make()), Context(quick=True))
     assert {r.name for r in broken if r.status == "fail"} == {   # both bad-word edges see the pre-step history
-        f"L1-sampler/edge/{edge}/{order}{dtype}" for edge in ("bad-word-completed-by-drafts", "bad-word-at-every-split")
-        for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32", "/batches")}
+        f"L1-sampler/edge/{edge}/{order}{dtype}{at_sizes}" for edge in ("bad-word-completed-by-drafts",
+                                                                         "bad-word-at-every-split")
+        for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32")
+        for at_sizes in ("", "/batches")}
 
 
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():

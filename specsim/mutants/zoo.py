@@ -331,6 +331,13 @@ TREE = [
             "                           & (trying & real).unsqueeze(1))\n"
             "            real = real & ~tried\n"),
            killed_by="L1/trees/pattern/rrs/duplicates"),
+    _torch("tree-zero-sibling-past-64", "sglang's guard t(x) > 0 dropped once the level tries more than 64 requests' "
+           "siblings: at threshold_single = 0 a zero-probability sibling is accepted on the large-batch path only",
+           "docs/bugs.md C16 (a rule kept only on the small-batch path; SPEC §11.4's zero-probability guard)", TT,
+           ("    accepted = trying & real & (t_x > 0) & ((t_x >= threshold_single) | (coin * threshold_acc < running))\n",
+            "    accepted = trying & real & ((t_x > 0) | (t_x.shape[0] > 64)) & ((t_x >= threshold_single) | "
+            "(coin * threshold_acc < running))\n"),
+           killed_by="L1/trees/edge/sglang-threshold-single-zero/batches"),
     _torch("tree-deepest-leaf", "the walk runs one level per draft depth (a chain's K positions), so a leaf "
            "accepted at the batch's deepest level never reaches its own row: its bonus comes from empty weights",
            "docs/bugs.md C12 (the level loop one short)", TT,

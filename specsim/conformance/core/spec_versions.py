@@ -57,6 +57,8 @@ INTRODUCED: tuple[Since, ...] = (
     Since("L1/edge/*/batches", "1.9", "§2–§4 every edge's requests repeated to fill a batch of each size of the "
           "ladder, every copy held to its request's answer, in each noise mode the device declares", False),
     Since("L1-sampler/edge/*/batches", "1.9", "§12 every sampler edge the same, at each size of the ladder", False),
+    Since("L1/trees/edge/*/batches", "1.9", "§11 every tree edge the same, with injected noise, at each size of the "
+          "ladder", False),
     # 1.8's rows next (1.5's ``L1/declared/*/empty-residual-*`` also matches their names)
     Since("L1/declared/*/empty-residual-between-K*", "1.8",
           "§4 an empty residual at the positions of the declared max_k that 1.7 leaves out: every one below 512, "

@@ -19,7 +19,7 @@ but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_PO
 ``call_bytes``); replay does not offer it: its calls hold GiBs, too large to save with ``--npz``."""
 DECLARED_POSITIONS = re.compile(r"L1/declared/(injected|keyed)/empty-residual-(positions|between)-K(\d+)")
 """The declared groups' positions checks (SPEC 1.7, 1.8), each one call of small rows: replayable alone."""
-SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge/[^/]+/[^/]+/batches")
+SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge/[^/]+/[^/]+(/[^/]+)?/batches")
 """§12's edges at every batch size (SPEC 1.9): each edge's own calls, replayable alone."""
 
 
@@ -30,6 +30,8 @@ def replayable(name: str) -> bool:
     (True, False)
     >>> replayable("L1-sampler/edge/min-p-ties/vllm/batches"), replayable("L1-sampler/edge/min-p-ties/vllm")
     (True, False)
+    >>> replayable("L1-sampler/edge/min-p-ties/vllm/float16/batches")
+    True
     """
     return (name.startswith(REPLAYABLE) and not name.startswith("L1-sampler/edge/")) or \
         DECLARED_POSITIONS.fullmatch(name) is not None or SAMPLER_EDGE_BATCHES.fullmatch(name) is not None

@@ -150,16 +150,19 @@ def batch_modes(caps) -> dict[str, str]:
 
 
 def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
-    """``L1/edge/<name>/batches`` and ``L1/edge/<name>/<twin>/batches`` (SPEC 1.9): every edge's requests repeated to
-    fill a batch of each size of the ladder (``declared_cases.batch_sizes``), in the edges' dtype (``edge_dtype``),
-    each copy held to its request's answer in each mode of ``batch_modes`` (``specsim.conformance.core.batched``).
-    After every edge's own checks, so that a rule lost at any size is named by its edge first."""
+    """``L1/edge/<name>/batches``, ``L1/edge/<name>/<twin>/batches`` and ``L1/edge/<name>/<dtype>/batches`` (SPEC 1.9):
+    every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.batch_sizes``), each
+    copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
+    each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
+    the first. After every edge's own checks, so that a rule lost at any size is named by its edge first."""
     caps, results = device.capabilities, []
-    dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
+    first_dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
     modes = batch_modes(caps)
+    first = modes["batches"]
     for edge in EDGES:
-        wanted = {f"L1/edge/{edge.name}/{suffix}": mode for suffix, mode in modes.items()
-                  if only in (None, f"L1/edge/{edge.name}/{suffix}")}
+        asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
+        asked |= {f"L1/edge/{edge.name}/{d}/batches": (first, d) for d in dtype_twins(edge, caps)}
+        wanted = {n: how for n, how in asked.items() if only in (None, n)}
         if not wanted:
             continue
         form = edge_form(edge, caps)
@@ -167,20 +170,23 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
         if why:
             results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
             continue
-        batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-        for check, mode in wanted.items():
-            if mode == "support":
-                laws = [edge_laws.request_law(r, form.point) for r in form.requests]
-                results.append(copy_support(device, check, batch, laws, sizes,
-                                            case_seed(ctx.seed, "edge-batches", edge.name), edge.why))
-            elif mode == "keyed":
-                results.append(copy_tokens(device, check, batch, None, reference_step(batch, None), sizes,
-                                           f"{edge.why}, on the keyed streams"))
-            elif dtype == "float32" and not edge.float32_exact:   # a near-tie of the float64 kind: SPEC §9 applies
-                results.append(copy_tokens(device, check, batch, noise, reference_step(batch, noise), sizes, edge.why))
-            else:
-                results.append(copy_tokens(device, check, batch, noise, None, sizes, edge.why, expected=edge.expected))
+        for check, (mode, dtype) in wanted.items():
+            results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes))
     return results
+
+
+def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> CheckResult:
+    """One edge in ``dtype`` at every size of ``sizes``, in ``mode`` (``batch_modes``)."""
+    batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+    if mode == "support":
+        laws = [edge_laws.request_law(r, form.point) for r in form.requests]
+        return copy_support(device, name, batch, laws, sizes, case_seed(ctx.seed, "edge-batches", edge.name), edge.why)
+    if mode == "keyed":
+        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
+                           f"{edge.why}, on the keyed streams")
+    if dtype == "float32" and not edge.float32_exact:   # a near-tie of the float64 kind: SPEC §9 applies
+        return copy_tokens(device, name, batch, noise, reference_step(batch, noise), sizes, edge.why)
+    return copy_tokens(device, name, batch, noise, None, sizes, edge.why, expected=edge.expected)
 
 
 def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: bool, law: bool) -> CheckResult:

@@ -312,8 +312,9 @@ def _size_checks(device, ctx) -> list[CheckResult]:
 
 
 def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
-    """``L1-sampler/edge/<edge>/<order>/batches`` (SPEC 1.9): each edge's requests repeated to fill a batch of each
-    size of the ladder (``declared_cases.batch_sizes``), every copy held to its request's answer
+    """``L1-sampler/edge/<edge>/<order>/batches`` and ``.../<order>/<dtype>/batches`` (SPEC 1.9): each edge's requests
+    repeated to fill a batch of each size of the ladder (``declared_cases.batch_sizes``), in the edges' dtype and in
+    every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
     (``specsim.conformance.core.batched``): with injected noise its exact tokens (the edge's coins drawn from the
     run's seed as its own check draws them), on the keyed streams the reference's (a device taking no injected
     noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
@@ -325,24 +326,26 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     mode = "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else "support"
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
-            name = f"L1-sampler/edge/{edge.name}/{order}/batches"
-            if only not in (None, name):
-                continue
+            base = f"L1-sampler/edge/{edge.name}/{order}"
+            asked = {f"{base}/batches": dtype, **{f"{base}/{d}/batches": d for d in dtype_twins(edge, caps)}}
             why = sampler_edge_lacking(caps, edge, order)
-            if why:
-                results.append(CheckResult(name, "L1", "not_supported", why))
-                continue
-            seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
-            batch, noise = edge.batch(order, dtype, seed=seed)
-            if mode == "injected":
-                results.append(copy_tokens(device, name, batch, noise, None, sizes, edge.why,
-                                           expected=edge.expected_in(order), seed=seed))
-            elif mode == "keyed":
-                results.append(copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
-                                           f"{edge.why}, on the keyed streams"))
-            else:
-                results.append(copy_support(device, name, batch, sampler_edge_laws(edge, order), sizes,
-                                            case_seed(ctx.seed, "L1-sampler-batches", edge.name, order), edge.why))
+            for name, in_dtype in asked.items():
+                if only not in (None, name):
+                    continue
+                if why:
+                    results.append(CheckResult(name, "L1", "not_supported", why))
+                    continue
+                seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
+                batch, noise = edge.batch(order, in_dtype, seed=seed)
+                if mode == "injected":
+                    results.append(copy_tokens(device, name, batch, noise, None, sizes, edge.why,
+                                               expected=edge.expected_in(order), seed=seed))
+                elif mode == "keyed":
+                    results.append(copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
+                                               f"{edge.why}, on the keyed streams"))
+                else:
+                    results.append(copy_support(device, name, batch, sampler_edge_laws(edge, order), sizes,
+                                                case_seed(ctx.seed, "L1-sampler-batches", edge.name, order), edge.why))
     return results
 
 

@@ -11,7 +11,8 @@
   trees at the declared limits (§11.1: depth ``max_k``, EAGLE-2's 64 nodes,
   ``max_tree_nodes``) with the coins steered down the deepest path through
   late siblings, where a refusal fails; the hand-built edges of §11 with their
-  exact expected tokens; and the engine-sized trees and ragged batches of
+  exact expected tokens, alone and repeated to fill a batch of each size of the
+  ladder (SPEC 1.9); and the engine-sized trees and ragged batches of
   ``tree_sizes``.
 * ``L2-trees`` (``checks.trees.l2``): the contracts of a tree step.
 
@@ -176,6 +177,51 @@ def edge_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
+def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/trees/edge/<name>/batches`` (SPEC 1.9): each §11 edge (one request) repeated to fill a batch of each size
+    of the ladder (``declared_cases.batch_sizes``), every copy with the edge's noise, each held to the edge's exact
+    tokens and accepted nodes: a tree kernel's path for a large batch that lost a sibling, threshold or placeholder
+    rule the one-request call keeps fails here. With injected noise (the edges' coins are placed)."""
+    from specsim.conformance.cases.declared import batch_sizes
+    from specsim.testing.trees import select_tree_requests
+    results, sizes = [], batch_sizes(ctx)
+    for edge in EDGES:
+        name = f"L1/trees/edge/{edge.name}/batches"
+        if only not in (None, name):
+            continue
+        if edge.scheme not in device.capabilities.tree_schemes:
+            results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
+            continue
+        batch, noise = edge_batch(edge)
+        results.append(_edge_at_sizes(device, name, edge, *(select_tree_requests(batch, np.zeros(size, np.int64), noise)
+                                                             + (size,) for size in sizes)))
+    return results
+
+
+def _edge_at_sizes(device, name: str, edge: TreeEdge, *calls) -> CheckResult:
+    """``edge`` at each ``(batch, noise, size)`` of ``calls``: every copy's tokens and accepted nodes its own; the first
+    size with a wrong copy decides, its detail naming the size, the sizes before it, the copy and both answers."""
+    right = []
+    for batch, noise, size in calls:
+        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+        if problem:
+            problem.detail = f"at batch size {size}: {problem.detail}"
+            return problem
+        taken = np.asarray(got.accepted_nodes)
+        wrong = [n for n in range(size) if got.emitted(n) != edge.expected
+                 or [int(x) for x in taken[n] if x >= 0] != edge.nodes]
+        if wrong:
+            n = wrong[0]
+            before = f" (every copy right at {', '.join(map(str, right))})" if right else ""
+            return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n}: expected {edge.expected} via "
+                               f"{edge.nodes}, got {got.emitted(n)} via {[int(x) for x in taken[n] if x >= 0]}; "
+                               f"{len(wrong)} of {size} copies wrong{before} — the edge: {edge.why}",
+                               extra={"batch": size, "copies_wrong": len(wrong)})
+        right.append(size)
+    return CheckResult(name, "L1", "pass", f"{edge.why}: every copy at every batch size of {', '.join(map(str, right))} "
+                       f"({sum(right)} copies)", extra={"batches": right})
+
+
 # --- the declared limits (SPEC §11.1): as deep and as large as declared, exactly ----------------
 
 DEEPEST = 4096
@@ -288,7 +334,9 @@ def tree_l1_group(device, ctx) -> list[CheckResult]:
     if device.capabilities.rng == "philox":
         results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
     results += _limit_cases(device, ctx)
-    return results + (edge_checks(device, ctx) if device.capabilities.injected_noise else []) + size_checks(device, ctx)
+    if device.capabilities.injected_noise:   # the §11 edges place their coins: at one request, then at batch sizes
+        results += edge_checks(device, ctx) + edge_batch_checks(device, ctx)
+    return results + size_checks(device, ctx)
 
 
-__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "tree_device", "tree_l1_group"]
+__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "tree_device", "tree_l1_group"]
