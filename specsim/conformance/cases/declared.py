@@ -155,6 +155,21 @@ def batch_sizes(ctx) -> tuple:
     return QUICK_BATCH_SIZES if ctx.quick else BATCH_SIZES
 
 
+QUICK_EDGE_BATCH_SIZES = (33, 257)
+"""``--quick``'s sizes for an edge repeated to fill a batch (SPEC 1.9): past a warp and past a block; its call at one
+request is the edge's own check."""
+
+
+def edge_batch_sizes(ctx) -> tuple:
+    """The sizes an edge is repeated to fill (SPEC 1.9): ``BATCH_SIZES``, or ``QUICK_EDGE_BATCH_SIZES`` with ``--quick``.
+
+    >>> from specsim.conformance.core.context import Context
+    >>> edge_batch_sizes(Context(quick=True)), len(edge_batch_sizes(Context()))
+    ((33, 257), 23)
+    """
+    return QUICK_EDGE_BATCH_SIZES if ctx.quick else BATCH_SIZES
+
+
 def scope(mode: str, V: int, K: int, batch: int, tree_nodes: int = 0) -> dict:
     """``extra["scope"]`` of a law-checking result: the sizes it checked in its noise mode."""
     return {"mode": mode, "V": int(V), "K": int(K), "batch": int(batch), "tree_nodes": int(tree_nodes)}
@@ -439,7 +454,7 @@ def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
 
 
 __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "TREE_CAP", "SMALL_V", "BATCH_SIZES",
-           "QUICK_BATCH_SIZES", "LAW_SAMPLES", "QUICK_LAW_SAMPLES", "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
+           "QUICK_BATCH_SIZES", "QUICK_EDGE_BATCH_SIZES", "edge_batch_sizes", "LAW_SAMPLES", "QUICK_LAW_SAMPLES", "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
            "INJECTED", "KEYED", "DEVICE_RNG", "K_LADDER", "logits_dtype", "cast_logits", "Limit", "vocab_limits",
            "k_limits", "EVERY_POSITION", "empty_positions", "DENSE_POSITIONS", "POSITION_TILE",
            "between_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",

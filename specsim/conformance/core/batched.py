@@ -1,9 +1,9 @@
 """An edge at every batch size of the ladder (SPEC 1.9): its requests repeated to fill a batch of each size.
 
-A hand-built edge (SPEC §4, §12) holds a few requests; a device may switch path by batch size (a warp of requests,
+A hand-built edge (SPEC §4, §11, §12) holds a few requests; a device may switch path by batch size (a warp of requests,
 a block, a second launch, a split grid) and lose an edge's rule on the path the edge's own call never takes. Here
-the edge's requests are repeated, in turn, to fill a batch of each size of ``declared_cases.batch_sizes`` (each side
-of the sizes where kernels switch paths), and every copy, at every row of every batch, is held to its request's
+the edge's requests are repeated, in turn, to fill a batch of each size of ``declared_cases.edge_batch_sizes`` (each
+side of the sizes where kernels switch paths), and every copy, at every row of every batch, is held to its request's
 answer:
 
 * ``copy_tokens`` — with injected noise (each copy its request's noise) or on §5.2's keyed streams (each copy its
@@ -13,7 +13,7 @@ answer:
   positive probability under its request's exact law. Support only, no α: the law itself is held at the edge's
   own check, which already runs the edge's requests hundreds of times in one call.
 
-Cost: 6075 requests an edge and mode (300 with ``--quick``). On one core of a 2-core AMD EPYC, the torch device on the
+Cost: 6075 requests an edge and mode (290 with ``--quick``). On one core of a 2-core AMD EPYC, the torch device on the
 CPU took 5.1 s for §4's 31 edges in both its modes and 11.8 s for §12's 92 (``python -m
 specsim.conformance.checks.sampler.group``, which prints both).
 

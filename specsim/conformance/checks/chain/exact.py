@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsim.conformance.cases.declared import batch_sizes
+from specsim.conformance.cases.declared import edge_batch_sizes
 from specsim.conformance.core.batched import copy_support, copy_tokens
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
@@ -117,19 +117,24 @@ def edge_group(device, ctx, only: str | None = None, *, stop_at_first_fail: bool
         twin = f"{name}/{own}" if own else None
         in_dtypes = {f"{name}/{d}": d for d in dtype_twins(edge, caps)}
         wanted = [n for n in (name, twin, *in_dtypes) if n is not None and only in (None, n)]
-        if not wanted:
-            continue
-        form = edge_form(edge, caps)
-        why = missing(caps, form.needs)
-        if why:
-            results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
-            continue
-        for check in wanted:
+        form, refused = _askable(caps, edge, wanted)
+        results += refused
+        for check in wanted if form else ():
             results.append(_edge_check(device, ctx, edge, form, check, in_dtypes.get(check, dtype), plan,
                                        keyed=check == twin and own == "keyed", law=check == twin and own == "seeded"))
     if stop_at_first_fail and any(r.status in ("fail", "error") for r in results):
         return results
     return results + edge_batch_checks(device, ctx, only)
+
+
+def _askable(caps, edge, wanted) -> tuple:
+    """(``edge`` as a device of ``caps`` is asked it, no results), or, where it lacks what the edge needs, (None, a
+    ``not_supported`` result for each check named in ``wanted``); (None, none) where nothing is wanted."""
+    form = edge_form(edge, caps)
+    why = missing(caps, form.needs) if wanted else None
+    if not wanted or why:
+        return None, [CheckResult(n, "L1", "not_supported", why) for n in wanted] if why else []
+    return form, []
 
 
 def batch_modes(caps) -> dict[str, str]:
@@ -151,26 +156,21 @@ def batch_modes(caps) -> dict[str, str]:
 
 def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """``L1/edge/<name>/batches``, ``L1/edge/<name>/<twin>/batches`` and ``L1/edge/<name>/<dtype>/batches`` (SPEC 1.9):
-    every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.batch_sizes``), each
-    copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
+    every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``),
+    each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
     the first. After every edge's own checks, so that a rule lost at any size is named by its edge first."""
     caps, results = device.capabilities, []
-    first_dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
+    first_dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
     modes = batch_modes(caps)
     first = modes["batches"]
     for edge in EDGES:
         asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
         asked |= {f"L1/edge/{edge.name}/{d}/batches": (first, d) for d in dtype_twins(edge, caps)}
         wanted = {n: how for n, how in asked.items() if only in (None, n)}
-        if not wanted:
-            continue
-        form = edge_form(edge, caps)
-        why = missing(caps, form.needs)
-        if why:
-            results += [CheckResult(n, "L1", "not_supported", why) for n in wanted]
-            continue
-        for check, (mode, dtype) in wanted.items():
+        form, refused = _askable(caps, edge, wanted)
+        results += refused
+        for check, (mode, dtype) in wanted.items() if form else ():
             results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes))
     return results
 

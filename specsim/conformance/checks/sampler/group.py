@@ -313,16 +313,16 @@ def _size_checks(device, ctx) -> list[CheckResult]:
 
 def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """``L1-sampler/edge/<edge>/<order>/batches`` and ``.../<order>/<dtype>/batches`` (SPEC 1.9): each edge's requests
-    repeated to fill a batch of each size of the ladder (``declared_cases.batch_sizes``), in the edges' dtype and in
-    every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
+    repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``), in the edges' dtype and
+    in every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
     (``specsim.conformance.core.batched``): with injected noise its exact tokens (the edge's coins drawn from the
     run's seed as its own check draws them), on the keyed streams the reference's (a device taking no injected
     noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
     kept by the path a few requests take and lost on the one a full batch takes fails here."""
-    from specsim.conformance.cases.declared import batch_sizes
+    from specsim.conformance.cases.declared import edge_batch_sizes
     from specsim.conformance.core.batched import copy_support, copy_tokens
     caps, results = device.capabilities, []
-    dtype, sizes = edge_dtype(caps), batch_sizes(ctx)
+    dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
     mode = "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else "support"
     for edge in SAMPLER_EDGES:
         for order in edge.orders:

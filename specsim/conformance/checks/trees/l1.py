@@ -179,12 +179,12 @@ def edge_checks(device, ctx) -> list[CheckResult]:
 
 def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """``L1/trees/edge/<name>/batches`` (SPEC 1.9): each §11 edge (one request) repeated to fill a batch of each size
-    of the ladder (``declared_cases.batch_sizes``), every copy with the edge's noise, each held to the edge's exact
-    tokens and accepted nodes: a tree kernel's path for a large batch that lost a sibling, threshold or placeholder
+    of the ladder (``declared_cases.edge_batch_sizes``), every copy with the edge's noise, each held to the edge's
+    exact tokens and accepted nodes: a tree kernel's path for a large batch that lost a sibling, threshold or placeholder
     rule the one-request call keeps fails here. With injected noise (the edges' coins are placed)."""
-    from specsim.conformance.cases.declared import batch_sizes
+    from specsim.conformance.cases.declared import edge_batch_sizes
     from specsim.testing.trees import select_tree_requests
-    results, sizes = [], batch_sizes(ctx)
+    results, sizes = [], edge_batch_sizes(ctx)
     for edge in EDGES:
         name = f"L1/trees/edge/{edge.name}/batches"
         if only not in (None, name):
