@@ -701,8 +701,11 @@ def _render_devices(doc: dict) -> list[str]:
         first = fs[0]
         entry = next(e for e in doc["devices"] if e["device"] == device)
         lines += [f"### `{deviation}` on `{device}` — {first['judgement']}{_judged_note(first, entry)}", ""]
-        if first["reason"]:
-            lines += [first["reason"], "", f"Link: {first['link']}", ""]
+        reasons = list(dict.fromkeys(f["reason"] for f in fs if f["reason"]))   # each waiver's judgement, once
+        for reason in reasons:
+            lines += [reason, ""]
+        if reasons:
+            lines += [f"Link: {first['link']}", ""]
         for f in fs:   # a united run's groups may differ in size (``_union``'s quick_groups)
             quick = entry.get("quick_groups", {}).get(f["group"], entry["quick"])
             lines.append(f"* `{f['check']}` ({f['status']}, seed {f['seed']}): {_cell(f['detail'][:240])}")
