@@ -63,6 +63,9 @@ FIRST_IN_RUN_ORDER = {
     # its rows past a second launch (B > 256) are read one row off: SPEC 1.9's edges at batch sizes (L1-edges, run
     # before L1-sizes) fill batches of 257 and more, so an edge's copies there meet it first
     "second-launch-row-offset": "L1/edge/bonus-from-last-row/batches",
+    # the bfloat16 twin of SPEC 1.6's temperature band (L1-edges, run before L1-16bit): the fallback rows' softmax
+    # rounded to 16 bits races token 3 where the row at T gives 2, at every temperature of the band
+    "softmax-in-16-bit": "L1/edge/empty-residual-temperature-band/bfloat16",
 }
 """Mutants whose first failing check in run order is an earlier group's, not their named one: mutant → that check."""
 
