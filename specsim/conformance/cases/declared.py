@@ -454,7 +454,8 @@ def law_tests(caps, quick: bool) -> list[tuple[str, str, list, int]]:
 
 
 __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "TREE_CAP", "SMALL_V", "BATCH_SIZES",
-           "QUICK_BATCH_SIZES", "QUICK_EDGE_BATCH_SIZES", "edge_batch_sizes", "LAW_SAMPLES", "QUICK_LAW_SAMPLES", "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
+           "QUICK_BATCH_SIZES", "QUICK_EDGE_BATCH_SIZES", "edge_batch_sizes", "LAW_SAMPLES", "QUICK_LAW_SAMPLES",
+           "DEEP_LAW_SAMPLES", "QUICK_DEEP_LAW_SAMPLES",
            "INJECTED", "KEYED", "DEVICE_RNG", "K_LADDER", "logits_dtype", "cast_logits", "Limit", "vocab_limits",
            "k_limits", "EVERY_POSITION", "empty_positions", "DENSE_POSITIONS", "POSITION_TILE",
            "between_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",

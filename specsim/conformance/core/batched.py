@@ -23,12 +23,14 @@ detail naming, before the edge's own text, the size, the sizes that passed, the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from devices.protocol import VerifyOutput
 from specsim.conformance.core.calls import ask, call
 from specsim.conformance.core.results import CheckResult
-from specsim.judge.compare import compare, output_problems, select_step
+from specsim.judge.compare import compare, output_problems, reference_step, select_step
 from specsim.testing.batches import select_requests
 
 
@@ -138,5 +140,39 @@ def copy_support(device, name: str, batch, laws: list, sizes, seed: int, why: st
 
 def _reseeded(batch, rng: np.random.Generator):
     """``batch`` with a distinct seed per request (its own randomness is then independent from copy to copy)."""
-    from dataclasses import replace
     return replace(batch, seeds=rng.integers(0, 2**63, batch.batch_size, dtype=np.uint64))
+
+
+def held_at_sizes(device, name: str, mode: str, batch, noise, sizes, why: str, *, expected: list | None, laws,
+                  seed: int | None, support_seed: int) -> CheckResult:
+    """One edge's check at every size of ``sizes`` in ``mode`` (``"injected"``, ``"keyed"`` or ``"support"``, as the
+    groups' ``batch_modes`` name them): ``copy_tokens`` with ``noise`` and ``expected`` (None: the reference's tokens
+    with §9's allowances), ``copy_tokens`` on the keyed streams, or ``copy_support`` of ``laws()`` (per edge request,
+    its exact law; called only here) under seeds drawn from ``support_seed``. ``seed``: what drew the edge's coins."""
+    if mode == "support":
+        return copy_support(device, name, batch, laws(), sizes, support_seed, why)
+    if mode == "keyed":
+        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes, f"{why}, on the keyed streams")
+    want = None if expected is not None else reference_step(batch, noise)
+    return copy_tokens(device, name, batch, noise, want, sizes, why, expected=expected, seed=seed)
+
+
+def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected: list, nodes: list) -> CheckResult:
+    """A one-request tree edge (SPEC §11) repeated to each of ``sizes``, every copy with its noise: each copy's
+    tokens ``expected`` and accepted nodes ``nodes``, the first size with a wrong copy deciding."""
+    from specsim.testing.trees import select_tree_requests
+    for size in sizes:
+        sub, sub_noise = select_tree_requests(batch, np.zeros(size, np.int64), noise)
+        got, problem = call(name, "L1", lambda: ask(device, sub, sub_noise), device.capabilities)
+        if problem:
+            problem.detail = f"at batch size {size}: {problem.detail}"
+            return problem
+        taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
+        wrong = [n for n in range(size) if got.emitted(n) != expected or taken[n] != nodes]
+        if wrong:
+            n = wrong[0]
+            return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n}: expected {expected} via {nodes}, "
+                               f"got {got.emitted(n)} via {taken[n]}; {len(wrong)} of {size} copies wrong"
+                               f"{_passed(sizes, size)} — the edge: {why}",
+                               extra={"batch": size, "copies_wrong": len(wrong)})
+    return CheckResult(name, "L1", "pass", f"{why}: every copy {_sizes_note(sizes)}", extra={"batches": list(sizes)})

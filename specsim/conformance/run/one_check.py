@@ -15,8 +15,9 @@ from specsim.conformance.core.results import CheckResult
 
 REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/sizes/", "L1-sampler/")
 """The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``
-but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an ``L1/offsets/`` check alone (at the context's
-``call_bytes``); replay does not offer it: its calls hold GiBs, too large to save with ``--npz``."""
+but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an
+``L1/offsets/`` check alone (at the context's ``call_bytes``); replay does not offer it: its calls hold GiBs, too large
+to save with ``--npz``."""
 DECLARED_POSITIONS = re.compile(r"L1/declared/(injected|keyed)/empty-residual-(positions|between)-K(\d+)")
 """The declared groups' positions checks (SPEC 1.7, 1.8), each one call of small rows: replayable alone."""
 SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge/[^/]+/[^/]+(/[^/]+)?/batches")

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance.cases.declared import edge_batch_sizes
-from specsim.conformance.core.batched import copy_support, copy_tokens
+from specsim.conformance.core.batched import held_at_sizes
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -176,17 +176,14 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
 
 
 def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> CheckResult:
-    """One edge in ``dtype`` at every size of ``sizes``, in ``mode`` (``batch_modes``)."""
+    """One edge in ``dtype`` at every size of ``sizes``, in ``mode`` (``batch_modes``): its exact tokens, but for a
+    float32 run of a float64-scale near-tie (the reference's with SPEC §9's allowances)."""
     batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-    if mode == "support":
-        laws = [edge_laws.request_law(r, form.point) for r in form.requests]
-        return copy_support(device, name, batch, laws, sizes, case_seed(ctx.seed, "edge-batches", edge.name), edge.why)
-    if mode == "keyed":
-        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
-                           f"{edge.why}, on the keyed streams")
-    if dtype == "float32" and not edge.float32_exact:   # a near-tie of the float64 kind: SPEC §9 applies
-        return copy_tokens(device, name, batch, noise, reference_step(batch, noise), sizes, edge.why)
-    return copy_tokens(device, name, batch, noise, None, sizes, edge.why, expected=edge.expected)
+    near_tie = dtype == "float32" and not edge.float32_exact
+    return held_at_sizes(device, name, mode, batch, noise, sizes, edge.why,
+                         expected=None if near_tie else edge.expected, seed=None,
+                         laws=lambda: [edge_laws.request_law(r, form.point) for r in form.requests],
+                         support_seed=case_seed(ctx.seed, "edge-batches", edge.name))
 
 
 def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: bool, law: bool) -> CheckResult:
@@ -253,4 +250,3 @@ def _edge_law(device, ctx, edge, name: str, dtype: str, plan: StatPlan) -> Check
     return CheckResult(name, layer, status, f"{detail} (repro: specsim conform --groups L1-edges --seed {ctx.seed})",
                        alpha=spent, n=n, seed=seed, p_value=p_value,
                        detectable_tv=tv if tv is not None and np.isfinite(tv) else None)
-

@@ -266,8 +266,8 @@ def _finite(x: float) -> float | None:
 def sampler_group(device, ctx, *, stop_at_first_fail: bool = False) -> list[CheckResult]:
     """Every ``L1-sampler`` check: the named edges first (the first failing check names the bug:
     ``specsim mutants`` reports it as the killer), then random cases per parameter and order, the precision check,
-    the edges at size, and the edges at every batch size (SPEC 1.9). ``stop_at_first_fail`` (``specsim mutants``): none of these parts runs after one with a
-    failing check (the edges at size are most of the group's time)."""
+    the edges at size, and the edges at every batch size (SPEC 1.9). ``stop_at_first_fail`` (``specsim mutants``): none
+    of these parts runs after one with a failing check (the edges at size are most of the group's time)."""
     from specsim.conformance.checks.sampler.precision import SAMPLER_QUICK_REQUESTS, SAMPLER_REQUESTS, sampler_precision_check
     precision = sampler_precision_check(device, seed=ctx.seed,  # called first, reported after the random cases
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
@@ -320,10 +320,11 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
     kept by the path a few requests take and lost on the one a full batch takes fails here."""
     from specsim.conformance.cases.declared import edge_batch_sizes
-    from specsim.conformance.core.batched import copy_support, copy_tokens
+    from specsim.conformance.checks.chain.exact import batch_modes
+    from specsim.conformance.core.batched import held_at_sizes
     caps, results = device.capabilities, []
     dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
-    mode = "injected" if caps.injected_noise else "keyed" if caps.rng == "philox" else "support"
+    mode = batch_modes(caps)["batches"]
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             base = f"L1-sampler/edge/{edge.name}/{order}"
@@ -337,15 +338,10 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
                     continue
                 seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
                 batch, noise = edge.batch(order, in_dtype, seed=seed)
-                if mode == "injected":
-                    results.append(copy_tokens(device, name, batch, noise, None, sizes, edge.why,
-                                               expected=edge.expected_in(order), seed=seed))
-                elif mode == "keyed":
-                    results.append(copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
-                                               f"{edge.why}, on the keyed streams"))
-                else:
-                    results.append(copy_support(device, name, batch, sampler_edge_laws(edge, order), sizes,
-                                                case_seed(ctx.seed, "L1-sampler-batches", edge.name, order), edge.why))
+                results.append(held_at_sizes(
+                    device, name, mode, batch, noise, sizes, edge.why, expected=edge.expected_in(order), seed=seed,
+                    laws=lambda: sampler_edge_laws(edge, order),
+                    support_seed=case_seed(ctx.seed, "L1-sampler-batches", edge.name, order)))
     return results
 
 

@@ -183,7 +183,7 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     exact tokens and accepted nodes: a tree kernel's path for a large batch that lost a sibling, threshold or placeholder
     rule the one-request call keeps fails here. With injected noise (the edges' coins are placed)."""
     from specsim.conformance.cases.declared import edge_batch_sizes
-    from specsim.testing.trees import select_tree_requests
+    from specsim.conformance.core.batched import copy_tree_answers
     results, sizes = [], edge_batch_sizes(ctx)
     for edge in EDGES:
         name = f"L1/trees/edge/{edge.name}/batches"
@@ -192,34 +192,8 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
         if edge.scheme not in device.capabilities.tree_schemes:
             results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
             continue
-        batch, noise = edge_batch(edge)
-        results.append(_edge_at_sizes(device, name, edge, *(select_tree_requests(batch, np.zeros(size, np.int64), noise)
-                                                             + (size,) for size in sizes)))
+        results.append(copy_tree_answers(device, name, *edge_batch(edge), sizes, edge.why, edge.expected, edge.nodes))
     return results
-
-
-def _edge_at_sizes(device, name: str, edge: TreeEdge, *calls) -> CheckResult:
-    """``edge`` at each ``(batch, noise, size)`` of ``calls``: every copy's tokens and accepted nodes its own; the first
-    size with a wrong copy decides, its detail naming the size, the sizes before it, the copy and both answers."""
-    right = []
-    for batch, noise, size in calls:
-        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
-        if problem:
-            problem.detail = f"at batch size {size}: {problem.detail}"
-            return problem
-        taken = np.asarray(got.accepted_nodes)
-        wrong = [n for n in range(size) if got.emitted(n) != edge.expected
-                 or [int(x) for x in taken[n] if x >= 0] != edge.nodes]
-        if wrong:
-            n = wrong[0]
-            before = f" (every copy right at {', '.join(map(str, right))})" if right else ""
-            return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n}: expected {edge.expected} via "
-                               f"{edge.nodes}, got {got.emitted(n)} via {[int(x) for x in taken[n] if x >= 0]}; "
-                               f"{len(wrong)} of {size} copies wrong{before} — the edge: {edge.why}",
-                               extra={"batch": size, "copies_wrong": len(wrong)})
-        right.append(size)
-    return CheckResult(name, "L1", "pass", f"{edge.why}: every copy at every batch size of {', '.join(map(str, right))} "
-                       f"({sum(right)} copies)", extra={"batches": right})
 
 
 # --- the declared limits (SPEC §11.1): as deep and as large as declared, exactly ----------------
