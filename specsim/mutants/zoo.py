@@ -24,7 +24,7 @@ it is the base. Every mutant keeps its device's capabilities, so the
 conformance suite runs the same checks on it as on the correct device.
 
 >>> sorted(MUTANTS)[:3]
-['accept-inclusive', 'accept-inclusive-past-64', 'bonus-last-coin']
+['accept-inclusive', 'accept-inclusive-past-64', 'accept-inclusive-when-mixed']
 """
 
 from __future__ import annotations
@@ -252,6 +252,23 @@ INSIDE = [
             "    ratio = t_x.to(DECISION_DTYPE) / d_x.to(DECISION_DTYPE)\n"
             "    return (uniforms <= ratio) if uniforms.numel() > 64 else (uniforms < ratio)\n"),
            killed_by="L1/edge/u0-zero-target-full/batches"),
+    # --- a rule kept on a uniform batch's path and lost on a mixed batch's (SPEC 1.10's edges among filler requests)
+    _torch("accept-inclusive-when-mixed", "acceptance u <= ratio when the batch also holds greedy requests (the "
+           "mixed batch's kernel): u = 0 accepts a zero-probability draft there only", "docs/bugs.md C17 (a rule "
+           "kept only on a uniform batch's path; #10, #11's strictness)", TD,
+           ("        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms)\n",
+            "        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms,\n"
+            "                            coin=(lambda u, t, d: u <= t.double() / d.double()) if has_greedy else ts.coin_accepts)\n"),
+           killed_by="L1/edge/u0-zero-target-full/mixed"),
+    _torch("race-tie-last-when-some-filtered", "the race's ties go to the largest id when some but not all requests "
+           "use top-k (the filtered kernel, run over every row, keeps the last maximum)", "docs/bugs.md C17 (a rule "
+           "kept only on a uniform batch's path; C6's tie rule)", TD,
+           ("        token = ts.race(ts.residual_weights(target_rows, draft_rows, draft_ids, subtract), exponentials)\n",
+            "        weights = ts.residual_weights(target_rows, draft_rows, draft_ids, subtract)\n"
+            "        token = ts.race(weights, exponentials)\n"
+            "        if use_top_k and not bool(ts.uses_top_k(temperature, top_k, vocab_size).all()):\n"
+            "            token = vocab_size - 1 - ts.race(weights.flip(-1), exponentials.flip(-1))\n"),
+           killed_by="L1/edge/top-k-boundary-ties/mixed"),
 ]
 """The bugs inside the step, as edits of the torch device's own code (``specsim.mutants.source``)."""
 

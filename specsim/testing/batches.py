@@ -204,3 +204,49 @@ def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
                   sampler=select_sampler(batch.sampler, order, target))
     sub_noise = None if noise is None else Noise(noise.uniforms[draft], noise.exponentials[order])
     return sub, sub_noise
+
+
+def join_requests(first: VerifyBatch, second: VerifyBatch, first_noise: Noise | None = None,
+                  second_noise: Noise | None = None):
+    """One batch of ``first``'s requests then ``second``'s (same V, logits dtype and proposal form; neither with
+    SPEC §12's parameters), with their noise (both or neither). A batch without ``withdrawn`` joins one with it as
+    withdrawing nothing; keys (``seeds``, ``positions``) are kept only where both have them. Used to mix an edge's
+    requests with filler requests (``select_requests`` then lays out any mix of the two).
+
+    >>> a = random_batch(np.random.default_rng(0), BatchSpec(batch=2, vocab_size=5))
+    >>> b = random_batch(np.random.default_rng(1), BatchSpec(batch=3, vocab_size=5))
+    >>> j, _ = join_requests(a, b)
+    >>> j.batch_size, j.target_logits.shape[0] == a.target_logits.shape[0] + b.target_logits.shape[0]
+    (5, True)
+    """
+    if first.vocab_size != second.vocab_size or first.target_logits.dtype != second.target_logits.dtype:
+        raise ValueError(f"join_requests: both batches need one V and logits dtype, got {first.vocab_size} "
+                         f"{first.target_logits.dtype} and {second.vocab_size} {second.target_logits.dtype}")
+    if (first.draft_probs is None) != (second.draft_probs is None):
+        raise ValueError("join_requests: both batches need draft_probs, or neither (point proposals)")
+    if first.sampler is not None or second.sampler is not None:
+        raise ValueError("join_requests: a batch with SPEC §12 parameters cannot be joined here")
+    if (first_noise is None) != (second_noise is None):
+        raise ValueError("join_requests: noise for both batches, or for neither")
+
+    def both(a, b):
+        return None if a is None and b is None else np.concatenate([a, b])
+
+    def withdrawn(batch):
+        return np.zeros(int(batch.num_draft_tokens.sum()), bool) if batch.withdrawn is None else batch.withdrawn
+
+    keyed = first.seeds is not None and second.seeds is not None
+    joined = replace(first, num_draft_tokens=both(first.num_draft_tokens, second.num_draft_tokens),
+                     draft_token_ids=both(first.draft_token_ids, second.draft_token_ids),
+                     draft_probs=both(first.draft_probs, second.draft_probs),
+                     target_logits=both(first.target_logits, second.target_logits),
+                     temperature=both(first.temperature, second.temperature), top_k=both(first.top_k, second.top_k),
+                     top_p=both(first.top_p, second.top_p),
+                     withdrawn=None if first.withdrawn is None and second.withdrawn is None
+                     else np.concatenate([withdrawn(first), withdrawn(second)]),
+                     seeds=both(first.seeds, second.seeds) if keyed else None,
+                     positions=both(first.positions, second.positions)
+                     if first.positions is not None and second.positions is not None else None)
+    noise = None if first_noise is None else Noise(both(first_noise.uniforms, second_noise.uniforms),
+                                                   both(first_noise.exponentials, second_noise.exponentials))
+    return joined, noise

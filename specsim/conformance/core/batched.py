@@ -31,13 +31,46 @@ from devices.protocol import VerifyOutput
 from specsim.conformance.core.calls import ask, call
 from specsim.conformance.core.results import CheckResult
 from specsim.judge.compare import compare, output_problems, reference_step, select_step
-from specsim.testing.batches import select_requests
+from specsim.testing.batches import join_requests, select_requests
 
 
 def copies(batch, noise, size: int):
     """``batch``'s requests repeated in turn to ``size`` requests (a last partial round where ``size`` is not a
     multiple): (the batch, its noise (None stays None), ``order``: the edge request each copy is)."""
-    order = np.arange(size, dtype=np.int64) % batch.batch_size
+    return laid_out(batch, noise, repeated(batch.batch_size, size))
+
+
+def repeated(n: int, size: int) -> np.ndarray:
+    """Rows of a batch of ``size``: requests ``0 .. n - 1`` in turn."""
+    return np.arange(size, dtype=np.int64) % n
+
+
+def mixed(n_edge: int, n_filler: int, size: int) -> np.ndarray:
+    """Rows of a batch of ``size`` (SPEC 1.10) from a joined batch of ``n_edge`` edge requests then ``n_filler``
+    filler requests: the edge's requests once each, in order, at the start, in the middle and at the end (as many of
+    the three as fit apart), every other row the next filler in turn.
+
+    >>> mixed(2, 3, 9).tolist()
+    [0, 1, 2, 0, 1, 3, 4, 0, 1]
+    >>> mixed(2, 3, 4).tolist()
+    [0, 1, 2, 3]
+    """
+    if size <= n_edge:
+        raise ValueError(f"mixed: size must exceed the edge's {n_edge} request(s) by at least one filler, got {size}")
+    starts: list[int] = []
+    for start in (0, (size - n_edge) // 2, size - n_edge):
+        if all(abs(start - s) >= n_edge + 1 for s in starts):
+            starts.append(start)
+    rows = np.full(size, -1, np.int64)
+    for start in starts:
+        rows[start: start + n_edge] = np.arange(n_edge)
+    free = rows < 0
+    rows[free] = n_edge + np.arange(int(free.sum())) % n_filler
+    return rows
+
+
+def laid_out(batch, noise, order: np.ndarray):
+    """(the batch of ``batch``'s requests ``order``, its noise, ``order``)."""
     sub, sub_noise = select_requests(batch, order, noise)
     return sub, sub_noise, order
 
@@ -59,49 +92,74 @@ def _call(device, name: str, batch, noise, size: int):
 
 
 def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected: list | None = None,
-                seed: int | None = None) -> CheckResult:
-    """Each copy's tokens at each of ``sizes``: ``expected`` (per edge request, its exact tokens; no allowance),
-    else the reference's (``want``: its result for ``batch``, with ``noise`` or, None, the keyed streams) with SPEC
-    §9's near-tie allowances. Those are judged once per distinct answer of an edge request (``_answers``): a copy
-    is the same decisions again, so a rounding that flips a near-tie flips it in every copy on one path, and counted
-    per copy it would pass the cap that tells rounding from a lower precision than declared. ``seed``: what drew the
-    edge's coins, if anything (its result names it)."""
+                seed: int | None = None, layout=None, n_edge: int | None = None) -> CheckResult:
+    """Each row's tokens at each of ``sizes``, the rows ``layout(size)`` (requests of ``batch``; default: its requests
+    in turn, ``repeated``), of which requests below ``n_edge`` (default: all) are the edge's and the rest filler
+    (``mixed``). An edge request's copies: ``expected`` (per edge request, its exact tokens; no allowance), else the
+    reference's (``want``: its result for ``batch``, with ``noise`` or, None, the keyed streams) with SPEC §9's
+    near-tie allowances; a filler's copies: the reference's with those allowances. The allowances are judged once
+    per distinct answer of a request (``_answers``): a copy is the same decisions again, so a rounding that flips a
+    near-tie flips it in every copy on one path, and counted per copy it would pass the cap that tells rounding
+    from a lower precision than declared. ``seed``: what drew the edge's coins, if anything (its result names it)."""
+    layout = layout or (lambda size: repeated(batch.batch_size, size))
+    n_edge = batch.batch_size if n_edge is None else n_edge
     allowed = 0
     for size in sizes:
-        sub, sub_noise, order = copies(batch, noise, size)
+        sub, sub_noise, order = laid_out(batch, noise, layout(size))
         got, problem = _call(device, name, sub, sub_noise, size)
         if problem:
             problem.seed = seed
             return problem
         if expected is not None:
-            wrong = [n for n in range(size) if got.emitted(n) != list(expected[order[n]])]
+            wrong = [n for n in range(size) if order[n] < n_edge and got.emitted(n) != list(expected[order[n]])]
             if wrong:
                 n = wrong[0]
-                return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n} (edge request {order[n]}): "
-                                   f"expected {list(expected[order[n]])}, got {got.emitted(n)} (num_accepted "
-                                   f"{int(got.num_accepted[n])}); {len(wrong)} of {size} copies wrong{_passed(sizes, size)}"
-                                   f" — the edge: {why}", seed=seed, extra={"batch": size, "copies_wrong": len(wrong)})
+                return CheckResult(name, "L1", "fail", f"at batch size {size}, {_who(order, n, n_edge)}: expected "
+                                   f"{list(expected[order[n]])}, got {got.emitted(n)} (num_accepted "
+                                   f"{int(got.num_accepted[n])}); {_of(len(wrong), order, n_edge)} wrong"
+                                   f"{_passed(sizes, size)} — the edge: {why}", seed=seed,
+                                   extra={"batch": size, "copies_wrong": len(wrong)})
+        judged = order >= (n_edge if expected is not None else 0)
+        if want is None or not judged.any():
             continue
-        firsts = _answers(got, order)
+        firsts = _answers(got, order, judged)
         each, _ = select_requests(sub, firsts)
         out = VerifyOutput(got.output_token_ids[firsts][:, : each.max_k + 1], got.num_accepted[firsts])
         cmp = compare(each, out, select_step(batch, want, order[firsts]))
         if not cmp.ok:
             return CheckResult(name, "L1", cmp.status, f"at batch size {size}{_passed(sizes, size)}, the distinct answers "
-                               f"of the edge's requests (request j below is copy {_listed(firsts)}[j]): {cmp.summary()} — "
-                               f"the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size})
+                               f"of the {'requests' if n_edge == batch.batch_size else 'rows'} (request j below is row "
+                               f"{_listed(firsts)}[j], of {_listed([_who(order, n, n_edge) for n in firsts], 4)}): "
+                               f"{cmp.summary()} — the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size})
         allowed += cmp.waivers
-    return CheckResult(name, "L1", "pass", f"{why}: every copy {_sizes_note(sizes)}"
+    return CheckResult(name, "L1", "pass", f"{why}: every {_rows_note(n_edge, batch)} {_sizes_note(sizes)}"
                        + (f"; {allowed} near-tie allowance(s) used over the sizes' distinct answers (SPEC §9)"
                           if allowed else ""),
                        seed=seed, extra={"batches": list(sizes), "near_tie_allowances": allowed})
 
 
-def _answers(got, order) -> np.ndarray:
-    """The first copy of each distinct (edge request, emitted tokens) of one batch, in copy order."""
+def _who(order, n: int, n_edge: int) -> str:
+    """Row ``n`` of a layout, as a failure names it."""
+    request = int(order[n])
+    return f"copy {n} (edge request {request})" if request < n_edge else f"row {n} (filler request {request - n_edge})"
+
+
+def _of(count: int, order, n_edge: int) -> str:
+    """``count`` wrong copies, out of the edge's copies in ``order`` (of every row where all are the edge's)."""
+    copies_here = int((order < n_edge).sum())
+    return f"{count} of {copies_here} copies" + ("" if copies_here == len(order) else " of the edge")
+
+
+def _rows_note(n_edge: int, batch) -> str:
+    return "copy" if n_edge == batch.batch_size else "row of the edge's requests mixed with filler requests"
+
+
+def _answers(got, order, judged) -> np.ndarray:
+    """The first row of each distinct (request, emitted tokens) of one batch among rows ``judged`` (bool), in row
+    order."""
     first: dict = {}
-    for n in range(len(order)):
-        first.setdefault((int(order[n]), tuple(got.emitted(n))), n)
+    for n in np.flatnonzero(judged):
+        first.setdefault((int(order[n]), tuple(got.emitted(n))), int(n))
     return np.array(sorted(first.values()), dtype=np.int64)
 
 
@@ -116,26 +174,31 @@ def _listed(ids, most: int = 8) -> str:
     return f"[{shown}{', …' if len(ids) > most else ''}]"
 
 
-def copy_support(device, name: str, batch, laws: list, sizes, seed: int, why: str) -> CheckResult:
-    """Each copy's emitted sequence under the device's own randomness, each copy its own seed (drawn from ``seed``),
-    at each of ``sizes``: within its request's exact support (``laws``: per edge request, sequence → probability)."""
+def copy_support(device, name: str, batch, laws: list, sizes, seed: int, why: str, layout=None) -> CheckResult:
+    """Each copy's emitted sequence under the device's own randomness, each row its own seed (drawn from ``seed``),
+    at each of ``sizes``, the rows ``layout(size)`` (default: the edge's requests in turn): an edge request's copy
+    (a request below ``len(laws)``) within its request's exact support (``laws``: per edge request, sequence →
+    probability); a filler's, of the output's form only."""
+    layout = layout or (lambda size: repeated(batch.batch_size, size))
     rng = np.random.default_rng(seed)
+    n_edge = len(laws)
     for size in sizes:
-        sub, _, order = copies(batch, None, size)
+        sub, _, order = laid_out(batch, None, layout(size))
         sub = _reseeded(sub, rng)
         got, problem = _call(device, name, sub, None, size)
         if problem:
             problem.seed = seed
             return problem
-        outside = [n for n in range(size) if laws[order[n]].get(tuple(got.emitted(n)), 0) <= 0]
+        outside = [n for n in range(size) if order[n] < n_edge and laws[order[n]].get(tuple(got.emitted(n)), 0) <= 0]
         if outside:
             n = outside[0]
-            return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n} (edge request {order[n]}) emitted "
-                               f"{got.emitted(n)}, which its exact law gives probability 0; {len(outside)} of {size} "
-                               f"copies outside the support{_passed(sizes, size)} (seed {seed}) — the edge: {why}",
+            return CheckResult(name, "L1", "fail", f"at batch size {size}, {_who(order, n, n_edge)} emitted "
+                               f"{got.emitted(n)}, which its exact law gives probability 0; {_of(len(outside), order, n_edge)} "
+                               f"outside the support{_passed(sizes, size)} (seed {seed}) — the edge: {why}",
                                seed=seed, extra={"batch": size, "copies_wrong": len(outside)})
-    return CheckResult(name, "L1", "pass", f"{why} — under the device's own randomness, every copy within its exact "
-                       f"support {_sizes_note(sizes)}", seed=seed, extra={"batches": list(sizes)})
+    return CheckResult(name, "L1", "pass", f"{why} — under the device's own randomness, every "
+                       f"{_rows_note(n_edge, batch).replace('row of', 'copy of')} within its exact support "
+                       f"{_sizes_note(sizes)}", seed=seed, extra={"batches": list(sizes)})
 
 
 def _reseeded(batch, rng: np.random.Generator):
@@ -144,17 +207,25 @@ def _reseeded(batch, rng: np.random.Generator):
 
 
 def held_at_sizes(device, name: str, mode: str, batch, noise, sizes, why: str, *, expected: list | None, laws,
-                  seed: int | None, support_seed: int) -> CheckResult:
+                  seed: int | None, support_seed: int, filler=None) -> CheckResult:
     """One edge's check at every size of ``sizes`` in ``mode`` (``"injected"``, ``"keyed"`` or ``"support"``, as the
     groups' ``batch_modes`` name them): ``copy_tokens`` with ``noise`` and ``expected`` (None: the reference's tokens
     with §9's allowances), ``copy_tokens`` on the keyed streams, or ``copy_support`` of ``laws()`` (per edge request,
-    its exact law; called only here) under seeds drawn from ``support_seed``. ``seed``: what drew the edge's coins."""
+    its exact law; called only here) under seeds drawn from ``support_seed``. ``seed``: what drew the edge's coins.
+    ``filler``: (a batch, its noise) whose requests fill every row the edge's do not take (``mixed``, SPEC 1.10);
+    None: the edge's requests repeated (SPEC 1.9)."""
+    n_edge, layout = batch.batch_size, None
+    if filler is not None:
+        batch, noise = join_requests(batch, filler[0], noise, filler[1] if noise is not None else None)
+        layout = lambda size: mixed(n_edge, batch.batch_size - n_edge, size)   # noqa: E731
     if mode == "support":
-        return copy_support(device, name, batch, laws(), sizes, support_seed, why)
+        return copy_support(device, name, batch, laws(), sizes, support_seed, why, layout=layout)
     if mode == "keyed":
-        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes, f"{why}, on the keyed streams")
-    want = None if expected is not None else reference_step(batch, noise)
-    return copy_tokens(device, name, batch, noise, want, sizes, why, expected=expected, seed=seed)
+        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
+                           f"{why}, on the keyed streams", layout=layout, n_edge=n_edge)
+    want = None if expected is not None and filler is None else reference_step(batch, noise)
+    return copy_tokens(device, name, batch, noise, want, sizes, why, expected=expected, seed=seed, layout=layout,
+                       n_edge=n_edge)
 
 
 def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected: list, nodes: list) -> CheckResult:

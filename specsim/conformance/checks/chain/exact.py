@@ -124,7 +124,7 @@ def edge_group(device, ctx, only: str | None = None, *, stop_at_first_fail: bool
                                        keyed=check == twin and own == "keyed", law=check == twin and own == "seeded"))
     if stop_at_first_fail and any(r.status in ("fail", "error") for r in results):
         return results
-    return results + edge_batch_checks(device, ctx, only)
+    return results + edge_batch_checks(device, ctx, only) + edge_mixed_checks(device, ctx, only)
 
 
 def _askable(caps, edge, wanted) -> tuple:
@@ -154,36 +154,74 @@ def batch_modes(caps) -> dict[str, str]:
     return {"batches": first, **({f"{own}/batches": "keyed" if own == "keyed" else "support"} if own else {})}
 
 
-def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches") -> list[CheckResult]:
     """``L1/edge/<name>/batches``, ``L1/edge/<name>/<twin>/batches`` and ``L1/edge/<name>/<dtype>/batches`` (SPEC 1.9):
     every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``),
     each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
-    the first. After every edge's own checks, so that a rule lost at any size is named by its edge first."""
+    the first. ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
+    filler requests (``mixed_filler``) at each size of the ladder that holds them and one filler. After every
+    edge's own checks, so that a rule lost at any size or in any mix is named by its edge first."""
     caps, results = device.capabilities, []
     first_dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
-    modes = batch_modes(caps)
-    first = modes["batches"]
+    modes = {suffix.replace("batches", kind): mode for suffix, mode in batch_modes(caps).items()}
+    first = modes[kind]
     for edge in EDGES:
         asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
-        asked |= {f"L1/edge/{edge.name}/{d}/batches": (first, d) for d in dtype_twins(edge, caps)}
+        asked |= {f"L1/edge/{edge.name}/{d}/{kind}": (first, d) for d in dtype_twins(edge, caps)}
         wanted = {n: how for n, how in asked.items() if only in (None, n)}
         form, refused = _askable(caps, edge, wanted)
         results += refused
         for check, (mode, dtype) in wanted.items() if form else ():
-            results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes))
+            results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes, mix=kind == "mixed"))
     return results
 
 
-def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> CheckResult:
+def edge_mixed_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/edge/<name>/mixed`` and its twins (SPEC 1.10): ``edge_batch_checks`` of the edges among filler requests."""
+    return edge_batch_checks(device, ctx, only, kind="mixed")
+
+
+MIXED_FILLERS = 16
+"""Filler requests of a mixed batch (SPEC 1.10), repeated in turn to fill the rows the edge's requests do not take."""
+
+
+def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str):
+    """(``MIXED_FILLERS`` random requests, their noise) to mix with an edge's ``batch`` (SPEC 1.10): its V, logits
+    dtype and proposal form, drafts up to ``min(max_k, 8)``, and, of what the device declares, a greedy request, a
+    request cut by top-k, one cut by top-p and one unfiltered (requests 0 to 3; the rest drawn as
+    ``random_batch`` draws them) — so that a batch flag (all greedy, all random, no request filtered) the edge's
+    own requests would set is unset, and a mixed batch's path runs with the edge's requests on it."""
+    spec = BatchSpec(batch=MIXED_FILLERS, max_k=min(caps.max_k, 8), vocab_size=batch.vocab_size, dtype=dtype,
+                     draft_probs=batch.draft_probs is not None, greedy_fraction=0.25 if caps.greedy else 0.0,
+                     top_k_fraction=0.25 if caps.top_k else 0.0, top_p_fraction=0.25 if caps.top_p else 0.0,
+                     top_k_below_vocab=batch.vocab_size > 1)
+    rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed", edge_name, dtype))
+    filler = random_batch(rng, spec)
+    temperature, top_k, top_p = filler.temperature.copy(), filler.top_k.copy(), filler.top_p.copy()
+    temperature[:4], top_k[:4], top_p[:4] = (0.0 if caps.greedy else 1.0, 1.0, 0.7, 1.0), 0, 1.0
+    if caps.top_k and batch.vocab_size > 1:
+        top_k[1] = max(1, batch.vocab_size // 2)
+    if caps.top_p:
+        top_p[2] = 0.8
+    filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
+    return filler, random_noise(rng, filler)
+
+
+def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes, mix: bool = False) -> CheckResult:
     """One edge in ``dtype`` at every size of ``sizes``, in ``mode`` (``batch_modes``): its exact tokens, but for a
-    float32 run of a float64-scale near-tie (the reference's with SPEC §9's allowances)."""
+    float32 run of a float64-scale near-tie (the reference's with SPEC §9's allowances). ``mix``: among
+    ``mixed_filler``'s requests, at the sizes that hold the edge's requests and one filler (SPEC 1.10)."""
     batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
     near_tie = dtype == "float32" and not edge.float32_exact
+    filler = mixed_filler(device.capabilities, ctx, edge.name, batch, dtype) if mix else None
+    if mix:
+        sizes = tuple(s for s in sizes if s > batch.batch_size)
     return held_at_sizes(device, name, mode, batch, noise, sizes, edge.why,
                          expected=None if near_tie else edge.expected, seed=None,
                          laws=lambda: [edge_laws.request_law(r, form.point) for r in form.requests],
-                         support_seed=case_seed(ctx.seed, "edge-batches", edge.name))
+                         support_seed=case_seed(ctx.seed, "edge-mixed" if mix else "edge-batches", edge.name),
+                         filler=filler)
 
 
 def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: bool, law: bool) -> CheckResult:
