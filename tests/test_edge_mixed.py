@@ -59,10 +59,14 @@ def test_the_correct_devices_pass_every_edge_among_fillers_in_every_mode():
 
 def test_the_checks_are_named_per_mode_and_dtype_and_say_what_they_held():
     names = [r.name for r in edge_mixed_checks(load("torch"), QUICK)]
-    assert {"L1/edge/race-tie/mixed", "L1/edge/race-tie/keyed/mixed", "L1/edge/race-tie/bfloat16/mixed"} <= set(names)
+    assert {"L1/edge/race-tie/mixed", "L1/edge/race-tie/keyed/mixed", "L1/edge/race-tie/bfloat16/mixed",
+            "L1/edge/race-tie/mixed/neighbours", "L1/edge/race-tie/keyed/mixed/neighbours"} <= set(names)
+    seeded = [r.name for r in edge_mixed_checks(BlackBox(load("torch")), QUICK)]
+    assert "L1/edge/race-tie/mixed" in seeded and not any(n.endswith("/neighbours") for n in seeded)
     r = one_check(load("torch"), Context(), "L1/edge/race-tie/mixed")   # replayable alone
     assert r.status == "pass" and r.extra["batches"][0] == 2 and r.extra["batches"][-1] == 1025
-    assert "every row of the edge's requests mixed with filler requests" in r.detail
+    assert "every copy of the edge's requests among filler requests" in r.detail
+    assert one_check(load("torch"), QUICK, "L1/edge/race-tie/mixed/neighbours").status == "pass"
 
 
 def test_the_layout_puts_the_edge_at_the_start_middle_and_end_and_every_filler_between():
@@ -83,6 +87,7 @@ def test_the_filler_sets_no_batch_flag_the_edge_would():
     assert filler.batch_size == MIXED_FILLERS and filler.vocab_size == batch.vocab_size
     assert filler.temperature[0] == 0 and (filler.temperature[1:4] > 0).all()
     assert 0 < filler.top_k[1] < batch.vocab_size and filler.top_p[2] < 1 and filler.top_k[3] == 0
+    assert (filler.draft_token_ids >= 0).all()   # no padding placeholders: they are edges of their own
     assert filler.top_p[3] == 1 and noise.exponentials.shape == (MIXED_FILLERS, batch.vocab_size)
     no_filters = dataclasses.replace(caps, greedy=False, top_k=False, top_p=False)
     plain, _ = mixed_filler(no_filters, QUICK, edge.name, batch, "float64")
@@ -126,8 +131,10 @@ class _FillerRowsWrong:
         return dataclasses.replace(out, output_token_ids=tokens)
 
 
-def test_a_filler_row_wrong_fails_the_check_naming_the_filler():
-    failed = one_check(_FillerRowsWrong(), QUICK, "L1/edge/race-tie/mixed")
+def test_a_filler_row_wrong_fails_the_neighbours_check_naming_the_filler_and_not_the_edges():
+    results = {r.name: r for r in edge_group(_FillerRowsWrong(), QUICK, only="L1/edge/race-tie/mixed")}
+    assert results["L1/edge/race-tie/mixed"].status == "pass"
+    failed = results["L1/edge/race-tie/mixed/neighbours"]
     assert failed.status == "fail" and "at batch size 257" in failed.detail and "filler request" in failed.detail
 
 
@@ -147,4 +154,5 @@ def test_the_edges_among_fillers_are_1_10s():
     assert introduced_in("L1/edge/top-p-reaches-p/mixed") == "1.10"
     assert introduced_in("L1/edge/top-p-reaches-p/keyed/mixed") == "1.10"
     assert introduced_in("L1/edge/race-tie/bfloat16/mixed") == "1.10"
+    assert introduced_in("L1/edge/race-tie/keyed/mixed/neighbours") == "1.10"
     assert introduced_in("L1/edge/race-tie/batches") == "1.9"

@@ -17,6 +17,11 @@ Cost: 6075 requests an edge and mode (290 with ``--quick``). On one core of a 2-
 CPU took 10.3 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin) and 47.4 s for §12's
 (350 checks) (``python -m specsim.conformance.checks.sampler.group``, which prints both).
 
+Among other requests (SPEC 1.10, ``held_among``): the edge's requests once each at the start, middle and end of
+a batch of each size (``mixed``), every other row a filler request (random requests that unset every batch-wide
+flag the edge's own requests set: all greedy, all sampled, none filtered). The edge's copies are held as above,
+and, in a token mode, the filler rows — the edge's neighbours — to the reference's tokens in a check of their own.
+
 A check is one edge in one mode at every size, smallest first; the first size where a copy is wrong decides it, its
 detail naming, before the edge's own text, the size, the sizes that passed, the copy, its request and both answers.
 """
@@ -92,47 +97,85 @@ def _call(device, name: str, batch, noise, size: int):
 
 
 def copy_tokens(device, name: str, batch, noise, want, sizes, why: str, expected: list | None = None,
-                seed: int | None = None, layout=None, n_edge: int | None = None) -> CheckResult:
-    """Each row's tokens at each of ``sizes``, the rows ``layout(size)`` (requests of ``batch``; default: its requests
-    in turn, ``repeated``), of which requests below ``n_edge`` (default: all) are the edge's and the rest filler
-    (``mixed``). An edge request's copies: ``expected`` (per edge request, its exact tokens; no allowance), else the
-    reference's (``want``: its result for ``batch``, with ``noise`` or, None, the keyed streams) with SPEC §9's
-    near-tie allowances; a filler's copies: the reference's with those allowances. The allowances are judged once
-    per distinct answer of a request (``_answers``): a copy is the same decisions again, so a rounding that flips a
+                seed: int | None = None) -> CheckResult:
+    """Each copy's tokens at each of ``sizes``, ``batch``'s requests repeated in turn (``repeated``): ``expected``
+    (per edge request, its exact tokens; no allowance), else the reference's (``want``: its result for ``batch``,
+    with ``noise`` or, None, the keyed streams) with SPEC §9's near-tie allowances. Those are judged once per
+    distinct answer of a request (``_answers``): a copy is the same decisions again, so a rounding that flips a
     near-tie flips it in every copy on one path, and counted per copy it would pass the cap that tells rounding
     from a lower precision than declared. ``seed``: what drew the edge's coins, if anything (its result names it)."""
-    layout = layout or (lambda size: repeated(batch.batch_size, size))
-    n_edge = batch.batch_size if n_edge is None else n_edge
-    allowed = 0
+    (result,) = _rows_held(device, name, batch, noise, want, sizes, why, expected, seed,
+                           lambda size: repeated(batch.batch_size, size), batch.batch_size, None)
+    return result
+
+
+def _rows_held(device, name: str, batch, noise, want, sizes, why: str, expected, seed, layout, n_edge: int,
+               neighbours: str | None) -> list[CheckResult]:
+    """``copy_tokens`` over the rows ``layout(size)`` (requests of ``batch``, those below ``n_edge`` the edge's):
+    the edge's copies held as there, and, with ``neighbours`` (that check's name), every other row — a filler
+    request's — to the reference's tokens with §9's allowances, as a check of its own. Each check is decided by
+    the first size where a row of its own is wrong; the sizes run until both are decided."""
+    names = [name] + ([neighbours] if neighbours else [])
+    kinds = {name: "edge", **({neighbours: "filler"} if neighbours else {})}
+    found: dict[str, CheckResult] = {}
+    allowed = dict.fromkeys(names, 0)
     for size in sizes:
         sub, sub_noise, order = laid_out(batch, noise, layout(size))
         got, problem = _call(device, name, sub, sub_noise, size)
         if problem:
             problem.seed = seed
-            return problem
-        if expected is not None:
-            wrong = [n for n in range(size) if order[n] < n_edge and got.emitted(n) != list(expected[order[n]])]
-            if wrong:
-                n = wrong[0]
-                return CheckResult(name, "L1", "fail", f"at batch size {size}, {_who(order, n, n_edge)}: expected "
-                                   f"{list(expected[order[n]])}, got {got.emitted(n)} (num_accepted "
-                                   f"{int(got.num_accepted[n])}); {_of(len(wrong), order, n_edge)} wrong"
-                                   f"{_passed(sizes, size)} — the edge: {why}", seed=seed,
-                                   extra={"batch": size, "copies_wrong": len(wrong)})
-        judged = order >= (n_edge if expected is not None else 0)
-        if want is None or not judged.any():
-            continue
-        firsts = _answers(got, order, judged)
-        each, _ = select_requests(sub, firsts)
-        out = VerifyOutput(got.output_token_ids[firsts][:, : each.max_k + 1], got.num_accepted[firsts])
-        cmp = compare(each, out, select_step(batch, want, order[firsts]))
-        if not cmp.ok:
-            return CheckResult(name, "L1", cmp.status, f"at batch size {size}{_passed(sizes, size)}, the distinct answers "
-                               f"of the {'requests' if n_edge == batch.batch_size else 'rows'} (request j below is row "
-                               f"{_listed(firsts)}[j], of {_listed([_who(order, n, n_edge) for n in firsts], 4)}): "
-                               f"{cmp.summary()} — the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size})
-        allowed += cmp.waivers
-    return CheckResult(name, "L1", "pass", f"{why}: every {_rows_note(n_edge, batch)} {_sizes_note(sizes)}"
+            return [problem] + ([replace(problem, name=neighbours)] if neighbours else [])
+        for check in names:
+            if check in found:
+                continue
+            rows = order < n_edge if kinds[check] == "edge" else order >= n_edge
+            wrong = _wrong_copies(got, order, rows, expected if kinds[check] == "edge" else None, n_edge, size,
+                                  sizes, why, check, seed)
+            if wrong is None and want is not None and (kinds[check] == "filler" or expected is None):
+                wrong, spent = _against_reference(sub, got, order, rows, batch, want, n_edge, size, sizes, why,
+                                                  check, seed)
+                allowed[check] += spent
+            if wrong is not None:
+                found[check] = wrong
+        if len(found) == len(names):
+            break
+    return [found.get(check) or _held(check, why, sizes, allowed[check], seed, kinds[check], n_edge, batch)
+            for check in names]
+
+
+def _wrong_copies(got, order, rows, expected, n_edge, size, sizes, why, name, seed) -> CheckResult | None:
+    """The failure where a row of ``rows`` (bool) whose request states ``expected`` tokens emits others."""
+    if expected is None:
+        return None
+    wrong = [n for n in np.flatnonzero(rows) if got.emitted(n) != list(expected[order[n]])]
+    if not wrong:
+        return None
+    n = wrong[0]
+    return CheckResult(name, "L1", "fail", f"at batch size {size}, {_who(order, n, n_edge)}: expected "
+                       f"{list(expected[order[n]])}, got {got.emitted(n)} (num_accepted {int(got.num_accepted[n])}); "
+                       f"{_of(len(wrong), order, n_edge)} wrong{_passed(sizes, size)} — the edge: {why}", seed=seed,
+                       extra={"batch": size, "copies_wrong": len(wrong)})
+
+
+def _against_reference(sub, got, order, rows, batch, want, n_edge, size, sizes, why, name, seed):
+    """(the failure, or None, where the distinct answers of rows ``rows`` contradict the reference beyond §9's
+    allowances; the allowances they used)."""
+    firsts = _answers(got, order, rows)
+    each, _ = select_requests(sub, firsts)
+    out = VerifyOutput(got.output_token_ids[firsts][:, : each.max_k + 1], got.num_accepted[firsts])
+    cmp = compare(each, out, select_step(batch, want, order[firsts]))
+    if cmp.ok:
+        return None, cmp.waivers
+    return CheckResult(name, "L1", cmp.status, f"at batch size {size}{_passed(sizes, size)}, the distinct answers "
+                       f"of the {'requests' if n_edge == batch.batch_size else 'rows'} (request j below is row "
+                       f"{_listed(firsts)}[j], of {_listed([_who(order, n, n_edge) for n in firsts], 4)}): "
+                       f"{cmp.summary()} — the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size}), 0
+
+
+def _held(name: str, why: str, sizes, allowed: int, seed, kind: str, n_edge: int, batch) -> CheckResult:
+    rows = ("every filler row among the edge's requests" if kind == "filler"
+            else f"every {_rows_note(n_edge, batch)}")
+    return CheckResult(name, "L1", "pass", f"{why}: {rows} {_sizes_note(sizes)}"
                        + (f"; {allowed} near-tie allowance(s) used over the sizes' distinct answers (SPEC §9)"
                           if allowed else ""),
                        seed=seed, extra={"batches": list(sizes), "near_tie_allowances": allowed})
@@ -151,7 +194,7 @@ def _of(count: int, order, n_edge: int) -> str:
 
 
 def _rows_note(n_edge: int, batch) -> str:
-    return "copy" if n_edge == batch.batch_size else "row of the edge's requests mixed with filler requests"
+    return "copy" if n_edge == batch.batch_size else "copy of the edge's requests among filler requests"
 
 
 def _answers(got, order, judged) -> np.ndarray:
@@ -197,7 +240,7 @@ def copy_support(device, name: str, batch, laws: list, sizes, seed: int, why: st
                                f"outside the support{_passed(sizes, size)} (seed {seed}) — the edge: {why}",
                                seed=seed, extra={"batch": size, "copies_wrong": len(outside)})
     return CheckResult(name, "L1", "pass", f"{why} — under the device's own randomness, every "
-                       f"{_rows_note(n_edge, batch).replace('row of', 'copy of')} within its exact support "
+                       f"{_rows_note(n_edge, batch)} within its exact support "
                        f"{_sizes_note(sizes)}", seed=seed, extra={"batches": list(sizes)})
 
 
@@ -207,25 +250,35 @@ def _reseeded(batch, rng: np.random.Generator):
 
 
 def held_at_sizes(device, name: str, mode: str, batch, noise, sizes, why: str, *, expected: list | None, laws,
-                  seed: int | None, support_seed: int, filler=None) -> CheckResult:
+                  seed: int | None, support_seed: int) -> CheckResult:
     """One edge's check at every size of ``sizes`` in ``mode`` (``"injected"``, ``"keyed"`` or ``"support"``, as the
     groups' ``batch_modes`` name them): ``copy_tokens`` with ``noise`` and ``expected`` (None: the reference's tokens
     with §9's allowances), ``copy_tokens`` on the keyed streams, or ``copy_support`` of ``laws()`` (per edge request,
-    its exact law; called only here) under seeds drawn from ``support_seed``. ``seed``: what drew the edge's coins.
-    ``filler``: (a batch, its noise) whose requests fill every row the edge's do not take (``mixed``, SPEC 1.10);
-    None: the edge's requests repeated (SPEC 1.9)."""
-    n_edge, layout = batch.batch_size, None
-    if filler is not None:
-        batch, noise = join_requests(batch, filler[0], noise, filler[1] if noise is not None else None)
-        layout = lambda size: mixed(n_edge, batch.batch_size - n_edge, size)   # noqa: E731
+    its exact law; called only here) under seeds drawn from ``support_seed``. ``seed``: what drew the edge's coins."""
     if mode == "support":
-        return copy_support(device, name, batch, laws(), sizes, support_seed, why, layout=layout)
+        return copy_support(device, name, batch, laws(), sizes, support_seed, why)
     if mode == "keyed":
-        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes,
-                           f"{why}, on the keyed streams", layout=layout, n_edge=n_edge)
-    want = None if expected is not None and filler is None else reference_step(batch, noise)
-    return copy_tokens(device, name, batch, noise, want, sizes, why, expected=expected, seed=seed, layout=layout,
-                       n_edge=n_edge)
+        return copy_tokens(device, name, batch, None, reference_step(batch, None), sizes, f"{why}, on the keyed streams")
+    want = None if expected is not None else reference_step(batch, noise)
+    return copy_tokens(device, name, batch, noise, want, sizes, why, expected=expected, seed=seed)
+
+
+def held_among(device, name: str, mode: str, batch, noise, filler, sizes, why: str, *, expected: list | None, laws,
+               seed: int | None, support_seed: int) -> list[CheckResult]:
+    """``held_at_sizes`` of the edge's requests among ``filler`` ((a batch, its noise); SPEC 1.10), laid out by
+    ``mixed``: the check ``name`` holds the edge's copies; in a token mode a second, ``<name>/neighbours``, holds
+    every filler row to the reference's tokens with §9's allowances (a neighbour read from an edge's row, or
+    shifted by it, is seen there). Under the device's own draws the filler rows are held to the output's form only,
+    and ``name`` is the one check."""
+    n_edge = batch.batch_size
+    batch, noise = join_requests(batch, filler[0], noise, filler[1] if noise is not None else None)
+    layout = lambda size: mixed(n_edge, batch.batch_size - n_edge, size)   # noqa: E731
+    if mode == "support":
+        return [copy_support(device, name, batch, laws(), sizes, support_seed, why, layout=layout)]
+    if mode == "keyed":
+        noise, why = None, f"{why}, on the keyed streams"
+    return _rows_held(device, name, batch, noise, reference_step(batch, noise), sizes, why,
+                      expected if mode == "injected" else None, seed, layout, n_edge, f"{name}/neighbours")
 
 
 def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected: list, nodes: list) -> CheckResult:

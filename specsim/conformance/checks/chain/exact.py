@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance.cases.declared import edge_batch_sizes
-from specsim.conformance.core.batched import held_at_sizes
+from specsim.conformance.core.batched import held_among, held_at_sizes
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -160,7 +160,8 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
     the first. ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
-    filler requests (``mixed_filler``) at each size of the ladder that holds them and one filler. After every
+    filler requests (``mixed_filler``) at each size of the ladder that holds them and one filler, each in a token
+    mode with its ``.../mixed/neighbours``, the filler rows held to the reference's tokens. After every
     edge's own checks, so that a rule lost at any size or in any mix is named by its edge first."""
     caps, results = device.capabilities, []
     first_dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
@@ -169,11 +170,14 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     for edge in EDGES:
         asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
         asked |= {f"L1/edge/{edge.name}/{d}/{kind}": (first, d) for d in dtype_twins(edge, caps)}
-        wanted = {n: how for n, how in asked.items() if only in (None, n)}
+        wanted = {n: how for n, how in asked.items() if only in (None, n, f"{n}/neighbours")}
         form, refused = _askable(caps, edge, wanted)
         results += refused
         for check, (mode, dtype) in wanted.items() if form else ():
-            results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes, mix=kind == "mixed"))
+            if kind == "mixed":
+                results += _edge_among(device, ctx, edge, form, check, mode, dtype, sizes)
+            else:
+                results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes))
     return results
 
 
@@ -190,10 +194,12 @@ def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str):
     """(``MIXED_FILLERS`` random requests, their noise) to mix with an edge's ``batch`` (SPEC 1.10): its V, logits
     dtype and proposal form, drafts up to ``min(max_k, 8)``, and, of what the device declares, a greedy request, a
     request cut by top-k, one cut by top-p and one unfiltered (requests 0 to 3; the rest drawn as
-    ``random_batch`` draws them) — so that a batch flag (all greedy, all random, no request filtered) the edge's
-    own requests would set is unset, and a mixed batch's path runs with the edge's requests on it."""
+    ``random_batch`` draws them, but without padding placeholders, which are edges of their own) — so that a batch
+    flag (all greedy, all random, no request filtered) the edge's own requests would set is unset, and a mixed
+    batch's path runs with the edge's requests on it."""
     spec = BatchSpec(batch=MIXED_FILLERS, max_k=min(caps.max_k, 8), vocab_size=batch.vocab_size, dtype=dtype,
-                     draft_probs=batch.draft_probs is not None, greedy_fraction=0.25 if caps.greedy else 0.0,
+                     draft_probs=batch.draft_probs is not None, placeholder_fraction=0.0,
+                     greedy_fraction=0.25 if caps.greedy else 0.0,
                      top_k_fraction=0.25 if caps.top_k else 0.0, top_p_fraction=0.25 if caps.top_p else 0.0,
                      top_k_below_vocab=batch.vocab_size > 1)
     rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed", edge_name, dtype))
@@ -208,20 +214,30 @@ def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str):
     return filler, random_noise(rng, filler)
 
 
-def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes, mix: bool = False) -> CheckResult:
+def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> CheckResult:
     """One edge in ``dtype`` at every size of ``sizes``, in ``mode`` (``batch_modes``): its exact tokens, but for a
-    float32 run of a float64-scale near-tie (the reference's with SPEC §9's allowances). ``mix``: among
-    ``mixed_filler``'s requests, at the sizes that hold the edge's requests and one filler (SPEC 1.10)."""
+    float32 run of a float64-scale near-tie (the reference's with SPEC §9's allowances)."""
     batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+    return held_at_sizes(device, name, mode, batch, noise, sizes, edge.why, **_answers_of(ctx, edge, form, dtype,
+                                                                                        "edge-batches"))
+
+
+def _edge_among(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> list[CheckResult]:
+    """``_edge_at_sizes`` among ``mixed_filler``'s requests, at the sizes that hold the edge's requests and one
+    filler (SPEC 1.10): the edge's check, and in a token mode its ``/neighbours`` (``batched.held_among``)."""
+    batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+    filler = mixed_filler(device.capabilities, ctx, edge.name, batch, dtype)
+    return held_among(device, name, mode, batch, noise, filler, tuple(s for s in sizes if s > batch.batch_size),
+                      edge.why, **_answers_of(ctx, edge, form, dtype, "edge-mixed"))
+
+
+def _answers_of(ctx, edge, form, dtype: str, stream: str) -> dict:
+    """What an edge's copies are held to: its exact tokens (but for a float32 run of a float64-scale near-tie,
+    None: the reference's with SPEC §9's allowances), its requests' exact laws, and the seed of its own draws."""
     near_tie = dtype == "float32" and not edge.float32_exact
-    filler = mixed_filler(device.capabilities, ctx, edge.name, batch, dtype) if mix else None
-    if mix:
-        sizes = tuple(s for s in sizes if s > batch.batch_size)
-    return held_at_sizes(device, name, mode, batch, noise, sizes, edge.why,
-                         expected=None if near_tie else edge.expected, seed=None,
-                         laws=lambda: [edge_laws.request_law(r, form.point) for r in form.requests],
-                         support_seed=case_seed(ctx.seed, "edge-mixed" if mix else "edge-batches", edge.name),
-                         filler=filler)
+    return dict(expected=None if near_tie else edge.expected, seed=None,
+                laws=lambda: [edge_laws.request_law(r, form.point) for r in form.requests],
+                support_seed=case_seed(ctx.seed, stream, edge.name))
 
 
 def _edge_check(device, ctx, edge, form, name: str, dtype: str, plan, keyed: bool, law: bool) -> CheckResult:
