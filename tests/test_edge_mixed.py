@@ -60,13 +60,13 @@ def test_the_correct_devices_pass_every_edge_among_fillers_in_every_mode():
 def test_the_checks_are_named_per_mode_and_dtype_and_say_what_they_held():
     names = [r.name for r in edge_mixed_checks(load("torch"), QUICK)]
     assert {"L1/edge/race-tie/mixed", "L1/edge/race-tie/keyed/mixed", "L1/edge/race-tie/bfloat16/mixed",
-            "L1/edge/race-tie/mixed/neighbours", "L1/edge/race-tie/keyed/mixed/neighbours"} <= set(names)
+            "L1/edge-neighbours/race-tie/mixed", "L1/edge-neighbours/race-tie/keyed/mixed"} <= set(names)
     seeded = [r.name for r in edge_mixed_checks(BlackBox(load("torch")), QUICK)]
-    assert "L1/edge/race-tie/mixed" in seeded and not any(n.endswith("/neighbours") for n in seeded)
+    assert "L1/edge/race-tie/mixed" in seeded and not any(n.startswith("L1/edge-neighbours/") for n in seeded)
     r = one_check(load("torch"), Context(), "L1/edge/race-tie/mixed")   # replayable alone
     assert r.status == "pass" and r.extra["batches"][0] == 2 and r.extra["batches"][-1] == 1025
     assert "every copy of the edge's requests among filler requests" in r.detail
-    assert one_check(load("torch"), QUICK, "L1/edge/race-tie/mixed/neighbours").status == "pass"
+    assert one_check(load("torch"), QUICK, "L1/edge-neighbours/race-tie/mixed").status == "pass"
 
 
 def test_the_layout_puts_the_edge_at_the_start_middle_and_end_and_every_filler_between():
@@ -114,16 +114,18 @@ def test_joined_requests_keep_each_requests_answer():
 
 
 class _FillerRowsWrong:
-    """The torch device, wrong in a mixed batch of more than 40 requests on the rows of top-k requests only (their
-    emitted token the next id): every edge's copy is right; a filler row is not."""
+    """The torch device, wrong in a mixed batch of more than 40 requests on the rows of top-k requests only (or of
+    top-p requests, ``by="top_p"``; their emitted token the next id): every edge's copy is right; a filler row is
+    not."""
 
-    def __init__(self):
-        self.inner, self.name = load("torch"), "filler-rows-wrong"
+    def __init__(self, by: str = "top_k"):
+        self.inner, self.name, self.by = load("torch"), "filler-rows-wrong", by
         self.capabilities = self.inner.capabilities
 
     def verify(self, batch, noise=None):
         out = self.inner.verify(batch, noise)
-        cut = np.flatnonzero((batch.top_k > 0) & (batch.temperature > 0))
+        filtered = batch.top_k > 0 if self.by == "top_k" else batch.top_p < 1
+        cut = np.flatnonzero(filtered & (batch.temperature > 0))
         if batch.batch_size <= 40 or len(cut) == batch.batch_size:
             return out
         tokens = out.output_token_ids.copy()
@@ -134,8 +136,18 @@ class _FillerRowsWrong:
 def test_a_filler_row_wrong_fails_the_neighbours_check_naming_the_filler_and_not_the_edges():
     results = {r.name: r for r in edge_group(_FillerRowsWrong(), QUICK, only="L1/edge/race-tie/mixed")}
     assert results["L1/edge/race-tie/mixed"].status == "pass"
-    failed = results["L1/edge/race-tie/mixed/neighbours"]
+    failed = results["L1/edge-neighbours/race-tie/mixed"]
     assert failed.status == "fail" and "at batch size 257" in failed.detail and "filler request" in failed.detail
+
+
+def test_the_field_confirms_a_top_p_deviation_on_the_neighbours_only_where_top_p_is_the_cause():
+    from specsim.field.table import confirm_neighbours_top_p, experiment_for
+    name = "L1/edge-neighbours/race-tie/mixed"
+    assert experiment_for("top-p-kept-set-approximate", name) is confirm_neighbours_top_p
+    assert experiment_for("top-p-kept-set-approximate", "L1/edge/top-p-reaches-p/mixed") is None
+    assert one_check(_FillerRowsWrong("top_p"), QUICK, name).status == "fail"
+    assert confirm_neighbours_top_p(_FillerRowsWrong("top_p"), name, True).startswith("confirmed")
+    assert confirm_neighbours_top_p(_FillerRowsWrong("top_k"), name, True).startswith("NOT confirmed")
 
 
 def test_a_fallback_lost_in_a_mixed_batch_fails_support_under_the_devices_own_randomness():
@@ -154,5 +166,5 @@ def test_the_edges_among_fillers_are_1_10s():
     assert introduced_in("L1/edge/top-p-reaches-p/mixed") == "1.10"
     assert introduced_in("L1/edge/top-p-reaches-p/keyed/mixed") == "1.10"
     assert introduced_in("L1/edge/race-tie/bfloat16/mixed") == "1.10"
-    assert introduced_in("L1/edge/race-tie/keyed/mixed/neighbours") == "1.10"
+    assert introduced_in("L1/edge-neighbours/race-tie/keyed/mixed") == "1.10"
     assert introduced_in("L1/edge/race-tie/batches") == "1.9"

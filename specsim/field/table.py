@@ -358,12 +358,27 @@ def confirm_filter_ties(device, check: str, quick: bool) -> str:
     return f"NOT confirmed: requests {wrong} differ; only {tied} hold a tie at the cut"
 
 
-CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": confirm_filter_ties}
+def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
+    """An ``L1/edge-neighbours`` check (SPEC 1.10: an edge's filler rows) run again on the same batches with every
+    filler's top-p off: the deviation is top-p's on the neighbours iff they then all agree with the reference."""
+    from specsim.conformance.checks.chain.exact import edge_mixed_checks
+    from specsim.conformance.run.runner import Context
+    again = [r for r in edge_mixed_checks(device, Context(seed=0, quick=quick), only=check, filler_top_p=False)
+             if r.name == check]
+    if again and again[0].status == "pass":
+        return f"confirmed: with every filler's top-p off the same rows agree ({again[0].detail[-160:]})"
+    return ("NOT confirmed: with every filler's top-p off: "
+            + (f"{again[0].status}: {again[0].detail[:300]}" if again else "no such check"))
+
+
+CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": confirm_filter_ties,
+           "top-p-kept-set-approximate": confirm_neighbours_top_p}
 """Deviation id → ``f(device, check, quick) -> str``: the experiment that confirms the deviation's reason."""
 
-CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V"}
+CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V", "top-p-kept-set-approximate": "L1/edge-neighbours/"}
 """Deviation id → the prefix of the checks its experiment is for (absent: every check of the deviation): the
-other checks of ``filter-ties`` are edges and statistics built on a tie alone, with no other cause to rule out."""
+other checks of ``filter-ties`` are edges and statistics built on a tie alone, with no other cause to rule out;
+those of ``top-p-kept-set-approximate`` outside an edge's neighbours are top-p's own edges and batches."""
 
 
 def experiment_for(deviation: str, check: str):

@@ -40,6 +40,7 @@ CHECK_PREFIXES: tuple[tuple[str, str], ...] = (
     ("L1/keyed-sampler/", "L1-keyed-sampler"),
     ("L1/keyed/", "L1-keyed"),
     ("L1/edge/", "L1-edges"),
+    ("L1/edge-neighbours/", "L1-edges"),
     ("L1/sizes/", "L1-sizes"),
     ("L1/declared/", "L1-declared"),
     ("L1/trees/", "L1-trees"),

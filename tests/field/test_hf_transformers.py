@@ -54,6 +54,9 @@ SEEDED_EDGE_FINDINGS = {
     **{f"L1/edge/{edge}/batches": "the same outside the support at every batch size (SPEC 1.9): in a batch of one or two"
        for edge in ("draft-prob-zero", "placeholder-full", "placeholder-point", "empty-residual",
                     "empty-residual-top-k")},
+    **{f"L1/edge/{edge}/mixed": "the same among filler requests (SPEC 1.10)"
+       for edge in ("draft-prob-zero", "placeholder-full", "placeholder-point", "empty-residual",
+                    "empty-residual-top-k")},
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""

@@ -20,7 +20,9 @@ CPU took 10.3 s for §4's edges at batch sizes (149 checks: both its modes and e
 Among other requests (SPEC 1.10, ``held_among``): the edge's requests once each at the start, middle and end of
 a batch of each size (``mixed``), every other row a filler request (random requests that unset every batch-wide
 flag the edge's own requests set: all greedy, all sampled, none filtered). The edge's copies are held as above,
-and, in a token mode, the filler rows — the edge's neighbours — to the reference's tokens in a check of their own.
+and, in a token mode, the filler rows — the edge's neighbours — to the reference's tokens in a check of their own
+(``neighbours_of``: ``L1/edge-neighbours/...``, outside ``L1/edge/<name>*``, so that a waiver of the edge's
+deviation never covers its neighbours).
 
 A check is one edge in one mode at every size, smallest first; the first size where a copy is wrong decides it, its
 detail naming, before the edge's own text, the size, the sizes that passed, the copy, its request and both answers.
@@ -266,7 +268,7 @@ def held_at_sizes(device, name: str, mode: str, batch, noise, sizes, why: str, *
 def held_among(device, name: str, mode: str, batch, noise, filler, sizes, why: str, *, expected: list | None, laws,
                seed: int | None, support_seed: int) -> list[CheckResult]:
     """``held_at_sizes`` of the edge's requests among ``filler`` ((a batch, its noise); SPEC 1.10), laid out by
-    ``mixed``: the check ``name`` holds the edge's copies; in a token mode a second, ``<name>/neighbours``, holds
+    ``mixed``: the check ``name`` holds the edge's copies; in a token mode a second, ``neighbours_of(name)``, holds
     every filler row to the reference's tokens with §9's allowances (a neighbour read from an edge's row, or
     shifted by it, is seen there). Under the device's own draws the filler rows are held to the output's form only,
     and ``name`` is the one check."""
@@ -278,7 +280,16 @@ def held_among(device, name: str, mode: str, batch, noise, filler, sizes, why: s
     if mode == "keyed":
         noise, why = None, f"{why}, on the keyed streams"
     return _rows_held(device, name, batch, noise, reference_step(batch, noise), sizes, why,
-                      expected if mode == "injected" else None, seed, layout, n_edge, f"{name}/neighbours")
+                      expected if mode == "injected" else None, seed, layout, n_edge, neighbours_of(name))
+
+
+def neighbours_of(name: str) -> str:
+    """The check of an edge's filler rows, for the edge's check ``name`` among fillers.
+
+    >>> neighbours_of("L1/edge/race-tie/keyed/mixed")
+    'L1/edge-neighbours/race-tie/keyed/mixed'
+    """
+    return name.replace("L1/edge/", "L1/edge-neighbours/", 1)
 
 
 def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected: list, nodes: list) -> CheckResult:

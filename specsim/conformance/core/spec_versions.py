@@ -54,10 +54,11 @@ def _input_rule(rule: str) -> str:
 
 INTRODUCED: tuple[Since, ...] = (
     # 1.10's row first (1.8's ``L1/edge/top-p-reaches-p*`` also matches its names)
-    Since("L1/edge/*/mixed*", "1.10", "§2–§4 every edge's requests at the start, middle and end of a batch of each "
+    Since("L1/edge/*/mixed", "1.10", "§2–§4 every edge's requests at the start, middle and end of a batch of each "
           "size of the ladder, every other row a filler request (greedy, top-k, top-p and unfiltered among them), "
-          "every copy held to its request's answer (``/mixed``) and every filler row to the reference's "
-          "(``/mixed/neighbours``)", False),
+          "every copy held to its request's answer", False),
+    Since("L1/edge-neighbours/*", "1.10", "§2–§4 the same batches' filler rows held to the reference's tokens",
+          False),
     # 1.9's rows next (every edge's own pattern, 1.8's ``L1/edge/top-p-reaches-p*`` among them, also matches theirs)
     Since("L1/edge/*/batches", "1.9", "§2–§4 every edge's requests repeated to fill a batch of each size of the "
           "ladder, every copy held to its request's answer, in each noise mode the device declares", False),

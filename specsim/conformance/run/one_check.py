@@ -13,7 +13,8 @@ from specsim.conformance.checks.sampler.keyed import keyed_sampler_checks
 from specsim.conformance.core.results import CheckResult
 
 
-REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/sizes/", "L1-sampler/")
+REPLAYABLE = ("L1/injected/", "L1/keyed/", "L1/keyed-sampler/", "L1/edge/", "L1/edge-neighbours/", "L1/sizes/",
+              "L1-sampler/")
 """The checks ``specsim replay`` offers to run alone: a name starting with one of these (not ``L1-sampler/edge/``
 but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_POSITIONS``. ``one_check`` also runs an
 ``L1/offsets/`` check alone (at the context's ``call_bytes``); replay does not offer it: its calls hold GiBs, too large
@@ -60,7 +61,7 @@ def one_check(device, ctx, name: str) -> CheckResult:
     """
     if DECLARED_POSITIONS.fullmatch(name):
         found = _declared_positions(device, ctx, name)
-    elif name.startswith("L1/edge/"):
+    elif name.startswith(("L1/edge/", "L1/edge-neighbours/")):
         found = edge_group(device, ctx, only=name)
     elif name.startswith("L1/sizes/"):
         found = sizes_group(device, ctx, only=name)

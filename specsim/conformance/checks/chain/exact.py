@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance.cases.declared import edge_batch_sizes
-from specsim.conformance.core.batched import held_among, held_at_sizes
+from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -154,14 +154,16 @@ def batch_modes(caps) -> dict[str, str]:
     return {"batches": first, **({f"{own}/batches": "keyed" if own == "keyed" else "support"} if own else {})}
 
 
-def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches") -> list[CheckResult]:
+def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches",
+                      filler_top_p: bool = True) -> list[CheckResult]:
     """``L1/edge/<name>/batches``, ``L1/edge/<name>/<twin>/batches`` and ``L1/edge/<name>/<dtype>/batches`` (SPEC 1.9):
     every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``),
     each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
     the first. ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
     filler requests (``mixed_filler``) at each size of the ladder that holds them and one filler, each in a token
-    mode with its ``.../mixed/neighbours``, the filler rows held to the reference's tokens. After every
+    mode with its ``L1/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the reference's
+    tokens (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment). After every
     edge's own checks, so that a rule lost at any size or in any mix is named by its edge first."""
     caps, results = device.capabilities, []
     first_dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
@@ -170,33 +172,34 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     for edge in EDGES:
         asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
         asked |= {f"L1/edge/{edge.name}/{d}/{kind}": (first, d) for d in dtype_twins(edge, caps)}
-        wanted = {n: how for n, how in asked.items() if only in (None, n, f"{n}/neighbours")}
+        wanted = {n: how for n, how in asked.items() if only in (None, n, neighbours_of(n))}
         form, refused = _askable(caps, edge, wanted)
         results += refused
         for check, (mode, dtype) in wanted.items() if form else ():
             if kind == "mixed":
-                results += _edge_among(device, ctx, edge, form, check, mode, dtype, sizes)
+                results += _edge_among(device, ctx, edge, form, check, mode, dtype, sizes, filler_top_p)
             else:
                 results.append(_edge_at_sizes(device, ctx, edge, form, check, mode, dtype, sizes))
     return results
 
 
-def edge_mixed_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool = True) -> list[CheckResult]:
     """``L1/edge/<name>/mixed`` and its twins (SPEC 1.10): ``edge_batch_checks`` of the edges among filler requests."""
-    return edge_batch_checks(device, ctx, only, kind="mixed")
+    return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p)
 
 
 MIXED_FILLERS = 16
 """Filler requests of a mixed batch (SPEC 1.10), repeated in turn to fill the rows the edge's requests do not take."""
 
 
-def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str):
+def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool = True):
     """(``MIXED_FILLERS`` random requests, their noise) to mix with an edge's ``batch`` (SPEC 1.10): its V, logits
     dtype and proposal form, drafts up to ``min(max_k, 8)``, and, of what the device declares, a greedy request, a
     request cut by top-k, one cut by top-p and one unfiltered (requests 0 to 3; the rest drawn as
     ``random_batch`` draws them, but without padding placeholders, which are edges of their own) — so that a batch
     flag (all greedy, all random, no request filtered) the edge's own requests would set is unset, and a mixed
-    batch's path runs with the edge's requests on it."""
+    batch's path runs with the edge's requests on it. ``with_top_p`` False: the same requests with every top-p off
+    (``specsim field``'s experiment for a deviation of top-p on the filler rows)."""
     spec = BatchSpec(batch=MIXED_FILLERS, max_k=min(caps.max_k, 8), vocab_size=batch.vocab_size, dtype=dtype,
                      draft_probs=batch.draft_probs is not None, placeholder_fraction=0.0,
                      greedy_fraction=0.25 if caps.greedy else 0.0,
@@ -210,6 +213,8 @@ def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str):
         top_k[1] = max(1, batch.vocab_size // 2)
     if caps.top_p:
         top_p[2] = 0.8
+    if not with_top_p:
+        top_p[:] = 1.0
     filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
     return filler, random_noise(rng, filler)
 
@@ -222,11 +227,12 @@ def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, si
                                                                                         "edge-batches"))
 
 
-def _edge_among(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> list[CheckResult]:
+def _edge_among(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes,
+                filler_top_p: bool = True) -> list[CheckResult]:
     """``_edge_at_sizes`` among ``mixed_filler``'s requests, at the sizes that hold the edge's requests and one
-    filler (SPEC 1.10): the edge's check, and in a token mode its ``/neighbours`` (``batched.held_among``)."""
+    filler (SPEC 1.10): the edge's check, and in a token mode its neighbours' (``batched.held_among``)."""
     batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
-    filler = mixed_filler(device.capabilities, ctx, edge.name, batch, dtype)
+    filler = mixed_filler(device.capabilities, ctx, edge.name, batch, dtype, with_top_p=filler_top_p)
     return held_among(device, name, mode, batch, noise, filler, tuple(s for s in sizes if s > batch.batch_size),
                       edge.why, **_answers_of(ctx, edge, form, dtype, "edge-mixed"))
 
