@@ -347,11 +347,12 @@ def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]
 
 def main(argv=None) -> int:
     """``python -m specsim.conformance.checks.sampler.group [--device torch] [--quick] [--threads 1]``: every edge at
-    every batch size (SPEC 1.9), §4's and §12's, timed."""
-    from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks
+    every batch size (SPEC 1.9), §4's and §12's, and §4's among filler requests (SPEC 1.10), timed."""
+    from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks, edge_mixed_checks
     from specsim.conformance.core.timing import timed_main
     return timed_main("python -m specsim.conformance.checks.sampler.group", main.__doc__,
-                      {"L1/edge/*/batches": chain_batch_checks, "L1-sampler/edge/*/batches": edge_batch_checks}, argv)
+                      {"L1/edge/*/batches": chain_batch_checks, "L1-sampler/edge/*/batches": edge_batch_checks,
+                       "L1/edge/*/mixed": edge_mixed_checks}, argv)
 
 
 if __name__ == "__main__":
