@@ -38,12 +38,14 @@ def test_each_edge_law_holds_the_injected_answer(edge):
 def test_a_seeded_draft_probs_only_device_gets_every_edge():
     device = SeededDraftDevice()
     results = edge_group(device, Context(quick=True))
-    # each edge and its dtype twins, again at the batch sizes (SPEC 1.9)
-    assert len(results) == 2 * (len(EDGES) + sum(len(dtype_twins(e, device.capabilities)) for e in EDGES))
+    # each edge and its dtype twins, again at the batch sizes (SPEC 1.9) and among fillers (1.10: no neighbours'
+    # check under the device's own randomness)
+    assert len(results) == 3 * (len(EDGES) + sum(len(dtype_twins(e, device.capabilities)) for e in EDGES))
     bad = [f"{r.name}: {r.status}: {r.detail}" for r in results if r.status != "pass"]
     assert not bad, bad
-    assert all("without injected noise" in r.detail for r in results if not r.name.endswith("/batches"))
-    assert all("under the device's own randomness" in r.detail for r in results if r.name.endswith("/batches"))
+    at_sizes = [r for r in results if r.name.endswith(("/batches", "/mixed"))]
+    assert all("without injected noise" in r.detail for r in results if r not in at_sizes)
+    assert all("under the device's own randomness" in r.detail for r in at_sizes)
 
 
 class PlaceholderAccepting(SeededDraftDevice):

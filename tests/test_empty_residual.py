@@ -93,9 +93,14 @@ def test_the_mutant_passes_every_other_edge_and_l1_injected():
     """Nothing before SPEC 1.3 reached an empty residual: the mutant passes the 1.2 suite's edges and random cases."""
     mutant = make_mutant(load("torch"), "empty-residual-token-zero")
     ctx = Context(quick=True)
-    older = [r for r in edge_group(mutant, ctx) if not r.name.startswith("L1/edge/empty-residual")]
+    results = edge_group(mutant, ctx)
+    older = [r for r in results if not r.name.startswith("L1/edge/empty-residual")
+             and spec_versions.introduced_in(r.name) != "1.10"]
     assert older and all(r.status in ("pass", "not_supported") for r in older), [r.name for r in older
                                                                                  if r.status == "fail"]
+    # SPEC 1.10's random fillers at V = 2 and 3 hold one-hot target rows, whose empty residuals it gets wrong too
+    assert {r.name for r in results if r.status == "fail" and not r.name.startswith("L1/edge/empty-residual")} == {
+        "L1/edge-neighbours/u0-zero-target-full/float16/mixed", "L1/edge-neighbours/u-equal-ratio/float16/mixed"}
     verdict = judge_mutant(mutant, ctx, groups=("L1-injected", "L1-edges"))
     assert verdict.killed and verdict.killer.name == MUTANTS["empty-residual-token-zero"].killed_by
 

@@ -135,8 +135,8 @@ def test_a_fallback_clamped_to_a_wide_range_fails_the_far_temperatures():
     failed = failed_names(_every_check(FAR_CLAMPED.make()))
     assert not of_version(failed, "1.6"), failed
     assert failed == sorted(_edge_names(FAR) + [f"L1/sizes/{FAR}-V4097"] +
-                            [f"L1/edge/{FAR}/batches", f"L1/edge/{FAR}/keyed/batches"] +
-                            [f"L1/edge/{FAR}/{d}/batches" for d in DTYPES]), failed   # SPEC 1.9's too
+                            [f"L1/edge/{FAR}/{twin}{kind}" for kind in ("batches", "mixed")
+                             for twin in ("", "keyed/", *(f"{d}/" for d in DTYPES))]), failed   # SPEC 1.9's, 1.10's
 
 
 def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
@@ -145,8 +145,9 @@ def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
     failed = failed_names(_every_check(ROWS_CLAMPED.make()))
     assert not of_version(failed, "1.6"), failed
     assert set(_edge_names(BONUS)) <= set(failed), failed
-    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9"}   # 1.7's edges, and at batch sizes
-    assert {spec_versions.introduced_in(n) for n in failed if not n.endswith("/batches")} == {"1.7"}
+    # 1.7's edges, at batch sizes (1.9) and among fillers (1.10)
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10"}
+    assert {spec_versions.introduced_in(n) for n in failed if not n.endswith(("/batches", "/mixed"))} == {"1.7"}
 
 
 def test_without_injected_noise_the_far_temperatures_are_held_by_their_law():

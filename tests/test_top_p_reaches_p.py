@@ -23,15 +23,18 @@ SHORT, PAST = (next(m for m in SOURCE_MUTANTS if m.id == i) for i in ("top-p-sho
 
 def test_the_torch_device_passes_the_edge_in_every_form():
     results = [r for r in edge_group(load("torch"), CTX) if r.name.startswith(EDGE)]
-    assert {r.status for r in results} == {"pass"} and len(results) == 10, [(r.name, r.status) for r in results]
-    assert {spec_versions.introduced_in(r.name) for r in results if not r.name.endswith("/batches")} == {"1.8"}
+    assert {r.status for r in results} == {"pass"} and len(results) == 15, [(r.name, r.status) for r in results]
+    assert {spec_versions.introduced_in(r.name) for r in results
+            if not r.name.endswith(("/batches", "/mixed"))} == {"1.8"}
     assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/batches")} == {"1.9"}
+    assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/mixed")} == {"1.10"}
 
 
 @pytest.mark.parametrize("mutant", [SHORT, PAST], ids=lambda m: m.id)
 def test_a_cut_short_of_or_past_p_fails_the_edge_and_no_earlier_edge(mutant):
     failed = failed_names(edge_group(mutant.make(), CTX))
-    assert failed and all(n.startswith(EDGE) for n in failed), failed
+    # no other edge; SPEC 1.10's random fillers with top-p 0.8 and 0.95 beside other edges may meet the cut too
+    assert failed and all(n.startswith((EDGE, "L1/edge-neighbours/")) for n in failed), failed
     assert EDGE in failed and not of_version(failed, "1.7")
 
 
