@@ -170,6 +170,20 @@ def edge_batch_sizes(ctx) -> tuple:
     return QUICK_EDGE_BATCH_SIZES if ctx.quick else BATCH_SIZES
 
 
+def edge_mixed_sizes(ctx) -> tuple:
+    """The sizes of an edge's batches among filler requests (SPEC 1.10): the sizes of ``BATCH_SIZES`` one past a
+    power of two, the first of each path a larger batch takes (the mix's flags do not change with the size, and
+    each size range between two switches holds one of them), or ``QUICK_EDGE_BATCH_SIZES`` with ``--quick``.
+
+    >>> from specsim.conformance.core.context import Context
+    >>> edge_mixed_sizes(Context()), edge_mixed_sizes(Context(quick=True))
+    ((2, 9, 33, 65, 129, 257, 513, 1025), (33, 257))
+    """
+    if ctx.quick:
+        return QUICK_EDGE_BATCH_SIZES
+    return tuple(s for s in BATCH_SIZES if s > 1 and (s - 1) & (s - 2) == 0)
+
+
 def scope(mode: str, V: int, K: int, batch: int, tree_nodes: int = 0) -> dict:
     """``extra["scope"]`` of a law-checking result: the sizes it checked in its noise mode."""
     return {"mode": mode, "V": int(V), "K": int(K), "batch": int(batch), "tree_nodes": int(tree_nodes)}

@@ -14,9 +14,10 @@ answer:
   own check, which already runs the edge's requests hundreds of times in one call.
 
 Cost: 6075 requests an edge and mode (290 with ``--quick``). On one core of a 2-core AMD EPYC, the torch device on the
-CPU took 9.3 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin), 41.4 s for §12's
-(350 checks) and 13.7 s for §4's among filler requests (298 checks: each mode's and twin's edge and neighbours)
-(``python -m specsim.conformance.checks.sampler.group``, which prints all three).
+CPU took 11.1 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin), 43.3 s for §12's
+(350 checks) and 5.2 s for §4's among filler requests (298 checks: each mode's and twin's edge and neighbours, at the
+8 sizes of ``declared_cases.edge_mixed_sizes``) (``python -m specsim.conformance.checks.sampler.group``, which prints
+all three).
 
 Among other requests (SPEC 1.10, ``held_among``): the edge's requests once each at the start, middle and end of
 a batch of each size (``mixed``), every other row a filler request (random requests that unset every batch-wide

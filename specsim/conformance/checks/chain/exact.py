@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsim.conformance.cases.declared import edge_batch_sizes
+from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
 from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
@@ -161,12 +161,12 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
     the first. ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
-    filler requests (``mixed_filler``) at each size of the ladder that holds them and one filler, each in a token
-    mode with its ``L1/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the reference's
-    tokens (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment). After every
+    filler requests (``mixed_filler``) at each size of ``edge_mixed_sizes`` that holds them and one filler, each in
+    a token mode with its ``L1/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the
+    reference's tokens (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment). After every
     edge's own checks, so that a rule lost at any size or in any mix is named by its edge first."""
     caps, results = device.capabilities, []
-    first_dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
+    first_dtype, sizes = edge_dtype(caps), (edge_mixed_sizes if kind == "mixed" else edge_batch_sizes)(ctx)
     modes = {suffix.replace("batches", kind): mode for suffix, mode in batch_modes(caps).items()}
     first = modes[kind]
     for edge in EDGES:
