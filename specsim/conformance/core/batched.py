@@ -43,14 +43,9 @@ from specsim.judge.compare import compare, output_problems, reference_step, sele
 from specsim.testing.batches import join_requests, select_requests
 
 
-def copies(batch, noise, size: int):
-    """``batch``'s requests repeated in turn to ``size`` requests (a last partial round where ``size`` is not a
-    multiple): (the batch, its noise (None stays None), ``order``: the edge request each copy is)."""
-    return laid_out(batch, noise, repeated(batch.batch_size, size))
-
-
 def repeated(n: int, size: int) -> np.ndarray:
-    """Rows of a batch of ``size``: requests ``0 .. n - 1`` in turn."""
+    """Rows of a batch of ``size``: requests ``0 .. n - 1`` in turn (a last partial round where ``size`` is not a
+    multiple of ``n``)."""
     return np.arange(size, dtype=np.int64) % n
 
 
@@ -119,32 +114,30 @@ def _rows_held(device, name: str, batch, noise, want, sizes, why: str, expected,
     the edge's copies held as there, and, with ``neighbours`` (that check's name), every other row — a filler
     request's — to the reference's tokens with §9's allowances, as a check of its own. Each check is decided by
     the first size where a row of its own is wrong; the sizes run until both are decided."""
-    names = [name] + ([neighbours] if neighbours else [])
-    kinds = {name: "edge", **({neighbours: "filler"} if neighbours else {})}
+    checks = {name: expected, **({neighbours: None} if neighbours else {})}   # check → its rows' exact tokens
     found: dict[str, CheckResult] = {}
-    allowed = dict.fromkeys(names, 0)
+    allowed = dict.fromkeys(checks, 0)
     for size in sizes:
         sub, sub_noise, order = laid_out(batch, noise, layout(size))
         got, problem = _call(device, name, sub, sub_noise, size)
         if problem:
             problem.seed = seed
             return [problem] + ([replace(problem, name=neighbours)] if neighbours else [])
-        for check in names:
+        for check, exact in checks.items():
             if check in found:
                 continue
-            rows = order < n_edge if kinds[check] == "edge" else order >= n_edge
-            wrong = _wrong_copies(got, order, rows, expected if kinds[check] == "edge" else None, n_edge, size,
-                                  sizes, why, check, seed)
-            if wrong is None and want is not None and (kinds[check] == "filler" or expected is None):
+            rows = order < n_edge if check == name else order >= n_edge
+            wrong = _wrong_copies(got, order, rows, exact, n_edge, size, sizes, why, check, seed)
+            if wrong is None and exact is None and want is not None:
                 wrong, spent = _against_reference(sub, got, order, rows, batch, want, n_edge, size, sizes, why,
                                                   check, seed)
                 allowed[check] += spent
             if wrong is not None:
                 found[check] = wrong
-        if len(found) == len(names):
+        if len(found) == len(checks):
             break
-    return [found.get(check) or _held(check, why, sizes, allowed[check], seed, kinds[check], n_edge, batch)
-            for check in names]
+    return [found.get(check) or _held(check, why, sizes, allowed[check], seed, check != name, n_edge, batch)
+            for check in checks]
 
 
 def _wrong_copies(got, order, rows, expected, n_edge, size, sizes, why, name, seed) -> CheckResult | None:
@@ -176,9 +169,8 @@ def _against_reference(sub, got, order, rows, batch, want, n_edge, size, sizes, 
                        f"{cmp.summary()} — the edge: {why}", seed=seed, extra={**cmp.extra(), "batch": size}), 0
 
 
-def _held(name: str, why: str, sizes, allowed: int, seed, kind: str, n_edge: int, batch) -> CheckResult:
-    rows = ("every filler row among the edge's requests" if kind == "filler"
-            else f"every {_rows_note(n_edge, batch)}")
+def _held(name: str, why: str, sizes, allowed: int, seed, fillers: bool, n_edge: int, batch) -> CheckResult:
+    rows = "every filler row among the edge's requests" if fillers else f"every {_rows_note(n_edge, batch)}"
     return CheckResult(name, "L1", "pass", f"{why}: {rows} {_sizes_note(sizes)}"
                        + (f"; {allowed} near-tie allowance(s) used over the sizes' distinct answers (SPEC §9)"
                           if allowed else ""),
