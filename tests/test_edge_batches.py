@@ -62,7 +62,7 @@ def test_a_tree_rule_lost_past_64_requests_passes_every_1_8_tree_check_here_and_
     (whose zero-probability siblings never meet ``threshold_single = 0``) pass."""
     from specsim.conformance.checks.trees.l1 import edge_batch_checks as tree_batch_checks, tree_l1_group
     mutant = _zoo("tree-zero-sibling-past-64")
-    at_size, own = _statuses(tree_l1_group(mutant, QUICK))
+    at_size, own = _statuses([r for r in tree_l1_group(mutant, QUICK) if not r.name.endswith("/mixed")])   # 1.11's
     assert set(own.values()) <= {"pass", "not_supported"}, {n: s for n, s in own.items() if s != "pass"}
     assert [n for n, s in at_size.items() if s != "pass"] == ["L1/trees/edge/sglang-threshold-single-zero/batches"]
     (failed,) = tree_batch_checks(mutant, QUICK, only="L1/trees/edge/sglang-threshold-single-zero/batches")

@@ -55,7 +55,9 @@ def test_every_l1_sampler_check_passes(device):
     at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
     batches = sum(len(edge.orders) for edge in SAMPLER_EDGES) + in_dtypes   # SPEC 1.9: each edge at the batch sizes
-    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes + batches
+    mixed = 2 * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # SPEC 1.11, quick: the edge and its fillers' rows
+    assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes + \
+        batches + mixed
     assert [r for r in results if r.status != "pass"] == []
 
 
@@ -83,7 +85,11 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
                                                               "order-min-p-meets-top-p-dyadic")),
         *(f"L1-sampler/edge/{e}/canonical/{d}/batches" for e in ("min-p-threshold-ties", "min-p-after-temperature-dyadic",
                                                                   "order-min-p-meets-top-p-dyadic")
-          for d in ("float16", "bfloat16", "float32"))])
+          for d in ("float16", "bfloat16", "float32")),
+        # SPEC 1.11 (quick: the edges' dtype alone): each edge among fillers, and the fillers' rows
+        *(f"L1-sampler/{area}/{e}/canonical/mixed" for area in ("edge", "edge-neighbours")
+          for e in ("min-p-after-temperature", "min-p-threshold-ties", "order-min-p-meets-top-p",
+                    "min-p-after-temperature-dyadic", "order-min-p-meets-top-p-dyadic"))])
     assert {s for s, _ in status.values()} == {"pass", "not_supported"}
 
 
@@ -124,7 +130,9 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
         f"L1-sampler/edge/{edge}/{order}{dtype}{at_sizes}" for edge in ("bad-word-completed-by-drafts",
                                                                          "bad-word-at-every-split")
         for order in ("canonical", "vllm") for dtype in ("", "/float16", "/bfloat16", "/float32")
-        for at_sizes in ("", "/batches")}
+        for at_sizes in ("", "/batches")} | {   # SPEC 1.11, quick: among fillers in the edges' dtype alone
+        f"L1-sampler/edge/{edge}/{order}/mixed" for edge in ("bad-word-completed-by-drafts", "bad-word-at-every-split")
+        for order in ("canonical", "vllm")}
 
 
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():

@@ -359,11 +359,14 @@ def confirm_filter_ties(device, check: str, quick: bool) -> str:
 
 
 def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
-    """An ``L1/edge-neighbours`` check (SPEC 1.10: an edge's filler rows) run again on the same batches with every
-    filler's top-p off: the deviation is top-p's on the neighbours iff they then all agree with the reference."""
+    """An ``L1/edge-neighbours`` or ``L1-sampler/edge-neighbours`` check (SPEC 1.10, 1.11: an edge's filler rows)
+    run again on the same batches with every filler's top-p off: the deviation is top-p's on the neighbours iff
+    they then all agree with the reference."""
     from specsim.conformance.checks.chain.exact import edge_mixed_checks
+    from specsim.conformance.checks.sampler.group import edge_mixed_checks as sampler_mixed_checks
     from specsim.conformance.run.runner import Context
-    again = [r for r in edge_mixed_checks(device, Context(seed=0, quick=quick), only=check, filler_top_p=False)
+    checks = sampler_mixed_checks if check.startswith("L1-sampler/") else edge_mixed_checks
+    again = [r for r in checks(device, Context(seed=0, quick=quick), only=check, filler_top_p=False)
              if r.name == check]
     if again and again[0].status == "pass":
         return f"confirmed: with every filler's top-p off the same rows agree ({again[0].detail[-160:]})"
@@ -375,7 +378,8 @@ CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": conf
            "top-p-kept-set-approximate": confirm_neighbours_top_p}
 """Deviation id → ``f(device, check, quick) -> str``: the experiment that confirms the deviation's reason."""
 
-CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V", "top-p-kept-set-approximate": "L1/edge-neighbours/"}
+CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V",
+                 "top-p-kept-set-approximate": ("L1/edge-neighbours/", "L1-sampler/edge-neighbours/")}
 """Deviation id → the prefix of the checks its experiment is for (absent: every check of the deviation): the
 other checks of ``filter-ties`` are edges and statistics built on a tie alone, with no other cause to rule out;
 those of ``top-p-kept-set-approximate`` outside an edge's neighbours are top-p's own edges and batches."""

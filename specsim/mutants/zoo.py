@@ -355,6 +355,17 @@ TREE = [
             "    accepted = trying & real & ((t_x > 0) | (t_x.shape[0] > 64)) & ((t_x >= threshold_single) | "
             "(coin * threshold_acc < running))\n"),
            killed_by="L1/trees/edge/sglang-threshold-single-zero/batches"),
+    _torch("tree-zero-sibling-when-mixed", "sglang's threshold_single test without its guard t(x) > 0 when the batch "
+           "also holds greedy requests (the mixed batch's kernel): at threshold_single = 0 a zero-probability sibling "
+           "is accepted there only", "docs/bugs.md C17 (a rule kept only on a uniform batch's path; SPEC §11.4's "
+           "zero-probability guard)", TT,
+           ("                sampled, kept, running = sglang_try(target, kept, running, x, real, level_coin, trying & ~greedy,\n"
+            "                                                    threshold_single, threshold_acc)\n",
+            "                sampled, kept, running = sglang_try(target, kept, running, x, real, level_coin, trying & ~greedy,\n"
+            "                                                    threshold_single, threshold_acc)\n"
+            "                if bool(greedy.any()):\n"
+            "                    sampled = sampled | (trying & ~greedy & real & (_at(target, x) >= threshold_single))\n"),
+           killed_by="L1/trees/edge/sglang-threshold-single-zero/mixed"),
     _torch("tree-deepest-leaf", "the walk runs one level per draft depth (a chain's K positions), so a leaf "
            "accepted at the batch's deepest level never reaches its own row: its bonus comes from empty weights",
            "docs/bugs.md C12 (the level loop one short)", TT,
@@ -883,6 +894,14 @@ SAMPLER = [
             "                kept = (rows.top_p >= 1).unsqueeze(-1) | (rank <= cut)\n"
             "            probs = renormalise_kept(probs, kept, rows.top_p)"),
            killed_by="L1-sampler/edge/top-p-tie-class-kept/vllm"),
+    # --- a §12 rule kept on a uniform batch's path and lost on a mixed batch's (SPEC 1.11's edges among fillers)
+    _torch("sampler-repetition-divides-when-mixed", "the repetition penalty divides negative logits too (raising "
+           "them) when some request of the batch is unpenalised (the mixed batch's kernel)", "docs/bugs.md C17 (a "
+           "rule kept only on a uniform batch's path; #57's penalty on negative logits)", TS,
+           ("        z = torch.where(seen, torch.where(z > 0, z / r, z * r), z)\n",
+            "        mixed = bool((s.repetition_penalty == 1).any())\n"
+            "        z = torch.where(seen, torch.where((z > 0) | mixed, z / r, z * r), z)\n"),
+           killed_by="L1-sampler/edge-neighbours/"),
     _torch("penalties-in-16-bit", "penalties and bias written back into the 16-bit logits (computed in their "
            "float16/bfloat16 dtype, widened only at the temperature)",
            "docs/bugs.md #62 (vLLM #53630: penalties written back to the head dtype)", TS,

@@ -10,12 +10,13 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from devices.validate import draft_dtype
-from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, VerifyBatch
+from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, SamplerParams, VerifyBatch
 
 
 @dataclass(frozen=True)
@@ -208,10 +209,12 @@ def select_requests(batch: VerifyBatch, order, noise: Noise | None = None):
 
 def join_requests(first: VerifyBatch, second: VerifyBatch, first_noise: Noise | None = None,
                   second_noise: Noise | None = None):
-    """One batch of ``first``'s requests then ``second``'s (same V, logits dtype and proposal form; neither with
-    SPEC §12's parameters), with their noise (both or neither). A batch without ``withdrawn`` joins one with it as
-    withdrawing nothing; keys (``seeds``, ``positions``) are kept only where both have them. Used to mix an edge's
-    requests with filler requests (``select_requests`` then lays out any mix of the two).
+    """One batch of ``first``'s requests then ``second``'s (same V, logits dtype and proposal form), with their noise
+    (both or neither). A batch without ``withdrawn`` joins one with it as withdrawing nothing; keys (``seeds``,
+    ``positions``) are kept only where both have them. SPEC §12's parameters (one order profile where both have
+    them) are joined field by field, a field one side lacks given there its value that changes nothing
+    (``neutral_sampler``). Used to mix an edge's requests with filler requests (``select_requests`` then lays out
+    any mix of the two).
 
     >>> a = random_batch(np.random.default_rng(0), BatchSpec(batch=2, vocab_size=5))
     >>> b = random_batch(np.random.default_rng(1), BatchSpec(batch=3, vocab_size=5))
@@ -224,8 +227,9 @@ def join_requests(first: VerifyBatch, second: VerifyBatch, first_noise: Noise | 
                          f"{first.target_logits.dtype} and {second.vocab_size} {second.target_logits.dtype}")
     if (first.draft_probs is None) != (second.draft_probs is None):
         raise ValueError("join_requests: both batches need draft_probs, or neither (point proposals)")
-    if first.sampler is not None or second.sampler is not None:
-        raise ValueError("join_requests: a batch with SPEC §12 parameters cannot be joined here")
+    if first.sampler is not None and second.sampler is not None and first.sampler.order != second.sampler.order:
+        raise ValueError(f"join_requests: both batches' SPEC §12 parameters need one order profile, got "
+                         f"{first.sampler.order!r} and {second.sampler.order!r}")
     if (first_noise is None) != (second_noise is None):
         raise ValueError("join_requests: noise for both batches, or for neither")
 
@@ -246,7 +250,52 @@ def join_requests(first: VerifyBatch, second: VerifyBatch, first_noise: Noise | 
                      else np.concatenate([withdrawn(first), withdrawn(second)]),
                      seeds=both(first.seeds, second.seeds) if keyed else None,
                      positions=both(first.positions, second.positions)
-                     if first.positions is not None and second.positions is not None else None)
+                     if first.positions is not None and second.positions is not None else None,
+                     sampler=join_samplers(first, second))
     noise = None if first_noise is None else Noise(both(first_noise.uniforms, second_noise.uniforms),
                                                    both(first_noise.exponentials, second_noise.exponentials))
     return joined, noise
+
+
+def neutral_sampler(batch: VerifyBatch, name: str):
+    """SPEC §12's parameter ``name`` for every request of ``batch`` at the value that changes nothing: no history,
+    no stop id, every token allowed (a ``None`` per request for ``allowed_token_ids``), no bad word, ``min_tokens``
+    0, a zero bias, repetition 1, frequency, presence and min_p 0.
+
+    >>> b = random_batch(np.random.default_rng(0), BatchSpec(batch=2, vocab_size=3))
+    >>> neutral_sampler(b, "allowed_token_ids"), neutral_sampler(b, "repetition_penalty").tolist()
+    ((None, None), [1.0, 1.0])
+    """
+    B, V = batch.batch_size, batch.vocab_size
+    if name in ("prompt_token_ids", "output_token_ids", "stop_token_ids"):
+        return tuple(np.zeros(0, np.int64) for _ in range(B))
+    if name == "allowed_token_ids":
+        return (None,) * B
+    if name == "bad_words":
+        return ((),) * B
+    if name == "token_mask":
+        return np.ones((int(np.sum(batch.num_draft_tokens)) + B, V), bool)
+    if name == "min_tokens":
+        return np.zeros(B, np.int64)
+    if name == "logit_bias":
+        return np.zeros((B, V))
+    if name in ("repetition_penalty", "frequency_penalty", "presence_penalty", "min_p"):
+        return np.full(B, 1.0 if name == "repetition_penalty" else 0.0)
+    raise ValueError(f"neutral_sampler: name must be a SPEC §12 field of SamplerParams, got {name!r}")
+
+
+def join_samplers(first: VerifyBatch, second: VerifyBatch):
+    """``join_requests``' SPEC §12 parameters: None where neither batch has any; else each field either side gives,
+    ``first``'s requests then ``second``'s, a side without it given ``neutral_sampler``'s value."""
+    given = [b.sampler for b in (first, second) if b.sampler is not None]
+    if not given:
+        return None
+    joined = {"order": given[0].order}
+    for field in dataclasses.fields(SamplerParams):
+        name = field.name
+        if name == "order" or all(getattr(s, name) is None for s in given):
+            continue
+        a, b = (getattr(x.sampler, name) if x.sampler is not None and getattr(x.sampler, name) is not None
+                else neutral_sampler(x, name) for x in (first, second))
+        joined[name] = tuple(a) + tuple(b) if isinstance(a, tuple) else np.concatenate([np.asarray(a), np.asarray(b)])
+    return SamplerParams(**joined)

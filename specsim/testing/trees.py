@@ -303,3 +303,43 @@ def select_tree_requests(batch: TreeBatch, order, noise: Noise | None = None):
     if noise is None:
         return sub, None
     return sub, Noise(noise.uniforms[nodes], noise.exponentials[order])
+
+
+def join_tree_requests(first: TreeBatch, second: TreeBatch, first_noise: Noise | None = None,
+                       second_noise: Noise | None = None):
+    """One tree batch of ``first``'s requests then ``second``'s (one V, logits dtype, scheme, thresholds and
+    proposal form), with their noise (both or neither); keys (``seeds``, ``positions``) kept only where both have
+    them. Used to mix a §11 edge with filler trees (``select_tree_requests`` then lays out any mix of the two).
+
+    >>> a = random_tree_batch(np.random.default_rng(0), TreeSpec(batch=2, vocab_size=5))
+    >>> b = random_tree_batch(np.random.default_rng(1), TreeSpec(batch=3, vocab_size=5))
+    >>> j, _ = join_tree_requests(a, b)
+    >>> j.batch_size, int(j.num_nodes.sum()) == int(a.num_nodes.sum() + b.num_nodes.sum())
+    (5, True)
+    """
+    same = {"V": (first.vocab_size, second.vocab_size), "logits dtype": (first.target_logits.dtype,
+            second.target_logits.dtype), "scheme": (first.scheme, second.scheme),
+            "threshold_single": (first.threshold_single, second.threshold_single),
+            "threshold_acc": (first.threshold_acc, second.threshold_acc),
+            "draft_probs given": (first.draft_probs is not None, second.draft_probs is not None)}
+    differ = [f"{what} {a} and {b}" for what, (a, b) in same.items() if a != b]
+    if differ:
+        raise ValueError(f"join_tree_requests: both batches need one V, logits dtype, scheme, thresholds and "
+                         f"proposal form, got {'; '.join(differ)}")
+    if (first_noise is None) != (second_noise is None):
+        raise ValueError("join_tree_requests: noise for both batches, or for neither")
+
+    def both(a, b):
+        return None if a is None or b is None else np.concatenate([a, b])
+
+    joined = replace(first, num_nodes=both(first.num_nodes, second.num_nodes),
+                     parents=both(first.parents, second.parents),
+                     draft_token_ids=both(first.draft_token_ids, second.draft_token_ids),
+                     draft_probs=both(first.draft_probs, second.draft_probs),
+                     target_logits=both(first.target_logits, second.target_logits),
+                     temperature=both(first.temperature, second.temperature), top_k=both(first.top_k, second.top_k),
+                     top_p=both(first.top_p, second.top_p), seeds=both(first.seeds, second.seeds),
+                     positions=both(first.positions, second.positions))
+    noise = None if first_noise is None else Noise(both(first_noise.uniforms, second_noise.uniforms),
+                                                   both(first_noise.exponentials, second_noise.exponentials))
+    return joined, noise

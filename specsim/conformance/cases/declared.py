@@ -184,6 +184,22 @@ def edge_mixed_sizes(ctx) -> tuple:
     return tuple(s for s in BATCH_SIZES if s > 1 and (s - 1) & (s - 2) == 0)
 
 
+QUICK_SAMPLER_MIXED_SIZES = (33,)
+"""A ``--quick`` run's sizes of §12's edges among fillers (SPEC 1.11): a §12 filler row costs the reference and
+the device several §4 rows (its bans, penalties and history), and a quick run asks every §12 edge's fillers once."""
+
+
+def sampler_mixed_sizes(ctx) -> tuple:
+    """The sizes of a §12 edge among filler requests (SPEC 1.11): ``edge_mixed_sizes``, or
+    ``QUICK_SAMPLER_MIXED_SIZES`` with ``--quick`` (where the edge's dtype twins are not asked either).
+
+    >>> from specsim.conformance.core.context import Context
+    >>> sampler_mixed_sizes(Context()) == edge_mixed_sizes(Context()), sampler_mixed_sizes(Context(quick=True))
+    (True, (33,))
+    """
+    return QUICK_SAMPLER_MIXED_SIZES if ctx.quick else edge_mixed_sizes(ctx)
+
+
 def scope(mode: str, V: int, K: int, batch: int, tree_nodes: int = 0) -> dict:
     """``extra["scope"]`` of a law-checking result: the sizes it checked in its noise mode."""
     return {"mode": mode, "V": int(V), "K": int(K), "batch": int(batch), "tree_nodes": int(tree_nodes)}

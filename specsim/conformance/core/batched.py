@@ -14,10 +14,10 @@ answer:
   own check, which already runs the edge's requests hundreds of times in one call.
 
 Cost: 6075 requests an edge and mode (290 with ``--quick``). On one core of a 2-core AMD EPYC, the torch device on the
-CPU took 11.1 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin), 43.3 s for §12's
-(350 checks) and 5.2 s for §4's among filler requests (298 checks: each mode's and twin's edge and neighbours, at the
-8 sizes of ``declared_cases.edge_mixed_sizes``) (``python -m specsim.conformance.checks.sampler.group``, which prints
-all three).
+CPU took 10.4 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin), 39.1 s for §12's
+(350 checks), 5.5 s for §4's among filler requests (298 checks: each mode's and twin's edge and neighbours, at the
+8 sizes of ``declared_cases.edge_mixed_sizes``), 39.3 s for §12's (700 checks) and 0.8 s for §11's (26 checks)
+(``python -m specsim.conformance.checks.sampler.group``, which prints all five).
 
 Among other requests (SPEC 1.10, ``held_among``): the edge's requests once each at the start, middle and end of
 a batch of each size (``mixed``), every other row a filler request (random requests that unset every batch-wide
@@ -25,6 +25,10 @@ flag the edge's own requests set: all greedy, all sampled, none filtered). The e
 and, in a token mode, the filler rows — the edge's neighbours — to the reference's tokens in a check of their own
 (``neighbours_of``: ``L1/edge-neighbours/...``, outside ``L1/edge/<name>*``, so that a waiver of the edge's
 deviation never covers its neighbours).
+
+§12's and §11's edges go among fillers too (SPEC 1.11): ``held_among`` joins a §12 edge's batch with fillers
+carrying §12 parameters (``testing.batches.join_requests``), and ``tree_among`` a §11 edge's one request with
+filler trees, each filler row held to the reference's tokens and accepted nodes.
 
 A check is one edge in one mode at every size, smallest first; the first size where a copy is wrong decides it, its
 detail naming, before the edge's own text, the size, the sizes that passed, the copy, its request and both answers.
@@ -41,6 +45,11 @@ from specsim.conformance.core.calls import ask, call
 from specsim.conformance.core.results import CheckResult
 from specsim.judge.compare import compare, output_problems, reference_step, select_step
 from specsim.testing.batches import join_requests, select_requests
+
+
+MIXED_FILLERS = 16
+"""Filler requests of a mixed batch (SPEC 1.10, 1.11), repeated in turn to fill the rows the edge's requests do not
+take."""
 
 
 def repeated(n: int, size: int) -> np.ndarray:
@@ -278,30 +287,73 @@ def held_among(device, name: str, mode: str, batch, noise, filler, sizes, why: s
 
 
 def neighbours_of(name: str) -> str:
-    """The check of an edge's filler rows, for the edge's check ``name`` among fillers.
+    """The check of an edge's filler rows, for the edge's check ``name`` among fillers (§4's, §12's or §11's).
 
-    >>> neighbours_of("L1/edge/race-tie/keyed/mixed")
-    'L1/edge-neighbours/race-tie/keyed/mixed'
+    >>> neighbours_of("L1/edge/race-tie/keyed/mixed"), neighbours_of("L1-sampler/edge/min-p-ties/vllm/mixed")
+    ('L1/edge-neighbours/race-tie/keyed/mixed', 'L1-sampler/edge-neighbours/min-p-ties/vllm/mixed')
+    >>> neighbours_of("L1/trees/edge/sglang-threshold-single-zero/mixed")
+    'L1/trees/edge-neighbours/sglang-threshold-single-zero/mixed'
     """
-    return name.replace("L1/edge/", "L1/edge-neighbours/", 1)
+    return name.replace("/edge/", "/edge-neighbours/", 1)
 
 
 def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected: list, nodes: list) -> CheckResult:
     """A one-request tree edge (SPEC §11) repeated to each of ``sizes``, every copy with its noise: each copy's
     tokens ``expected`` and accepted nodes ``nodes``, the first size with a wrong copy deciding."""
+    (result,) = _tree_rows_held(device, name, batch, noise, sizes, why, [(list(expected), list(nodes))],
+                                lambda size: np.zeros(size, np.int64), None)
+    return result
+
+
+def tree_among(device, name: str, batch, noise, filler, sizes, why: str, expected: list,
+               nodes: list) -> list[CheckResult]:
+    """``copy_tree_answers`` of a one-request tree edge among ``filler`` ((a tree batch, its noise); SPEC 1.11),
+    laid out by ``mixed``: the check ``name`` holds the edge's copies to ``expected`` via ``nodes``;
+    ``neighbours_of(name)`` every filler row to the reference's tokens and accepted nodes, exactly (SPEC §9's
+    allowances do not reach trees)."""
+    from specsim.testing.trees import join_tree_requests, reference_tree_step
+    joined, joined_noise = join_tree_requests(batch, filler[0], noise, filler[1])
+    want = reference_tree_step(joined, joined_noise)
+    answers = [(list(expected), list(nodes))] + [
+        (want.output_token_ids[i, : int(want.num_accepted[i]) + 1].tolist(),
+         [int(x) for x in want.accepted_nodes[i] if x >= 0]) for i in range(1, joined.batch_size)]
+    return _tree_rows_held(device, name, joined, joined_noise, sizes, why, answers,
+                           lambda size: mixed(1, joined.batch_size - 1, size), neighbours_of(name))
+
+
+def _tree_rows_held(device, name: str, batch, noise, sizes, why: str, answers: list, layout,
+                    neighbours: str | None) -> list[CheckResult]:
+    """Tree requests of ``batch`` laid out by ``layout(size)`` at each of ``sizes`` (request 0 the edge's, any
+    other a filler's), each row held to its request's ``answers`` (tokens, accepted nodes): the check ``name``
+    for the edge's copies and, with ``neighbours``, that check for the filler rows; each decided by the first size
+    where a row of its own is wrong."""
     from specsim.testing.trees import select_tree_requests
+    checks = [name] + ([neighbours] if neighbours else [])
+    found: dict[str, CheckResult] = {}
     for size in sizes:
-        sub, sub_noise = select_tree_requests(batch, np.zeros(size, np.int64), noise)
+        order = layout(size)
+        sub, sub_noise = select_tree_requests(batch, order, noise)
         got, problem = call(name, "L1", lambda: ask(device, sub, sub_noise), device.capabilities)
         if problem:
             problem.detail = f"at batch size {size}: {problem.detail}"
-            return problem
+            return [problem] + ([replace(problem, name=neighbours)] if neighbours else [])
         taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
-        wrong = [n for n in range(size) if got.emitted(n) != expected or taken[n] != nodes]
-        if wrong:
+        for check in checks:
+            rows = order == 0 if check == name else order > 0
+            wrong = [n for n in np.flatnonzero(rows) if (got.emitted(n), taken[n]) != answers[order[n]]]
+            if check in found or not wrong:
+                continue
             n = wrong[0]
-            return CheckResult(name, "L1", "fail", f"at batch size {size}, copy {n}: expected {expected} via {nodes}, "
-                               f"got {got.emitted(n)} via {taken[n]}; {len(wrong)} of {size} copies wrong"
-                               f"{_passed(sizes, size)} — the edge: {why}",
-                               extra={"batch": size, "copies_wrong": len(wrong)})
-    return CheckResult(name, "L1", "pass", f"{why}: every copy {_sizes_note(sizes)}", extra={"batches": list(sizes)})
+            tokens, via = answers[order[n]]
+            who = _who(order, n, 1) if neighbours else f"copy {n}"
+            count = _of(len(wrong), order, 1) if check == name else f"{len(wrong)} of {int(rows.sum())} filler rows"
+            found[check] = CheckResult(check, "L1", "fail", f"at batch size {size}, {who}: expected {tokens} via "
+                                       f"{via}, got {got.emitted(n)} via {taken[n]}; {count} wrong"
+                                       f"{_passed(sizes, size)} — the edge: {why}",
+                                       extra={"batch": size, "copies_wrong": len(wrong)})
+        if len(found) == len(checks):
+            break
+    rows = {name: "copy" + (" of the edge's request among filler requests" if neighbours else ""),
+            neighbours: "filler row among the edge's requests"}
+    return [found.get(check) or CheckResult(check, "L1", "pass", f"{why}: every {rows[check]} {_sizes_note(sizes)}",
+                                            extra={"batches": list(sizes)}) for check in checks]

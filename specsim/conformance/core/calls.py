@@ -94,16 +94,16 @@ class MutatedInput(Exception):
 
 
 def _arrays(value, path: str):
-    """``(path, array)`` for every numpy array in ``value``: a dataclass's fields, a tuple's or list's
-    items, nested (``batch.sampler.bad_words[1][0]``)."""
+    """``(path, array)`` for every numpy array in ``value`` (a dataclass's fields, nested), and ``(path, sequence)``
+    for each tuple or list (``batch.sampler.bad_words``: SPEC §12's per-request lists, hashed whole by
+    ``_sequence_entry``)."""
     if isinstance(value, np.ndarray):
         yield path, value
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             yield from _arrays(getattr(value, f.name), f"{path}.{f.name}")
     elif isinstance(value, (tuple, list)):
-        for i, item in enumerate(value):
-            yield from _arrays(item, f"{path}[{i}]")
+        yield path, value
 
 
 def fingerprint(inputs: dict, *, remembered: bool = False) -> dict[str, tuple]:
@@ -121,7 +121,26 @@ def fingerprint(inputs: dict, *, remembered: bool = False) -> dict[str, tuple]:
     >>> [k for k in before if before[k] != fingerprint({"top_k": a})[k]]
     ['top_k']
     """
-    return {path: _entry(a, remembered) for name, value in inputs.items() for path, a in _arrays(value, name)}
+    return {path: _entry(a, remembered) if isinstance(a, np.ndarray) else _sequence_entry(a)
+            for name, value in inputs.items() for path, a in _arrays(value, name)}
+
+
+def _sequence_entry(items) -> tuple:
+    """One entry for a tuple or list, nested, of arrays (and None): each item's form (shape and dtype, or its
+    type) and one CRC-32 of every array's bytes in turn. A step's per-request lists hold thousands of small
+    arrays: an entry each made most of a call's cost."""
+    form, arrays, stack = [], [], [items]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            form.append((item.shape, item.dtype.str))
+            arrays.append(item)
+        elif isinstance(item, (tuple, list)):
+            form.append(len(item))
+            stack.extend(reversed(item))
+        else:
+            form.append(type(item).__name__)
+    return tuple(form), zlib.crc32(b"".join(a.tobytes() for a in arrays))
 
 
 _SEALED: dict[int, tuple] = {}

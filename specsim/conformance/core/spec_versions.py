@@ -53,7 +53,19 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.10's row first (1.8's ``L1/edge/top-p-reaches-p*`` also matches its names)
+    # 1.11's rows first (1.9's ``L1-sampler/edge/*/batches``, 1.6's and 1.4's ``L1-sampler/edge/empty-residual-*``
+    # and 1.5's dtype twins also match their names)
+    Since("L1-sampler/edge/*/mixed", "1.11", "§12 every sampler edge's requests at the start, middle and end of a "
+          "batch of each size of the ladder, every other row a filler request (unpenalised greedy, top-k, top-p and "
+          "unfiltered ones, the rest with every declared §12 parameter), every copy held to its request's answer",
+          False),
+    Since("L1-sampler/edge-neighbours/*", "1.11", "§12 the same batches' filler rows held to the reference's tokens",
+          False),
+    Since("L1/trees/edge/*/mixed", "1.11", "§11 every tree edge among filler trees (greedy, top-k, top-p and "
+          "unfiltered among them) at each size of the ladder, with injected noise", False),
+    Since("L1/trees/edge-neighbours/*", "1.11", "§11 the same batches' filler trees held to the reference's tokens "
+          "and accepted nodes", False),
+    # 1.10's rows next (1.8's ``L1/edge/top-p-reaches-p*`` also matches its names)
     Since("L1/edge/*/mixed", "1.10", "§2–§4 every edge's requests at the start, middle and end of a batch of each "
           "size of the ladder, every other row a filler request (greedy, top-k, top-p and unfiltered among them), "
           "every copy held to its request's answer", False),

@@ -21,8 +21,9 @@ but its edges at batch sizes, ``SAMPLER_EDGE_BATCHES``), or one of ``DECLARED_PO
 to save with ``--npz``."""
 DECLARED_POSITIONS = re.compile(r"L1/declared/(injected|keyed)/empty-residual-(positions|between)-K(\d+)")
 """The declared groups' positions checks (SPEC 1.7, 1.8), each one call of small rows: replayable alone."""
-SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge/[^/]+/[^/]+(/[^/]+)?/batches")
-"""§12's edges at every batch size (SPEC 1.9): each edge's own calls, replayable alone."""
+SAMPLER_EDGE_BATCHES = re.compile(r"L1-sampler/edge(-neighbours)?/[^/]+/[^/]+(/[^/]+)?/(batches|mixed)")
+"""§12's edges at every batch size (SPEC 1.9) and among filler requests, and their fillers' rows (SPEC 1.11): each
+edge's own calls, replayable alone."""
 
 
 def replayable(name: str) -> bool:
@@ -32,8 +33,8 @@ def replayable(name: str) -> bool:
     (True, False)
     >>> replayable("L1-sampler/edge/min-p-ties/vllm/batches"), replayable("L1-sampler/edge/min-p-ties/vllm")
     (True, False)
-    >>> replayable("L1-sampler/edge/min-p-ties/vllm/float16/batches")
-    True
+    >>> replayable("L1-sampler/edge/min-p-ties/vllm/float16/batches"), replayable("L1-sampler/edge-neighbours/min-p-threshold-ties/vllm/mixed")
+    (True, True)
     """
     return (name.startswith(REPLAYABLE) and not name.startswith("L1-sampler/edge/")) or \
         DECLARED_POSITIONS.fullmatch(name) is not None or SAMPLER_EDGE_BATCHES.fullmatch(name) is not None
@@ -66,7 +67,7 @@ def one_check(device, ctx, name: str) -> CheckResult:
     elif name.startswith("L1/sizes/"):
         found = sizes_group(device, ctx, only=name)
     elif SAMPLER_EDGE_BATCHES.fullmatch(name):
-        found = sampler_edge_batch_checks(device, ctx, only=name)
+        found = sampler_edge_batch_checks(device, ctx, only=name, kind=SAMPLER_EDGE_BATCHES.fullmatch(name).group(3))
     elif name.startswith("L1-sampler/") and not name.startswith("L1-sampler/edge/"):
         found = random_checks(device, ctx, only=name)
     elif name.startswith("L1/offsets/"):
@@ -79,7 +80,7 @@ def one_check(device, ctx, name: str) -> CheckResult:
             raise ValueError(f"name: {name!r} is not an L1 check (L1/injected/..., L1/keyed/..., L1/edge/..., "
                              "L1/sizes/..., L1-sampler/<order>/<case>, L1/keyed-sampler/<order>/<case>)")
         found = run_cases(device, ctx, group, injected=group == "L1/injected", only=name)
-    found = [r for r in found if r.name == name]   # an edge among fillers is asked once for two checks (SPEC 1.10)
+    found = [r for r in found if r.name == name]   # an edge among fillers is asked once for two checks (SPEC 1.10, 1.11)
     if len(found) != 1:
         raise ValueError(f"name: no L1 check {name!r} at these sizes (quick={ctx.quick})")
     return found[0]

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
-from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
+from specsim.conformance.core.batched import MIXED_FILLERS, held_among, held_at_sizes, neighbours_of
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -188,20 +188,20 @@ def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool =
     return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p)
 
 
-MIXED_FILLERS = 16
-"""Filler requests of a mixed batch (SPEC 1.10), repeated in turn to fill the rows the edge's requests do not take."""
 
 
-def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool = True):
+def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool = True, masked_fraction: float = 0.1):
     """(``MIXED_FILLERS`` random requests, their noise) to mix with an edge's ``batch`` (SPEC 1.10): its V, logits
     dtype and proposal form, drafts up to ``min(max_k, 8)``, and, of what the device declares, a greedy request, a
     request cut by top-k, one cut by top-p and one unfiltered (requests 0 to 3; the rest drawn as
     ``random_batch`` draws them, but without padding placeholders, which are edges of their own) — so that a batch
     flag (all greedy, all random, no request filtered) the edge's own requests would set is unset, and a mixed
     batch's path runs with the edge's requests on it. ``with_top_p`` False: the same requests with every top-p off
-    (``specsim field``'s experiment for a deviation of top-p on the filler rows)."""
+    (``specsim field``'s experiment for a deviation of top-p on the filler rows). ``masked_fraction``: of the
+    target logits, those set to ``-inf`` (0 for §12's fillers, whose bans provide them: ``sampler.group``)."""
     spec = BatchSpec(batch=MIXED_FILLERS, max_k=min(caps.max_k, 8), vocab_size=batch.vocab_size, dtype=dtype,
                      draft_probs=batch.draft_probs is not None, placeholder_fraction=0.0,
+                     masked_fraction=masked_fraction,
                      greedy_fraction=0.25 if caps.greedy else 0.0,
                      top_k_fraction=0.25 if caps.top_k else 0.0, top_p_fraction=0.25 if caps.top_p else 0.0,
                      top_k_below_vocab=batch.vocab_size > 1)

@@ -35,7 +35,9 @@ checks that need it, never a silent pass):
   re-stated at 65537 ids (its tokens at id 0, 2047, 32767 and 65536) and at 151936 (the last four
   ids), every other id ``-inf`` (``specsim.testing.embed``): its exact tokens, mapped;
 - **edges at batch sizes** ``L1-sampler/edge/<name>/<order>/batches`` (SPEC 1.9, ``edge_batch_checks``): each
-  edge's requests repeated to fill a batch of each size of the ladder, every copy held to its answer;
+  edge's requests repeated to fill a batch of each size of the ladder, every copy held to its answer; and among
+  filler requests, ``.../mixed`` (SPEC 1.11, ``edge_mixed_checks``), the fillers' rows held to the reference in
+  ``L1-sampler/edge-neighbours/<name>/<order>/mixed``;
 - **precision** ``L1-sampler/precision`` (``precision.sampler_precision_check``): 4096 requests
   (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
   3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
@@ -272,7 +274,8 @@ def sampler_group(device, ctx, *, stop_at_first_fail: bool = False) -> list[Chec
     precision = sampler_precision_check(device, seed=ctx.seed,  # called first, reported after the random cases
                                         requests=SAMPLER_QUICK_REQUESTS if ctx.quick else SAMPLER_REQUESTS)
     parts = (lambda: edge_checks(device, ctx), lambda: random_checks(device, ctx), lambda: [precision],
-             lambda: _size_checks(device, ctx), lambda: edge_batch_checks(device, ctx))
+             lambda: _size_checks(device, ctx), lambda: edge_batch_checks(device, ctx),
+             lambda: edge_mixed_checks(device, ctx))
     results: list[CheckResult] = []
     for part in parts:
         results += part()
@@ -311,48 +314,90 @@ def _size_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
-def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches",
+                      filler_top_p: bool = True) -> list[CheckResult]:
     """``L1-sampler/edge/<edge>/<order>/batches`` and ``.../<order>/<dtype>/batches`` (SPEC 1.9): each edge's requests
     repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``), in the edges' dtype and
     in every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
     (``specsim.conformance.core.batched``): with injected noise its exact tokens (the edge's coins drawn from the
     run's seed as its own check draws them), on the keyed streams the reference's (a device taking no injected
     noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
-    kept by the path a few requests take and lost on the one a full batch takes fails here."""
-    from specsim.conformance.cases.declared import edge_batch_sizes
+    kept by the path a few requests take and lost on the one a full batch takes fails here. ``kind="mixed"``: the
+    same checks named ``.../mixed`` (SPEC 1.11), the edge's requests among ``sampler_filler``'s at each size of
+    ``sampler_mixed_sizes`` (with ``--quick``, 33 alone and no dtype twin), each in a token mode with its
+    ``L1-sampler/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the reference's tokens
+    (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment)."""
+    from specsim.conformance.cases.declared import edge_batch_sizes, sampler_mixed_sizes
     from specsim.conformance.checks.chain.exact import batch_modes
-    from specsim.conformance.core.batched import held_at_sizes
+    from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
     caps, results = device.capabilities, []
-    dtype, sizes = edge_dtype(caps), edge_batch_sizes(ctx)
+    dtype, sizes = edge_dtype(caps), (sampler_mixed_sizes if kind == "mixed" else edge_batch_sizes)(ctx)
     mode = batch_modes(caps)["batches"]
+    twins = not (kind == "mixed" and ctx.quick)   # a quick run asks §12's fillers in the edges' dtype alone
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             base = f"L1-sampler/edge/{edge.name}/{order}"
-            asked = {f"{base}/batches": dtype, **{f"{base}/{d}/batches": d for d in dtype_twins(edge, caps)}}
+            asked = {f"{base}/{kind}": dtype, **{f"{base}/{d}/{kind}": d for d in dtype_twins(edge, caps) if twins}}
             why = sampler_edge_lacking(caps, edge, order)
             for name, in_dtype in asked.items():
-                if only not in (None, name):
+                if only not in (None, name, neighbours_of(name)):
                     continue
                 if why:
                     results.append(CheckResult(name, "L1", "not_supported", why))
                     continue
                 seed = case_seed(ctx.seed, "L1-sampler", edge.name, order)
                 batch, noise = edge.batch(order, in_dtype, seed=seed)
-                results.append(held_at_sizes(
-                    device, name, mode, batch, noise, sizes, edge.why, expected=edge.expected_in(order), seed=seed,
-                    laws=lambda: sampler_edge_laws(edge, order),
-                    support_seed=case_seed(ctx.seed, "L1-sampler-batches", edge.name, order)))
+                answers = dict(expected=edge.expected_in(order), seed=seed,
+                               laws=lambda: sampler_edge_laws(edge, order),
+                               support_seed=case_seed(ctx.seed, f"L1-sampler-{kind}", edge.name, order))
+                if kind == "mixed":
+                    filler = sampler_filler(caps, ctx, edge.name, order, batch, in_dtype, filler_top_p)
+                    results += held_among(device, name, mode, batch, noise, filler,
+                                          tuple(s for s in sizes if s > batch.batch_size), edge.why, **answers)
+                else:
+                    results.append(held_at_sizes(device, name, mode, batch, noise, sizes, edge.why, **answers))
     return results
+
+
+def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool = True) -> list[CheckResult]:
+    """``L1-sampler/edge/<edge>/<order>/mixed`` and its dtype twins (SPEC 1.11): ``edge_batch_checks`` of the edges
+    among filler requests."""
+    return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p)
+
+
+def sampler_filler(caps, ctx, edge_name: str, order: str, batch, dtype: str, with_top_p: bool = True):
+    """(filler requests, their noise) to mix with a §12 edge's ``batch`` in ``order`` (SPEC 1.11): §4's
+    (``chain.exact.mixed_filler``: greedy, top-k, top-p and unfiltered among them), requests 0 to 3 with no §12
+    parameter (in the joined batch, each field at the value that changes nothing,
+    ``testing.batches.neutral_sampler``), the rest with every §12 parameter the device declares in ``order`` at
+    ``random_sampler``'s strengths — so that a batch-wide flag the edge's own requests set (every request
+    penalised, banned, biased or masked) is unset, and the filler rows, held to the reference, are §12 rows too."""
+    from specsim.conformance.checks.chain.exact import mixed_filler
+    from specsim.testing.batches import join_requests, select_requests
+    filler, noise = mixed_filler(caps, ctx, f"sampler/{edge_name}/{order}", batch, dtype, with_top_p,
+                                 masked_fraction=0.0)   # no raw -inf logits: one safe token stays on every row
+    params = tuple(p for p in caps.sampler if sampler_lacking(caps, (p,), order) is None)
+    if not params or batch.vocab_size < 2:
+        return filler, noise
+    plain, plain_noise = select_requests(filler, np.arange(4), noise)
+    rest, rest_noise = select_requests(filler, np.arange(4, filler.batch_size), noise)
+    rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed-sampler", edge_name, order, dtype))
+    rest = replace(rest, sampler=random_sampler(rng, rest, params, order))
+    return join_requests(plain, rest, plain_noise, rest_noise)
 
 
 def main(argv=None) -> int:
     """``python -m specsim.conformance.checks.sampler.group [--device torch] [--quick] [--threads 1]``: every edge at
-    every batch size (SPEC 1.9), §4's and §12's, and §4's among filler requests (SPEC 1.10), timed."""
-    from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks, edge_mixed_checks
+    every batch size (SPEC 1.9), §4's and §12's, and among filler requests (SPEC 1.10, 1.11: §4's, §12's and §11's),
+    timed."""
+    from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks
+    from specsim.conformance.checks.chain.exact import edge_mixed_checks as chain_mixed_checks
+    from specsim.conformance.checks.trees.l1 import edge_mixed_checks as tree_mixed_checks
     from specsim.conformance.core.timing import timed_main
     return timed_main("python -m specsim.conformance.checks.sampler.group", main.__doc__,
                       {"L1/edge/*/batches": chain_batch_checks, "L1-sampler/edge/*/batches": edge_batch_checks,
-                       "L1/edge/*/mixed": edge_mixed_checks}, argv)
+                       "L1/edge/*/mixed": chain_mixed_checks, "L1-sampler/edge/*/mixed": edge_mixed_checks,
+                       "L1/trees/edge/*/mixed": tree_mixed_checks}, argv)
 
 
 if __name__ == "__main__":

@@ -177,23 +177,65 @@ def edge_checks(device, ctx) -> list[CheckResult]:
     return results
 
 
-def edge_batch_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches") -> list[CheckResult]:
     """``L1/trees/edge/<name>/batches`` (SPEC 1.9): each §11 edge (one request) repeated to fill a batch of each size
     of the ladder (``declared_cases.edge_batch_sizes``), every copy with the edge's noise, each held to the edge's
     exact tokens and accepted nodes: a tree kernel's path for a large batch that lost a sibling, threshold or placeholder
-    rule the one-request call keeps fails here. With injected noise (the edges' coins are placed)."""
-    from specsim.conformance.cases.declared import edge_batch_sizes
-    from specsim.conformance.core.batched import copy_tree_answers
-    results, sizes = [], edge_batch_sizes(ctx)
+    rule the one-request call keeps fails here. With injected noise (the edges' coins are placed). ``kind="mixed"``:
+    ``L1/trees/edge/<name>/mixed`` (SPEC 1.11), the edge among ``tree_filler``'s requests at each size of
+    ``edge_mixed_sizes``, with ``L1/trees/edge-neighbours/<name>/mixed``, the filler rows held to the reference's
+    tokens and accepted nodes (``batched.tree_among``)."""
+    from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
+    from specsim.conformance.core.batched import copy_tree_answers, neighbours_of, tree_among
+    results, sizes = [], (edge_mixed_sizes if kind == "mixed" else edge_batch_sizes)(ctx)
     for edge in EDGES:
-        name = f"L1/trees/edge/{edge.name}/batches"
-        if only not in (None, name):
+        name = f"L1/trees/edge/{edge.name}/{kind}"
+        if only not in (None, name, neighbours_of(name)):
             continue
         if edge.scheme not in device.capabilities.tree_schemes:
             results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
             continue
-        results.append(copy_tree_answers(device, name, *edge_batch(edge), sizes, edge.why, edge.expected, edge.nodes))
+        batch, noise = edge_batch(edge)
+        if kind == "mixed":
+            results += tree_among(device, name, batch, noise, tree_filler(device.capabilities, ctx, edge, batch),
+                                  tuple(s for s in sizes if s > 1), edge.why, edge.expected, edge.nodes)
+        else:
+            results.append(copy_tree_answers(device, name, batch, noise, sizes, edge.why, edge.expected, edge.nodes))
     return results
+
+
+def edge_mixed_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/trees/edge/<name>/mixed`` (SPEC 1.11): ``edge_batch_checks`` of the §11 edges among filler trees."""
+    return edge_batch_checks(device, ctx, only, kind="mixed")
+
+
+def tree_filler(caps, ctx, edge: TreeEdge, batch: TreeBatch) -> tuple[TreeBatch, Noise]:
+    """(``MIXED_FILLERS`` random trees, their noise) to mix with a §11 edge's one-request ``batch`` (SPEC 1.11): its
+    V, logits, scheme, thresholds and point proposals, up to ``min(max_k, max_tree_nodes, 8)`` nodes of random
+    shape, no placeholder drafted (siblings past V distinct tokens are placeholders of §11.1), and, of what the
+    device declares, a greedy request, one cut by top-k, one by top-p and an unfiltered sampled one (requests 0 to
+    3; sampled requests only where the batch's scheme is declared, else every filler greedy), so that a batch flag
+    the edge's request sets alone (all greedy, all sampled, none filtered) is unset."""
+    from specsim.conformance.core.batched import MIXED_FILLERS
+    greedy, sampled = "greedy" in caps.tree_schemes, batch.scheme in caps.tree_schemes
+    V = batch.vocab_size
+    spec = TreeSpec(batch=MIXED_FILLERS, max_nodes=min(caps.max_k, caps.tree_node_limit, 8), vocab_size=V,
+                    dtype=str(batch.target_logits.dtype), scheme=batch.scheme, drafting="top",
+                    greedy_fraction=(0.25 if greedy else 0.0) if sampled else 1.0,
+                    top_k_fraction=0.25 if caps.top_k and sampled else 0.0,
+                    top_p_fraction=0.25 if caps.top_p and sampled else 0.0, placeholder_fraction=0.0,
+                    threshold_single=batch.threshold_single, threshold_acc=batch.threshold_acc)
+    rng = np.random.default_rng(case_seed(ctx.seed, "tree-edge-mixed", edge.name))
+    filler = random_tree_batch(rng, spec)
+    if sampled:
+        temperature, top_k, top_p = filler.temperature.copy(), filler.top_k.copy(), filler.top_p.copy()
+        temperature[:4], top_k[:4], top_p[:4] = (0.0 if greedy else 1.0, 1.0, 0.7, 1.0), 0, 1.0
+        if caps.top_k and V > 1:
+            top_k[1] = max(1, V // 2)
+        if caps.top_p:
+            top_p[2] = 0.8
+        filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
+    return filler, random_tree_noise(rng, filler)
 
 
 # --- the declared limits (SPEC §11.1): as deep and as large as declared, exactly ----------------
@@ -309,8 +351,9 @@ def tree_l1_group(device, ctx) -> list[CheckResult]:
         results += _random_cases(device, ctx, "L1/trees/keyed", injected=False)
     results += _limit_cases(device, ctx)
     if device.capabilities.injected_noise:   # the §11 edges place their coins: at one request, then at batch sizes
-        results += edge_checks(device, ctx) + edge_batch_checks(device, ctx)
+        results += edge_checks(device, ctx) + edge_batch_checks(device, ctx) + edge_mixed_checks(device, ctx)
     return results + size_checks(device, ctx)
 
 
-__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "tree_device", "tree_l1_group"]
+__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "edge_mixed_checks", "tree_device",
+           "tree_filler", "tree_l1_group"]
