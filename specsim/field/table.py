@@ -374,15 +374,32 @@ def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
             + (f"{again[0].status}: {again[0].detail[:300]}" if again else "no such check"))
 
 
+def confirm_neighbours_min_tokens(device, check: str, quick: bool) -> str:
+    """An ``L1-sampler/edge-neighbours`` check (SPEC 1.11: a §12 edge's filler rows, some with ``min_tokens`` crossing
+    inside the step) run again on the same batches with every filler's ``min_tokens`` 0: the deviation is the bonus
+    row's stop-id ban by the pre-step length iff the fillers' rows then all agree with the reference."""
+    from specsim.conformance.checks.sampler.group import edge_mixed_checks
+    from specsim.conformance.run.runner import Context
+    again = [r for r in edge_mixed_checks(device, Context(seed=0, quick=quick), only=check, filler_min_tokens=False)
+             if r.name == check]
+    if again and again[0].status == "pass":
+        return f"confirmed: with every filler's min_tokens 0 the same rows agree ({again[0].detail[-160:]})"
+    return ("NOT confirmed: with every filler's min_tokens 0: "
+            + (f"{again[0].status}: {again[0].detail[:300]}" if again else "no such check"))
+
+
 CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": confirm_filter_ties,
-           "top-p-kept-set-approximate": confirm_neighbours_top_p}
+           "top-p-kept-set-approximate": confirm_neighbours_top_p,
+           "min-tokens-bonus-pre-step": confirm_neighbours_min_tokens}
 """Deviation id → ``f(device, check, quick) -> str``: the experiment that confirms the deviation's reason."""
 
 CONFIRMS_ONLY = {"filter-ties": "L1/sizes/filters-V",
-                 "top-p-kept-set-approximate": ("L1/edge-neighbours/", "L1-sampler/edge-neighbours/")}
+                 "top-p-kept-set-approximate": ("L1/edge-neighbours/", "L1-sampler/edge-neighbours/"),
+                 "min-tokens-bonus-pre-step": "L1-sampler/edge-neighbours/"}
 """Deviation id → the prefix of the checks its experiment is for (absent: every check of the deviation): the
 other checks of ``filter-ties`` are edges and statistics built on a tie alone, with no other cause to rule out;
-those of ``top-p-kept-set-approximate`` outside an edge's neighbours are top-p's own edges and batches."""
+those of ``top-p-kept-set-approximate`` and ``min-tokens-bonus-pre-step`` outside an edge's neighbours are their own
+edges and batches."""
 
 
 def experiment_for(deviation: str, check: str):

@@ -16,8 +16,9 @@ answer:
 Cost: 6075 requests an edge and mode (290 with ``--quick``). On one core of a 2-core AMD EPYC, the torch device on the
 CPU took 10.4 s for §4's edges at batch sizes (149 checks: both its modes and every dtype twin), 39.1 s for §12's
 (350 checks), 5.5 s for §4's among filler requests (298 checks: each mode's and twin's edge and neighbours, at the
-8 sizes of ``declared_cases.edge_mixed_sizes``), 39.3 s for §12's (700 checks) and 0.8 s for §11's (26 checks)
-(``python -m specsim.conformance.checks.sampler.group``, which prints all five).
+8 sizes of ``declared_cases.edge_mixed_sizes``) and 39.3 s for §12's (700 checks)
+(``python -m specsim.conformance.checks.sampler.group``, which prints all four). §11's edges among filler trees are a
+few seconds of the L1-trees group.
 
 Among other requests (SPEC 1.10, ``held_among``): the edge's requests once each at the start, middle and end of
 a batch of each size (``mixed``), every other row a filler request (random requests that unset every batch-wide

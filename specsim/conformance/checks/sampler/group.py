@@ -315,7 +315,7 @@ def _size_checks(device, ctx) -> list[CheckResult]:
 
 
 def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches",
-                      filler_top_p: bool = True) -> list[CheckResult]:
+                      filler_top_p: bool = True, filler_min_tokens: bool = True) -> list[CheckResult]:
     """``L1-sampler/edge/<edge>/<order>/batches`` and ``.../<order>/<dtype>/batches`` (SPEC 1.9): each edge's requests
     repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``), in the edges' dtype and
     in every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
@@ -326,7 +326,8 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     same checks named ``.../mixed`` (SPEC 1.11), the edge's requests among ``sampler_filler``'s at each size of
     ``sampler_mixed_sizes`` (with ``--quick``, 33 alone and no dtype twin), each in a token mode with its
     ``L1-sampler/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the reference's tokens
-    (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment)."""
+    (``filler_top_p`` False: every filler's top-p off; ``filler_min_tokens`` False: every filler's ``min_tokens`` 0;
+    each for one of ``specsim field``'s experiments)."""
     from specsim.conformance.cases.declared import edge_batch_sizes, sampler_mixed_sizes
     from specsim.conformance.checks.chain.exact import batch_modes
     from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
@@ -351,7 +352,8 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
                                laws=lambda: sampler_edge_laws(edge, order),
                                support_seed=case_seed(ctx.seed, f"L1-sampler-{kind}", edge.name, order))
                 if kind == "mixed":
-                    filler = sampler_filler(caps, ctx, edge.name, order, batch, in_dtype, filler_top_p)
+                    filler = sampler_filler(caps, ctx, edge.name, order, batch, in_dtype, filler_top_p,
+                                            filler_min_tokens)
                     results += held_among(device, name, mode, batch, noise, filler,
                                           tuple(s for s in sizes if s > batch.batch_size), edge.why, **answers)
                 else:
@@ -359,19 +361,24 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     return results
 
 
-def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool = True) -> list[CheckResult]:
+def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool = True,
+                      filler_min_tokens: bool = True) -> list[CheckResult]:
     """``L1-sampler/edge/<edge>/<order>/mixed`` and its dtype twins (SPEC 1.11): ``edge_batch_checks`` of the edges
     among filler requests."""
-    return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p)
+    return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p,
+                             filler_min_tokens=filler_min_tokens)
 
 
-def sampler_filler(caps, ctx, edge_name: str, order: str, batch, dtype: str, with_top_p: bool = True):
+def sampler_filler(caps, ctx, edge_name: str, order: str, batch, dtype: str, with_top_p: bool = True,
+                   with_min_tokens: bool = True):
     """(filler requests, their noise) to mix with a §12 edge's ``batch`` in ``order`` (SPEC 1.11): §4's
     (``chain.exact.mixed_filler``: greedy, top-k, top-p and unfiltered among them), requests 0 to 3 with no §12
     parameter (in the joined batch, each field at the value that changes nothing,
     ``testing.batches.neutral_sampler``), the rest with every §12 parameter the device declares in ``order`` at
     ``random_sampler``'s strengths — so that a batch-wide flag the edge's own requests set (every request
-    penalised, banned, biased or masked) is unset, and the filler rows, held to the reference, are §12 rows too."""
+    penalised, banned, biased or masked) is unset, and the filler rows, held to the reference, are §12 rows too.
+    ``with_top_p``, ``with_min_tokens`` False: the same requests with every top-p off, or every ``min_tokens`` 0
+    (``specsim field``'s experiments for a deviation on the filler rows)."""
     from specsim.conformance.checks.chain.exact import mixed_filler
     from specsim.testing.batches import join_requests, select_requests
     filler, noise = mixed_filler(caps, ctx, f"sampler/{edge_name}/{order}", batch, dtype, with_top_p,
@@ -382,22 +389,21 @@ def sampler_filler(caps, ctx, edge_name: str, order: str, batch, dtype: str, wit
     plain, plain_noise = select_requests(filler, np.arange(4), noise)
     rest, rest_noise = select_requests(filler, np.arange(4, filler.batch_size), noise)
     rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed-sampler", edge_name, order, dtype))
-    rest = replace(rest, sampler=random_sampler(rng, rest, params, order))
-    return join_requests(plain, rest, plain_noise, rest_noise)
+    sampler = random_sampler(rng, rest, params, order)
+    if not with_min_tokens and sampler.min_tokens is not None:
+        sampler = replace(sampler, min_tokens=np.zeros_like(sampler.min_tokens))
+    return join_requests(plain, replace(rest, sampler=sampler), plain_noise, rest_noise)
 
 
 def main(argv=None) -> int:
     """``python -m specsim.conformance.checks.sampler.group [--device torch] [--quick] [--threads 1]``: every edge at
-    every batch size (SPEC 1.9), §4's and §12's, and among filler requests (SPEC 1.10, 1.11: §4's, §12's and §11's),
-    timed."""
+    every batch size (SPEC 1.9), §4's and §12's, and among filler requests (SPEC 1.10, 1.11: §4's and §12's), timed."""
     from specsim.conformance.checks.chain.exact import edge_batch_checks as chain_batch_checks
     from specsim.conformance.checks.chain.exact import edge_mixed_checks as chain_mixed_checks
-    from specsim.conformance.checks.trees.l1 import edge_mixed_checks as tree_mixed_checks
     from specsim.conformance.core.timing import timed_main
     return timed_main("python -m specsim.conformance.checks.sampler.group", main.__doc__,
                       {"L1/edge/*/batches": chain_batch_checks, "L1-sampler/edge/*/batches": edge_batch_checks,
-                       "L1/edge/*/mixed": chain_mixed_checks, "L1-sampler/edge/*/mixed": edge_mixed_checks,
-                       "L1/trees/edge/*/mixed": tree_mixed_checks}, argv)
+                       "L1/edge/*/mixed": chain_mixed_checks, "L1-sampler/edge/*/mixed": edge_mixed_checks}, argv)
 
 
 if __name__ == "__main__":
