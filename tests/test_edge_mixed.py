@@ -42,7 +42,7 @@ def _zoo(mutant_id: str):
 def test_a_rule_lost_in_a_mixed_batch_passes_every_1_9_check_here_and_fails_its_edge_among_fillers(mutant_id, killer):
     mutant = _zoo(mutant_id)
     results = edge_group(mutant, QUICK)
-    own = {r.name: r.status for r in results if not r.name.endswith("/mixed")}
+    own = {r.name: r.status for r in results if not r.name.endswith("/mixed") and "/mixed-" not in r.name}   # 1.11's
     assert set(own.values()) == {"pass"}, {n: s for n, s in own.items() if s != "pass"}
     declared = declared_exact_group(mutant, QUICK)   # random batches of up to 257 requests, mixed, both noise modes
     assert {r.status for r in declared} == {"pass"}

@@ -1,9 +1,11 @@
-"""SPEC 1.11: every §12 sampler edge and every §11 tree edge among filler requests.
+"""SPEC 1.11: every §12 sampler edge and every §11 tree edge among filler requests, and every §4 edge among fillers
+of one kind.
 
-1.10 put §4's edges among other requests. §12's and §11's edges ran only alone and repeated (1.9), so a batch-wide
+1.10 put §4's edges among other requests, of every kind at once. §12's and §11's edges ran only alone and repeated (1.9), so a batch-wide
 flag their own requests set — every request penalised, banned or masked; every tree request sampled — chose the path
 they were held on. Here a rule kept only on a uniform batch's path passes every 1.9 check and every random batch, and
-fails the edge among fillers (or its fillers' rows).
+fails the edge among fillers (or its fillers' rows). And a §4 rule kept on every path but one mix's — no greedy
+request, some cut by top-p — passes 1.10's mix, whose first filler is greedy, and fails among top-p fillers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 
 from devices.protocol import SAMPLER_PARAMETERS
 from devices.registry import load
+from specsim.conformance.checks.chain.exact import FILLER_KINDS, edge_group, edge_kind_checks, kind_filler
+from specsim.conformance.checks.declared.group import declared_exact_group
 from specsim.conformance.checks.sampler.group import (edge_batch_checks as sampler_batch_checks, edge_checks,
                                                       edge_mixed_checks as sampler_mixed_checks, random_checks,
                                                       sampler_filler)
@@ -27,6 +31,7 @@ from specsim.conformance.run.runner import Context
 from specsim.judge.compare import reference_step, select_step
 from specsim.mutants.zoo import make_mutant
 from specsim.testing.batches import BatchSpec, join_requests, neutral_sampler, random_batch, random_noise
+from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import random_sampler
 from specsim.testing.trees import (TreeSpec, join_tree_requests, random_tree_batch, random_tree_noise,
@@ -160,3 +165,49 @@ def test_the_edges_among_fillers_of_12_and_11_are_1_11s():
     assert introduced_in("L1/trees/edge-neighbours/full-width-rrs/mixed") == "1.11"
     assert introduced_in("L1/edge/race-tie/mixed") == "1.10"
     assert introduced_in("L1-sampler/edge/repetition-on-negative-logits/canonical/batches") == "1.9"
+
+
+def test_a_rule_lost_on_one_mix_passes_1_10s_mix_and_fails_among_fillers_of_that_kind():
+    mutant = _zoo("accept-inclusive-when-top-p-without-greedy")
+    results = edge_group(mutant, QUICK)
+    before = {r.name: r.status for r in results if "/mixed-" not in r.name}   # 1.9's and 1.10's among them
+    assert set(before.values()) == {"pass"}, {n: s for n, s in before.items() if s != "pass"}
+    assert {r.status for r in declared_exact_group(mutant, QUICK)} == {"pass"}
+    failed = next(r for r in results if r.name == "L1/edge/u0-zero-target-full/mixed-top-p")
+    assert failed.status == "fail" and "at batch size 33" in failed.detail
+    assert next(r for r in results if r.name == "L1/edge/u0-zero-target-full/mixed-greedy").status == "pass"
+
+
+def test_the_correct_devices_pass_every_edge_among_fillers_of_each_kind():
+    for device in (load("torch"), load("npu"), BlackBox(load("torch"))):
+        results = edge_kind_checks(device, Context())
+        assert results and {r.status for r in results} <= {"pass", "not_supported"}, \
+            [(r.name, r.detail) for r in results if r.status not in ("pass", "not_supported")]
+    names = {r.name for r in edge_kind_checks(load("torch"), QUICK)}
+    assert {f"L1/edge/race-tie/mixed-{k}" for k in FILLER_KINDS} <= names
+    assert {f"L1/edge-neighbours/race-tie/mixed-{k}" for k in FILLER_KINDS} <= names
+    assert "L1/edge/vocab-one/mixed-top-k" not in names and "L1/edge/vocab-one/mixed-top-p" in names   # V = 1
+    r = one_check(load("torch"), Context(), "L1/edge/race-tie/mixed-top-p")
+    assert r.status == "pass" and r.extra["batches"] == [33, 257]
+
+
+def test_each_kinds_fillers_are_all_of_it_and_a_kind_not_declared_is_not_asked():
+    caps = load("torch").capabilities
+    edge = next(e for e in EDGES if e.name == "race-tie")
+    batch, _ = make_batch(edge.requests, dtype="float64")
+    fillers = {kind: kind_filler(caps, QUICK, edge.name, batch, "float64", kind)[0] for kind in FILLER_KINDS}
+    assert (fillers["greedy"].temperature == 0).all()
+    for kind in ("sampled", "top-k", "top-p"):
+        assert (fillers[kind].temperature > 0).all()
+    assert (fillers["sampled"].top_k == 0).all() and (fillers["sampled"].top_p == 1).all()
+    assert ((fillers["top-k"].top_k > 0) & (fillers["top-k"].top_k < batch.vocab_size)).all()
+    assert (fillers["top-p"].top_p < 1).all() and (fillers["top-p"].top_k == 0).all()
+    assert all((f.draft_token_ids >= 0).all() for f in fillers.values())   # no padding placeholders
+    lacking = kind_filler(dataclasses.replace(caps, top_p=False), QUICK, edge.name, batch, "float64", "top-p")
+    assert lacking == "device does not declare top_p: no filler of kind 'top-p'"
+
+
+def test_the_edges_among_fillers_of_one_kind_are_1_11s():
+    assert introduced_in("L1/edge/race-tie/mixed-greedy") == "1.11"
+    assert introduced_in("L1/edge-neighbours/race-tie/mixed-top-p") == "1.11"
+    assert introduced_in("L1/edge-neighbours/race-tie/mixed") == "1.10"

@@ -359,13 +359,14 @@ def confirm_filter_ties(device, check: str, quick: bool) -> str:
 
 
 def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
-    """An ``L1/edge-neighbours`` or ``L1-sampler/edge-neighbours`` check (SPEC 1.10, 1.11: an edge's filler rows)
-    run again on the same batches with every filler's top-p off: the deviation is top-p's on the neighbours iff
-    they then all agree with the reference."""
-    from specsim.conformance.checks.chain.exact import edge_mixed_checks
+    """An ``L1/edge-neighbours`` or ``L1-sampler/edge-neighbours`` check (SPEC 1.10, 1.11: an edge's filler rows, of
+    1.10's mix, of one kind or with §12 parameters) run again on the same batches with every filler's top-p off: the
+    deviation is top-p's on the neighbours iff they then all agree with the reference."""
+    from specsim.conformance.checks.chain.exact import edge_kind_checks, edge_mixed_checks
     from specsim.conformance.checks.sampler.group import edge_mixed_checks as sampler_mixed_checks
     from specsim.conformance.run.runner import Context
-    checks = sampler_mixed_checks if check.startswith("L1-sampler/") else edge_mixed_checks
+    checks = (sampler_mixed_checks if check.startswith("L1-sampler/")
+              else edge_kind_checks if "/mixed-" in check else edge_mixed_checks)
     again = [r for r in checks(device, Context(seed=0, quick=quick), only=check, filler_top_p=False)
              if r.name == check]
     if again and again[0].status == "pass":

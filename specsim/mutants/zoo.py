@@ -260,6 +260,15 @@ INSIDE = [
             "        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms,\n"
             "                            coin=(lambda u, t, d: u <= t.double() / d.double()) if has_greedy else ts.coin_accepts)\n"),
            killed_by="L1/edge/u0-zero-target-full/mixed"),
+    _torch("accept-inclusive-when-top-p-without-greedy", "acceptance u <= ratio when some request uses top-p and "
+           "none is greedy (the kernel of that one mix): u = 0 accepts a zero-probability draft there only",
+           "docs/bugs.md C17 (a rule kept only on a uniform batch's path, here lost on one mix of requests; #10, #11's "
+           "strictness)", TD,
+           ("        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms)\n",
+            "        accept = ts.accepts(draft_token_ids, draft_probs, probs, uniforms,\n"
+            "                            coin=(lambda u, t, d: u <= t.double() / d.double())\n"
+            "                            if use_top_p and not has_greedy else ts.coin_accepts)\n"),
+           killed_by="L1/edge/u0-zero-target-full/mixed-top-p"),
     _torch("race-tie-last-when-some-filtered", "the race's ties go to the largest id when some but not all requests "
            "use top-k (the filtered kernel, run over every row, keeps the last maximum)", "docs/bugs.md C17 (a rule "
            "kept only on a uniform batch's path; C6's tie rule)", TD,

@@ -184,6 +184,21 @@ def edge_mixed_sizes(ctx) -> tuple:
     return tuple(s for s in BATCH_SIZES if s > 1 and (s - 1) & (s - 2) == 0)
 
 
+QUICK_KIND_MIXED_SIZES = (33,)
+
+
+def edge_kind_sizes(ctx) -> tuple:
+    """The sizes of an edge among fillers of one kind (SPEC 1.11): 33 and 257, one each side of the 64 requests where
+    kernels split most often (each kind sets the batch's flags at every size; 1.10's mix holds the other sizes), or
+    ``QUICK_KIND_MIXED_SIZES`` with ``--quick``.
+
+    >>> from specsim.conformance.core.context import Context
+    >>> edge_kind_sizes(Context()), edge_kind_sizes(Context(quick=True))
+    ((33, 257), (33,))
+    """
+    return QUICK_KIND_MIXED_SIZES if ctx.quick else QUICK_EDGE_BATCH_SIZES
+
+
 QUICK_SAMPLER_MIXED_SIZES = (33,)
 """A ``--quick`` run's sizes of §12's edges among fillers (SPEC 1.11): a §12 filler row costs the reference and
 the device several §4 rows (its bans, penalties and history), and a quick run asks every §12 edge's fillers once."""

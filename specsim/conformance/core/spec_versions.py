@@ -65,6 +65,10 @@ INTRODUCED: tuple[Since, ...] = (
           "unfiltered among them) at each size of the ladder, with injected noise", False),
     Since("L1/trees/edge-neighbours/*", "1.11", "§11 the same batches' filler trees held to the reference's tokens "
           "and accepted nodes", False),
+    Since("L1/edge/*/mixed-*", "1.11", "§2–§4 every edge among 16 fillers all of one kind (greedy, sampled without "
+          "a filter, cut by top-k, cut by top-p) at 33 and 257 requests", False),
+    Since("L1/edge-neighbours/*/mixed-*", "1.11", "§2–§4 the same batches' filler rows held to the reference's "
+          "tokens", False),
     # 1.10's rows next (1.8's ``L1/edge/top-p-reaches-p*`` also matches its names)
     Since("L1/edge/*/mixed", "1.10", "§2–§4 every edge's requests at the start, middle and end of a batch of each "
           "size of the ladder, every other row a filler request (greedy, top-k, top-p and unfiltered among them), "

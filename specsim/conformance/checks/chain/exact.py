@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
+from specsim.conformance.cases.declared import edge_batch_sizes, edge_kind_sizes, edge_mixed_sizes
 from specsim.conformance.core.batched import MIXED_FILLERS, held_among, held_at_sizes, neighbours_of
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
@@ -124,7 +124,8 @@ def edge_group(device, ctx, only: str | None = None, *, stop_at_first_fail: bool
                                        keyed=check == twin and own == "keyed", law=check == twin and own == "seeded"))
     if stop_at_first_fail and any(r.status in ("fail", "error") for r in results):
         return results
-    return results + edge_batch_checks(device, ctx, only) + edge_mixed_checks(device, ctx, only)
+    return (results + edge_batch_checks(device, ctx, only) + edge_mixed_checks(device, ctx, only)
+            + edge_kind_checks(device, ctx, only))
 
 
 def _askable(caps, edge, wanted) -> tuple:
@@ -217,6 +218,62 @@ def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool 
         top_p[:] = 1.0
     filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
     return filler, random_noise(rng, filler)
+
+
+FILLER_KINDS = ("greedy", "sampled", "top-k", "top-p")
+"""The kinds of SPEC 1.11's fillers of one kind (``kind_filler``): every filler greedy, or sampled with no filter, or
+cut by top-k, or cut by top-p. With an edge's own requests each sets another combination of the batch-wide flags
+(some greedy, some sampled, some filtered) than 1.10's mix, which sets them all."""
+
+
+def edge_kind_checks(device, ctx, only: str | None = None, filler_top_p: bool = True) -> list[CheckResult]:
+    """``L1/edge/<name>/mixed-<kind>`` for each kind of ``FILLER_KINDS`` (SPEC 1.11): every edge among 16 fillers all
+    of that kind (``kind_filler``), at each size of ``edge_kind_sizes`` that holds its requests and one filler, in
+    the edges' dtype and the device's first noise mode (``batch_modes``), laid out as 1.10's (``batched.held_among``):
+    every copy held to its request's answer, and, in a token mode, the fillers' rows to the reference's tokens
+    (``L1/edge-neighbours/<name>/mixed-<kind>``). A path chosen by one mix of requests — greedy requests beside
+    sampled ones and no filter, say — that loses an edge's rule fails here. ``filler_top_p`` False: every filler's
+    top-p off (``specsim field``'s experiment)."""
+    caps, results = device.capabilities, []
+    dtype, mode, sizes = edge_dtype(caps), batch_modes(caps)["batches"], edge_kind_sizes(ctx)
+    for edge in EDGES:
+        for kind in FILLER_KINDS:
+            name = f"L1/edge/{edge.name}/mixed-{kind}"
+            if only not in (None, name, neighbours_of(name)):
+                continue
+            form, refused = _askable(caps, edge, [name])
+            results += refused
+            if form is None:
+                continue
+            batch, noise = make_batch(form.requests, dtype=dtype, point=form.point)
+            if kind == "top-k" and batch.vocab_size < 2:
+                continue   # no top-k cuts below V = 1: there is no such batch
+            filler = kind_filler(caps, ctx, edge.name, batch, dtype, kind, filler_top_p)
+            if isinstance(filler, str):
+                results.append(CheckResult(name, "L1", "not_supported", filler))
+                continue
+            results += held_among(device, name, mode, batch, noise, filler,
+                                  tuple(s for s in sizes if s > batch.batch_size), edge.why,
+                                  **_answers_of(ctx, edge, form, dtype, "edge-mixed"))
+    return results
+
+
+def kind_filler(caps, ctx, edge_name: str, batch, dtype: str, kind: str, with_top_p: bool = True):
+    """(``MIXED_FILLERS`` random requests all of ``kind``, their noise) to mix with an edge's ``batch`` (SPEC 1.11;
+    ``FILLER_KINDS``): its V, logits dtype and proposal form, drafts up to ``min(max_k, 8)``, no padding
+    placeholders; or, where the device does not declare the kind, why (``batch`` of V ≥ 2 for ``"top-k"``).
+    ``with_top_p`` False: the same requests with every top-p off."""
+    needs = {"greedy": "greedy", "top-k": "top_k", "top-p": "top_p"}.get(kind)
+    if needs is not None and not getattr(caps, needs):
+        return f"device does not declare {needs}: no filler of kind {kind!r}"
+    spec = BatchSpec(batch=MIXED_FILLERS, max_k=min(caps.max_k, 8), vocab_size=batch.vocab_size, dtype=dtype,
+                     draft_probs=batch.draft_probs is not None, placeholder_fraction=0.0,
+                     greedy_fraction=1.0 if kind == "greedy" else 0.0, top_k_fraction=1.0 if kind == "top-k" else 0.0,
+                     top_p_fraction=1.0 if kind == "top-p" else 0.0, top_k_below_vocab=batch.vocab_size > 1)
+    rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed", edge_name, dtype, kind))
+    filler = random_batch(rng, spec)
+    noise = random_noise(rng, filler)
+    return (filler if with_top_p else replace(filler, top_p=np.ones_like(filler.top_p))), noise
 
 
 def _edge_at_sizes(device, ctx, edge, form, name: str, mode: str, dtype: str, sizes) -> CheckResult:
