@@ -39,11 +39,12 @@ def test_a_seeded_draft_probs_only_device_gets_every_edge():
     device = SeededDraftDevice()
     results = edge_group(device, Context(quick=True))
     # each edge and its dtype twins, again at the batch sizes (SPEC 1.9) and among fillers (1.10: no neighbours'
-    # check under the device's own randomness)
-    assert len(results) == 3 * (len(EDGES) + sum(len(dtype_twins(e, device.capabilities)) for e in EDGES))
+    # check under the device's own randomness), and among fillers of each kind (1.11: no top-k below V = 1)
+    kinds = 4 * len(EDGES) - sum(make_batch(e.requests)[0].vocab_size == 1 for e in EDGES)
+    assert len(results) == 3 * (len(EDGES) + sum(len(dtype_twins(e, device.capabilities)) for e in EDGES)) + kinds
     bad = [f"{r.name}: {r.status}: {r.detail}" for r in results if r.status != "pass"]
     assert not bad, bad
-    at_sizes = [r for r in results if r.name.endswith(("/batches", "/mixed"))]
+    at_sizes = [r for r in results if r.name.endswith(("/batches", "/mixed")) or "/mixed-" in r.name]
     assert all("without injected noise" in r.detail for r in results if r not in at_sizes)
     assert all("under the device's own randomness" in r.detail for r in at_sizes)
 

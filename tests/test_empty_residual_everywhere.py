@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 
 from devices.registry import load  # noqa: E402
+from specsim.conformance.checks.chain.exact import FILLER_KINDS
 from specsim.conformance.cases.declared import empty_positions, k_limits  # noqa: E402
 from specsim.conformance.checks.chain.exact import edge_group  # noqa: E402
 from specsim.conformance.checks.declared.group import (empty_residual_at_k, empty_residual_positions,  # noqa: E402
@@ -136,7 +137,8 @@ def test_a_fallback_clamped_to_a_wide_range_fails_the_far_temperatures():
     assert not of_version(failed, "1.6"), failed
     assert failed == sorted(_edge_names(FAR) + [f"L1/sizes/{FAR}-V4097"] +
                             [f"L1/edge/{FAR}/{twin}{kind}" for kind in ("batches", "mixed")
-                             for twin in ("", "keyed/", *(f"{d}/" for d in DTYPES))]), failed   # SPEC 1.9's, 1.10's
+                             for twin in ("", "keyed/", *(f"{d}/" for d in DTYPES))] +   # SPEC 1.9's, 1.10's
+                            [f"L1/edge/{FAR}/mixed-{kind}" for kind in FILLER_KINDS]), failed   # 1.11's
 
 
 def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
@@ -145,9 +147,10 @@ def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
     failed = failed_names(_every_check(ROWS_CLAMPED.make()))
     assert not of_version(failed, "1.6"), failed
     assert set(_edge_names(BONUS)) <= set(failed), failed
-    # 1.7's edges, at batch sizes (1.9) and among fillers (1.10)
-    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10"}
-    assert {spec_versions.introduced_in(n) for n in failed if not n.endswith(("/batches", "/mixed"))} == {"1.7"}
+    # 1.7's edges, at batch sizes (1.9), among fillers (1.10) and among fillers of each kind (1.11)
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10", "1.11"}
+    assert {spec_versions.introduced_in(n) for n in failed
+            if not n.endswith(("/batches", "/mixed")) and "/mixed-" not in n} == {"1.7"}
 
 
 def test_without_injected_noise_the_far_temperatures_are_held_by_their_law():

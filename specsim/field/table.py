@@ -364,15 +364,9 @@ def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
     deviation is top-p's on the neighbours iff they then all agree with the reference."""
     from specsim.conformance.checks.chain.exact import edge_kind_checks, edge_mixed_checks
     from specsim.conformance.checks.sampler.group import edge_mixed_checks as sampler_mixed_checks
-    from specsim.conformance.run.runner import Context
     checks = (sampler_mixed_checks if check.startswith("L1-sampler/")
               else edge_kind_checks if "/mixed-" in check else edge_mixed_checks)
-    again = [r for r in checks(device, Context(seed=0, quick=quick), only=check, filler_top_p=False)
-             if r.name == check]
-    if again and again[0].status == "pass":
-        return f"confirmed: with every filler's top-p off the same rows agree ({again[0].detail[-160:]})"
-    return ("NOT confirmed: with every filler's top-p off: "
-            + (f"{again[0].status}: {again[0].detail[:300]}" if again else "no such check"))
+    return _neighbours_again(device, check, quick, checks, "every filler's top-p off", filler_top_p=False)
 
 
 def confirm_neighbours_min_tokens(device, check: str, quick: bool) -> str:
@@ -380,13 +374,18 @@ def confirm_neighbours_min_tokens(device, check: str, quick: bool) -> str:
     inside the step) run again on the same batches with every filler's ``min_tokens`` 0: the deviation is the bonus
     row's stop-id ban by the pre-step length iff the fillers' rows then all agree with the reference."""
     from specsim.conformance.checks.sampler.group import edge_mixed_checks
+    return _neighbours_again(device, check, quick, edge_mixed_checks, "every filler's min_tokens 0",
+                             filler_min_tokens=False)
+
+
+def _neighbours_again(device, check: str, quick: bool, checks, changed: str, **knob) -> str:
+    """``check`` run again by ``checks(..., only=check, **knob)`` (its fillers ``changed``): confirmed iff it passes."""
     from specsim.conformance.run.runner import Context
-    again = [r for r in edge_mixed_checks(device, Context(seed=0, quick=quick), only=check, filler_min_tokens=False)
-             if r.name == check]
+    again = [r for r in checks(device, Context(seed=0, quick=quick), only=check, **knob) if r.name == check]
     if again and again[0].status == "pass":
-        return f"confirmed: with every filler's min_tokens 0 the same rows agree ({again[0].detail[-160:]})"
-    return ("NOT confirmed: with every filler's min_tokens 0: "
-            + (f"{again[0].status}: {again[0].detail[:300]}" if again else "no such check"))
+        return f"confirmed: with {changed} the same rows agree ({again[0].detail[-160:]})"
+    return f"NOT confirmed: with {changed}: " + (f"{again[0].status}: {again[0].detail[:300]}" if again else
+                                                 "no such check")
 
 
 CONFIRM = {"placeholder-row-read": confirm_placeholder_rows, "filter-ties": confirm_filter_ties,
