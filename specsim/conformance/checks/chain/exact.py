@@ -2,7 +2,8 @@
 
 Three groups: injected noise (SPEC §5.1), keyed Philox noise (§5.2; devices
 declaring ``rng="philox"``), and the hand-built edges of §4, each again at every
-batch size of the ladder (SPEC 1.9, ``edge_batch_checks``). Every case is a
+batch size of the ladder (SPEC 1.9, ``edge_batch_checks``), among filler requests
+(1.10, ``edge_mixed_checks``) and among fillers of one kind (1.11, ``edge_kind_checks``). Every case is a
 deterministic function of the suite seed and its name, so a failure replays
 with ``specsim conform --device ... --seed N --groups GROUP``.
 """
@@ -189,8 +190,6 @@ def edge_mixed_checks(device, ctx, only: str | None = None, filler_top_p: bool =
     return edge_batch_checks(device, ctx, only, kind="mixed", filler_top_p=filler_top_p)
 
 
-
-
 def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool = True, masked_fraction: float = 0.1):
     """(``MIXED_FILLERS`` random requests, their noise) to mix with an edge's ``batch`` (SPEC 1.10): its V, logits
     dtype and proposal form, drafts up to ``min(max_k, 8)``, and, of what the device declares, a greedy request, a
@@ -254,7 +253,7 @@ def edge_kind_checks(device, ctx, only: str | None = None, filler_top_p: bool = 
                 continue
             results += held_among(device, name, mode, batch, noise, filler,
                                   tuple(s for s in sizes if s > batch.batch_size), edge.why,
-                                  **_answers_of(ctx, edge, form, dtype, "edge-mixed"))
+                                  **_answers_of(ctx, edge, form, dtype, f"edge-mixed-{kind}"))
     return results
 
 
