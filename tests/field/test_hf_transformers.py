@@ -57,6 +57,13 @@ SEEDED_EDGE_FINDINGS = {
     **{f"L1/edge/{edge}/mixed": "the same among filler requests (SPEC 1.10)"
        for edge in ("draft-prob-zero", "placeholder-full", "placeholder-point", "empty-residual",
                     "empty-residual-top-k")},
+    **{f"L1/edge/{edge}/mixed-{kind}": "the same among fillers of one kind (SPEC 1.11; no greedy fillers: not served)"
+       for edge in ("draft-prob-zero", "placeholder-full", "placeholder-point", "empty-residual",
+                    "empty-residual-top-k") for kind in ("sampled", "top-k", "top-p")},
+    **{check: "a filler of one kind whose residual is empty raises alone (empty-residual-raises), and with it the call "
+       "(SPEC 1.11)" for check in ("L1/edge/race-tie/mixed-top-p", "L1/edge/u-equal-ratio/mixed-top-k",
+                                   "L1/edge/u-just-below-ratio/mixed-sampled",
+                                   "L1/edge/empty-residual-top-p-temperature/mixed-sampled")},
 }
 """What SPEC §4's edges, run on their law without injected noise, find in transformers
 5.23.0's ``_speculative_sampling`` and its warpers: the edges no earlier run could reach."""

@@ -17,13 +17,14 @@ from specsim.conformance.verdict.waivers import JUDGEMENTS, load
 
 WAIVERS = pathlib.Path(vllm_device.__file__).with_name("vllm_waivers.toml")
 GROUPS = ("L1-edges", "L1-injected", "input-rules")
-# SPEC 1.9's edges at batch sizes and 1.10's among filler requests (every edge again at 33 and 257 requests with
-# --quick) are left out here: Triton's interpreter takes seconds a call, and with 1.9's alone L1-edges took about
-# 290 s on one core. They run compiled on a GPU (`specsim field --devices vllm --groups L1-edges`, docs/field.md).
+# SPEC 1.9's edges at batch sizes, 1.10's among filler requests and 1.11's among fillers of one kind (every edge again
+# at 33 and 257 requests with --quick) are left out here: Triton's interpreter takes seconds a call, and with 1.9's
+# alone L1-edges took about 290 s on one core. They run compiled on a GPU (`specsim field --devices vllm --groups
+# L1-edges`, docs/field.md).
 WITHOUT_EDGE_BATCHES = """
 import sys, pytest
 from specsim.conformance.checks.chain import exact
-exact.edge_batch_checks = exact.edge_mixed_checks = lambda device, ctx, only=None: []
+exact.edge_batch_checks = exact.edge_mixed_checks = exact.edge_kind_checks = lambda device, ctx, only=None: []
 sys.exit(pytest.main(sys.argv[1:]))
 """
 
