@@ -68,7 +68,9 @@ def test_the_sampler_group_finds_what_the_waiver_file_says_and_each_cause_is_con
               if w.check.startswith("conformance:L1-sampler/")]
     failing = sorted(name for name, status in got["found"].items() if status in ("fail", "error"))
     assert failing and all(any(fnmatch.fnmatchcase(name, w) for w in waived) for name in failing), failing
-    for w in waived:   # every waiver is still earned: the group finds it
+    for w in waived:   # every waiver is still earned: the group finds it (but for the checks left out above)
+        if w.endswith(("/batches", "/mixed")):
+            continue   # SPEC 1.9's and 1.11's, judged on the compiled run (specsim field re-confirms them there)
         assert any(fnmatch.fnmatchcase(name, w) for name in failing), f"{w} matches no failing check"
     served = [name for name, status in got["found"].items() if status != "not_supported"]
     # every edge vLLM's declaration reaches, the random cases and "declared", in both order profiles; precision;
