@@ -340,9 +340,11 @@ def _tree_rows_held(device, name: str, batch, noise, sizes, why: str, answers: l
             return [problem] + ([replace(problem, name=neighbours)] if neighbours else [])
         taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
         for check in checks:
+            if check in found:
+                continue
             rows = order == 0 if check == name else order > 0
             wrong = [n for n in np.flatnonzero(rows) if (got.emitted(n), taken[n]) != answers[order[n]]]
-            if check in found or not wrong:
+            if not wrong:
                 continue
             n = wrong[0]
             tokens, via = answers[order[n]]
@@ -354,7 +356,7 @@ def _tree_rows_held(device, name: str, batch, noise, sizes, why: str, answers: l
                                        extra={"batch": size, "copies_wrong": len(wrong)})
         if len(found) == len(checks):
             break
-    rows = {name: "copy" + (" of the edge's request among filler requests" if neighbours else ""),
-            neighbours: "filler row among the edge's requests"}
-    return [found.get(check) or CheckResult(check, "L1", "pass", f"{why}: every {rows[check]} {_sizes_note(sizes)}",
+    held = {name: "copy" + (" of the edge's request among filler requests" if neighbours else "")}
+    held |= {neighbours: "filler row among the edge's requests"} if neighbours else {}
+    return [found.get(check) or CheckResult(check, "L1", "pass", f"{why}: every {held[check]} {_sizes_note(sizes)}",
                                             extra={"batches": list(sizes)}) for check in checks]
