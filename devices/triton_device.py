@@ -106,6 +106,11 @@ class KernelConfig:
     """``((batch, programs), ...)``, batches ascending: the programs a plain step's passes aim for from that
     batch size up (``programs_at``), tuned apart (``specsim bench --tune``; docs/results/tune-h200.json: the
     H200's B = 256 runs fastest at twice the programs of its B = 32). Empty: ``programs`` at every batch size."""
+    race_by_batch: tuple = ()
+    """``((batch, race_block, race_warps), ...)``, batches ascending: the step kernel's tile and warps from that
+    batch size up (``race_at``), tuned apart (``specsim bench --tune``; docs/results/tune-h200.json: at B = 1 the
+    step kernel is one tile a program, and its walk over every row's statistics runs faster on more warps).
+    Empty: ``race_block`` and ``race_warps`` at every batch size."""
     by_call: tuple = ()
     """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
     ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals
@@ -132,6 +137,23 @@ class KernelConfig:
         for at, programs in self.programs_by_batch:
             if at <= batch:
                 found = programs
+        return found
+
+    def race_at(self, batch: int) -> tuple[int, int]:
+        """The step kernel's ``(tile, warps)`` for ``batch`` requests: ``race_by_batch``' entry of the largest batch
+        size at most ``batch`` (below the first: the first's), else ``race_block`` and ``race_warps`` (None: the
+        statistics pass's).
+
+        >>> c = KernelConfig(race_block=256, race_warps=1, race_by_batch=((1, 1024, 4), (32, 256, 1)))
+        >>> c.race_at(1), c.race_at(31), c.race_at(32), KernelConfig().race_at(7)
+        ((1024, 4), (1024, 4), (256, 1), (512, 2))
+        """
+        if not self.race_by_batch:
+            return self.race_block or self.block, self.race_warps or self.num_warps
+        found = self.race_by_batch[0][1:]
+        for at, block, warps in self.race_by_batch:
+            if at <= batch:
+                found = (block, warps)
         return found
 
     def for_call(self, has_draft: bool, itemsize: int) -> KernelConfig:
@@ -188,8 +210,9 @@ def config_of(entry: dict | None, source: str) -> KernelConfig:
 
 def _fields(fields: dict) -> dict:
     """A tuned entry's fields as ``KernelConfig`` holds them (JSON's lists of pairs made tuples)."""
-    if "programs_by_batch" in fields:
-        fields = dict(fields, programs_by_batch=tuple(tuple(pair) for pair in fields["programs_by_batch"]))
+    for name in ("programs_by_batch", "race_by_batch"):
+        if name in fields:
+            fields = dict(fields, **{name: tuple(tuple(entry) for entry in fields[name])})
     return fields
 
 
@@ -268,7 +291,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     block = config.stats_block(target_logits.element_size())
     programs = config.programs_at(batch)
     chunk, nchunk = vocab_chunks(V, rows, block, programs)
-    race_block = config.race_block or config.block
+    race_block, race_warps = config.race_at(batch)
     race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, programs)
     given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
     nstat = 1 if given else nchunk + (sampler is not None)  # the fused path's records: a column of their own
@@ -328,7 +351,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
         best_w, best_w_id, best_t, best_t_id, out, num_accepted,
         V, width, nstat, race_chunk, race_nchunk, TILES=race_chunk // race_block, HAS_DRAFT=has_draft,
         KEYED=keyed, BLOCK_K=_pow2(width, 8), BLOCK_C=_pow2(nstat), BLOCK_R=_pow2(race_nchunk), BLOCK=race_block,
-        FP64=fp64, BOUND=config.bound, num_warps=config.race_warps or config.num_warps, PDL=pdl,
+        FP64=fp64, BOUND=config.bound, num_warps=race_warps, PDL=pdl,
         **({"launch_pdl": True} if pdl else {}), **stages, **fused)
     return out, num_accepted, stat_max.view(rows, nstat)
 

@@ -402,13 +402,26 @@ def below_bound(t, w, words, bound_w, bound_t, RACE_T: tl.constexpr, FP64: tl.co
     """True where the element may still win: ``E = -log(1 - y) ≥ y`` for the complement uniform
     ``y`` of its word, so its score ``w/E`` is at most ``w/y``, and an element with
     ``w·(1 + 2^-10) ≤ best·y`` cannot beat the best score already made (the slack covers
-    float rounding of ``y``, ``E`` and the score, ≤ 1e-6 relative)."""
-    dtype = tl.float64 if FP64 else tl.float32
-    y = ((words ^ 0xFFFFFFFF).to(dtype) + 0.5) * TWO_POW_M32
-    live = w * SLACK > bound_w * y
+    float rounding of ``y``, ``E`` and the score, ≤ 1e-6 relative). ``y`` here is ``complement_floor``'s,
+    at most the complement uniform itself: a smaller ``y`` only keeps more elements."""
+    y = complement_floor(words, FP64)
+    live = w > (bound_w * (1.0 / SLACK)) * y
     if RACE_T:
-        live = live | (t * SLACK > bound_t * y)
+        live = live | (t > (bound_t * (1.0 / SLACK)) * y)
     return live
+
+
+@triton.jit
+def complement_floor(words, FP64: tl.constexpr):
+    """A lower bound of the complement uniform ``(2^32 - x - 1/2)·2^-32`` of uint32 words ``x``, made with
+    no integer-to-float conversion (a slow instruction, one an element of every race tile): the complement's
+    top bits as the mantissa of a float in ``[1, 2)``, less 1 — exact in the compute dtype. Float32 keeps the
+    top 23 bits (below the uniform by less than ``2^-23``), float64 all 32 (``c·2^-32``)."""
+    c = words ^ 0xFFFFFFFF
+    if FP64:
+        return ((c.to(tl.uint64) << 20) | 0x3FF0000000000000).to(tl.float64, bitcast=True) - 1.0
+    else:
+        return ((c >> 9) | 0x3F800000).to(tl.float32, bitcast=True) - 1.0
 
 
 @triton.jit

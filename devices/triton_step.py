@@ -123,8 +123,7 @@ class TritonStep(GraphCache):
         import torch
         if torch.cuda.is_current_stream_capturing():
             return self._launch(tensors, max_k, filters)
-        key = (max_k,) + tuple(None if t is None else (t.data_ptr(), t.shape, t.dtype) for t in tensors) + (
-            None if filters is None else filters.signature(),)
+        key = signature(tensors, max_k, filters)
         hit = self._captured.get(key)
         if hit is not None:  # the hot path: one lookup, one graph launch
             self._captured.move_to_end(key)
@@ -171,6 +170,17 @@ class TritonStep(GraphCache):
         return self.top_values
 
 
+def signature(tensors: tuple, max_k: int, filters: StepFilters | None) -> tuple:
+    """What a graph of the step depends on, flat (it is made on every call: nested tuples and ``torch.Size``
+    objects cost the hot path a third more): every tensor's data pointer and dtype, the batch size, the target
+    rows' shape, ``max_k`` and the filters' values. The launches read nothing else of the tensors: the other
+    shapes follow from these (``verify_tensors``' contract), and the kernels read rows in place."""
+    cu, target_logits = tensors[0], tensors[3]
+    return (max_k, cu.shape[0], *target_logits.shape, None if filters is None else filters.signature(),
+            *[None if t is None else t.data_ptr() for t in tensors],
+            *[None if t is None else t.dtype for t in tensors])
+
+
 def graph_holds(plan) -> bool:
     """Whether a CUDA graph can hold the cut of ``filter_plan``'s ``(FilterRows or None, CutPlan or None)``: no
     row filters, or every row does and decides on its top-k candidates. Otherwise which rows filter (or decide
@@ -180,4 +190,4 @@ def graph_holds(plan) -> bool:
     return rows is None or (cut_plan is not None and not cut_plan.whole.size and cut_plan.index is None)
 
 
-__all__ = ["GraphCache", "StepFilters", "TritonStep", "graph_holds"]
+__all__ = ["GraphCache", "StepFilters", "TritonStep", "graph_holds", "signature"]

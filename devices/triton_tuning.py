@@ -33,7 +33,7 @@ ENV = "SPECSIM_TRITON_TUNING"
 CALL_KEYS = tuple(f"{mode}/{bits}" for mode in ("draft", "point") for bits in (16, 32, 64))
 """The kinds of call an entry may tune apart (``triton_device.call_key``)."""
 TUNED_FIELDS = ("block", "num_warps", "programs", "race_block", "race_warps", "num_stages", "bound", "block16",
-                "programs_by_batch")
+                "programs_by_batch", "race_by_batch")
 """The ``KernelConfig`` fields an entry may set."""
 
 
@@ -98,20 +98,25 @@ def _check_fields(fields: dict, where: str) -> None:
         value = fields.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"{where}: {name} must be an integer ≥ 1 (or null), got {value!r}")
-    _check_by_batch(fields.get("programs_by_batch", []), where)
+    _check_by_batch(fields.get("programs_by_batch", []), where, "programs_by_batch", ("programs",))
+    _check_by_batch(fields.get("race_by_batch", []), where, "race_by_batch", ("race_block", "race_warps"))
 
 
-def _check_by_batch(pairs, where: str) -> None:
-    """``programs_by_batch``: a list of ``[batch, programs]`` pairs of integers ≥ 1, batches strictly ascending."""
-    rule = "a list of [batch, programs] pairs of integers ≥ 1, batches strictly ascending"
-    if not isinstance(pairs, (list, tuple)):
-        raise ValueError(f"{where}: programs_by_batch must be {rule}, got {pairs!r}")
+def _check_by_batch(entries, where: str, name: str, values: tuple) -> None:
+    """``programs_by_batch`` (``[batch, programs]``) or ``race_by_batch`` (``[batch, race_block, race_warps]``): a
+    list of such entries of integers ≥ 1, batches strictly ascending, a tile a power of two ≥ 32."""
+    rule = (f"a list of [{', '.join(('batch',) + values)}] {'pairs' if len(values) == 1 else 'triples'} of integers "
+            "≥ 1, batches strictly ascending"
+            + (", race_block a power of two ≥ 32" if "race_block" in values else ""))
+    if not isinstance(entries, (list, tuple)):
+        raise ValueError(f"{where}: {name} must be {rule}, got {entries!r}")
     last = 0
-    for pair in pairs:
-        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in pair) or pair[0] <= last):
-            raise ValueError(f"{where}: programs_by_batch must be {rule}, got {pairs!r}")
-        last = pair[0]
+    for entry in entries:
+        if (not isinstance(entry, (list, tuple)) or len(entry) != 1 + len(values)
+                or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in entry) or entry[0] <= last
+                or ("race_block" in values and (entry[1] < 32 or entry[1] & (entry[1] - 1)))):
+            raise ValueError(f"{where}: {name} must be {rule}, got {entries!r}")
+        last = entry[0]
 
 
 def entry_of(config, by_call: dict, measured: dict) -> dict:
@@ -124,7 +129,7 @@ def entry_of(config, by_call: dict, measured: dict) -> dict:
 
 
 def _json(value):
-    """A field's value as the file holds it (``programs_by_batch``' pairs as lists)."""
+    """A field's value as the file holds it (``programs_by_batch``' and ``race_by_batch``' entries as lists)."""
     return [list(pair) for pair in value] if isinstance(value, tuple) else value
 
 

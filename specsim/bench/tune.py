@@ -13,7 +13,12 @@ winner kept for the next:
 2. ``stats``: the statistics pass's tile, warps and pipelining stages, at the anchor with draft probabilities
    (``ANCHOR``: B = 256, K = 4, V = 128256, float32);
 3. ``race``: the step kernel's tile and warps, for draft probabilities and for point proposals apart;
-4. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart.
+4. ``race by batch``: the same at B = 1, 8 and 32 (``RACE_BATCHES``), each mode apart, kept per batch size
+   (``KernelConfig.race_by_batch``: from that batch size up; the anchor's from the anchor up). A small batch's
+   step kernel has a tile or two a program, and its walk over every row's statistics wants more warps than
+   the anchor's long race does;
+5. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart (their step kernel
+   takes the 32-bit call's shapes).
 
 The winners make one tuned entry (``devices.triton_tuning``): the draft shape as every call's, the other
 kinds of call (``point/32``, ``draft/16``, ``point/16``) as what they change. ``--tune-out FILE`` adds it to
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 
 ANCHOR = dict(batch=256, k=4, vocab=128256)
 PROGRAM_BATCHES = (1, 32, 256)
+RACE_BATCHES = (1, 8, 32)
 STATS_BLOCKS, STATS_WARPS, STAGES = (1024, 2048, 4096), (4, 8), (None, 2, 3)
 RACE_SHAPES = tuple((b, w) for b in (256, 512, 1024, 2048) for w in (1, 2, 4, 8) if b >= 64 * w)
 """The step kernel's tiles and warps: at least two elements a thread."""
@@ -118,6 +124,8 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
     draft = best_of("stats", "draft/32", stats_candidates(draft))
     draft = best_of("race", "draft/32", race_candidates(draft))
     point = best_of("race", "point/32", race_candidates(draft))
+    draft = races_by_batch(timer, draft, "draft/32", trials, out)
+    point = races_by_batch(timer, point, "point/32", trials, out)
     configs = {"draft/32": draft, "point/32": point}
     for key, over in (("draft/16", draft), ("point/16", point)):
         configs[key] = best_of("16-bit", key, block16_candidates(over))
@@ -145,6 +153,23 @@ def programs_of(timer, base, sms: int, trials: list, out=print):
         chosen.append((batch, candidates[rows.index(row)][1].programs))
     anchor = dict(chosen).get(ANCHOR["batch"], chosen[-1][1])
     return dataclasses.replace(base, programs=anchor, programs_by_batch=tuple(chosen))
+
+
+def races_by_batch(timer, base, key: str, trials: list, out=print):
+    """``base`` with ``race_by_batch``: each of ``RACE_BATCHES``' fastest of ``race_candidates`` for calls of kind
+    ``key``, then ``base``'s own race from the anchor's batch size up; an entry the same as the one before it is
+    left out (none at all where every batch size runs fastest at the anchor's race)."""
+    chosen = []
+    for batch in RACE_BATCHES:
+        candidates = race_candidates(dataclasses.replace(base, race_by_batch=()))
+        found = [trial(timer, "race by batch", key, batch, label, config, out) for label, config in candidates]
+        trials.extend(found)
+        i = pick(found)
+        found[i].chosen = True
+        chosen.append((batch,) + candidates[i][1].race_at(batch))
+    chosen.append((ANCHOR["batch"],) + dataclasses.replace(base, race_by_batch=()).race_at(ANCHOR["batch"]))
+    kept = [entry for n, entry in enumerate(chosen) if n == 0 or entry[1:] != chosen[n - 1][1:]]
+    return dataclasses.replace(base, race_by_batch=() if len(kept) == 1 else tuple(kept))
 
 
 def trial(timer, part: str, key: str, batch: int, label: str, config, out=print) -> Trial:
@@ -218,7 +243,8 @@ def run(torch, reps: int, warmup: int, out=print):
     measured = {"command": records.command_line(), "date": datetime.date.today().isoformat(),
                 "torch": torch.__version__, "triton": triton.__version__,
                 "shape": f"B={ANCHOR['batch']} K={ANCHOR['k']} V={ANCHOR['vocab']} (programs: B = "
-                         f"{', '.join(map(str, PROGRAM_BATCHES))})",
+                         f"{', '.join(map(str, PROGRAM_BATCHES))}; race by batch: B = "
+                         f"{', '.join(map(str, RACE_BATCHES))})",
                 "from": base.source}
     return name, result, tuned_entry(result, measured)
 

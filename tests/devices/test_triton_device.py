@@ -386,6 +386,33 @@ def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
             assert result.ok, result.summary()
 
 
+def test_race_shapes_per_batch_size_pick_the_step_kernels_tile_and_change_no_token(monkeypatch):
+    """A config whose small batches race on tiles four times the large ones' (fewer race chunks a row): the
+    step kernel is launched with each batch size's tile, and every token is the reference's."""
+    config = td.KernelConfig(block=BLOCK, num_warps=1, programs=64, race_block=None, race_warps=None,
+                             race_by_batch=((1, 4 * BLOCK, 1), (4, BLOCK, 1)))
+    launched = []
+    kernel = tk.step_kernel
+
+    class Recorded:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.append(kwargs["BLOCK"])
+                return kernel[grid](*args, **kwargs)
+            return launch
+    monkeypatch.setattr(tk, "step_kernel", Recorded())
+    device = td.TritonDevice("cpu", config)
+    for size in (2, 4):
+        rng = np.random.default_rng(case_seed(SUITE_SEED, "race-by-batch", size))
+        batch = random_batch(rng, BatchSpec(batch=size, max_k=3, vocab_size=8 * BLOCK + 3, dtype="float32",
+                                            zero_k_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0))
+        for noise in (None, random_noise(rng, batch)):
+            launched.clear()
+            result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+            assert result.ok, result.summary()
+            assert launched == [4 * BLOCK if size < 4 else BLOCK]
+
+
 # --- §4's empty residual: the t race, chunk by chunk --------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

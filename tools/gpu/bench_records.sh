@@ -27,7 +27,7 @@ for part in ${@:-anchor v32000 v151936 bfloat16 goals trees}; do
     trees) timeout 300 python3 -m specsim.bench.trees --device triton --kernel --batch 64 --vocab 128256 --depth 6 \
              --branch 4 --width 3 --record docs/results/tree-bench-h100.json
            written+=(docs/results/tree-bench-h100.json) ;;
-    h200-tune) timeout 300 $bench --tune --reps 30 --tune-out devices/triton_tuning.json --record docs/results/tune-h200.json
+    h200-tune) timeout 480 $bench --tune --reps 30 --tune-out devices/triton_tuning.json --record docs/results/tune-h200.json
                written+=(docs/results/tune-h200.json devices/triton_tuning.json) ;;
     h200-latency) timeout 260 $bench --latency --devices triton vllm vllm-v2 --record docs/results/bench-h200-latency.json
                   written+=(docs/results/bench-h200-latency.json) ;;
