@@ -259,5 +259,47 @@ def record(name: str, result: Sweep, entry: dict, command: str, hardware: str, v
     rec["tables"]["tuned"] = {"columns": ["kind of call", "launch shape"],
                               "rows": [[k, step.launch_text(c)] for k, c in result.configs.items()]}
     rec["values"] = {f"tuned-{k.replace('/', '-')}": step.launch_text(c) for k, c in result.configs.items()}
+    rec["values"].update(trial_values(rec["tables"]["trials"]["rows"]))
     rec["entry"] = entry
     return rec
+
+
+def trial_values(rows: list) -> dict:
+    """Values a page cites from a sweep's trials (rows of ``TRIALS_HEADER``), milliseconds as printed:
+    ``programs-b{B}-{P}-ms`` for each programs count ``P`` and ``programs-b{B}-tuned`` (its ``-ms``,
+    ``-min-ms``, ``-max-ms``); ``race-{mode}-b{B}-tuned`` (the race by batch's winner, its ``-ms``) and
+    ``race-{mode}-b{B}-anchor-ms`` (the anchor's race at that batch size).
+
+    >>> rows = [["programs", "draft/32", "B=1 K=4 V=9 draft/32", "programs 132 (1 per SM)", "0.0158", ""],
+    ...         ["programs", "draft/32", "B=1 K=4 V=9 draft/32", "programs 264 (2 per SM)", "0.0140", "chosen"],
+    ...         ["race", "draft/32", "B=256 K=4 V=9 draft/32", "race 256 x 1 warps", "0.2267", "chosen"],
+    ...         ["race by batch", "draft/32", "B=1 K=4 V=9 draft/32", "race 256 x 1 warps", "0.0127", ""],
+    ...         ["race by batch", "draft/32", "B=1 K=4 V=9 draft/32", "race 1024 x 4 warps", "0.0108", "chosen"]]
+    >>> v = trial_values(rows)
+    >>> v["programs-b1-tuned"], v["programs-b1-min-ms"], v["race-draft-b1-tuned"], v["race-draft-b1-anchor-ms"]
+    ('264', '0.0140', '1024 x 4', '0.0127')
+    """
+    values, anchor_race = {}, {}
+    batch_of = lambda shape: shape.split()[0][2:]  # noqa: E731 - "B=32 K=4 ..." -> "32"
+    for part, key, shape, label, ms, chosen in rows:
+        if part == "race" and chosen:
+            anchor_race[key] = label
+    for part, key, shape, label, ms, chosen in rows:
+        if ms.startswith("refused"):
+            continue
+        batch = batch_of(shape)
+        if part == "programs":
+            values[f"programs-b{batch}-{label.split()[1]}-ms"] = ms
+            times = [float(values[k]) for k in values if k.startswith(f"programs-b{batch}-") and k.count("-") == 3]
+            values[f"programs-b{batch}-min-ms"] = f"{min(times):.4f}"
+            values[f"programs-b{batch}-max-ms"] = f"{max(times):.4f}"
+            if chosen:
+                values[f"programs-b{batch}-tuned"], values[f"programs-b{batch}-tuned-ms"] = label.split()[1], ms
+        elif part == "race by batch":
+            mode = key.split("/")[0]
+            if chosen and key.endswith("/32"):
+                values[f"race-{mode}-b{batch}-tuned"] = label.removeprefix("race ").removesuffix(" warps")
+                values[f"race-{mode}-b{batch}-tuned-ms"] = ms
+            if label == anchor_race.get(key):
+                values[f"race-{mode}-b{batch}-anchor-ms"] = ms
+    return values
