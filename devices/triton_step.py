@@ -5,8 +5,9 @@ allocations; from Python that is ~0.1 ms of host work a call, more than the
 GPU needs for a small step. An engine calls its sampler with the same input
 buffers step after step (a caching allocator hands the same blocks back), so
 ``TritonStep`` keeps a CUDA graph of the step per call signature — the data
-pointers, shapes and dtypes of the tensors and the host arguments — and
-replays it: a dictionary lookup and one graph launch.
+pointers and dtypes of the tensors, the batch size, the target rows' shape and
+the host arguments (``signature``) — and replays it: a dictionary lookup and
+one graph launch.
 
 * The first call with a signature runs the kernels (compiling them if needed);
   the second captures the graph and replays it; later calls replay. A
