@@ -111,6 +111,11 @@ class KernelConfig:
     batch size up (``race_at``), tuned apart (``specsim bench --tune``; docs/results/tune-h200.json: at B = 1 the
     step kernel is one tile a program, and its walk over every row's statistics runs faster on more warps).
     Empty: ``race_block`` and ``race_warps`` at every batch size."""
+    race_programs_by_batch: tuple = ()
+    """``((batch, programs), ...)``, batches ascending: the programs the step kernel's race aims for from that batch
+    size up (``race_programs_at``), tuned apart from the statistics pass's (``specsim bench --tune``: on the H200 the
+    anchor's race runs faster in one wave of its one-warp programs than in the pass's count, which spills a few into
+    a second). Empty: ``programs_at``'s."""
     by_call: tuple = ()
     """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
     ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals
@@ -131,13 +136,7 @@ class KernelConfig:
         >>> KernelConfig(programs=1056, programs_by_batch=((8, 528), (256, 4224))).programs_at(1), KernelConfig().programs_at(7)
         (528, 2112)
         """
-        if not self.programs_by_batch:
-            return self.programs
-        found = self.programs_by_batch[0][1]
-        for at, programs in self.programs_by_batch:
-            if at <= batch:
-                found = programs
-        return found
+        return _by_batch(self.programs_by_batch, batch, self.programs)
 
     def race_at(self, batch: int) -> tuple[int, int]:
         """The step kernel's ``(tile, warps)`` for ``batch`` requests: ``race_by_batch``' entry of the largest batch
@@ -156,10 +155,33 @@ class KernelConfig:
                 found = (block, warps)
         return found
 
+    def race_programs_at(self, batch: int) -> int:
+        """The programs the step kernel's race aims for at ``batch`` requests: ``race_programs_by_batch``' entry of
+        the largest batch size at most ``batch`` (below the first: the first's), else ``programs_at(batch)``.
+
+        >>> KernelConfig(programs=4224, race_programs_by_batch=((1, 1056), (256, 3168))).race_programs_at(300)
+        3168
+        >>> KernelConfig(programs=4224).race_programs_at(300)
+        4224
+        """
+        return _by_batch(self.race_programs_by_batch, batch, self.programs_at(batch))
+
     def for_call(self, has_draft: bool, itemsize: int) -> KernelConfig:
         """The launch shape of one call: its kind's tuned entry of ``by_call`` (``call_key``), else this config."""
         key = call_key(has_draft, itemsize)
         return next((c for k, c in self.by_call if k == key), self)
+
+
+def _by_batch(entries: tuple, batch: int, otherwise: int) -> int:
+    """The value of ``entries`` (``((batch, value), ...)``, ascending) for ``batch``: the entry of the largest batch
+    size at most ``batch``, below the first the first's; ``otherwise`` where there are none."""
+    if not entries:
+        return otherwise
+    found = entries[0][1]
+    for at, value in entries:
+        if at <= batch:
+            found = value
+    return found
 
 
 def call_key(has_draft: bool, itemsize: int) -> str:
@@ -210,7 +232,7 @@ def config_of(entry: dict | None, source: str) -> KernelConfig:
 
 def _fields(fields: dict) -> dict:
     """A tuned entry's fields as ``KernelConfig`` holds them (JSON's lists of pairs made tuples)."""
-    for name in ("programs_by_batch", "race_by_batch"):
+    for name in ("programs_by_batch", "race_by_batch", "race_programs_by_batch"):
         if name in fields:
             fields = dict(fields, **{name: tuple(tuple(entry) for entry in fields[name])})
     return fields
@@ -292,7 +314,7 @@ def step_tensors(cu, draft_token_ids, draft_probs, target_logits, temperature, *
     programs = config.programs_at(batch)
     chunk, nchunk = vocab_chunks(V, rows, block, programs)
     race_block, race_warps = config.race_at(batch)
-    race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, programs)
+    race_chunk, race_nchunk = vocab_chunks(V, batch, race_block, config.race_programs_at(batch))
     given = cut is not None and cut.stats is not None  # the rows' statistics come with the cut: no first pass
     nstat = 1 if given else nchunk + (sampler is not None)  # the fused path's records: a column of their own
     # Three allocations, no kernel: every element below is written by the launches.

@@ -33,7 +33,7 @@ ENV = "SPECSIM_TRITON_TUNING"
 CALL_KEYS = tuple(f"{mode}/{bits}" for mode in ("draft", "point") for bits in (16, 32, 64))
 """The kinds of call an entry may tune apart (``triton_device.call_key``)."""
 TUNED_FIELDS = ("block", "num_warps", "programs", "race_block", "race_warps", "num_stages", "bound", "block16",
-                "programs_by_batch", "race_by_batch")
+                "programs_by_batch", "race_by_batch", "race_programs_by_batch")
 """The ``KernelConfig`` fields an entry may set."""
 
 
@@ -100,6 +100,7 @@ def _check_fields(fields: dict, where: str) -> None:
             raise ValueError(f"{where}: {name} must be an integer ≥ 1 (or null), got {value!r}")
     _check_by_batch(fields.get("programs_by_batch", []), where, "programs_by_batch", ("programs",))
     _check_by_batch(fields.get("race_by_batch", []), where, "race_by_batch", ("race_block", "race_warps"))
+    _check_by_batch(fields.get("race_programs_by_batch", []), where, "race_programs_by_batch", ("programs",))
 
 
 def _check_by_batch(entries, where: str, name: str, values: tuple) -> None:
@@ -129,7 +130,7 @@ def entry_of(config, by_call: dict, measured: dict) -> dict:
 
 
 def _json(value):
-    """A field's value as the file holds it (``programs_by_batch``' and ``race_by_batch``' entries as lists)."""
+    """A field's value as the file holds it (the ``*_by_batch`` fields' entries as lists)."""
     return [list(pair) for pair in value] if isinstance(value, tuple) else value
 
 

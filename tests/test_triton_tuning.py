@@ -94,6 +94,7 @@ def test_the_file_the_environment_names_comes_first(tmp_path, monkeypatch):
     ({"config": {"race_by_batch": [[1, 1000, 4]]}}, "race_block a power of two ≥ 32"),
     ({"config": {"race_by_batch": [[1, 1024]]}}, r"race_by_batch must be a list of \[batch, race_block, race_warps\] triples"),
     ({"config": {"race_by_batch": [[8, 1024, 4], [8, 256, 1]]}}, "batches strictly ascending"),
+    ({"config": {"race_programs_by_batch": [[1, 0]]}}, "race_programs_by_batch must be a list of .* pairs of integers ≥ 1"),
 ])
 def test_a_malformed_entry_is_refused_naming_the_gpu_and_the_rule(tmp_path, entry, rule):
     path = tmp_path / "bad.json"
@@ -117,7 +118,8 @@ def tuned_config(gpu_name):
 
 def synthetic_timer(refuse=lambda c: False):
     """Seconds with a known best: stats 4096 x 8 at 2 stages, race 1024 x 4 (draft) and 2048 x 8 (point),
-    but 512 x 2 at B = 1 for both, 4, 8 and 32 programs per SM at B = 1, 32 and 256, 16-bit stats 2048 x 8."""
+    but 512 x 2 at B = 1 for both, 4, 8 and 32 programs per SM at B = 1, 32 and 256, the race at the pass's programs
+    but 0.75 times them at B = 256, 16-bit stats 2048 x 8."""
     calls = []
 
     def timer(config, key, batch):
@@ -128,6 +130,8 @@ def synthetic_timer(refuse=lambda c: False):
         t += 0.1 * (config.block != 4096) + 0.1 * (config.num_warps != 8) + 0.05 * (config.num_stages != 2)
         best_race = (512, 2) if batch == 1 else (2048, 8) if key.startswith("point") else (1024, 4)
         t += 0.2 * (config.race_at(batch) != best_race)
+        race_best = round(0.75 * config.programs_at(batch)) if batch == 256 else config.programs_at(batch)
+        t += 0.05 * (config.race_programs_at(batch) != race_best)
         per_sm = config.programs_at(batch) // 132
         t += {1: 0.3 * (per_sm != 4), 32: 0.2 * (per_sm != 8), 256: 0.01 * (per_sm != 32)}.get(batch, 0)
         if key.endswith("/16"):
@@ -147,16 +151,21 @@ def test_the_sweep_keeps_each_parts_winner_and_tunes_each_kind_of_call():
     # the race at small batches, each mode apart; an entry the same as the one before it left out
     assert draft.race_by_batch == ((1, 512, 2), (8, 1024, 4)) and point.race_by_batch == ((1, 512, 2), (8, 2048, 8))
     assert [draft.race_at(b) for b in (1, 7, 8, 32, 256)] == [(512, 2)] * 2 + [(1024, 4)] * 3
+    # the race's programs apart from the pass's, at the small batches and the anchor
+    assert draft.race_programs_by_batch == point.race_programs_by_batch == (
+        (1, 4 * 132), (8, 4 * 132), (32, 8 * 132), (256, 24 * 132))
+    assert draft.race_programs_at(1000) == 24 * 132 and draft.programs_at(1000) == 32 * 132
     assert result.configs["draft/16"].block16 == result.configs["point/16"].block16 == 2048
     assert {b for k, b in calls if k == "draft/32"} == {*tune.PROGRAM_BATCHES, *tune.RACE_BATCHES}
     chosen = [t for t in result.trials if t.chosen]
-    assert len(chosen) == 5 + len(tune.PROGRAM_BATCHES) + 2 * len(tune.RACE_BATCHES)  # stats, 2 races, 2 16-bit,
-    # programs and each mode's race (one per batch)
+    assert len(chosen) == 5 + len(tune.PROGRAM_BATCHES) + 2 * len(tune.RACE_BATCHES) + 2 * (len(tune.RACE_BATCHES) + 1)
+    # stats, 2 races, 2 16-bit, programs, each mode's race and race programs (one per batch)
     assert {b for k, b in calls if k == "point/32"} == {256, *tune.RACE_BATCHES}
     entry = tune.tuned_entry(result, {"command": "c", "date": "d", "torch": "t", "triton": "x"})
     triton_tuning.check_entry(entry, "the sweep's entry")
     assert entry["by_call"]["point/32"] == {"race_block": 2048, "race_warps": 8,
                                             "race_by_batch": [[1, 512, 2], [8, 2048, 8]]}
+    assert entry["config"]["race_programs_by_batch"] == [[1, 528], [8, 528], [32, 1056], [256, 3168]]
     assert entry["config"]["race_by_batch"] == [[1, 512, 2], [8, 1024, 4]]
 
 

@@ -342,10 +342,12 @@ def launch_text(config) -> str:
     by_batch = "".join(f", B ≥ {b}: {p}" for b, p in config.programs_by_batch)
     programs = f"programs {config.programs}" + (f" ({by_batch[2:]})" if by_batch else "")
     races = "".join(f", B ≥ {b}: {t} x {w}" for b, t, w in config.race_by_batch)
+    race_programs = "".join(f", B ≥ {b}: {p}" for b, p in config.race_programs_by_batch)
     return (f"stats {config.block} x {config.num_warps} warps (16-bit {config.stats_block(2)}), "
             f"stages {config.num_stages or 'default'}, {programs}, "
             f"race {config.race_block or config.block} x {config.race_warps or config.num_warps} warps"
-            + (f" ({races[2:]})" if races else ""))
+            + (f" ({races[2:]})" if races else "")
+            + (f", race programs {race_programs[2:]}" if race_programs else ""))
 
 
 def config_text(config) -> str:

@@ -17,7 +17,11 @@ winner kept for the next:
    (``KernelConfig.race_by_batch``: from that batch size up; the anchor's from the anchor up). A small batch's
    step kernel has a tile or two a program, and its walk over every row's statistics wants more warps than
    the anchor's long race does;
-5. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart (their step kernel
+5. ``race programs``: the programs the race aims for, at B = 1, 8, 32 and the anchor, each mode apart, as
+   multiples of the statistics pass's (``RACE_PROGRAM_SCALES``; ``KernelConfig.race_programs_by_batch``). The
+   race's one-warp programs are many more a multiprocessor than the pass's: the pass's count can spill a few
+   into a second wave;
+6. ``16-bit``: the statistics tile and warps for bfloat16 logits, draft and point apart (their step kernel
    takes the 32-bit call's shapes).
 
 The winners make one tuned entry (``devices.triton_tuning``): the draft shape as every call's, the other
@@ -35,6 +39,8 @@ from dataclasses import dataclass, field
 ANCHOR = dict(batch=256, k=4, vocab=128256)
 PROGRAM_BATCHES = (1, 32, 256)
 RACE_BATCHES = (1, 8, 32)
+RACE_PROGRAM_SCALES = (0.5, 0.75, 1.0, 1.5, 2.0)
+"""The race's programs tried, as multiples of the statistics pass's at the same batch size."""
 STATS_BLOCKS, STATS_WARPS, STAGES = (1024, 2048, 4096), (4, 8), (None, 2, 3)
 RACE_SHAPES = tuple((b, w) for b in (256, 512, 1024, 2048) for w in (1, 2, 4, 8) if b >= 64 * w)
 """The step kernel's tiles and warps: at least two elements a thread."""
@@ -126,6 +132,8 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
     point = best_of("race", "point/32", race_candidates(draft))
     draft = races_by_batch(timer, draft, "draft/32", trials, out)
     point = races_by_batch(timer, point, "point/32", trials, out)
+    draft = race_programs_of(timer, draft, "draft/32", trials, out)
+    point = race_programs_of(timer, point, "point/32", trials, out)
     configs = {"draft/32": draft, "point/32": point}
     for key, over in (("draft/16", draft), ("point/16", point)):
         configs[key] = best_of("16-bit", key, block16_candidates(over))
@@ -170,6 +178,23 @@ def races_by_batch(timer, base, key: str, trials: list, out=print):
     chosen.append((ANCHOR["batch"],) + dataclasses.replace(base, race_by_batch=()).race_at(ANCHOR["batch"]))
     kept = [entry for n, entry in enumerate(chosen) if n == 0 or entry[1:] != chosen[n - 1][1:]]
     return dataclasses.replace(base, race_by_batch=() if len(kept) == 1 else tuple(kept))
+
+
+def race_programs_of(timer, base, key: str, trials: list, out=print):
+    """``base`` with ``race_programs_by_batch``: at each of ``RACE_BATCHES`` and the anchor's batch size, the fastest
+    of ``RACE_PROGRAM_SCALES`` times the statistics pass's programs there, for calls of kind ``key``."""
+    chosen = []
+    for batch in (*RACE_BATCHES, ANCHOR["batch"]):
+        programs = base.programs_at(batch)
+        counts = sorted({max(1, round(programs * scale)) for scale in RACE_PROGRAM_SCALES})
+        candidates = [(f"race programs {n} ({n / programs:g}x the pass's)",
+                       dataclasses.replace(base, race_programs_by_batch=((1, n),))) for n in counts]
+        found = [trial(timer, "race programs", key, batch, label, config, out) for label, config in candidates]
+        trials.extend(found)
+        i = pick(found)
+        found[i].chosen = True
+        chosen.append((batch, counts[i]))
+    return dataclasses.replace(base, race_programs_by_batch=tuple(chosen))
 
 
 def trial(timer, part: str, key: str, batch: int, label: str, config, out=print) -> Trial:
@@ -244,7 +269,8 @@ def run(torch, reps: int, warmup: int, out=print):
                 "torch": torch.__version__, "triton": triton.__version__,
                 "shape": f"B={ANCHOR['batch']} K={ANCHOR['k']} V={ANCHOR['vocab']} (programs: B = "
                          f"{', '.join(map(str, PROGRAM_BATCHES))}; race by batch: B = "
-                         f"{', '.join(map(str, RACE_BATCHES))})",
+                         f"{', '.join(map(str, RACE_BATCHES))}; race programs: B = "
+                         f"{', '.join(map(str, (*RACE_BATCHES, ANCHOR['batch'])))})",
                 "from": base.source}
     return name, result, tuned_entry(result, measured)
 
@@ -268,7 +294,8 @@ def trial_values(rows: list) -> dict:
     """Values a page cites from a sweep's trials (rows of ``TRIALS_HEADER``), milliseconds as printed:
     ``programs-b{B}-{P}-ms`` for each programs count ``P`` and ``programs-b{B}-tuned`` (its ``-ms``,
     ``-min-ms``, ``-max-ms``); ``race-{mode}-b{B}-tuned`` (the race by batch's winner, its ``-ms``) and
-    ``race-{mode}-b{B}-anchor-ms`` (the anchor's race at that batch size).
+    ``race-{mode}-b{B}-anchor-ms`` (the anchor's race at that batch size); ``race-programs-{mode}-b{B}-tuned`` (its
+    ``-ms``) and ``race-programs-{mode}-b{B}-pass-ms`` (the race at the statistics pass's programs).
 
     >>> rows = [["programs", "draft/32", "B=1 K=4 V=9 draft/32", "programs 132 (1 per SM)", "0.0158", ""],
     ...         ["programs", "draft/32", "B=1 K=4 V=9 draft/32", "programs 264 (2 per SM)", "0.0140", "chosen"],
@@ -302,4 +329,11 @@ def trial_values(rows: list) -> dict:
                 values[f"race-{mode}-b{batch}-tuned-ms"] = ms
             if label == anchor_race.get(key):
                 values[f"race-{mode}-b{batch}-anchor-ms"] = ms
+        elif part == "race programs" and key.endswith("/32"):
+            mode = key.split("/")[0]
+            if chosen:
+                values[f"race-programs-{mode}-b{batch}-tuned"] = label.split()[2]
+                values[f"race-programs-{mode}-b{batch}-tuned-ms"] = ms
+            if "(1x the pass's)" in label:
+                values[f"race-programs-{mode}-b{batch}-pass-ms"] = ms
     return values

@@ -387,17 +387,18 @@ def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
 
 
 def test_race_shapes_per_batch_size_pick_the_step_kernels_tile_and_change_no_token(monkeypatch):
-    """A config whose small batches race on tiles four times the large ones' (fewer race chunks a row): the
-    step kernel is launched with each batch size's tile, and every token is the reference's."""
+    """A config whose small batches race on tiles four times the large ones' and in one chunk a row (their race
+    aims for one program), the large ones in a chunk a tile: the step kernel is launched with each batch size's
+    tile and chunks, and every token is the reference's."""
     config = td.KernelConfig(block=BLOCK, num_warps=1, programs=64, race_block=None, race_warps=None,
-                             race_by_batch=((1, 4 * BLOCK, 1), (4, BLOCK, 1)))
+                             race_by_batch=((1, 4 * BLOCK, 1), (4, BLOCK, 1)), race_programs_by_batch=((1, 1), (4, 64)))
     launched = []
     kernel = tk.step_kernel
 
     class Recorded:
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
-                launched.append(kwargs["BLOCK"])
+                launched.append((kwargs["BLOCK"], grid[1]))
                 return kernel[grid](*args, **kwargs)
             return launch
     monkeypatch.setattr(tk, "step_kernel", Recorded())
@@ -410,7 +411,7 @@ def test_race_shapes_per_batch_size_pick_the_step_kernels_tile_and_change_no_tok
             launched.clear()
             result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
             assert result.ok, result.summary()
-            assert launched == [4 * BLOCK if size < 4 else BLOCK]
+            assert launched == [(4 * BLOCK, 1) if size < 4 else (BLOCK, 9)]   # 8 * BLOCK + 3 ids: 9 tiles
 
 
 # --- §4's empty residual: the t race, chunk by chunk --------------------------------------------------
