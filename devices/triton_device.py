@@ -113,9 +113,9 @@ class KernelConfig:
     Empty: ``race_block`` and ``race_warps`` at every batch size."""
     race_programs_by_batch: tuple = ()
     """``((batch, programs), ...)``, batches ascending: the programs the step kernel's race aims for from that batch
-    size up (``race_programs_at``), tuned apart from the statistics pass's (``specsim bench --tune``: on the H200 the
-    anchor's race runs faster in one wave of its one-warp programs than in the pass's count, which spills a few into
-    a second). Empty: ``programs_at``'s."""
+    size up (``race_programs_at``), tuned apart from the statistics pass's (``specsim bench --tune``): the race's
+    programs are one warp each where the pass's are four, so the count that fills the GPU for one can spill the
+    other into a second wave. Empty: ``programs_at``'s."""
     by_call: tuple = ()
     """Launch shapes for one kind of call, tuned apart: ``((key, KernelConfig), ...)``, ``key`` a
     ``call_key`` (``"draft/32"``: draft probabilities with 32-bit logits; ``"point/16"``: point proposals

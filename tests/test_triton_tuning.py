@@ -169,6 +169,16 @@ def test_the_sweep_keeps_each_parts_winner_and_tunes_each_kind_of_call():
     assert entry["config"]["race_by_batch"] == [[1, 512, 2], [8, 1024, 4]]
 
 
+def test_the_sweep_from_a_tuned_entry_with_races_per_batch_times_the_races_it_tries():
+    """A tuned entry's race per batch size would stand in for every race the anchor's part tries (at B = 256 its
+    last entry applies): the sweep drops it first, so that it ends where a sweep from the defaults does."""
+    timer, _ = synthetic_timer()
+    fresh = tune.sweep(timer, KernelConfig(), 132, out=lambda *a, **k: None)
+    tuned = KernelConfig(race_by_batch=((1, 256, 1), (32, 256, 1)), race_programs_by_batch=((1, 132),))
+    again = tune.sweep(timer, tuned, 132, out=lambda *a, **k: None)
+    assert again.configs == fresh.configs
+
+
 def test_a_refused_candidate_never_wins_and_is_listed_with_the_compilers_reason():
     timer, _ = synthetic_timer(refuse=lambda c: c.block == 4096)
     result = tune.sweep(timer, KernelConfig(), 132, out=lambda *a, **k: None)

@@ -115,9 +115,14 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
     """The sweep of the module docstring. ``timer(config, key, batch)`` is the median seconds of one step
     of kind ``key`` (``"draft/32"``, ``"point/16"``, ...) at ``ANCHOR`` with ``batch`` requests, or raises
     (the compiler refused the shape); ``base`` the launch shape it starts from; ``sms`` the GPU's
-    multiprocessors. Returns each kind of call's tuned shape and every trial."""
+    multiprocessors. Returns each kind of call's tuned shape and every trial.
+
+    The step kernel's shapes and programs per batch size (``race_by_batch``, ``race_programs_by_batch``) are
+    tuned here from none: ``base``'s are dropped first, since at a batch size they name they take the place of
+    the single race shape and programs the earlier parts try (a candidate race would not be the race timed)."""
     trials: list[Trial] = []
     anchor = ANCHOR["batch"]
+    base = dataclasses.replace(base, race_by_batch=(), race_programs_by_batch=())
 
     def best_of(part: str, key: str, candidates: list, batch: int = anchor):
         found = [trial(timer, part, key, batch, label, config, out) for label, config in candidates]
