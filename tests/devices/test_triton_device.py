@@ -118,6 +118,38 @@ def test_vocab_sizes_around_the_tile(vocab_size, config):
         assert result.ok, result.summary()
 
 
+PROBE = """
+
+@triton.jit
+def _complement_probe(words_ptr, out_ptr, N: tl.constexpr, FP64: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(out_ptr + i, complement_floor(tl.load(words_ptr + i).to(tl.uint32), FP64))
+"""
+
+
+@pytest.mark.parametrize("fp64", [False, True], ids=["float32", "float64"])
+def test_the_bounds_uniform_is_never_above_the_words_complement_uniform(fp64):
+    """``below_bound`` skips a tile only if no element can win given ``E ≥ y``; it takes ``y`` from
+    ``complement_floor``, which must never exceed the complement uniform ``(2^32 - x - 1/2)·2^-32`` (a larger ``y``
+    could skip the winner's tile), and stays within ``2^-23`` of it (float32) or is ``c·2^-32`` exactly (float64)."""
+    from devices.triton_mode import kernel_module
+    source = open(tk.__spec__.origin, encoding="utf-8").read() + PROBE
+    probe = kernel_module("devices.triton_kernels", True, source=source)._complement_probe
+    edges = [0, 1, 2, 510, 511, 512, 513, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 513, 2**32 - 512, 2**32 - 2, 2**32 - 1]
+    rng = np.random.default_rng(case_seed(SUITE_SEED, "complement-floor"))
+    words = np.array(edges + list(rng.integers(0, 2**32, 64 - len(edges))), dtype=np.int64)
+    out = torch.empty(64, dtype=torch.float64 if fp64 else torch.float32)
+    probe[(1,)](torch.from_numpy(words), out, N=64, FP64=fp64)
+    got = out.double().numpy()
+    c = (2**32 - 1 - words).astype(np.float64)
+    uniform = (c + 0.5) * 2.0**-32
+    assert (got <= uniform).all(), words[got > uniform]
+    if fp64:
+        assert (got == c * 2.0**-32).all()
+    else:
+        assert (uniform - got < 2.0**-23).all() and (got >= 0).all()
+
+
 @pytest.mark.parametrize("draft,logit_scale", [(True, 0.5), (False, 8.0)], ids=["draft-flat", "point-peaked"])
 def test_race_bound_skips_tiles_and_changes_no_token(draft, logit_scale, monkeypatch):
     """The race skips the logarithms of a tile none of whose elements can beat the chunk's best score
