@@ -53,6 +53,19 @@ MIXED_FILLERS = 16
 take."""
 
 
+def first_four_kinds(filler, greedy: bool, top_k: bool, top_p: bool):
+    """``filler`` (a chain or tree batch of at least four requests) with requests 0 to 3 made one of each kind a
+    mixed batch holds (SPEC 1.10, 1.11): greedy (sampled at T = 1 where greedy is not declared), cut by top-k at
+    half of V (where declared and V > 1), cut by top-p 0.8 at T = 0.7 (where declared), and sampled unfiltered."""
+    temperature, kept_k, kept_p = filler.temperature.copy(), filler.top_k.copy(), filler.top_p.copy()
+    temperature[:4], kept_k[:4], kept_p[:4] = (0.0 if greedy else 1.0, 1.0, 0.7, 1.0), 0, 1.0
+    if top_k and filler.vocab_size > 1:
+        kept_k[1] = max(1, filler.vocab_size // 2)
+    if top_p:
+        kept_p[2] = 0.8
+    return replace(filler, temperature=temperature, top_k=kept_k, top_p=kept_p)
+
+
 def repeated(n: int, size: int) -> np.ndarray:
     """Rows of a batch of ``size``: requests ``0 .. n - 1`` in turn (a last partial round where ``size`` is not a
     multiple of ``n``)."""

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from specsim.conformance.cases.declared import edge_batch_sizes, edge_kind_sizes, edge_mixed_sizes
-from specsim.conformance.core.batched import MIXED_FILLERS, held_among, held_at_sizes, neighbours_of
+from specsim.conformance.core.batched import MIXED_FILLERS, first_four_kinds, held_among, held_at_sizes, neighbours_of
 from specsim.conformance.core.calls import ask, call, missing
 from specsim.conformance.cases import edges as edge_laws
 from specsim.conformance.cases.edges import dtype_twins, edge_dtype, edge_form, own_randomness_twin
@@ -206,16 +206,9 @@ def mixed_filler(caps, ctx, edge_name: str, batch, dtype: str, with_top_p: bool 
                      top_k_fraction=0.25 if caps.top_k else 0.0, top_p_fraction=0.25 if caps.top_p else 0.0,
                      top_k_below_vocab=batch.vocab_size > 1)
     rng = np.random.default_rng(case_seed(ctx.seed, "edge-mixed", edge_name, dtype))
-    filler = random_batch(rng, spec)
-    temperature, top_k, top_p = filler.temperature.copy(), filler.top_k.copy(), filler.top_p.copy()
-    temperature[:4], top_k[:4], top_p[:4] = (0.0 if caps.greedy else 1.0, 1.0, 0.7, 1.0), 0, 1.0
-    if caps.top_k and batch.vocab_size > 1:
-        top_k[1] = max(1, batch.vocab_size // 2)
-    if caps.top_p:
-        top_p[2] = 0.8
+    filler = first_four_kinds(random_batch(rng, spec), caps.greedy, caps.top_k, caps.top_p)
     if not with_top_p:
-        top_p[:] = 1.0
-    filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
+        filler = replace(filler, top_p=np.ones_like(filler.top_p))
     return filler, random_noise(rng, filler)
 
 

@@ -216,7 +216,7 @@ def tree_filler(caps, ctx, edge: TreeEdge, batch: TreeBatch) -> tuple[TreeBatch,
     device declares, a greedy request, one cut by top-k, one by top-p and an unfiltered sampled one (requests 0 to
     3; sampled requests only where the batch's scheme is declared, else every filler greedy), so that a batch flag
     the edge's request sets alone (all greedy, all sampled, none filtered) is unset."""
-    from specsim.conformance.core.batched import MIXED_FILLERS
+    from specsim.conformance.core.batched import MIXED_FILLERS, first_four_kinds
     greedy, sampled = "greedy" in caps.tree_schemes, batch.scheme in caps.tree_schemes
     V = batch.vocab_size
     spec = TreeSpec(batch=MIXED_FILLERS, max_nodes=min(caps.max_k, caps.tree_node_limit, 8), vocab_size=V,
@@ -228,13 +228,7 @@ def tree_filler(caps, ctx, edge: TreeEdge, batch: TreeBatch) -> tuple[TreeBatch,
     rng = np.random.default_rng(case_seed(ctx.seed, "tree-edge-mixed", edge.name))
     filler = random_tree_batch(rng, spec)
     if sampled:
-        temperature, top_k, top_p = filler.temperature.copy(), filler.top_k.copy(), filler.top_p.copy()
-        temperature[:4], top_k[:4], top_p[:4] = (0.0 if greedy else 1.0, 1.0, 0.7, 1.0), 0, 1.0
-        if caps.top_k and V > 1:
-            top_k[1] = max(1, V // 2)
-        if caps.top_p:
-            top_p[2] = 0.8
-        filler = replace(filler, temperature=temperature, top_k=top_k, top_p=top_p)
+        filler = first_four_kinds(filler, greedy, caps.top_k, caps.top_p)
     return filler, random_tree_noise(rng, filler)
 
 
