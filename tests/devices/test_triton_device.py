@@ -409,13 +409,20 @@ def test_programs_per_batch_size_pick_the_chunking_and_change_no_token():
                              programs_by_batch=((1, 64), (4, 1)))
     assert config.programs_at(2) == 64 and config.programs_at(4) == 1
     device = td.TritonDevice("cpu", config)
+    for size, batch, noise in _two_batch_sizes("programs-by-batch", 2 * BLOCK + 3):
+        result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+        assert result.ok, result.summary()
+
+
+def _two_batch_sizes(label: str, vocab_size: int):
+    """``(size, batch, noise)``: random float32 batches of 2 and 4 requests, each with no noise (keyed) and
+    injected noise."""
     for size in (2, 4):
-        rng = np.random.default_rng(case_seed(SUITE_SEED, "programs-by-batch", size))
-        batch = random_batch(rng, BatchSpec(batch=size, max_k=3, vocab_size=2 * BLOCK + 3, dtype="float32",
+        rng = np.random.default_rng(case_seed(SUITE_SEED, label, size))
+        batch = random_batch(rng, BatchSpec(batch=size, max_k=3, vocab_size=vocab_size, dtype="float32",
                                             zero_k_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0))
         for noise in (None, random_noise(rng, batch)):
-            result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
-            assert result.ok, result.summary()
+            yield size, batch, noise
 
 
 def test_race_shapes_per_batch_size_pick_the_step_kernels_tile_and_change_no_token(monkeypatch):
@@ -435,15 +442,11 @@ def test_race_shapes_per_batch_size_pick_the_step_kernels_tile_and_change_no_tok
             return launch
     monkeypatch.setattr(tk, "step_kernel", Recorded())
     device = td.TritonDevice("cpu", config)
-    for size in (2, 4):
-        rng = np.random.default_rng(case_seed(SUITE_SEED, "race-by-batch", size))
-        batch = random_batch(rng, BatchSpec(batch=size, max_k=3, vocab_size=8 * BLOCK + 3, dtype="float32",
-                                            zero_k_fraction=0.0, top_k_fraction=0.0, top_p_fraction=0.0))
-        for noise in (None, random_noise(rng, batch)):
-            launched.clear()
-            result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
-            assert result.ok, result.summary()
-            assert launched == [(4 * BLOCK, 1) if size < 4 else (BLOCK, 9)]   # 8 * BLOCK + 3 ids: 9 tiles
+    for size, batch, noise in _two_batch_sizes("race-by-batch", 8 * BLOCK + 3):
+        launched.clear()
+        result = compare(batch, device.verify(batch, noise), reference_step(batch, noise))
+        assert result.ok, result.summary()
+        assert launched == [(4 * BLOCK, 1) if size < 4 else (BLOCK, 9)]   # 8 * BLOCK + 3 ids: 9 tiles
 
 
 # --- §4's empty residual: the t race, chunk by chunk --------------------------------------------------
