@@ -911,6 +911,16 @@ SAMPLER = [
             "        mixed = bool((s.repetition_penalty == 1).any())\n"
             "        z = torch.where(seen, torch.where((z > 0) | mixed, z / r, z * r), z)\n"),
            killed_by="L1-sampler/edge-neighbours/"),
+    # --- a §12 rule kept under injected noise and lost on the device's own keyed path (SPEC 1.12's twins)
+    _torch("sampler-keyed-position-past-32", "on the keyed path of a §12 batch of more than 32 requests, every "
+           "request's streams keyed at its position plus one (a kernel variant for the device's own noise at large "
+           "batches that derives the round itself)", "docs/bugs.md C18 (a rule kept only on the injected-noise "
+           "path; C14's position derived on a §12 path)", TD,
+           ("        uniforms, exponentials = torch_philox.step_noise(seeds, positions, num_draft_tokens, vocab_size,\n",
+            "        uniforms, exponentials = torch_philox.step_noise(\n"
+            "            seeds, positions + 1 if (sampler is not None and batch > 32) else positions, num_draft_tokens,\n"
+            "            vocab_size,\n"),
+           killed_by="L1-sampler/edge/"),
     _torch("penalties-in-16-bit", "penalties and bias written back into the 16-bit logits (computed in their "
            "float16/bfloat16 dtype, widened only at the temperature)",
            "docs/bugs.md #62 (vLLM #53630: penalties written back to the head dtype)", TS,

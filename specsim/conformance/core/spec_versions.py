@@ -53,7 +53,21 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.11's rows first (1.9's ``L1-sampler/edge/*/batches``, 1.6's and 1.4's ``L1-sampler/edge/empty-residual-*``
+    # 1.12's rows first (1.11's ``L1-sampler/edge/*/mixed`` and ``L1-sampler/edge-neighbours/*`` and 1.9's
+    # ``L1-sampler/edge/*/batches`` also match their names)
+    Since("L1-sampler/edge/*/keyed/batches", "1.12", "§12 every sampler edge at each size of the ladder on the keyed "
+          "streams, for a device taking injected noise that draws keyed noise too", False),
+    Since("L1-sampler/edge/*/seeded/batches", "1.12", "§12 every sampler edge at each size of the ladder under the "
+          "device's own unkeyed draws, each copy held to its exact support, for a device taking injected noise too",
+          False),
+    Since("L1-sampler/edge/*/keyed/mixed", "1.12", "§12 every sampler edge among filler requests on the keyed "
+          "streams, for a device taking injected noise that draws keyed noise too", False),
+    Since("L1-sampler/edge-neighbours/*/keyed/mixed", "1.12", "§12 the same batches' filler rows held to the "
+          "reference's tokens on the keyed streams", False),
+    Since("L1-sampler/edge/*/seeded/mixed", "1.12", "§12 every sampler edge among filler requests under the "
+          "device's own unkeyed draws, each copy held to its exact support, for a device taking injected noise too",
+          False),
+    # 1.11's rows next (1.9's ``L1-sampler/edge/*/batches``, 1.6's and 1.4's ``L1-sampler/edge/empty-residual-*``
     # and 1.5's dtype twins also match their names)
     Since("L1-sampler/edge/*/mixed", "1.11", "§12 every sampler edge's requests at the start, middle and end of a "
           "batch of each size of the ladder, every other row a filler request (unpenalised greedy, top-k, top-p and "

@@ -37,7 +37,9 @@ checks that need it, never a silent pass):
 - **edges at batch sizes** ``L1-sampler/edge/<name>/<order>/batches`` (SPEC 1.9, ``edge_batch_checks``): each
   edge's requests repeated to fill a batch of each size of the ladder, every copy held to its answer; and among
   filler requests, ``.../mixed`` (SPEC 1.11, ``edge_mixed_checks``), the fillers' rows held to the reference in
-  ``L1-sampler/edge-neighbours/<name>/<order>/mixed``;
+  ``L1-sampler/edge-neighbours/<name>/<order>/mixed``; both again under the device's own randomness where it takes
+  injected noise too, ``.../<order>/keyed/batches`` or ``/seeded/batches`` and ``/keyed/mixed`` or ``/seeded/mixed``
+  (SPEC 1.12; among fillers not with ``--quick``);
 - **precision** ``L1-sampler/precision`` (``precision.sampler_precision_check``): 4096 requests
   (``--quick`` 1024) with every declared parameter in the declared float32, coins placed
   3–30 × SPEC §9's tolerance from their ratios: 16-bit penalty, bias or min_p arithmetic flips them.
@@ -321,7 +323,10 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     in every other declared dtype that holds its logits (``dtype_twins``), every copy held to its request's answer
     (``specsim.conformance.core.batched``): with injected noise its exact tokens (the edge's coins drawn from the
     run's seed as its own check draws them), on the keyed streams the reference's (a device taking no injected
-    noise with ``rng = "philox"``), else, under its own randomness, its exact support. A ban, penalty, bias or cut
+    noise with ``rng = "philox"``), else, under its own randomness, its exact support. A device taking injected noise
+    that draws its own randomness too is held so again in that mode (SPEC 1.12, ``batch_modes``' twin:
+    ``.../<order>/keyed/<kind>`` on the keyed streams, ``.../<order>/seeded/<kind>`` by support; among fillers
+    not with ``--quick``), in the edges' dtype. A ban, penalty, bias or cut
     kept by the path a few requests take and lost on the one a full batch takes fails here. ``kind="mixed"``: the
     same checks named ``.../mixed`` (SPEC 1.11), the edge's requests among ``sampler_filler``'s at each size of
     ``sampler_mixed_sizes`` (with ``--quick``, 33 alone and no dtype twin), each in a token mode with its
@@ -333,14 +338,19 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     from specsim.conformance.core.batched import held_among, held_at_sizes, neighbours_of
     caps, results = device.capabilities, []
     dtype, sizes = edge_dtype(caps), (sampler_mixed_sizes if kind == "mixed" else edge_batch_sizes)(ctx)
-    mode = batch_modes(caps)["batches"]
-    twins = not (kind == "mixed" and ctx.quick)   # a quick run asks §12's fillers in the edges' dtype alone
+    modes = {suffix.replace("batches", kind): mode for suffix, mode in batch_modes(caps).items()}
+    first = modes.pop(kind)
+    twins = not (kind == "mixed" and ctx.quick)   # quick: §12's fillers in one dtype and mode
     for edge in SAMPLER_EDGES:
         for order in edge.orders:
             base = f"L1-sampler/edge/{edge.name}/{order}"
-            asked = {f"{base}/{kind}": dtype, **{f"{base}/{d}/{kind}": d for d in dtype_twins(edge, caps) if twins}}
+            # the first noise mode, the device's own randomness beside injected noise (SPEC 1.12), then every other
+            # dtype holding the edge's logits in the first mode (a quick run asks neither twin among fillers)
+            asked = {f"{base}/{kind}": (first, dtype, kind),
+                     **{f"{base}/{suffix}": (mode, dtype, suffix) for suffix, mode in modes.items() if twins},
+                     **{f"{base}/{d}/{kind}": (first, d, kind) for d in dtype_twins(edge, caps) if twins}}
             why = sampler_edge_lacking(caps, edge, order)
-            for name, in_dtype in asked.items():
+            for name, (mode, in_dtype, suffix) in asked.items():
                 if only not in (None, name, neighbours_of(name)):
                     continue
                 if why:
@@ -350,7 +360,7 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
                 batch, noise = edge.batch(order, in_dtype, seed=seed)
                 answers = dict(expected=edge.expected_in(order), seed=seed,
                                laws=lambda: sampler_edge_laws(edge, order),
-                               support_seed=case_seed(ctx.seed, f"L1-sampler-{kind}", edge.name, order))
+                               support_seed=case_seed(ctx.seed, f"L1-sampler-{suffix}", edge.name, order))
                 if kind == "mixed":
                     filler = sampler_filler(caps, ctx, edge.name, order, batch, in_dtype, filler_top_p,
                                             filler_min_tokens)
