@@ -46,7 +46,7 @@ def _rows_read(batch) -> np.ndarray:
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
-    from specsim.conformance.cases.edges import dtype_twins
+    from specsim.conformance.cases.edges import dtype_twins, own_randomness_twin
     from specsim.conformance.checks.sampler.group import QUICK_SIZES, SIZES
     # quick sizes: the README's first command runs the torch device's whole group at full size (tests/test_first_run.py
     # reads its verdict), and the reference device is the reference itself
@@ -55,6 +55,8 @@ def test_every_l1_sampler_check_passes(device):
     at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
     batches = sum(len(edge.orders) for edge in SAMPLER_EDGES) + in_dtypes   # SPEC 1.9: each edge at the batch sizes
+    if own_randomness_twin(device.capabilities):   # SPEC 1.12: again under the device's own randomness
+        batches += sum(len(edge.orders) for edge in SAMPLER_EDGES)
     mixed = 2 * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # SPEC 1.11, quick: the edge and its fillers' rows
     assert len(results) == len(SAMPLER_ORDERS) * (len(CASES) + len(SAMPLER_EDGES)) + 1 + at_size + in_dtypes + \
         batches + mixed
@@ -86,6 +88,11 @@ def test_a_device_lacking_a_parameter_or_an_order_is_not_supported_for_exactly_t
         *(f"L1-sampler/edge/{e}/canonical/{d}/batches" for e in ("min-p-threshold-ties", "min-p-after-temperature-dyadic",
                                                                   "order-min-p-meets-top-p-dyadic")
           for d in ("float16", "bfloat16", "float32")),
+        # SPEC 1.12: each at the batch sizes on the keyed streams too (quick: not among fillers)
+        *(f"L1-sampler/edge/{e}/canonical/keyed/batches" for e in ("min-p-after-temperature", "min-p-threshold-ties",
+                                                                    "order-min-p-meets-top-p",
+                                                                    "min-p-after-temperature-dyadic",
+                                                                    "order-min-p-meets-top-p-dyadic")),
         # SPEC 1.11 (quick: the edges' dtype alone): each edge among fillers, and the fillers' rows
         *(f"L1-sampler/{area}/{e}/canonical/mixed" for area in ("edge", "edge-neighbours")
           for e in ("min-p-after-temperature", "min-p-threshold-ties", "order-min-p-meets-top-p",
