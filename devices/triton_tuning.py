@@ -104,8 +104,9 @@ def _check_fields(fields: dict, where: str) -> None:
 
 
 def _check_by_batch(entries, where: str, name: str, values: tuple) -> None:
-    """``programs_by_batch`` (``[batch, programs]``) or ``race_by_batch`` (``[batch, race_block, race_warps]``): a
-    list of such entries of integers ≥ 1, batches strictly ascending, a tile a power of two ≥ 32."""
+    """A ``*_by_batch`` field ``name``: ``programs_by_batch`` and ``race_programs_by_batch`` (``[batch, programs]``),
+    ``race_by_batch`` (``[batch, race_block, race_warps]``), each a list of such entries of integers ≥ 1, batches
+    strictly ascending, a tile a power of two ≥ 32."""
     rule = (f"a list of [{', '.join(('batch',) + values)}] {'pairs' if len(values) == 1 else 'triples'} of integers "
             "≥ 1, batches strictly ascending"
             + (", race_block a power of two ≥ 32" if "race_block" in values else ""))
