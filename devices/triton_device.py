@@ -147,13 +147,8 @@ class KernelConfig:
         >>> c.race_at(1), c.race_at(31), c.race_at(32), KernelConfig().race_at(7)
         ((1024, 4), (1024, 4), (256, 1), (512, 2))
         """
-        if not self.race_by_batch:
-            return self.race_block or self.block, self.race_warps or self.num_warps
-        found = self.race_by_batch[0][1:]
-        for at, block, warps in self.race_by_batch:
-            if at <= batch:
-                found = (block, warps)
-        return found
+        return _by_batch(tuple((at, (block, warps)) for at, block, warps in self.race_by_batch), batch,
+                         (self.race_block or self.block, self.race_warps or self.num_warps))
 
     def race_programs_at(self, batch: int) -> int:
         """The programs the step kernel's race aims for at ``batch`` requests: ``race_programs_by_batch``' entry of
@@ -172,7 +167,7 @@ class KernelConfig:
         return next((c for k, c in self.by_call if k == key), self)
 
 
-def _by_batch(entries: tuple, batch: int, otherwise: int) -> int:
+def _by_batch(entries: tuple, batch: int, otherwise):
     """The value of ``entries`` (``((batch, value), ...)``, ascending) for ``batch``: the entry of the largest batch
     size at most ``batch``, below the first the first's; ``otherwise`` where there are none."""
     if not entries:

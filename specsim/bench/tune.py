@@ -121,28 +121,29 @@ def sweep(timer, base, sms: int, out=print) -> Sweep:
     tuned here from none: ``base``'s are dropped first, since at a batch size they name they take the place of
     the single race shape and programs the earlier parts try (a candidate race would not be the race timed)."""
     trials: list[Trial] = []
-    anchor = ANCHOR["batch"]
     base = dataclasses.replace(base, race_by_batch=(), race_programs_by_batch=())
-
-    def best_of(part: str, key: str, candidates: list, batch: int = anchor):
-        found = [trial(timer, part, key, batch, label, config, out) for label, config in candidates]
-        trials.extend(found)
-        i = pick(found)
-        found[i].chosen = True
-        return candidates[i][1]
-
     draft = programs_of(timer, base, sms, trials, out)
-    draft = best_of("stats", "draft/32", stats_candidates(draft))
-    draft = best_of("race", "draft/32", race_candidates(draft))
-    point = best_of("race", "point/32", race_candidates(draft))
+    draft = best_of(timer, trials, "stats", "draft/32", stats_candidates(draft), out=out)
+    draft = best_of(timer, trials, "race", "draft/32", race_candidates(draft), out=out)
+    point = best_of(timer, trials, "race", "point/32", race_candidates(draft), out=out)
     draft = races_by_batch(timer, draft, "draft/32", trials, out)
     point = races_by_batch(timer, point, "point/32", trials, out)
     draft = race_programs_of(timer, draft, "draft/32", trials, out)
     point = race_programs_of(timer, point, "point/32", trials, out)
     configs = {"draft/32": draft, "point/32": point}
     for key, over in (("draft/16", draft), ("point/16", point)):
-        configs[key] = best_of("16-bit", key, block16_candidates(over))
+        configs[key] = best_of(timer, trials, "16-bit", key, block16_candidates(over), out=out)
     return Sweep(configs, trials)
+
+
+def best_of(timer, trials: list, part: str, key: str, candidates: list, batch: int = ANCHOR["batch"], out=print):
+    """The config of the fastest of ``candidates`` (``(label, config)``), each timed at ``batch`` requests for calls
+    of kind ``key`` (``trial``); every trial appended to ``trials``, the winner's marked chosen."""
+    found = [trial(timer, part, key, batch, label, config, out) for label, config in candidates]
+    trials.extend(found)
+    i = pick(found)
+    found[i].chosen = True
+    return candidates[i][1]
 
 
 def programs_of(timer, base, sms: int, trials: list, out=print):
@@ -172,15 +173,10 @@ def races_by_batch(timer, base, key: str, trials: list, out=print):
     """``base`` with ``race_by_batch``: each of ``RACE_BATCHES``' fastest of ``race_candidates`` for calls of kind
     ``key``, then ``base``'s own race from the anchor's batch size up; an entry the same as the one before it is
     left out (none at all where every batch size runs fastest at the anchor's race)."""
-    chosen = []
-    for batch in RACE_BATCHES:
-        candidates = race_candidates(dataclasses.replace(base, race_by_batch=()))
-        found = [trial(timer, "race by batch", key, batch, label, config, out) for label, config in candidates]
-        trials.extend(found)
-        i = pick(found)
-        found[i].chosen = True
-        chosen.append((batch,) + candidates[i][1].race_at(batch))
-    chosen.append((ANCHOR["batch"],) + dataclasses.replace(base, race_by_batch=()).race_at(ANCHOR["batch"]))
+    single = dataclasses.replace(base, race_by_batch=())
+    chosen = [(batch,) + best_of(timer, trials, "race by batch", key, race_candidates(single), batch, out).race_at(batch)
+              for batch in RACE_BATCHES]
+    chosen.append((ANCHOR["batch"],) + single.race_at(ANCHOR["batch"]))
     kept = [entry for n, entry in enumerate(chosen) if n == 0 or entry[1:] != chosen[n - 1][1:]]
     return dataclasses.replace(base, race_by_batch=() if len(kept) == 1 else tuple(kept))
 
@@ -194,11 +190,8 @@ def race_programs_of(timer, base, key: str, trials: list, out=print):
         counts = sorted({max(1, round(programs * scale)) for scale in RACE_PROGRAM_SCALES})
         candidates = [(f"race programs {n} ({n / programs:g}x the pass's)",
                        dataclasses.replace(base, race_programs_by_batch=((1, n),))) for n in counts]
-        found = [trial(timer, "race programs", key, batch, label, config, out) for label, config in candidates]
-        trials.extend(found)
-        i = pick(found)
-        found[i].chosen = True
-        chosen.append((batch, counts[i]))
+        best = best_of(timer, trials, "race programs", key, candidates, batch, out)
+        chosen.append((batch, best.race_programs_at(batch)))
     return dataclasses.replace(base, race_programs_by_batch=tuple(chosen))
 
 
@@ -311,7 +304,7 @@ def trial_values(rows: list) -> dict:
     >>> v["programs-b1-tuned"], v["programs-b1-min-ms"], v["race-draft-b1-tuned"], v["race-draft-b1-anchor-ms"]
     ('264', '0.0140', '1024 x 4', '0.0127')
     """
-    values, anchor_race = {}, {}
+    values, anchor_race, program_times = {}, {}, {}
     batch_of = lambda shape: shape.split()[0][2:]  # noqa: E731 - "B=32 K=4 ..." -> "32"
     for part, key, shape, label, ms, chosen in rows:
         if part == "race" and chosen:
@@ -322,9 +315,7 @@ def trial_values(rows: list) -> dict:
         batch = batch_of(shape)
         if part == "programs":
             values[f"programs-b{batch}-{label.split()[1]}-ms"] = ms
-            times = [float(values[k]) for k in values if k.startswith(f"programs-b{batch}-") and k.count("-") == 3]
-            values[f"programs-b{batch}-min-ms"] = f"{min(times):.4f}"
-            values[f"programs-b{batch}-max-ms"] = f"{max(times):.4f}"
+            program_times.setdefault(batch, []).append(float(ms))
             if chosen:
                 values[f"programs-b{batch}-tuned"], values[f"programs-b{batch}-tuned-ms"] = label.split()[1], ms
         elif part == "race by batch":
@@ -341,4 +332,6 @@ def trial_values(rows: list) -> dict:
                 values[f"race-programs-{mode}-b{batch}-tuned-ms"] = ms
             if "(1x the pass's)" in label:
                 values[f"race-programs-{mode}-b{batch}-pass-ms"] = ms
+    for batch, times in program_times.items():
+        values[f"programs-b{batch}-min-ms"], values[f"programs-b{batch}-max-ms"] = f"{min(times):.4f}", f"{max(times):.4f}"
     return values
