@@ -20,10 +20,15 @@ def _record(path):
 
 def test_the_seed_table_writes_its_summary_as_a_record(tmp_path, capsys, monkeypatch):
     path = tmp_path / "seeds-x.json"
-    argv = ["mutants", "--seeds", "0-1", "--only", "sampler-min-p-before-temperature", "--quick",
+    argv = ["mutants", "--seeds", "2", "--first-seed", "7", "--only", "sampler-min-p-before-temperature", "--quick",
             "--record", str(path)]
     monkeypatch.setattr("sys.argv", ["specsim", *argv])   # the command as typed, which the record keeps
-    assert main(argv) == 0, capsys.readouterr().out
+    rc, out = main(argv), capsys.readouterr().out
+    assert rc == 0, out
+    # the printed table counts its seeds from --first-seed
+    assert "| mutant | kind | mode | groups | 7 | 8 |" in out
+    assert "| sampler-min-p-before-temperature | sampler | injected | L1-sampler | " \
+           "edge/min-p-after-temperature/canonical | edge/min-p-after-temperature/canonical |" in out
     record = _record(path)
     assert record["command"] == "specsim " + " ".join(argv)
     summary = record["tables"]["summary"]
@@ -32,7 +37,7 @@ def test_the_seed_table_writes_its_summary_as_a_record(tmp_path, capsys, monkeyp
                                   "`edge/min-p-after-temperature/canonical`"]
     assert summary["rows"][1][:3] == ["correct torch", "injected", summary["rows"][1][2]]
     assert summary["rows"][1][2].startswith("passes 2/2 (")
-    assert record["values"]["seeds"] == "0–1" and record["values"]["survivors"] == "0"
+    assert record["values"]["seeds"] == "7–8" and record["values"]["survivors"] == "0"
     rendered = docs_numbers.render("<!-- specsim:table seeds-x/summary -->\n<!-- /specsim:table -->\n"
                                    "<!-- specsim:results:seeds-x/killed -->?<!-- /specsim -->", results=tmp_path)
     assert "| sampler-min-p-before-temperature | injected | killed 2/2 |" in rendered

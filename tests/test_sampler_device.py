@@ -15,6 +15,7 @@ from reference.sampler import process_logits
 from specsim.conformance.run.runner import Context
 from specsim.conformance.checks.sampler.group import CASES, random_case, sampler_group
 from specsim.judge.reference_device import ReferenceDevice
+from tests.quick_runs import QUICK_TORCH, quick_group
 
 
 @pytest.mark.parametrize("order", SAMPLER_ORDERS)
@@ -43,6 +44,7 @@ def _rows_read(batch) -> np.ndarray:
     return np.array(read)
 
 
+@QUICK_TORCH
 @pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
 def test_every_l1_sampler_check_passes(device):
     from specsim.testing.sampler_edges import SAMPLER_EDGES
@@ -51,7 +53,7 @@ def test_every_l1_sampler_check_passes(device):
     # quick sizes: the README's first command runs the torch device's whole group at full size (tests/test_first_run.py
     # reads its verdict), and the reference device is the reference itself
     ctx = Context(quick=True)
-    results = sampler_group(device, ctx)
+    results = quick_group("L1-sampler") if isinstance(device, TorchDevice) else sampler_group(device, ctx)
     at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
     batches = sum(len(edge.orders) for edge in SAMPLER_EDGES) + in_dtypes   # SPEC 1.9: each edge at the batch sizes
@@ -123,10 +125,11 @@ def test_repeated_calls_carry_the_sampler():
     assert (got.output_token_ids == want.output_token_ids).all()
 
 
+@QUICK_TORCH
 def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     from specsim.conformance.core.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
-    results = sampler_group(BlackBox(make_cpu_device()), Context(quick=True))
+    results = quick_group("L1-sampler", black_box=True)
     at_size = [r for r in results if r.name.rsplit("/", 1)[-1].startswith("V")]   # the edges re-stated at size
     edges = [r for r in results if "/edge/" in r.name and r not in at_size]
     assert edges and {r.status for r in edges} == {"pass"} and "exact support" in edges[0].detail
@@ -142,6 +145,7 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
         for order in ("canonical", "vllm")}
 
 
+@QUICK_TORCH
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():
     """Mass moved inside the support (vLLM 0.33.0's bonus row banning the stop tokens by the pre-step length,
     docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and each
@@ -154,7 +158,7 @@ def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistic
     plan = run_plan(device.capabilities, ctx)
     planned = plan.of_group("L1-sampler")
     assert planned and math.fsum(t.alpha_share for t in plan.tests) == ctx.alpha_family
-    tested = [r for r in sampler_group(device, ctx) if "/edge/" in r.name and r.alpha is not None]
+    tested = [r for r in quick_group("L1-sampler", black_box=True) if "/edge/" in r.name and r.alpha is not None]
     assert tested and {r.status for r in tested} == {"pass"}
     assert {r.name for r in tested} == {t.check for t in planned}
     assert all(r.alpha in {t.alpha for t in planned if t.check == r.name} for r in tested)

@@ -9,19 +9,18 @@ import json
 import pytest
 
 from specsim.cli import main
-from specsim.conformance.run.runner import GROUPS, Context, run_group
+from specsim.conformance.run.runner import GROUPS
 from specsim.mutants import seedtable as st
 from specsim.mutants.zoo import MUTANTS
+from tests.quick_runs import QUICK_TORCH, quick_group
 
 
+@QUICK_TORCH
 @pytest.mark.parametrize("group", [g for g in GROUPS if g != "L3-statistical"])
 def test_every_groups_checks_map_back_to_it(group):
     """``group_of`` is how a mutant's ``killed_by`` picks the group that judges it: a check whose name
     maps elsewhere would leave its mutant judged by a group that never runs that check."""
-    from devices.registry import load
-    from specsim.conformance.core.black_box import BlackBox
-    names = {r.name for d in (load("torch"), BlackBox(load("torch")))
-             for r in run_group(group, d, Context(quick=True))}
+    names = {r.name for black_box in (False, True) for r in quick_group(group, black_box)}
     assert names
     assert {n: st.group_of(n) for n in names if st.group_of(n) != group} == {}
 
@@ -79,14 +78,7 @@ def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_pass
     assert "| correct torch | — | injected | L1-trees | pass | pass |" in table
 
 
-def test_seed_table_counts_from_first_seed_with_a_sampler_mutant(capsys):
-    rc = main(["mutants", "--seeds", "2", "--first-seed", "7", "--only", "sampler-min-p-before-temperature",
-               "--quick"])
-    out = capsys.readouterr().out
-    assert rc == 0, out
-    assert "| mutant | kind | mode | groups | 7 | 8 |" in out
-    assert "| sampler-min-p-before-temperature | sampler | injected | L1-sampler | " \
-           "edge/min-p-after-temperature/canonical | edge/min-p-after-temperature/canonical |" in out
+# --first-seed with a sampler mutant: tests/test_measured_records.py's seed-table record, one run for both
 
 
 def test_a_survivor_or_a_false_fail_fails_the_table(monkeypatch, capsys):

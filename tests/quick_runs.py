@@ -1,0 +1,24 @@
+"""One quick run of a conformance group against the torch device (or its black-box twin), once per test process.
+
+Several tests read the same quick results: the recorded check names, every group's names mapping back to it, the
+L1-sampler counts. Each such test is marked ``QUICK_TORCH`` (an xdist group: ``--dist loadgroup`` in pyproject's
+``addopts`` sends them to one worker), so the suite runs each group once, not once per test.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+QUICK_TORCH = pytest.mark.xdist_group("quick-torch")
+
+
+@functools.lru_cache(maxsize=None)
+def quick_group(group: str, black_box: bool = False) -> tuple:
+    """``run_group(group, torch, Context(quick=True))``'s results (``black_box``: through ``BlackBox``), read-only."""
+    from devices.registry import load
+    from specsim.conformance.core.black_box import BlackBox
+    from specsim.conformance.run.runner import Context, run_group
+    device = BlackBox(load("torch")) if black_box else load("torch")
+    return tuple(run_group(group, device, Context(quick=True)))
