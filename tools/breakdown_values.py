@@ -1,10 +1,12 @@
 """The values BENCHMARKS.md quotes from a breakdown record (``specsim bench --breakdown --record FILE``) that
 the record's own figures give: each kernel's device time of the draft rows, the statistics pass's share of the
 read stream over the target rows' bytes, the step kernel's over the rest of the plain step's floor, and the
-time the 90%-of-the-read-stream goal leaves the step kernel. Written into the record's ``values``, each with
+time the 90%-of-the-read-stream goal leaves the step kernel; from a 16-bit record (``--dtype bfloat16``), its
+statistics pass's draft and greedy times and shares of the read stream. Written into the record's ``values``, each with
 how it was derived under ``derived``; nothing is measured here.
 
     python tools/breakdown_values.py docs/results/bench-h200-breakdown.json
+    python tools/breakdown_values.py docs/results/bench-h200-bfloat16.json
 """
 
 from __future__ import annotations
@@ -35,13 +37,38 @@ DERIVED = {
 }
 
 
-def kernel_ms(record: dict, device: str, kernel: str) -> float:
-    """A kernel's device ms in the kernels table's draft row of ``device`` at the anchor."""
+DERIVED_16 = {
+    "stats-rows-mb": "every target row once: batch x (K + 1) x V x 2 bytes at the anchor",
+    "stats-pct-read-stream, stats-greedy-pct-read-stream": "stats-rows-mb over this run's read-stream-gb-s, over "
+                                                           "stats-draft-ms (stats-greedy-ms)",
+    "stats-draft-ms, stats-greedy-ms": "the kernels table's draft and greedy rows, copied",
+}
+"""A 16-bit record's (``--dtype bfloat16``): its statistics pass alone, draft and greedy."""
+
+
+def logits_dtype(record: dict) -> str:
+    """The dtype of the steps table's first row (every row of a breakdown record has the run's one dtype)."""
+    table = record["tables"]["steps"]
+    return table["rows"][0][table["columns"].index("dtype")]
+
+
+def kernel_ms(record: dict, device: str, kernel: str, mode: str = "draft") -> float:
+    """A kernel's device ms in the kernels table's ``mode`` row of ``device`` at the anchor."""
     for row in record["tables"]["kernels"]["rows"]:
-        if row[0] == device and row[1:5] == [str(ANCHOR["batch"]), str(ANCHOR["k"]), str(ANCHOR["vocab"]), "draft"]:
+        if row[0] == device and row[1:5] == [str(ANCHOR["batch"]), str(ANCHOR["k"]), str(ANCHOR["vocab"]), mode]:
             times = dict(part.rsplit(" ", 1) for part in row[5].split(", "))
             return float(times[kernel])
-    raise SystemExit(f"breakdown_values: no draft row of {device!r} at the anchor in the kernels table")
+    raise SystemExit(f"breakdown_values: no {mode} row of {device!r} at the anchor in the kernels table")
+
+
+def derive_16(record: dict) -> dict:
+    """The values of ``DERIVED_16`` from a 16-bit ``record``'s kernels table and read stream."""
+    read_bw = float(record["values"]["read-stream-gb-s"]) * 1e9
+    rows = ANCHOR["batch"] * (ANCHOR["k"] + 1) * ANCHOR["vocab"] * 2
+    draft, greedy = kernel_ms(record, "triton", "stats"), kernel_ms(record, "triton", "stats", "greedy")
+    return {"stats-draft-ms": f"{draft:.3f}", "stats-greedy-ms": f"{greedy:.3f}", "stats-rows-mb": f"{rows / 1e6:.0f}",
+            "stats-pct-read-stream": f"{100 * rows / read_bw * 1e3 / draft:.0f}%",
+            "stats-greedy-pct-read-stream": f"{100 * rows / read_bw * 1e3 / greedy:.0f}%"}
 
 
 def derive(record: dict) -> dict:
@@ -65,8 +92,9 @@ def derive(record: dict) -> dict:
 
 def main(path: str) -> None:
     record = json.loads(Path(path).read_text())
-    record["values"].update(derive(record))
-    record["derived"] = DERIVED
+    sixteen = logits_dtype(record) in ("bfloat16", "float16")
+    record["values"].update(derive_16(record) if sixteen else derive(record))
+    record["derived"] = DERIVED_16 if sixteen else DERIVED
     records.write(record, path)
 
 

@@ -817,18 +817,18 @@ def goal_cells(goal: Goal, r: dict, result: BenchResult) -> tuple:
     if goal.kind == "ratio":
         if "vs_plain" not in r:
             return (goal.what, goal.row, shape, "-", goal_text(goal), f"{NOT_MEASURED} (no triton graph row)", bound)
-        now, met = f"{r['vs_plain']:.2f}x", r["vs_plain"] <= goal.target
+        now, met = beside(r["vs_plain"], goal.target, 2, "x"), r["vs_plain"] <= goal.target
         bound += f"; its floor alone is {floor_ratio(r, copy_bw):.2f}x {goal.base}'s time"
     elif goal.kind == "stream":
         if "pct_read_stream" not in r:
             return (goal.what, goal.row, shape, "-", goal_text(goal), f"{NOT_MEASURED} (no read stream)", bound)
-        now, met = f"{r['pct_read_stream']:.0f}%", r["pct_read_stream"] >= goal.target
+        now, met = beside(r["pct_read_stream"], goal.target, 0, "%"), r["pct_read_stream"] >= goal.target
     elif goal.kind == "over":
         base = next((b for b in result.rows if b["device"] == goal.base and shape_of(b) == shape_of(r)), None)
         if base is None:
             return (goal.what, goal.row, shape, "-", goal_text(goal), f"{NOT_MEASURED} (no {goal.base} row)", bound)
         ratio = r["median_ms"] / base["median_ms"]
-        now, met = f"{ratio:.2f}x", ratio <= goal.target
+        now, met = beside(ratio, goal.target, 2, "x"), ratio <= goal.target
         bound = f"{r['median_ms']:.3f} ms against {goal.base}'s {base['median_ms']:.3f} ms"
     else:
         pct = r["pct_floor"]
@@ -838,7 +838,7 @@ def goal_cells(goal: Goal, r: dict, result: BenchResult) -> tuple:
             pct = 100 * floor_s / (r["median_ms"] * 1e-3)
             bound += (f"; the race's Philox alone {philox * 1e3:.4f} ms (floors.philox_floor): its floor with it "
                       f"{floor_s * 1e3:.3f} ms, {r['pct_floor']:.0f}% of the bytes' alone")
-        now, met = f"{pct:.0f}%", pct >= goal.target
+        now, met = beside(pct, goal.target, 0, "%"), pct >= goal.target
     return goal.what, goal.row, shape, now, goal_text(goal), "met" if met else "not met", bound
 
 
@@ -892,7 +892,7 @@ def tree_goal_cells(goal: Goal, t: dict) -> tuple:
     ratio = t["tree_ms"] / t["chain_ms"]
     shape = f"B={t['batch']} V={t['V']} depth {TREE_GOAL['depth']} branch {TREE_GOAL['branch']} width {TREE_GOAL['width']}"
     return (goal.what, f"tree kernel, {t['variant']}", shape,
-            f"{ratio:.2f}x", goal_text(goal), "met" if ratio <= goal.target else "not met",
+            beside(ratio, goal.target, 2, "x"), goal_text(goal), "met" if ratio <= goal.target else "not met",
             f"tree kernel {t['tree_ms']:.3f} ms (mean accepted {t['accepted']:.2f}) against the chain kernels "
             f"at K = N {t['chain_ms']:.3f} ms (every target row read once)")
 
@@ -1161,7 +1161,8 @@ def graph_time_goals(shapes: dict) -> list[tuple]:
                      f"{r['floor_mb']:.1f} MB); replayed from the host {r['median_ms']:.4f} ms against {floor_text(r)}")
         if floor > LATENCY_GOAL_MS:
             bound += "; the measured floor alone is above the goal: out of reach"
-        out.append((what, "triton graph", shape_text(shape), f"{now:.3f} ms", goal, met(now <= LATENCY_GOAL_MS), bound))
+        out.append((what, "triton graph", shape_text(shape), beside(now, LATENCY_GOAL_MS, 3, " ms"), goal,
+                    met(now <= LATENCY_GOAL_MS), bound))
     return out or [(what, "triton graph", "B=1", "-", goal, NOT_MEASURED, "-")]
 
 
@@ -1176,7 +1177,8 @@ def eager_gap_goals(shapes: dict) -> list[tuple]:
         gap = eager["median_ms"] - graph["median_ms"]
         bound = (f"eager {eager['median_ms']:.3f} ms, graph {graph['median_ms']:.3f} ms, both over "
                  f"{floor_text(graph)}")
-        out.append((what, "triton eager", shape_text(shape), f"{gap:+.3f} ms", goal, met(gap <= EAGER_GAP_MS), bound))
+        out.append((what, "triton eager", shape_text(shape), beside(gap, EAGER_GAP_MS, 3, " ms", "+"), goal,
+                    met(gap <= EAGER_GAP_MS), bound))
     return out or [(what, "triton eager", "-", "-", goal, NOT_MEASURED, "-")]
 
 
@@ -1197,7 +1199,8 @@ def bytes_goals(shapes: dict) -> list[tuple]:
             if allowed < BYTES_GOAL_PCT:
                 bound += ": out of reach"
             out.append((f"B = {BYTES_GOAL_BATCH}, bytes' floor over the {over}", "triton graph", shape_text(shape),
-                        f"{r[key]:.0f}%", f"≥ {BYTES_GOAL_PCT}% of the bytes' floor", met(r[key] >= BYTES_GOAL_PCT),
+                        beside(r[key], BYTES_GOAL_PCT, 0, "%"), f"≥ {BYTES_GOAL_PCT}% of the bytes' floor",
+                        met(r[key] >= BYTES_GOAL_PCT),
                         bound))
     return out or [(f"B = {BYTES_GOAL_BATCH}, bytes' floor", "triton graph", f"B={BYTES_GOAL_BATCH}", "-",
                     f"≥ {BYTES_GOAL_PCT}% of the bytes' floor", NOT_MEASURED, "-")]
@@ -1232,3 +1235,16 @@ def v2_goals(shapes: dict, v2_label: str) -> list[tuple]:
 def met(ok: bool) -> str:
     """A goal row's ``met`` cell."""
     return "met" if ok else "not met"
+
+
+def beside(value: float, target: float, places: int, suffix: str = "", sign: str = "") -> str:
+    """A goal row's ``now`` cell: ``value`` at ``places`` decimals, or one more where that rounds it to the goal's
+    ``target`` (an 89.6% must not read "90%" beside a goal of 90%, nor a met 90.04% the same as a missed one).
+
+    >>> beside(89.6, 90, 0, "%"), beside(86.2, 85, 0, "%"), beside(0.0104, 0.010, 3, " ms"), beside(1.804, 1.8, 2, "x")
+    ('89.6%', '86%', '0.0104 ms', '1.804x')
+    """
+    text = f"{value:{sign}.{places}f}"
+    if text == f"{target:{sign}.{places}f}":
+        text = f"{value:{sign}.{places + 1}f}"
+    return text + suffix

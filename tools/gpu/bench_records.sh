@@ -6,6 +6,7 @@
 # vLLM's rows (V1 sampler and Model Runner V2) need its pinned modules: `python -m devices.field.vllm_loader fetch
 # --cache DIR`, then SPECSIM_VLLM_CACHE=DIR here; FlashInfer's rows need flashinfer-python==0.7.2.post1 installed
 # (without them those rows are left out and each table's note says why). `goals` times every goal in one run (specsim bench --goals): the whole goals table.
+# The breakdown records get the values BENCHMARKS.md derives from them (tools/breakdown_values.py).
 # With $OUT set, the records written are also copied to $OUT/results.
 set -o pipefail
 export PYTHONUNBUFFERED=1
@@ -34,13 +35,15 @@ for part in ${@:-anchor v32000 v151936 bfloat16 goals trees}; do
     h200-goals) timeout 420 $bench --goals --breakdown --devices triton vllm vllm-v2 --record docs/results/bench-h200-goals.json
                 written+=(docs/results/bench-h200-goals.json) ;;
     h200-breakdown) timeout 200 $bench --devices triton --breakdown --sampler all --no-launches \
-                      --record docs/results/bench-h200-breakdown.json
+                      --record docs/results/bench-h200-breakdown.json \
+                      && python3 tools/breakdown_values.py docs/results/bench-h200-breakdown.json
                     written+=(docs/results/bench-h200-breakdown.json) ;;
     h200-loaded) timeout 200 $bench --devices triton --sampler all --host-load "$(nproc)" --breakdown \
                    --record docs/results/bench-h200-loaded.json
                  written+=(docs/results/bench-h200-loaded.json) ;;
     h200-bfloat16) timeout 90 $bench --devices triton --dtype bfloat16 --breakdown --no-launches \
-                     --record docs/results/bench-h200-bfloat16.json
+                     --record docs/results/bench-h200-bfloat16.json \
+                     && python3 tools/breakdown_values.py docs/results/bench-h200-bfloat16.json
                    written+=(docs/results/bench-h200-bfloat16.json) ;;
     *) echo "unknown part: $part" >&2; exit 2 ;;
   esac
