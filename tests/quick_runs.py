@@ -1,17 +1,13 @@
 """One quick run of a conformance group against the torch device (or its black-box twin), once per test process.
 
-Several tests read the same quick results: the recorded check names, every group's names mapping back to it, the
-L1-sampler counts. Each such test is marked ``QUICK_TORCH`` (an xdist group: ``--dist loadgroup`` in pyproject's
-``addopts`` sends them to one worker), so the suite runs each group once, not once per test.
+Several tests read the same quick results (the recorded check names, every group's names mapping back to it, the
+L1-sampler group's black-box edges): each reads them through ``quick_group``, so a test process runs a group once
+however many of its tests ask.
 """
 
 from __future__ import annotations
 
 import functools
-
-import pytest
-
-QUICK_TORCH = pytest.mark.xdist_group("quick-torch")
 
 
 @functools.lru_cache(maxsize=None)

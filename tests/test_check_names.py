@@ -15,7 +15,7 @@ import pathlib
 
 import pytest
 
-from tests.quick_runs import QUICK_TORCH, quick_group
+from tests.quick_runs import quick_group
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN = json.loads((ROOT / "tests" / "data" / "conformance_check_names.json").read_text())
@@ -30,17 +30,23 @@ def test_the_groups_are_the_recorded_ones_in_their_order():
     assert list(GROUPS) == GOLDEN["groups"]
 
 
-@QUICK_TORCH
 def test_a_quick_run_names_its_checks_as_recorded():
+    """The quick names, and each check's name mapping back to its group (``seedtable.group_of``: how a mutant's
+    ``killed_by`` picks the group that judges it; the black-box run's in ``tests/stats/test_seedtable.py``)."""
     from devices.registry import load
     from specsim.conformance import Context
     from specsim.conformance.run.runner import available_groups
     from specsim.conformance.run.document import document
+    from specsim.mutants.seedtable import group_of
     ctx = Context(quick=True)
     device = load("torch")
-    results = [r for group in available_groups() for r in quick_group(group)]   # run_conformance's, group by group
+    by_group = {group: quick_group(group) for group in available_groups()}   # run_conformance's, group by group
+    results = [r for rs in by_group.values() for r in rs]
     names = sorted(r.name for r in results)
     assert names == GOLDEN["quick"], _difference(names, GOLDEN["quick"])
+    elsewhere = {r.name: group_of(r.name) for g, rs in by_group.items() if g != "L3-statistical" for r in rs
+                 if group_of(r.name) != g}
+    assert elsewhere == {}
     doc = document("torch", device, ctx, results)
     assert sorted(doc) == sorted(set(GOLDEN["document_keys"]) - {"run"})   # "run" is the isolated runner's
     assert {k for c in doc["checks"] for k in c} <= set(GOLDEN["check_keys"])

@@ -15,7 +15,7 @@ from reference.sampler import process_logits
 from specsim.conformance.run.runner import Context
 from specsim.conformance.checks.sampler.group import CASES, random_case, sampler_group
 from specsim.judge.reference_device import ReferenceDevice
-from tests.quick_runs import QUICK_TORCH, quick_group
+from tests.quick_runs import quick_group
 
 
 @pytest.mark.parametrize("order", SAMPLER_ORDERS)
@@ -44,16 +44,15 @@ def _rows_read(batch) -> np.ndarray:
     return np.array(read)
 
 
-@QUICK_TORCH
-@pytest.mark.parametrize("device", [make_cpu_device(), ReferenceDevice()], ids=["torch", "reference"])
-def test_every_l1_sampler_check_passes(device):
+def test_every_l1_sampler_check_passes_on_the_reference_device_and_counts_as_declared():
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     from specsim.conformance.cases.edges import dtype_twins, own_randomness_twin
     from specsim.conformance.checks.sampler.group import QUICK_SIZES, SIZES
-    # quick sizes: the README's first command runs the torch device's whole group at full size (tests/test_first_run.py
-    # reads its verdict), and the reference device is the reference itself
-    ctx = Context(quick=True)
-    results = quick_group("L1-sampler") if isinstance(device, TorchDevice) else sampler_group(device, ctx)
+    # quick sizes, the reference device (the reference itself): the torch device passes the same quick group in
+    # property_tests/test_conformance_groups.py and the whole group at full size in the README's first command
+    # (tests/test_first_run.py reads its verdict)
+    device, ctx = ReferenceDevice(), Context(quick=True)
+    results = sampler_group(device, ctx)
     at_size = len(QUICK_SIZES if ctx.quick else SIZES) * sum(len(edge.orders) for edge in SAMPLER_EDGES)   # at size V
     in_dtypes = sum(len(edge.orders) * len(dtype_twins(edge, device.capabilities)) for edge in SAMPLER_EDGES)
     batches = sum(len(edge.orders) for edge in SAMPLER_EDGES) + in_dtypes   # SPEC 1.9: each edge at the batch sizes
@@ -125,7 +124,6 @@ def test_repeated_calls_carry_the_sampler():
     assert (got.output_token_ids == want.output_token_ids).all()
 
 
-@QUICK_TORCH
 def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
     from specsim.conformance.core.black_box import BlackBox
     from specsim.mutants.zoo import MUTANTS
@@ -145,7 +143,6 @@ def test_without_injected_noise_the_edges_are_held_to_their_exact_support():
         for order in ("canonical", "vllm")}
 
 
-@QUICK_TORCH
 def test_without_injected_noise_an_edges_law_is_tested_inside_the_runs_statistical_plan():
     """Mass moved inside the support (vLLM 0.33.0's bonus row banning the stop tokens by the pre-step length,
     docs/bugs.md #54) is seen by the edge's goodness-of-fit test; the correct device passes it, and each

@@ -325,6 +325,14 @@ TREE = [
             "            node_request = torch.repeat_interleave(torch.arange(len(num_nodes)), num_nodes.cpu())\n"
             "            uniforms = wide.view(len(num_nodes), total)[node_request, torch.arange(total)].to(self.device)\n"),
            killed_by="L1/trees/keyed/"),
+    _torch("tree-keyed-sglang-position-past-32", "on the keyed path of an sglang tree batch of more than 32 requests, "
+           "every request's streams keyed at its position plus one (a kernel variant for the device's own noise at "
+           "large batches that derives the round itself)", "docs/bugs.md C18 (a rule kept only on the injected-noise "
+           "path, here §11's keys)", TD,
+           ("                torch_philox.seeds_to_int64(batch.seeds).to(self.device), as_tensor(batch.positions, torch.int64),\n",
+            "                torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                as_tensor(batch.positions, torch.int64) + int(batch.scheme == \"sglang\" and batch.batch_size > 32),\n"),
+           killed_by="L1/trees/edge/"),
     _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
            "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
            "SGLang's running sum)", TT,

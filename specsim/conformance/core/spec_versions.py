@@ -53,7 +53,17 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.12's rows first (1.11's ``L1-sampler/edge/*/mixed`` and ``L1-sampler/edge-neighbours/*`` and 1.9's
+    # 1.13's rows first (1.11's ``L1/trees/edge/*/mixed`` and ``L1/trees/edge-neighbours/*`` and 1.9's
+    # ``L1/trees/edge/*/batches`` also match their names)
+    Since("L1/trees/edge/*/keyed", "1.13", "§11 every tree edge alone on the keyed streams, under a key whose coins "
+          "come near the edge's placed coins, for a device drawing keyed noise", False),
+    Since("L1/trees/edge/*/keyed/batches", "1.13", "§11 every tree edge on the keyed streams at each size of the "
+          "ladder, every copy under the edge's key", False),
+    Since("L1/trees/edge/*/keyed/mixed", "1.13", "§11 every tree edge on the keyed streams among filler trees on "
+          "their own keys", False),
+    Since("L1/trees/edge-neighbours/*/keyed/mixed", "1.13", "§11 the same batches' filler trees held to the "
+          "reference's keyed tokens and accepted nodes", False),
+    # 1.12's rows next (1.11's ``L1-sampler/edge/*/mixed`` and ``L1-sampler/edge-neighbours/*`` and 1.9's
     # ``L1-sampler/edge/*/batches`` also match their names)
     Since("L1-sampler/edge/*/keyed/batches", "1.12", "§12 every sampler edge at each size of the ladder on the keyed "
           "streams, for a device taking injected noise that draws keyed noise too", False),

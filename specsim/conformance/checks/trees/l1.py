@@ -12,7 +12,8 @@
   ``max_tree_nodes``) with the coins steered down the deepest path through
   late siblings, where a refusal fails; the hand-built edges of §11 with their
   exact expected tokens, alone and repeated to fill a batch of each size of the
-  ladder (SPEC 1.9); and the engine-sized trees and ragged batches of
+  ladder (SPEC 1.9), and on the keyed streams under a key whose coins come near
+  the placed ones (SPEC 1.13); and the engine-sized trees and ragged batches of
   ``tree_sizes``.
 * ``L2-trees`` (``checks.trees.l2``): the contracts of a tree step.
 
@@ -166,15 +167,21 @@ def edge_checks(device, ctx) -> list[CheckResult]:
             results.append(CheckResult(name, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}"))
             continue
         batch, noise = edge_batch(edge)
-        got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
-        if problem:
-            results.append(problem)
-            continue
-        emitted, nodes = got.emitted(0), [int(n) for n in np.asarray(got.accepted_nodes)[0] if n >= 0]
-        ok = emitted == edge.expected and nodes == edge.nodes
-        detail = edge.why if ok else f"{edge.why}: expected {edge.expected} via {edge.nodes}, got {emitted} via {nodes}"
-        results.append(CheckResult(name, "L1", "pass" if ok else "fail", detail))
+        results.append(_edge_alone(device, name, batch, noise, edge.expected, edge.nodes, edge.why))
     return results
+
+
+def _edge_alone(device, name: str, batch: TreeBatch, noise: Noise | None, expected: list, nodes: list,
+                why: str) -> CheckResult:
+    """One §11 edge's one-request ``batch`` (``noise`` None: keyed), its emitted tokens and accepted nodes held to
+    ``expected`` and ``nodes``."""
+    got, problem = call(name, "L1", lambda: ask(device, batch, noise), device.capabilities)
+    if problem:
+        return problem
+    emitted, taken = got.emitted(0), [int(n) for n in np.asarray(got.accepted_nodes)[0] if n >= 0]
+    ok = emitted == expected and taken == nodes
+    return CheckResult(name, "L1", "pass" if ok else "fail",
+                       why if ok else f"{why}: expected {expected} via {nodes}, got {emitted} via {taken}")
 
 
 def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches") -> list[CheckResult]:
@@ -207,6 +214,93 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
 def edge_mixed_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """``L1/trees/edge/<name>/mixed`` (SPEC 1.11): ``edge_batch_checks`` of the §11 edges among filler trees."""
     return edge_batch_checks(device, ctx, only, kind="mixed")
+
+
+KEYED_TRIES = 4096
+"""Keys (seed, position) drawn per §11 edge for its keyed twin (SPEC 1.13); the one nearest its placed coins is kept."""
+KEYED_CHECKED = 32
+"""Of those, the nearest this many are tried against the edge's own answer (``keyed_edge``)."""
+
+
+def keyed_edge(edge: TreeEdge, seed: int) -> tuple[TreeBatch, list, list, str]:
+    """A §11 edge on SPEC §5.2's keyed streams (SPEC 1.13): its one-request batch under the key, of ``KEYED_TRIES``
+    drawn from ``seed``, whose keyed coins come nearest its placed coins (the largest difference smallest), among the
+    nearest ``KEYED_CHECKED`` the first under which the reference answers as the placed coins do — so that the rule
+    the edge places its coins for decides on the keyed path too. Returns (the batch, its emitted tokens, its
+    accepted nodes, a note naming the key). Where none of them answers so (an emitted token the keyed race draws
+    from a residual of several tokens), the nearest key, held to the reference's keyed answer, and the note says so.
+    A greedy edge reads no coins: the first key."""
+    batch, _ = edge_batch(edge)
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, 2**63, KEYED_TRIES, dtype=np.int64).astype(np.uint64)
+    positions = rng.integers(0, 2**31, KEYED_TRIES, dtype=np.int64)
+    distance = np.zeros(KEYED_TRIES) if edge.scheme == "greedy" else \
+        np.abs(_accept_coins(seeds, positions, len(edge.coins)) - np.array(edge.coins)).max(axis=1)
+    nearest = np.argsort(distance, kind="stable")[:KEYED_CHECKED]
+    for i in list(nearest) + [nearest[0]]:
+        keyed = replace(batch, seeds=seeds[i:i + 1], positions=positions[i:i + 1])
+        want = reference_tree_step(keyed, None)
+        tokens = want.output_token_ids[0, : int(want.num_accepted[0]) + 1].tolist()
+        nodes = [int(x) for x in want.accepted_nodes[0] if x >= 0]
+        if (tokens, nodes) == (edge.expected, edge.nodes):
+            break
+    key = f"keyed streams at seed {int(seeds[i])}, position {int(positions[i])}"
+    if edge.scheme != "greedy":
+        key += f", its coins within {distance[i]:.3f} of the placed ones"
+    if (tokens, nodes) != (edge.expected, edge.nodes):
+        key += f", the reference's keyed answer {tokens} via {nodes} (none of the {KEYED_CHECKED} nearest keys " \
+               f"answers as the placed coins do)"
+    return keyed, tokens, nodes, key
+
+
+def _accept_coins(seeds: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
+    """``[len(seeds), n]``: each key's first ``n`` coins on the ACCEPT stream (SPEC §5.2; ``reference.rng``'s
+    ``stream_words`` for every key in one Philox call)."""
+    from reference.rng import ACCEPT, philox4x32_10, uniform
+    blocks = (n + 3) // 4
+    counter = np.zeros((len(seeds), blocks, 4), np.uint32)
+    counter[:, :, 0] = np.arange(blocks, dtype=np.uint32)
+    counter[:, :, 1] = (positions.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)[:, None]
+    counter[:, :, 2] = ACCEPT
+    key = np.stack([(seeds & np.uint64(0xFFFFFFFF)).astype(np.uint32), (seeds >> np.uint64(32)).astype(np.uint32)], 1)
+    words = philox4x32_10(counter.reshape(-1, 4), np.repeat(key, blocks, axis=0)).reshape(len(seeds), -1)
+    return uniform(words[:, :n])
+
+
+def keyed_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/trees/edge/<name>/keyed``, ``.../keyed/batches`` and ``.../keyed/mixed`` (SPEC 1.13), for a device drawing
+    SPEC §5.2's keyed noise (``rng = "philox"``), with or without injected noise: each §11 edge on the keyed streams
+    (``keyed_edge``: a key whose coins come near the edge's placed ones), held to its answer alone, repeated to fill
+    a batch of each size of the ladder (every copy the same key, so the same answer: streams are keyed by the
+    request, never by its row), and, but for ``--quick`` runs, among ``tree_filler``'s requests with
+    ``L1/trees/edge-neighbours/<name>/keyed/mixed`` holding the filler rows to the reference's keyed answers. A rule
+    the device keeps where its coins are given and loses where it draws them (another kernel, another path) fails
+    here; 1.9 to 1.11 ask the edges with injected noise alone, and not at all of a device without it."""
+    from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
+    from specsim.conformance.core.batched import copy_tree_answers, neighbours_of, tree_among
+    results = []
+    for edge in EDGES:
+        base = f"L1/trees/edge/{edge.name}/keyed"
+        names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
+        wanted = [n for n in names if only in (None, n, neighbours_of(n))]
+        if wanted and edge.scheme not in device.capabilities.tree_schemes:
+            results += [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}")
+                        for n in wanted]
+            continue
+        if not wanted:
+            continue
+        batch, tokens, nodes, key = keyed_edge(edge, case_seed(ctx.seed, "tree-edge-keyed", edge.name))
+        why = f"{edge.why} ({key})"
+        for name in wanted:
+            if name == base:
+                results.append(_edge_alone(device, name, batch, None, tokens, nodes, why))
+            elif name.endswith("/batches"):
+                results.append(copy_tree_answers(device, name, batch, None, edge_batch_sizes(ctx), why, tokens, nodes))
+            else:
+                filler, _ = tree_filler(device.capabilities, ctx, edge, batch)
+                results += tree_among(device, name, batch, None, (filler, None),
+                                      tuple(s for s in edge_mixed_sizes(ctx) if s > 1), why, tokens, nodes)
+    return results
 
 
 def tree_filler(caps, ctx, edge: TreeEdge, batch: TreeBatch) -> tuple[TreeBatch, Noise]:
@@ -346,8 +440,10 @@ def tree_l1_group(device, ctx) -> list[CheckResult]:
     results += _limit_cases(device, ctx)
     if device.capabilities.injected_noise:   # the §11 edges place their coins: at one request, then at batch sizes
         results += edge_checks(device, ctx) + edge_batch_checks(device, ctx) + edge_mixed_checks(device, ctx)
+    if device.capabilities.rng == "philox":   # and on the keyed streams, near the placed coins (SPEC 1.13)
+        results += keyed_edge_checks(device, ctx)
     return results + size_checks(device, ctx)
 
 
-__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "edge_mixed_checks", "tree_device",
-           "tree_filler", "tree_l1_group"]
+__all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "edge_mixed_checks", "keyed_edge",
+           "keyed_edge_checks", "tree_device", "tree_filler", "tree_l1_group"]
