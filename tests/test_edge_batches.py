@@ -64,7 +64,9 @@ def test_a_tree_rule_lost_past_64_requests_passes_every_1_8_tree_check_here_and_
     mutant = _zoo("tree-zero-sibling-past-64")
     at_size, own = _statuses([r for r in tree_l1_group(mutant, QUICK) if not r.name.endswith("/mixed")])   # 1.11's
     assert set(own.values()) <= {"pass", "not_supported"}, {n: s for n, s in own.items() if s != "pass"}
-    assert [n for n, s in at_size.items() if s != "pass"] == ["L1/trees/edge/sglang-threshold-single-zero/batches"]
+    # SPEC 1.13's keyed twin sees it too: the guard is lost on that path whatever the noise
+    assert [n for n, s in at_size.items() if s != "pass"] == ["L1/trees/edge/sglang-threshold-single-zero/batches",
+                                                              "L1/trees/edge/sglang-threshold-single-zero/keyed/batches"]
     (failed,) = tree_batch_checks(mutant, QUICK, only="L1/trees/edge/sglang-threshold-single-zero/batches")
     assert "at batch size 257" in failed.detail and "every copy right at 33)" in failed.detail
     assert {r.status for r in tree_batch_checks(load("torch"), QUICK)} == {"pass"}

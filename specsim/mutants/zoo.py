@@ -269,6 +269,17 @@ INSIDE = [
             "                            coin=(lambda u, t, d: u <= t.double() / d.double())\n"
             "                            if use_top_p and not has_greedy else ts.coin_accepts)\n"),
            killed_by="L1/edge/u0-zero-target-full/mixed-top-p"),
+    _torch("keyed-position-when-mostly-greedy", "on the keyed path of a batch of 16 greedy requests or more, over "
+           "three quarters of it, every request's streams keyed at its position plus one (a kernel variant for mostly "
+           "greedy batches that derives the round itself)", "docs/bugs.md C18 (a rule kept only on the injected-noise path), C17 (a path chosen by "
+           "one mix of requests)", TD,
+           ("            keyed = dict(seeds=torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                         positions=as_tensor(batch.positions, torch.int64))\n",
+            "            greedy = int((np.asarray(batch.temperature) == 0).sum())\n"
+            "            mostly_greedy = greedy >= 16 and 4 * greedy > 3 * batch.batch_size\n"
+            "            keyed = dict(seeds=torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                         positions=as_tensor(batch.positions, torch.int64) + int(mostly_greedy))\n"),
+           killed_by="L1/edge/"),
     _torch("race-tie-last-when-some-filtered", "the race's ties go to the largest id when some but not all requests "
            "use top-k (the filtered kernel, run over every row, keeps the last maximum)", "docs/bugs.md C17 (a rule "
            "kept only on a uniform batch's path; C6's tie rule)", TD,

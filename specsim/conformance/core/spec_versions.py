@@ -53,8 +53,8 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.13's rows first (1.11's ``L1/trees/edge/*/mixed`` and ``L1/trees/edge-neighbours/*`` and 1.9's
-    # ``L1/trees/edge/*/batches`` also match their names)
+    # 1.13's rows first (1.11's ``L1/trees/edge/*/mixed``, ``L1/trees/edge-neighbours/*`` and ``L1/edge/*/mixed-*``
+    # and 1.9's ``L1/trees/edge/*/batches`` also match their names)
     Since("L1/trees/edge/*/keyed", "1.13", "§11 every tree edge alone on the keyed streams, under a key whose coins "
           "come near the edge's placed coins, for a device drawing keyed noise", False),
     Since("L1/trees/edge/*/keyed/batches", "1.13", "§11 every tree edge on the keyed streams at each size of the "
@@ -63,6 +63,12 @@ INTRODUCED: tuple[Since, ...] = (
           "their own keys", False),
     Since("L1/trees/edge-neighbours/*/keyed/mixed", "1.13", "§11 the same batches' filler trees held to the "
           "reference's keyed tokens and accepted nodes", False),
+    Since("L1/edge/*/keyed/mixed-*", "1.13", "§2–§4 every edge among 16 fillers all of one kind on the keyed "
+          "streams, for a device taking injected noise that draws keyed noise too", False),
+    Since("L1/edge-neighbours/*/keyed/mixed-*", "1.13", "§2–§4 the same batches' filler rows held to the reference's "
+          "keyed tokens", False),
+    Since("L1/edge/*/seeded/mixed-*", "1.13", "§2–§4 every edge among 16 fillers all of one kind under the device's "
+          "own unkeyed draws, each copy held to its exact support, for a device taking injected noise too", False),
     # 1.12's rows next (1.11's ``L1-sampler/edge/*/mixed`` and ``L1-sampler/edge-neighbours/*`` and 1.9's
     # ``L1-sampler/edge/*/batches`` also match their names)
     Since("L1-sampler/edge/*/keyed/batches", "1.12", "§12 every sampler edge at each size of the ladder on the keyed "

@@ -224,13 +224,16 @@ def edge_kind_checks(device, ctx, only: str | None = None, filler_top_p: bool = 
     the edges' dtype and the device's first noise mode (``batch_modes``), laid out as 1.10's (``batched.held_among``):
     every copy held to its request's answer, and, in a token mode, the fillers' rows to the reference's tokens
     (``L1/edge-neighbours/<name>/mixed-<kind>``). A path chosen by one mix of requests — greedy requests beside
-    sampled ones and no filter, say — that loses an edge's rule fails here. ``filler_top_p`` False: every filler's
-    top-p off (``specsim field``'s experiment)."""
+    sampled ones and no filter, say — that loses an edge's rule fails here. A device taking injected noise that draws
+    its own randomness too is held so again in that mode (SPEC 1.13, ``batch_modes``' twin; with ``--quick`` too):
+    ``L1/edge/<name>/keyed/mixed-<kind>`` with its neighbours on the keyed streams, ``.../seeded/mixed-<kind>`` by
+    each copy's exact support. ``filler_top_p`` False: every filler's top-p off (``specsim field``'s experiment)."""
     caps, results = device.capabilities, []
-    dtype, mode, sizes = edge_dtype(caps), batch_modes(caps)["batches"], edge_kind_sizes(ctx)
+    dtype, sizes = edge_dtype(caps), edge_kind_sizes(ctx)
+    modes = [(suffix[: -len("batches")], mode) for suffix, mode in batch_modes(caps).items()]   # ("", first), twin
     for edge in EDGES:
-        for kind in FILLER_KINDS:
-            name = f"L1/edge/{edge.name}/mixed-{kind}"
+        for (twin, mode), kind in ((m, k) for m in modes for k in FILLER_KINDS):
+            name = f"L1/edge/{edge.name}/{twin}mixed-{kind}"
             if only not in (None, name, neighbours_of(name)):
                 continue
             form, refused = _askable(caps, edge, [name])
