@@ -138,7 +138,8 @@ def test_a_fallback_clamped_to_a_wide_range_fails_the_far_temperatures():
     assert failed == sorted(_edge_names(FAR) + [f"L1/sizes/{FAR}-V4097"] +
                             [f"L1/edge/{FAR}/{twin}{kind}" for kind in ("batches", "mixed")
                              for twin in ("", "keyed/", *(f"{d}/" for d in DTYPES))] +   # SPEC 1.9's, 1.10's
-                            [f"L1/edge/{FAR}/mixed-{kind}" for kind in FILLER_KINDS]), failed   # 1.11's
+                            [f"L1/edge/{FAR}/{twin}mixed-{kind}" for kind in FILLER_KINDS
+                             for twin in ("", "keyed/")]), failed   # 1.11's, 1.13's
 
 
 def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
@@ -147,8 +148,9 @@ def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
     failed = failed_names(_every_check(ROWS_CLAMPED.make()))
     assert not of_version(failed, "1.6"), failed
     assert set(_edge_names(BONUS)) <= set(failed), failed
-    # 1.7's edges, at batch sizes (1.9), among fillers (1.10) and among fillers of each kind (1.11)
-    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10", "1.11"}
+    # 1.7's edges, at batch sizes (1.9), among fillers (1.10) and among fillers of each kind (1.11; 1.13 on the keyed
+    # streams)
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10", "1.11", "1.13"}
     assert {spec_versions.introduced_in(n) for n in failed
             if not n.endswith(("/batches", "/mixed")) and "/mixed-" not in n} == {"1.7"}
 

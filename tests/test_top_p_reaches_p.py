@@ -23,12 +23,14 @@ SHORT, PAST = (next(m for m in SOURCE_MUTANTS if m.id == i) for i in ("top-p-sho
 
 def test_the_torch_device_passes_the_edge_in_every_form():
     results = [r for r in edge_group(load("torch"), CTX) if r.name.startswith(EDGE)]
-    assert {r.status for r in results} == {"pass"} and len(results) == 19, [(r.name, r.status) for r in results]
+    assert {r.status for r in results} == {"pass"} and len(results) == 23, [(r.name, r.status) for r in results]
     assert {spec_versions.introduced_in(r.name) for r in results
             if not r.name.endswith(("/batches", "/mixed")) and "/mixed-" not in r.name} == {"1.8"}
     assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/batches")} == {"1.9"}
     assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/mixed")} == {"1.10"}
-    assert {spec_versions.introduced_in(r.name) for r in results if "/mixed-" in r.name} == {"1.11"}   # 4 kinds
+    assert {spec_versions.introduced_in(r.name) for r in results if "/keyed/mixed-" in r.name} == {"1.13"}
+    assert {spec_versions.introduced_in(r.name) for r in results
+            if "/mixed-" in r.name and "/keyed/" not in r.name} == {"1.11"}   # 4 kinds
 
 
 @pytest.mark.parametrize("mutant", [SHORT, PAST], ids=lambda m: m.id)
