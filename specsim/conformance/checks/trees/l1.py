@@ -230,12 +230,17 @@ def keyed_edge(edge: TreeEdge, seed: int) -> tuple[TreeBatch, list, list, str]:
     accepted nodes, a note naming the key). Where none of them answers so (an emitted token the keyed race draws
     from a residual of several tokens), the nearest key, held to the reference's keyed answer, and the note says so.
     A greedy edge reads no coins: the first key."""
+    from reference.rng import ACCEPT, uniform
+    from specsim.engine.rng import keyed_words
     batch, _ = edge_batch(edge)
     rng = np.random.default_rng(seed)
     seeds = rng.integers(0, 2**63, KEYED_TRIES, dtype=np.int64).astype(np.uint64)
     positions = rng.integers(0, 2**31, KEYED_TRIES, dtype=np.int64)
-    distance = np.zeros(KEYED_TRIES) if edge.scheme == "greedy" else \
-        np.abs(_accept_coins(seeds, positions, len(edge.coins)) - np.array(edge.coins)).max(axis=1)
+    if edge.scheme == "greedy":
+        distance = np.zeros(KEYED_TRIES)
+    else:   # each key's first coins on the ACCEPT stream, every key in one Philox call
+        coins = uniform(keyed_words(seeds, positions, ACCEPT, 0, len(edge.coins))[:, 0])
+        distance = np.abs(coins - np.array(edge.coins)).max(axis=1)
     nearest = np.argsort(distance, kind="stable")[:KEYED_CHECKED]
     for i in list(nearest) + [nearest[0]]:
         keyed = replace(batch, seeds=seeds[i:i + 1], positions=positions[i:i + 1])
@@ -251,20 +256,6 @@ def keyed_edge(edge: TreeEdge, seed: int) -> tuple[TreeBatch, list, list, str]:
         key += f", the reference's keyed answer {tokens} via {nodes} (none of the {KEYED_CHECKED} nearest keys " \
                f"answers as the placed coins do)"
     return keyed, tokens, nodes, key
-
-
-def _accept_coins(seeds: np.ndarray, positions: np.ndarray, n: int) -> np.ndarray:
-    """``[len(seeds), n]``: each key's first ``n`` coins on the ACCEPT stream (SPEC §5.2; ``reference.rng``'s
-    ``stream_words`` for every key in one Philox call)."""
-    from reference.rng import ACCEPT, philox4x32_10, uniform
-    blocks = (n + 3) // 4
-    counter = np.zeros((len(seeds), blocks, 4), np.uint32)
-    counter[:, :, 0] = np.arange(blocks, dtype=np.uint32)
-    counter[:, :, 1] = (positions.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)[:, None]
-    counter[:, :, 2] = ACCEPT
-    key = np.stack([(seeds & np.uint64(0xFFFFFFFF)).astype(np.uint32), (seeds >> np.uint64(32)).astype(np.uint32)], 1)
-    words = philox4x32_10(counter.reshape(-1, 4), np.repeat(key, blocks, axis=0)).reshape(len(seeds), -1)
-    return uniform(words[:, :n])
 
 
 def keyed_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
@@ -283,11 +274,11 @@ def keyed_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
         base = f"L1/trees/edge/{edge.name}/keyed"
         names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
         wanted = [n for n in names if only in (None, n, neighbours_of(n))]
-        if wanted and edge.scheme not in device.capabilities.tree_schemes:
+        if not wanted:
+            continue
+        if edge.scheme not in device.capabilities.tree_schemes:
             results += [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}")
                         for n in wanted]
-            continue
-        if not wanted:
             continue
         batch, tokens, nodes, key = keyed_edge(edge, case_seed(ctx.seed, "tree-edge-keyed", edge.name))
         why = f"{edge.why} ({key})"
