@@ -8,11 +8,8 @@ fill a batch of each size of the ladder fail it, in each noise mode.
 from __future__ import annotations
 
 import dataclasses
-import functools
-
 import numpy as np
 import pytest
-
 from devices.protocol import Noise
 from devices.registry import load
 from specsim.conformance.checks.chain.exact import edge_batch_checks, edge_group
@@ -24,16 +21,11 @@ from specsim.conformance.run.one_check import one_check
 from specsim.conformance.run.runner import Context
 from specsim.judge.compare import reference_step, select_step
 from specsim.mutants.source import Edit, SourceMutant
-from specsim.mutants.zoo import make_mutant
 from specsim.testing.batches import BatchSpec, random_batch, random_noise, select_requests
+from tests.quick_runs import zoo_mutant
 from tests.test_empty_residual_params import fallback_lost_at
 
 QUICK = Context(quick=True)
-
-
-@functools.lru_cache(maxsize=None)
-def _zoo(mutant_id: str):
-    return make_mutant(load("torch"), mutant_id)
 
 
 def _statuses(results, suffix: str = "/batches") -> tuple[dict, dict]:
@@ -45,7 +37,7 @@ def _statuses(results, suffix: str = "/batches") -> tuple[dict, dict]:
 @pytest.mark.parametrize("mutant_id,killer", [("race-tie-last-past-64", "L1/edge/race-tie/batches"),
                                               ("accept-inclusive-past-64", "L1/edge/u0-zero-target-full/batches")])
 def test_a_rule_lost_past_64_requests_passes_every_1_8_check_here_and_fails_its_edge_at_batch_size(mutant_id, killer):
-    mutant = _zoo(mutant_id)
+    mutant = zoo_mutant(mutant_id)
     at_size, own = _statuses([r for r in edge_group(mutant, QUICK) if introduced_in(r.name) not in ("1.10", "1.11")])
     assert set(own.values()) == {"pass"}, {n: s for n, s in own.items() if s != "pass"}
     declared = declared_exact_group(mutant, QUICK)   # random batches of up to 257 requests, in both noise modes
@@ -61,7 +53,7 @@ def test_a_tree_rule_lost_past_64_requests_passes_every_1_8_tree_check_here_and_
     the edge at one request, the random trees, the patterns, the limits and the ragged batches of up to 257 requests
     (whose zero-probability siblings never meet ``threshold_single = 0``) pass."""
     from specsim.conformance.checks.trees.l1 import edge_batch_checks as tree_batch_checks, tree_l1_group
-    mutant = _zoo("tree-zero-sibling-past-64")
+    mutant = zoo_mutant("tree-zero-sibling-past-64")
     at_size, own = _statuses([r for r in tree_l1_group(mutant, QUICK) if not r.name.endswith("/mixed")])   # 1.11's
     assert set(own.values()) <= {"pass", "not_supported"}, {n: s for n, s in own.items() if s != "pass"}
     # SPEC 1.13's keyed twin sees it too: the guard is lost on that path whatever the noise

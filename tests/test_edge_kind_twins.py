@@ -9,27 +9,21 @@ among 1.10's mix never hold such a batch. Here it fails the edges' keyed twins a
 
 from __future__ import annotations
 
-import functools
 
 import pytest
-
 from devices.registry import load
 from specsim.conformance.checks.chain.exact import FILLER_KINDS, edge_batch_checks, edge_kind_checks, \
     edge_mixed_checks
 from specsim.conformance.core.spec_versions import introduced_in
 from specsim.conformance.run.runner import Context
-from specsim.mutants.zoo import MUTANTS, make_mutant
+from specsim.mutants.zoo import MUTANTS
+from tests.quick_runs import zoo_mutant
 from tests.test_sampler_twins import SeededToo
 
 QUICK = Context(quick=True)
 FULL = Context(quick=False)
 MUTANT = "keyed-position-when-mostly-greedy"
 EDGE = "L1/edge/placeholder-full"
-
-
-@functools.lru_cache(maxsize=None)
-def _mutant():
-    return make_mutant(load("torch"), MUTANT)
 
 
 @pytest.fixture
@@ -60,7 +54,7 @@ def test_a_keyed_path_of_mostly_greedy_batches_passes_1_12s_checks_of_that_path_
     """The edge at batch sizes and among 1.10's mix in both modes, and among greedy fillers with injected noise, pass;
     its keyed twin among greedy fillers fails at 33 requests. (Every other 1.12 check passes too: ``specsim mutants``
     names the first killer.)"""
-    mutant = _mutant()
+    mutant = zoo_mutant(MUTANT)
     before = edge_batch_checks(mutant, FULL, only=f"{EDGE}/keyed/batches") + \
         edge_mixed_checks(mutant, FULL, only=f"{EDGE}/keyed/mixed") + \
         edge_kind_checks(mutant, FULL, only=f"{EDGE}/mixed-greedy")

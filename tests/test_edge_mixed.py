@@ -9,11 +9,8 @@ probability 0); the edge among filler requests fails it, in each noise mode.
 from __future__ import annotations
 
 import dataclasses
-import functools
-
 import numpy as np
 import pytest
-
 from devices.registry import load
 from specsim.conformance.checks.chain.exact import (MIXED_FILLERS, edge_group, edge_mixed_checks, mixed_filler)
 from specsim.conformance.checks.declared.group import declared_exact_group
@@ -23,24 +20,19 @@ from specsim.conformance.core.spec_versions import introduced_in
 from specsim.conformance.run.one_check import one_check
 from specsim.conformance.run.runner import Context
 from specsim.judge.compare import reference_step, select_step
-from specsim.mutants.zoo import make_mutant
 from specsim.testing.batches import BatchSpec, join_requests, random_batch, random_noise, select_requests
 from specsim.testing.edges import EDGES, make_batch
+from tests.quick_runs import zoo_mutant
 from tests.test_empty_residual_params import fallback_lost_at
 
 QUICK = Context(quick=True)
-
-
-@functools.lru_cache(maxsize=None)
-def _zoo(mutant_id: str):
-    return make_mutant(load("torch"), mutant_id)
 
 
 @pytest.mark.parametrize("mutant_id,killer", [("accept-inclusive-when-mixed", "L1/edge/u0-zero-target-full/mixed"),
                                               ("race-tie-last-when-some-filtered",
                                                "L1/edge/top-k-boundary-ties/mixed")])
 def test_a_rule_lost_in_a_mixed_batch_passes_every_1_9_check_here_and_fails_its_edge_among_fillers(mutant_id, killer):
-    mutant = _zoo(mutant_id)
+    mutant = zoo_mutant(mutant_id)
     results = edge_group(mutant, QUICK)
     own = {r.name: r.status for r in results if not r.name.endswith("/mixed") and "/mixed-" not in r.name}   # 1.11's
     assert set(own.values()) == {"pass"}, {n: s for n, s in own.items() if s != "pass"}

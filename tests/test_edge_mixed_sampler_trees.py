@@ -11,11 +11,8 @@ request, some cut by top-p — passes 1.10's mix, whose first filler is greedy, 
 from __future__ import annotations
 
 import dataclasses
-import functools
-
 import numpy as np
 import pytest
-
 from devices.protocol import SAMPLER_PARAMETERS
 from devices.registry import load
 from specsim.conformance.checks.chain.exact import FILLER_KINDS, edge_group, edge_kind_checks, kind_filler
@@ -29,25 +26,20 @@ from specsim.conformance.core.spec_versions import introduced_in
 from specsim.conformance.run.one_check import one_check, replayable
 from specsim.conformance.run.runner import Context
 from specsim.judge.compare import reference_step, select_step
-from specsim.mutants.zoo import make_mutant
 from specsim.testing.batches import BatchSpec, join_requests, neutral_sampler, random_batch, random_noise
 from specsim.testing.edges import EDGES, make_batch
 from specsim.testing.sampler_edges import SAMPLER_EDGES
 from specsim.testing.sampler_params import random_sampler
 from specsim.testing.trees import (TreeSpec, join_tree_requests, random_tree_batch, random_tree_noise,
                                    reference_tree_step, select_tree_requests)
+from tests.quick_runs import zoo_mutant
 
 QUICK = Context(quick=True)
 EDGE = "L1-sampler/edge/repetition-on-negative-logits/canonical/mixed"
 
 
-@functools.lru_cache(maxsize=None)
-def _zoo(mutant_id: str):
-    return make_mutant(load("torch"), mutant_id)
-
-
 def test_a_sampler_rule_lost_in_a_mixed_batch_passes_every_1_9_check_and_fails_among_fillers():
-    mutant = _zoo("sampler-repetition-divides-when-mixed")
+    mutant = zoo_mutant("sampler-repetition-divides-when-mixed")
     before = edge_checks(mutant, QUICK) + random_checks(mutant, QUICK) + sampler_batch_checks(mutant, QUICK)
     assert {r.status for r in before} <= {"pass", "not_supported"}, \
         [r.name for r in before if r.status not in ("pass", "not_supported")]
@@ -57,7 +49,7 @@ def test_a_sampler_rule_lost_in_a_mixed_batch_passes_every_1_9_check_and_fails_a
 
 
 def test_a_tree_rule_lost_in_a_mixed_batch_passes_every_1_9_check_and_fails_its_edge_among_fillers():
-    results = tree_l1_group(_zoo("tree-zero-sibling-when-mixed"), QUICK)
+    results = tree_l1_group(zoo_mutant("tree-zero-sibling-when-mixed"), QUICK)
     before = {r.name: r.status for r in results if not r.name.endswith("/mixed")}
     assert set(before.values()) == {"pass"}, {n: s for n, s in before.items() if s != "pass"}
     failed = next(r for r in results if r.name == "L1/trees/edge/sglang-threshold-single-zero/mixed")
@@ -168,7 +160,7 @@ def test_the_edges_among_fillers_of_12_and_11_are_1_11s():
 
 
 def test_a_rule_lost_on_one_mix_passes_1_10s_mix_and_fails_among_fillers_of_that_kind():
-    mutant = _zoo("accept-inclusive-when-top-p-without-greedy")
+    mutant = zoo_mutant("accept-inclusive-when-top-p-without-greedy")
     results = edge_group(mutant, QUICK)
     before = {r.name: r.status for r in results if "/mixed-" not in r.name}   # 1.9's and 1.10's among them
     assert set(before.values()) == {"pass"}, {n: s for n, s in before.items() if s != "pass"}

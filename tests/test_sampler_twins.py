@@ -9,25 +9,19 @@ other tokens) passed every check. Here it passes every 1.11 check and fails the 
 from __future__ import annotations
 
 import dataclasses
-import functools
-
 from devices.registry import load
 from specsim.conformance.checks.sampler.group import edge_batch_checks
 from specsim.conformance.checks.sampler.keyed import keyed_sampler_checks
 from specsim.conformance.core.spec_versions import introduced_in
 from specsim.conformance.run.one_check import one_check, replayable
 from specsim.conformance.run.runner import Context
-from specsim.mutants.zoo import MUTANTS, make_mutant
+from specsim.mutants.zoo import MUTANTS
+from tests.quick_runs import zoo_mutant
 
 QUICK = Context(quick=True)
 FULL = Context(quick=False)
 EDGE = "L1-sampler/edge/allowed-ids-at-the-bonus-row/canonical"
 MUTANT = "sampler-keyed-position-past-32"
-
-
-@functools.lru_cache(maxsize=None)
-def _mutant():
-    return make_mutant(load("torch"), MUTANT)
 
 
 class SeededToo:
@@ -54,7 +48,7 @@ def test_a_keyed_path_wrong_past_32_requests_passes_the_1_11_checks_of_its_path_
     """Every L1-keyed-sampler batch and the edge in the first mode pass; the keyed twin fails at 33 requests. (The
     mutant passes every other check of 1.11 too: ``specsim mutants`` names its first killer.)"""
     _at_33(monkeypatch)
-    mutant = _mutant()
+    mutant = zoo_mutant(MUTANT)
     before = keyed_sampler_checks(mutant, QUICK) + edge_batch_checks(mutant, FULL, only=f"{EDGE}/batches") + \
         edge_batch_checks(mutant, FULL, kind="mixed", only=f"{EDGE}/mixed")
     assert {r.status for r in before} == {"pass"}, [(r.name, r.detail) for r in before if r.status != "pass"]

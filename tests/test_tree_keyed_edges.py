@@ -10,10 +10,7 @@ that path and fails the keyed edges at 33 requests.
 from __future__ import annotations
 
 import dataclasses
-import functools
-
 import pytest
-
 from devices.protocol import UnsupportedCall
 from devices.registry import load
 from specsim.conformance.checks.trees import l1
@@ -21,18 +18,14 @@ from specsim.conformance.checks.trees.l1 import EDGES, KEYED_CHECKED, edge_batch
     keyed_edge, keyed_edge_checks
 from specsim.conformance.core.spec_versions import introduced_in
 from specsim.conformance.run.runner import Context
-from specsim.mutants.zoo import MUTANTS, make_mutant
+from specsim.mutants.zoo import MUTANTS
 from specsim.testing.seeds import case_seed
+from tests.quick_runs import zoo_mutant
 
 QUICK = Context(quick=True)
 FULL = Context(quick=False)
 MUTANT = "tree-keyed-sglang-position-past-32"
 SGLANG = [e.name for e in EDGES if e.scheme == "sglang"]
-
-
-@functools.lru_cache(maxsize=None)
-def _mutant():
-    return make_mutant(load("torch"), MUTANT)
 
 
 class KeyedOnly:
@@ -91,7 +84,7 @@ def test_a_keyed_path_wrong_past_32_sglang_requests_passes_1_12s_checks_of_its_p
     a keyed sglang edge fails at 33 requests. (The mutant passes every other 1.12 check too: ``specsim mutants``
     names its first killer.)"""
     _at_33(monkeypatch)
-    mutant = _mutant()
+    mutant = zoo_mutant(MUTANT)
     before = l1._random_cases(mutant, QUICK, "L1/trees/keyed", injected=False) + edge_batch_checks(mutant, FULL) + \
         edge_mixed_checks(mutant, FULL)
     assert before and {r.status for r in before} == {"pass"}, [(r.name, r.detail) for r in before if r.status != "pass"]
