@@ -344,6 +344,13 @@ TREE = [
             "                torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
             "                as_tensor(batch.positions, torch.int64) + int(batch.scheme == \"sglang\" and batch.batch_size > 32),\n"),
            killed_by="L1/trees/edge/"),
+    _torch("tree-own-draws-threshold-acc-zero-as-off", "on the path drawing its own noise, an sglang tree batch's "
+           "threshold_acc of 0 read as unset (1, lossless) — where 0 must accept the first sibling the target allows "
+           "whatever the coin", "docs/bugs.md C18 (a rule kept only on the injected-noise path, here §11.4's "
+           "threshold)", TD,
+           ("            threshold_acc=float(batch.threshold_acc))",
+            "            threshold_acc=float(batch.threshold_acc if noise is not None else batch.threshold_acc or 1.0))"),
+           killed_by="L1/trees/edge/sglang-threshold-acc-zero/keyed"),
     _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
            "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
            "SGLang's running sum)", TT,

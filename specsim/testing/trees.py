@@ -7,7 +7,9 @@ True
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -252,6 +254,64 @@ def reference_tree_step(batch: TreeBatch, noise: Noise | None):
                        batch.temperature, batch.top_k, batch.top_p, scheme=batch.scheme,
                        threshold_single=batch.threshold_single, threshold_acc=batch.threshold_acc,
                        seeds=batch.seeds, positions=batch.positions, **kwargs)
+
+
+def drafted_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequence, draft_rows: Sequence | None = None,
+                scheme: str = "rrs", threshold_single=1, threshold_acc=1, *, nodes: bool = False) -> dict[tuple, object]:
+    """Exact law of one tree step *given its drafts* (SPEC §11.2–§11.4: ``reference.tree.level`` at every slot the
+    walk can reach; ``reference.tree.tree_law`` draws the drafts too):
+    ``tokens [N]`` the drafted ids, ``target_rows [N + 1][V]`` each slot's target_probs (root first; for
+    ``"greedy"`` any row whose argmax is the target's: ``level`` takes it), ``draft_rows [N][V]`` the rows the
+    siblings were drafted from, or None (point proposals). Keys: the emitted tuple, or with ``nodes`` (emitted
+    tuple, accepted nodes), which tells apart duplicate siblings with one token. Floats or ``Fraction``s in,
+    the same out.
+
+    >>> from fractions import Fraction as F
+    >>> t = [F(1, 2), F(1, 2)]
+    >>> law = drafted_law([-1, -1], [0, 0], [t, t, t], nodes=True)   # the second copy of 0 meets r(0) = 0
+    >>> sorted((k, str(p)) for k, p in law.items())
+    [(((0, 0), (0,)), '1/4'), (((0, 1), (0,)), '1/4'), (((1,), ()), '1/2')]
+    """
+    kids, law = children_of(parents), defaultdict(int)
+
+    def walk(slot: int, emitted: tuple, path: tuple, mass) -> None:
+        siblings, target = kids[slot], list(target_rows[slot])
+        rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
+        p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
+                                           threshold_acc)
+        for k in (k for k, pk in enumerate(p_accept) if pk):
+            walk(siblings[k] + 1, emitted + (tokens[siblings[k]],), path + (siblings[k],), mass * p_accept[k])
+        if p_none:
+            for y in (y for y, w in enumerate(residual) if w):
+                law[(emitted + (y,), path) if nodes else emitted + (y,)] += mass * p_none * residual[y]
+
+    walk(0, (), (), 1)
+    return dict(law)
+
+
+def request_laws(batch: TreeBatch) -> list[dict]:
+    """Each request's exact law given its drafts (``drafted_law``), keyed by (emitted tuple,
+    accepted nodes): its rows as the reference reads them (SPEC §2's target_probs in float64; a greedy request's
+    logits, whose argmax ``level`` takes). What a request's answer under the device's own unkeyed draws must
+    fall in (zeros are exact: a token or node the rows give no mass has probability 0 here too).
+
+    >>> b = random_tree_batch(np.random.default_rng(0), TreeSpec(batch=2, max_nodes=3, vocab_size=4))
+    >>> [round(float(sum(law.values())), 12) for law in request_laws(b)]
+    [1.0, 1.0]
+    """
+    cu, logits = batch.request_offsets(), np.asarray(batch.target_logits, np.float64)
+    laws = []
+    for i in range(batch.batch_size):
+        rows = logits[cu[i] + i: cu[i + 1] + i + 1]
+        greedy = batch.temperature[i] == 0
+        if not greedy:
+            rows = target_rows(rows, batch.temperature[i], batch.top_k[i], batch.top_p[i])[0]
+        draft = None if batch.draft_probs is None else np.asarray(batch.draft_probs, np.float64)[cu[i]:cu[i + 1]]
+        laws.append(drafted_law(batch.parents[cu[i]:cu[i + 1]].tolist(), batch.draft_token_ids[cu[i]:cu[i + 1]].tolist(),
+                                rows.tolist(), None if draft is None else draft.tolist(),
+                                "greedy" if greedy else batch.scheme, batch.threshold_single, batch.threshold_acc,
+                                nodes=True))
+    return laws
 
 
 def compare_tree(got: TreeOutput, want, repro: str = "") -> list[str]:

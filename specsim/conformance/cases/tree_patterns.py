@@ -10,18 +10,17 @@ change.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID as PH
-from reference.laws import spread
 from reference.target import target_probs
-from reference.tree import children_of, depths, level
+from reference.tree import depths
 from specsim.conformance.core.calls import node_limit
 from specsim.testing.seeds import case_seed
+from specsim.testing.trees import drafted_law
 
 V = 5
 T_ROOT = (0.30, 0.15, 0.25, 0.20, 0.10)
@@ -212,29 +211,16 @@ def seeded_trees(pattern: Pattern, seed: int) -> list[PatternTree]:
 
 def step_law(parents: Sequence[int], tokens: Sequence[int], target_rows: Sequence, draft_rows: Sequence | None = None,
              scheme: str = "rrs", threshold_single=1, threshold_acc=1) -> dict[tuple, object]:
-    """Exact law of the emitted tuple of one tree step *given its drafts* ``tokens [N]`` (SPEC §11.2–§11.4:
-    ``reference.tree.level`` at every slot the walk can reach): ``target_rows [N + 1][V]`` each slot's
-    target_probs (root first), ``draft_rows [N][V]`` or None (point proposals).
+    """Exact law of the emitted tuple of one tree step *given its drafts* ``tokens [N]``
+    (``specsim.testing.trees.drafted_law``): ``target_rows [N + 1][V]`` each slot's target_probs (root first),
+    ``draft_rows [N][V]`` or None (point proposals).
 
     >>> from fractions import Fraction as F
     >>> t, d = [F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(1, 2), F(1, 4)]
     >>> sorted((k, str(p)) for k, p in step_law([-1, -1], [1, 0], [t, t, t], [d, d]).items())[:3]
     [((0, 0), '1/4'), ((0, 1), '1/8'), ((0, 2), '1/8')]
     """
-    kids, law = children_of(parents), defaultdict(int)
-
-    def walk(slot: int, prefix: tuple, mass) -> None:
-        siblings, target = kids[slot], list(target_rows[slot])   # "greedy": level takes the argmax (§11.2)
-        rows = None if draft_rows is None else [list(draft_rows[n]) for n in siblings]
-        p_accept, p_none, residual = level(scheme, target, [tokens[n] for n in siblings], rows, threshold_single,
-                                           threshold_acc)
-        for k in (k for k, pk in enumerate(p_accept) if pk):
-            walk(siblings[k] + 1, prefix + (tokens[siblings[k]],), mass * p_accept[k])
-        if p_none:
-            spread(law, prefix, mass * p_none, residual)
-
-    walk(0, (), 1)
-    return dict(law)
+    return drafted_law(parents, tokens, target_rows, draft_rows, scheme, threshold_single, threshold_acc)
 
 
 def laws(pattern: Pattern, seed: int, dtype: str) -> list[dict]:

@@ -103,6 +103,8 @@ def laid_out(batch, noise, order: np.ndarray):
 
 
 def _sizes_note(sizes) -> str:
+    if len(sizes) > 1 and len(set(sizes)) == 1:
+        return f"in {len(sizes)} calls of {sizes[0]} request{'s' if sizes[0] > 1 else ''} ({sum(sizes)} copies)"
     return f"at every batch size of {', '.join(map(str, sizes))} ({sum(sizes)} copies)"
 
 
@@ -319,57 +321,97 @@ def copy_tree_answers(device, name: str, batch, noise, sizes, why: str, expected
     return result
 
 
+def copy_tree_support(device, name: str, batch, law: dict, sizes, seed: int, why: str) -> CheckResult:
+    """A one-request tree edge (SPEC §11) repeated to each of ``sizes`` under the device's own randomness, every copy
+    its own seed and position (drawn from ``seed``): each copy's (emitted tokens, accepted nodes) within ``law``'s
+    support (``specsim.testing.trees.request_laws``), the first size with a copy outside it deciding. Support only,
+    no α: a copy's wrong outcome of probability q is seen with probability 1 − (1 − q)^copies."""
+    (result,) = _tree_rows_held(device, name, batch, None, sizes, why, [law], lambda size: np.zeros(size, np.int64),
+                                None, seed=seed)
+    return result
+
+
 def tree_among(device, name: str, batch, noise, filler, sizes, why: str, expected: list,
-               nodes: list) -> list[CheckResult]:
+               nodes: list, seed: int | None = None) -> list[CheckResult]:
     """``copy_tree_answers`` of a one-request tree edge among ``filler`` ((a tree batch, its noise); SPEC 1.11),
     laid out by ``mixed``: the check ``name`` holds the edge's copies to ``expected`` via ``nodes``;
     ``neighbours_of(name)`` every filler row to the reference's tokens and accepted nodes, exactly (SPEC §9's
-    allowances do not reach trees)."""
-    from specsim.testing.trees import join_tree_requests, reference_tree_step
+    allowances do not reach trees). With ``seed`` (SPEC 1.14, the device's own unkeyed draws; ``noise`` None and
+    ``expected`` the edge's exact law, a dict): every row its own seed and position drawn from ``seed``, the edge's
+    copies held to its law's support and every filler row to its own (``request_laws``)."""
+    from specsim.testing.trees import join_tree_requests, reference_tree_step, request_laws
     joined, joined_noise = join_tree_requests(batch, filler[0], noise, filler[1])
-    want = reference_tree_step(joined, joined_noise)
-    answers = [(list(expected), list(nodes))] + [
-        (want.output_token_ids[i, : int(want.num_accepted[i]) + 1].tolist(),
-         [int(x) for x in want.accepted_nodes[i] if x >= 0]) for i in range(1, joined.batch_size)]
+    if seed is not None:
+        answers = [expected] + request_laws(joined)[1:]
+    else:
+        want = reference_tree_step(joined, joined_noise)
+        answers = [(list(expected), list(nodes))] + [
+            (want.output_token_ids[i, : int(want.num_accepted[i]) + 1].tolist(),
+             [int(x) for x in want.accepted_nodes[i] if x >= 0]) for i in range(1, joined.batch_size)]
     return _tree_rows_held(device, name, joined, joined_noise, sizes, why, answers,
-                           lambda size: mixed(1, joined.batch_size - 1, size), neighbours_of(name))
+                           lambda size: mixed(1, joined.batch_size - 1, size), neighbours_of(name), seed=seed)
+
+
+def _tree_held(answer, got: tuple) -> bool:
+    """``got`` (emitted tokens, accepted nodes) is ``answer``: the same pair, or, for an exact law (a dict keyed by
+    (emitted tuple, accepted nodes)), of positive probability."""
+    if isinstance(answer, dict):
+        return answer.get((tuple(got[0]), tuple(got[1])), 0) > 0
+    return got == answer
+
+
+def _tree_wanted(answer) -> str:
+    if isinstance(answer, dict):
+        support = sorted((list(t), list(n)) for (t, n), p in answer.items() if p > 0)
+        shown = " or ".join(f"{t} via {n}" for t, n in support[:3]) + (" or …" if len(support) > 3 else "")
+        return f"an answer its exact law allows ({shown}; {len(support)} in all)"
+    tokens, via = answer
+    return f"{tokens} via {via}"
 
 
 def _tree_rows_held(device, name: str, batch, noise, sizes, why: str, answers: list, layout,
-                    neighbours: str | None) -> list[CheckResult]:
+                    neighbours: str | None, seed: int | None = None) -> list[CheckResult]:
     """Tree requests of ``batch`` laid out by ``layout(size)`` at each of ``sizes`` (request 0 the edge's, any
-    other a filler's), each row held to its request's ``answers`` (tokens, accepted nodes): the check ``name``
-    for the edge's copies and, with ``neighbours``, that check for the filler rows; each decided by the first size
-    where a row of its own is wrong."""
+    other a filler's), each row held to its request's ``answers`` (tokens, accepted nodes), or with ``seed`` (the
+    device's own unkeyed draws, every row its own seed and position) to its exact law's support (``_tree_held``):
+    the check ``name`` for the edge's copies and, with ``neighbours``, that check for the filler rows; each decided
+    by the first size where a row of its own is wrong."""
     from specsim.testing.trees import select_tree_requests
     checks = [name] + ([neighbours] if neighbours else [])
+    rng = None if seed is None else np.random.default_rng(seed)
     found: dict[str, CheckResult] = {}
     for size in sizes:
         order = layout(size)
         sub, sub_noise = select_tree_requests(batch, order, noise)
+        if rng is not None:
+            sub = replace(sub, seeds=rng.integers(0, 2**63, size, dtype=np.uint64),
+                          positions=rng.integers(0, 2**31, size, dtype=np.int64))
         got, problem = call(name, "L1", lambda: ask(device, sub, sub_noise), device.capabilities)
         if problem:
             problem.detail = f"at batch size {size}: {problem.detail}"
+            problem.seed = seed
             return [problem] + ([replace(problem, name=neighbours)] if neighbours else [])
         taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
         for check in checks:
             if check in found:
                 continue
             rows = order == 0 if check == name else order > 0
-            wrong = [n for n in np.flatnonzero(rows) if (got.emitted(n), taken[n]) != answers[order[n]]]
+            wrong = [n for n in np.flatnonzero(rows) if not _tree_held(answers[order[n]], (got.emitted(n), taken[n]))]
             if not wrong:
                 continue
             n = wrong[0]
-            tokens, via = answers[order[n]]
             who = _who(order, n, 1) if neighbours else f"copy {n}"
             count = _of(len(wrong), order, 1) if check == name else f"{len(wrong)} of {int(rows.sum())} filler rows"
-            found[check] = CheckResult(check, "L1", "fail", f"at batch size {size}, {who}: expected {tokens} via "
-                                       f"{via}, got {got.emitted(n)} via {taken[n]}; {count} wrong"
-                                       f"{_passed(sizes, size)} — the edge: {why}",
-                                       extra={"batch": size, "copies_wrong": len(wrong)})
+            drawn = "" if seed is None else f" (probability 0; seed {seed})"
+            found[check] = CheckResult(check, "L1", "fail", f"at batch size {size}, {who}: expected "
+                                       f"{_tree_wanted(answers[order[n]])}, got {got.emitted(n)} via {taken[n]}"
+                                       f"{drawn}; {count} wrong{_passed(sizes, size)} — the edge: {why}",
+                                       seed=seed, extra={"batch": size, "copies_wrong": len(wrong)})
         if len(found) == len(checks):
             break
     held = {name: "copy" + (" of the edge's request among filler requests" if neighbours else "")}
     held |= {neighbours: "filler row among the edge's requests"} if neighbours else {}
-    return [found.get(check) or CheckResult(check, "L1", "pass", f"{why}: every {held[check]} {_sizes_note(sizes)}",
-                                            extra={"batches": list(sizes)}) for check in checks]
+    within = "" if seed is None else ", each under its own seed and position, within its exact support"
+    return [found.get(check) or CheckResult(check, "L1", "pass", f"{why}: every {held[check]}{within} "
+                                            f"{_sizes_note(sizes)}", seed=seed, extra={"batches": list(sizes)})
+            for check in checks]

@@ -53,7 +53,21 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.13's rows first (1.11's ``L1/trees/edge/*/mixed``, ``L1/trees/edge-neighbours/*`` and ``L1/edge/*/mixed-*``
+    # 1.14's rows first (1.11's ``L1/trees/edge/*/mixed`` and ``L1/trees/edge-neighbours/*`` and 1.9's
+    # ``L1/trees/edge/*/batches`` also match their names)
+    Since("L1/trees/edge/*/seeded", "1.14", "§11 every tree edge alone under the device's own unkeyed draws, each "
+          "answer within the edge's exact support, for a device drawing unkeyed noise", False),
+    Since("L1/trees/edge/*/seeded/batches", "1.14", "§11 every tree edge under the device's own unkeyed draws at "
+          "each size of the ladder, every copy within its exact support", False),
+    Since("L1/trees/edge/*/seeded/mixed", "1.14", "§11 every tree edge under the device's own unkeyed draws among "
+          "filler trees, every copy within its exact support", False),
+    Since("L1/trees/edge-neighbours/*/seeded/mixed", "1.14", "§11 the same batches' filler trees, each row within "
+          "its own exact support", False),
+    Since("L1/trees/pattern/*/keyed", "1.14", "§11 every sibling pattern on the keyed streams, every copy under its "
+          "own key, tokens and accepted nodes the reference's, for a device drawing keyed noise", False),
+    Since("L1/trees/pattern/*/seeded", "1.14", "§11 every sibling pattern under the device's own unkeyed draws, "
+          "every copy within its exact support, for a device taking injected noise too", False),
+    # 1.13's rows next (1.11's ``L1/trees/edge/*/mixed``, ``L1/trees/edge-neighbours/*`` and ``L1/edge/*/mixed-*``
     # and 1.9's ``L1/trees/edge/*/batches`` also match their names)
     Since("L1/trees/edge/*/keyed", "1.13", "§11 every tree edge alone on the keyed streams, under a key whose coins "
           "come near the edge's placed coins, for a device drawing keyed noise", False),

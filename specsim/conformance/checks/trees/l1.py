@@ -32,7 +32,7 @@ import numpy as np
 from devices.protocol import Noise, TreeBatch
 from specsim.conformance.core.calls import ask, call, tree_device
 from specsim.conformance.core.results import CheckResult
-from specsim.conformance.checks.trees.patterns import pattern_checks
+from specsim.conformance.checks.trees.patterns import pattern_checks, pattern_twin_checks
 from specsim.conformance.checks.trees.sizes import size_checks
 from specsim.testing.seeds import case_seed
 from specsim.testing.trees import (TreeSpec, compare_tree, layered_parents, random_tree_batch, random_tree_noise,
@@ -294,6 +294,54 @@ def keyed_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     return results
 
 
+SEEDED_ALONE, QUICK_SEEDED_ALONE = 64, 16
+"""Calls of one request each a §11 edge's ``/seeded`` check makes (SPEC 1.14), each under its own seed and position:
+an answer of probability 0.05 outside the support at one request is seen with probability 0.96 (0.56 with
+``--quick``)."""
+
+
+def seeded_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """``L1/trees/edge/<name>/seeded``, ``.../seeded/batches`` and ``.../seeded/mixed`` (SPEC 1.14), for a device
+    drawing unkeyed randomness of its own (``rng = "seeded"``), with injected noise or without: each §11 edge under
+    the device's own draws, its coins unplaceable, so held to its exact law given its drafts
+    (``testing.trees.request_laws``, keyed by emitted tokens and accepted nodes): alone in ``SEEDED_ALONE``
+    one-request calls, repeated to fill a batch of each size of the ladder and, but for ``--quick`` runs, among
+    ``tree_filler``'s requests, with ``L1/trees/edge-neighbours/<name>/seeded/mixed`` holding the filler rows to
+    their own laws — every call's rows each under their own seed and position, every answer within its support.
+    Exact, no α (the law itself is L3-trees' and, without injected noise, the patterns'). A rule that shows in the
+    support whatever the coins — a duplicate or placeholder sibling accepted, a zero-probability sibling taken at a
+    threshold of 0, a token the residual removed — fails here where the device loses it on its own draws; a rule
+    that shows only under placed coins (``sglang-u0-zero-probability``'s u = 0) cannot be seen."""
+    from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
+    from specsim.conformance.core.batched import copy_tree_support, neighbours_of, tree_among
+    from specsim.testing.trees import request_laws
+    results, alone = [], QUICK_SEEDED_ALONE if ctx.quick else SEEDED_ALONE
+    for edge in EDGES:
+        base = f"L1/trees/edge/{edge.name}/seeded"
+        names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
+        wanted = [n for n in names if only in (None, n, neighbours_of(n))]
+        if not wanted:
+            continue
+        if edge.scheme not in device.capabilities.tree_schemes:
+            results += [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}")
+                        for n in wanted]
+            continue
+        batch, _ = edge_batch(edge)
+        (law,) = request_laws(batch)
+        why = f"{edge.why} (here the coins are the device's own: held to the {len(law)} answer(s) its law allows)"
+        for name in wanted:
+            seed = case_seed(ctx.seed, "tree-edge-seeded", name)
+            if name == base:
+                results.append(copy_tree_support(device, name, batch, law, (1,) * alone, seed, why))
+            elif name.endswith("/batches"):
+                results.append(copy_tree_support(device, name, batch, law, edge_batch_sizes(ctx), seed, why))
+            else:
+                filler, _ = tree_filler(device.capabilities, ctx, edge, batch)
+                results += tree_among(device, name, batch, None, (filler, None),
+                                      tuple(s for s in edge_mixed_sizes(ctx) if s > 1), why, law, [], seed=seed)
+    return results
+
+
 def tree_filler(caps, ctx, edge: TreeEdge, batch: TreeBatch) -> tuple[TreeBatch, Noise]:
     """(``MIXED_FILLERS`` random trees, their noise) to mix with a §11 edge's one-request ``batch`` (SPEC 1.11): its
     V, logits, scheme, thresholds and point proposals, up to ``min(max_k, max_tree_nodes, 8)`` nodes of random
@@ -418,8 +466,9 @@ def _limit_cases(device, ctx) -> list[CheckResult]:
 
 def tree_l1_group(device, ctx) -> list[CheckResult]:
     """The constructed sibling patterns (``tree_patterns``); random trees with injected (and, for Philox
-    devices, keyed) noise; trees at the declared limits; the §11 edges; trees of engine sizes and ragged
-    batches (``tree_sizes``)."""
+    devices, keyed) noise; trees at the declared limits; the §11 edges, in each noise mode the device declares;
+    trees of engine sizes and ragged batches (``tree_sizes``); then the patterns' twins on the device's own draws
+    (``pattern_twin_checks``)."""
     why = tree_device(device)
     if why:
         return [CheckResult("L1/trees", "L1", "not_supported", why)]
@@ -433,8 +482,11 @@ def tree_l1_group(device, ctx) -> list[CheckResult]:
         results += edge_checks(device, ctx) + edge_batch_checks(device, ctx) + edge_mixed_checks(device, ctx)
     if device.capabilities.rng == "philox":   # and on the keyed streams, near the placed coins (SPEC 1.13)
         results += keyed_edge_checks(device, ctx)
-    return results + size_checks(device, ctx)
+    if device.capabilities.rng == "seeded":   # or under its own unkeyed draws, by exact support (SPEC 1.14)
+        results += seeded_edge_checks(device, ctx)
+    results += size_checks(device, ctx)
+    return results + pattern_twin_checks(device, ctx)   # last, the patterns on the device's own draws (SPEC 1.14)
 
 
 __all__ = ["CASES", "EDGES", "TreeEdge", "edge_batch", "edge_batch_checks", "edge_mixed_checks", "keyed_edge",
-           "keyed_edge_checks", "tree_device", "tree_filler", "tree_l1_group"]
+           "keyed_edge_checks", "seeded_edge_checks", "tree_device", "tree_filler", "tree_l1_group"]

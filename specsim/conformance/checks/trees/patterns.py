@@ -249,10 +249,12 @@ def probe_batch(pattern: Pattern, seed: int, dtype: str) -> tuple[TreeBatch, Noi
     return batch, Noise(uniforms, np.stack([E for _, (_, E) in chosen]))
 
 
-def _exact(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
-    name, seed = pattern.check, case_seed(ctx.seed, pattern.check)
+def _exact(device, pattern: Pattern, ctx, dtype: str, name: str | None = None) -> CheckResult:
+    """The pattern's probes (its seed is the pattern's), with their injected noise where the device takes it and
+    ``name`` is the pattern's own check; greedy probes read no noise, so a twin ``name`` sends them without."""
+    seed, name = case_seed(ctx.seed, pattern.check), name or pattern.check
     batch, noise = probe_batch(pattern, seed, dtype)
-    injected = noise if device.capabilities.injected_noise else None    # greedy reads no noise
+    injected = noise if device.capabilities.injected_noise and name == pattern.check else None
     got, problem = call(name, "L1", lambda: ask(device, batch, injected), device.capabilities)
     if problem:
         return problem
@@ -312,6 +314,66 @@ def _law_check(device, pattern: Pattern, ctx, dtype: str) -> CheckResult:
                               "family_tests": len(plan.tests), "tests": [t.name for t in spent]})
 
 
+TWIN_COPIES, QUICK_TWIN_COPIES = 256, 64
+"""Copies of a pattern's requests in its twin on the device's own draws (SPEC 1.14), each under its own key: a wrong
+answer of probability 0.02 a copy is seen with probability 0.994 (0.73 with ``--quick``)."""
+
+
+def twin_mode(caps) -> str | None:
+    """The device's own randomness a pattern's twin is asked on (SPEC 1.14): ``"keyed"`` (§5.2's streams,
+    ``rng = "philox"``) or, for a device taking injected noise, ``"seeded"`` (unkeyed draws: a device without
+    injected noise is already held to the pattern's law on them); None: no twin."""
+    if caps.rng == "philox":
+        return "keyed"
+    return "seeded" if caps.rng == "seeded" and caps.injected_noise else None
+
+
+def _twin(device, pattern: Pattern, ctx, dtype: str, mode: str) -> CheckResult:
+    """``<pattern>/keyed`` or ``<pattern>/seeded`` (SPEC 1.14): the pattern's requests ``TWIN_COPIES`` times, each
+    copy under its own seed and position, on the device's own draws — keyed: every copy's tokens and accepted
+    nodes the reference's on the same streams; seeded: within its exact law's support (``request_laws``, keyed by
+    emitted tokens and accepted nodes). Greedy probes read no noise: sent without it, held exactly."""
+    from specsim.testing.trees import request_laws
+    name = f"{pattern.check}/{mode}"
+    if pattern.scheme == "greedy":
+        return _exact(device, pattern, ctx, dtype, name=name)
+    seed, copies = case_seed(ctx.seed, pattern.check, mode), QUICK_TWIN_COPIES if ctx.quick else TWIN_COPIES
+    trees = seeded_trees(pattern, seed)
+    batch = batch_of(trees * copies, pattern.scheme, dtype)
+    rng = np.random.default_rng(seed)
+    batch = replace(batch, seeds=rng.integers(0, 2**63, batch.batch_size, dtype=np.uint64),
+                    positions=rng.integers(0, 2**31, batch.batch_size, dtype=np.int64))
+    got, problem = call(name, "L1", lambda: ask(device, batch, None), device.capabilities)
+    if problem:
+        return problem
+    repro = f"[specsim conform --groups L1-trees --seed {ctx.seed}]"
+    if mode == "keyed":
+        problems = compare_tree(got, reference_tree_step(batch, None), repro=f" {repro}")
+        return CheckResult(name, "L1", "fail" if problems else "pass",
+                           f"{pattern.why}: {len(problems)} of {batch.batch_size} copies differ on the keyed streams: "
+                           + "; ".join(problems[:3]) if problems else f"{pattern.why} — {batch.batch_size} copies, "
+                           "each under its own key, agree with the reference's keyed tokens and accepted nodes",
+                           seed=seed)
+    laws_of = request_laws(_first(batch, len(trees)))
+    taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
+    outside = [n for n in range(batch.batch_size)
+               if laws_of[n % len(trees)].get((tuple(got.emitted(n)), tuple(taken[n])), 0) <= 0]
+    if outside:
+        n = outside[0]
+        return CheckResult(name, "L1", "fail", f"{pattern.why}: copy {n} (request {n % len(trees)}) emitted "
+                           f"{got.emitted(n)} via nodes {taken[n]} under the device's own draws, which its exact law "
+                           f"gives probability 0; {len(outside)} of {batch.batch_size} copies outside the support "
+                           f"{repro}", seed=seed, n=batch.batch_size)
+    return CheckResult(name, "L1", "pass", f"{pattern.why} — {batch.batch_size} copies under the device's own "
+                       "unkeyed draws, each its own seed and position, every one within its exact support",
+                       seed=seed, n=batch.batch_size)
+
+
+def _first(batch: TreeBatch, n: int) -> TreeBatch:
+    from specsim.testing.trees import select_tree_requests
+    return select_tree_requests(batch, np.arange(n))[0]
+
+
 def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     """Every pattern the device's schemes allow: exact probes with injected noise (and always for greedy),
     else the pattern's law under the device's own randomness. ``only``: that one check's name.
@@ -339,6 +401,31 @@ def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
     return results
 
 
+def pattern_twin_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
+    """Every pattern's twin on the device's own draws (SPEC 1.14, ``_twin``): ``<pattern>/keyed`` for a device
+    drawing keyed noise, ``<pattern>/seeded`` for one taking injected noise that draws unkeyed noise too; none where
+    the pattern's own check already asks those draws (``_twin_name``). ``only``: that one check's name."""
+    caps, results = device.capabilities, []
+    dtype = pattern_dtype(caps)
+    for pattern in PATTERNS:
+        twin = _twin_name(caps, pattern)
+        if twin is None or only not in (None, twin):
+            continue
+        why = pattern_lacking(caps, pattern)
+        results.append(CheckResult(twin, "L1", "not_supported", why) if why else
+                       _twin(device, pattern, ctx, dtype, twin.rsplit("/", 1)[1]))
+    return results
+
+
+def _twin_name(caps, pattern: Pattern) -> str | None:
+    """``<pattern>/<twin_mode>`` where the device's own draws are not already what the pattern's check asks (a
+    greedy pattern on a device without injected noise is sent without noise there); else None."""
+    mode = twin_mode(caps)
+    if mode is None or (pattern.scheme == "greedy" and not caps.injected_noise):
+        return None
+    return f"{pattern.check}/{mode}"
+
+
 def design(caps, ctx) -> list[tuple[str, int, str]]:
     """Per pattern: (check, probes sent with injected noise, what a device of capabilities ``caps`` without
     injected noise is held to — its law tests' α, n and design detectable TV from the run's plan, or
@@ -358,7 +445,8 @@ def design(caps, ctx) -> list[tuple[str, int, str]]:
     return out
 
 
-__all__ = ["TINY_E", "batch_of", "probes", "greedy_probes", "probe_batch", "pattern_checks", "design"]
+__all__ = ["TINY_E", "batch_of", "probes", "greedy_probes", "probe_batch", "pattern_checks", "pattern_twin_checks",
+           "twin_mode", "design"]
 
 
 if __name__ == "__main__":      # python -m specsim.conformance.checks.trees.patterns [--quick]: the patterns' design
