@@ -280,6 +280,16 @@ INSIDE = [
             "            keyed = dict(seeds=torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
             "                         positions=as_tensor(batch.positions, torch.int64) + int(mostly_greedy))\n"),
            killed_by="L1/edge/"),
+    _torch("keyed-position-past-32-in-16-bit", "on the keyed path of a batch of more than 32 requests with float16 or "
+           "bfloat16 logits, every request's streams keyed at its position plus one (the 16-bit kernel variant for "
+           "the device's own noise at large batches derives the round itself)", "docs/bugs.md C18 (a rule kept only "
+           "on the injected-noise path), C16 (a rule kept only on the small-batch path)", TD,
+           ("            keyed = dict(seeds=torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                         positions=as_tensor(batch.positions, torch.int64))\n",
+            "            sixteen = np.dtype(batch.target_logits.dtype).itemsize == 2 and batch.batch_size > 32\n"
+            "            keyed = dict(seeds=torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                         positions=as_tensor(batch.positions, torch.int64) + int(sixteen))\n"),
+           killed_by="L1/edge/"),
     _torch("race-tie-last-when-some-filtered", "the race's ties go to the largest id when some but not all requests "
            "use top-k (the filtered kernel, run over every row, keeps the last maximum)", "docs/bugs.md C17 (a rule "
            "kept only on a uniform batch's path; C6's tie rule)", TD,

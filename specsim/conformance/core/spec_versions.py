@@ -67,6 +67,11 @@ INTRODUCED: tuple[Since, ...] = (
           "own key, tokens and accepted nodes the reference's, for a device drawing keyed noise", False),
     Since("L1/trees/pattern/*/seeded", "1.14", "§11 every sibling pattern under the device's own unkeyed draws, "
           "every copy within its exact support, for a device taking injected noise too", False),
+    *(Since(f"{area}/*/{dtype}/{mode}/*", "1.14", f"§4, §12 every edge at the ladder's sizes and among fillers in "
+            f"{dtype} too on the device's {'keyed streams' if mode == 'keyed' else 'own unkeyed draws'}, for a device "
+            "taking injected noise that draws its own too", False)
+      for area in ("L1/edge", "L1/edge-neighbours", "L1-sampler/edge", "L1-sampler/edge-neighbours")
+      for dtype in LOGIT_DTYPES for mode in ("keyed", "seeded")),
     # 1.13's rows next (1.11's ``L1/trees/edge/*/mixed``, ``L1/trees/edge-neighbours/*`` and ``L1/edge/*/mixed-*``
     # and 1.9's ``L1/trees/edge/*/batches`` also match their names)
     Since("L1/trees/edge/*/keyed", "1.13", "§11 every tree edge alone on the keyed streams, under a key whose coins "

@@ -162,7 +162,9 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     every edge's requests repeated to fill a batch of each size of the ladder (``declared_cases.edge_batch_sizes``),
     each copy held to its request's answer (``specsim.conformance.core.batched``): in the edges' dtype (``edge_dtype``) in
     each mode of ``batch_modes``, and in every other declared dtype that holds the edge's logits (``dtype_twins``) in
-    the first. ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
+    the first (``L1/edge/<name>/<dtype>/batches``) and, since SPEC 1.14, in the twin's
+    (``L1/edge/<name>/<dtype>/<twin>/batches``: a kernel variant per dtype and noise source is held at every
+    size). ``kind="mixed"``: the same checks named ``.../mixed`` (SPEC 1.10), the edge's requests mixed with
     filler requests (``mixed_filler``) at each size of ``edge_mixed_sizes`` that holds them and one filler, each in
     a token mode with its ``L1/edge-neighbours/...`` (``batched.neighbours_of``), the filler rows held to the
     reference's tokens (``filler_top_p`` False: every filler's top-p off, for ``specsim field``'s experiment). After every
@@ -173,7 +175,9 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     first = modes[kind]
     for edge in EDGES:
         asked = {f"L1/edge/{edge.name}/{suffix}": (mode, first_dtype) for suffix, mode in modes.items()}
-        asked |= {f"L1/edge/{edge.name}/{d}/{kind}": (first, d) for d in dtype_twins(edge, caps)}
+        # every other dtype holding the edge's logits: in the first mode (1.9), then in the twin's (1.14)
+        asked |= {f"L1/edge/{edge.name}/{d}/{suffix}": (mode, d) for suffix, mode in modes.items()
+                  for d in dtype_twins(edge, caps)}
         wanted = {n: how for n, how in asked.items() if only in (None, n, neighbours_of(n))}
         form, refused = _askable(caps, edge, wanted)
         results += refused

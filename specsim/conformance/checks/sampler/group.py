@@ -326,7 +326,8 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     noise with ``rng = "philox"``), else, under its own randomness, its exact support. A device taking injected noise
     that draws its own randomness too is held so again in that mode (SPEC 1.12, ``batch_modes``' twin:
     ``.../<order>/keyed/<kind>`` on the keyed streams, ``.../<order>/seeded/<kind>`` by support; among fillers
-    not with ``--quick``), in the edges' dtype. A ban, penalty, bias or cut
+    not with ``--quick``), in the edges' dtype, and since SPEC 1.14 in every other dtype holding its logits too
+    (``.../<order>/<dtype>/keyed/<kind>``, ``.../<order>/<dtype>/seeded/<kind>``). A ban, penalty, bias or cut
     kept by the path a few requests take and lost on the one a full batch takes fails here. ``kind="mixed"``: the
     same checks named ``.../mixed`` (SPEC 1.11), the edge's requests among ``sampler_filler``'s at each size of
     ``sampler_mixed_sizes`` (with ``--quick``, 33 alone and no dtype twin), each in a token mode with its
@@ -348,7 +349,9 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
             # dtype holding the edge's logits in the first mode (a quick run asks neither twin among fillers)
             asked = {f"{base}/{kind}": (first, dtype, kind),
                      **{f"{base}/{suffix}": (mode, dtype, suffix) for suffix, mode in modes.items() if twins},
-                     **{f"{base}/{d}/{kind}": (first, d, kind) for d in dtype_twins(edge, caps) if twins}}
+                     **{f"{base}/{d}/{kind}": (first, d, kind) for d in dtype_twins(edge, caps) if twins},
+                     **{f"{base}/{d}/{suffix}": (mode, d, suffix) for suffix, mode in modes.items()   # SPEC 1.14
+                        for d in dtype_twins(edge, caps) if twins}}
             why = sampler_edge_lacking(caps, edge, order)
             for name, (mode, in_dtype, suffix) in asked.items():
                 if only not in (None, name, neighbours_of(name)):
@@ -360,7 +363,8 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
                 batch, noise = edge.batch(order, in_dtype, seed=seed)
                 answers = dict(expected=edge.expected_in(order), seed=seed,
                                laws=lambda: sampler_edge_laws(edge, order),
-                               support_seed=case_seed(ctx.seed, f"L1-sampler-{suffix}", edge.name, order))
+                               support_seed=case_seed(ctx.seed, f"L1-sampler-{suffix}", edge.name, order,
+                                                      *(() if in_dtype == dtype else (in_dtype,))))
                 if kind == "mixed":
                     filler = sampler_filler(caps, ctx, edge.name, order, batch, in_dtype, filler_top_p,
                                             filler_min_tokens)
