@@ -137,7 +137,8 @@ def test_a_fallback_clamped_to_a_wide_range_fails_the_far_temperatures():
     assert not of_version(failed, "1.6"), failed
     assert failed == sorted(_edge_names(FAR) + [f"L1/sizes/{FAR}-V4097"] +
                             [f"L1/edge/{FAR}/{twin}{kind}" for kind in ("batches", "mixed")
-                             for twin in ("", "keyed/", *(f"{d}/" for d in DTYPES))] +   # SPEC 1.9's, 1.10's
+                             for twin in ("", "keyed/", *(f"{d}/{m}" for d in DTYPES for m in ("", "keyed/")))] +
+                            # SPEC 1.9's, 1.10's (and 1.14's: the dtypes on the keyed streams)
                             [f"L1/edge/{FAR}/{twin}mixed-{kind}" for kind in FILLER_KINDS
                              for twin in ("", "keyed/")]), failed   # 1.11's, 1.13's
 
@@ -149,8 +150,8 @@ def test_every_row_clamped_to_a_wide_range_fails_the_bonus_rows_band():
     assert not of_version(failed, "1.6"), failed
     assert set(_edge_names(BONUS)) <= set(failed), failed
     # 1.7's edges, at batch sizes (1.9), among fillers (1.10) and among fillers of each kind (1.11; 1.13 on the keyed
-    # streams)
-    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10", "1.11", "1.13"}
+    # streams), and at batch sizes and among fillers in every dtype on the keyed streams (1.14)
+    assert {spec_versions.introduced_in(n) for n in failed} == {"1.7", "1.9", "1.10", "1.11", "1.13", "1.14"}
     assert {spec_versions.introduced_in(n) for n in failed
             if not n.endswith(("/batches", "/mixed")) and "/mixed-" not in n} == {"1.7"}
 

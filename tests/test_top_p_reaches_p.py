@@ -17,17 +17,22 @@ from tests.test_empty_residual import failed_names, of_version  # noqa: E402
 from tests.test_empty_residual_params import CTX  # noqa: E402
 
 EDGE = "L1/edge/top-p-reaches-p"
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 SHORT, PAST = (next(m for m in SOURCE_MUTANTS if m.id == i) for i in ("top-p-short-of-p", "top-p-past-p"))
 """The zoo's approximate top-p cuts (``specsim.mutants.zoo``): a pivot search that settles within 10%."""
 
 
 def test_the_torch_device_passes_the_edge_in_every_form():
     results = [r for r in edge_group(load("torch"), CTX) if r.name.startswith(EDGE)]
-    assert {r.status for r in results} == {"pass"} and len(results) == 23, [(r.name, r.status) for r in results]
+    assert {r.status for r in results} == {"pass"} and len(results) == 29, [(r.name, r.status) for r in results]
     assert {spec_versions.introduced_in(r.name) for r in results
             if not r.name.endswith(("/batches", "/mixed")) and "/mixed-" not in r.name} == {"1.8"}
-    assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/batches")} == {"1.9"}
-    assert {spec_versions.introduced_in(r.name) for r in results if r.name.endswith("/mixed")} == {"1.10"}
+    keyed_dtypes = [r.name for r in results if "/keyed/" in r.name and r.name.split("/")[3] in DTYPE_NAMES]
+    assert len(keyed_dtypes) == 6 and {spec_versions.introduced_in(n) for n in keyed_dtypes} == {"1.14"}
+    assert {spec_versions.introduced_in(r.name) for r in results
+            if r.name.endswith("/batches") and r.name not in keyed_dtypes} == {"1.9"}
+    assert {spec_versions.introduced_in(r.name) for r in results
+            if r.name.endswith("/mixed") and r.name not in keyed_dtypes} == {"1.10"}
     assert {spec_versions.introduced_in(r.name) for r in results if "/keyed/mixed-" in r.name} == {"1.13"}
     assert {spec_versions.introduced_in(r.name) for r in results
             if "/mixed-" in r.name and "/keyed/" not in r.name} == {"1.11"}   # 4 kinds
