@@ -543,11 +543,13 @@ def race_chunk(logits_row, draft_row, exps_row, live_row, bias_row, lo, hi, draf
                 z3 = keep_from(z3, emit_floor, FP64)
         if SAMPLER:
             if KEYED and BOUND:  # the bound from z + the row's largest bias; exact values only where it keeps a tile
-                y0, y1, y2, y3 = z0, z1, z2, z3
-                z0 = z0.to(dtype) + bias_hi
-                z1 = z1.to(dtype) + bias_hi
-                z2 = z2.to(dtype) + bias_hi
-                z3 = z3.to(dtype) + bias_hi
+                # y in the compute dtype (race_live widens it first anyway): the branch below redefines y there, and
+                # a compiled if must yield one type (16-bit logits: fp16 in, fp32 out fails to compile)
+                y0, y1, y2, y3 = z0.to(dtype), z1.to(dtype), z2.to(dtype), z3.to(dtype)
+                z0 = y0 + bias_hi
+                z1 = y1 + bias_hi
+                z2 = y2 + bias_hi
+                z3 = y3 + bias_hi
                 if CUT:  # z + bias_hi below the cut: the entry's §12 value is too, so its weight is 0
                     z0 = keep_from(z0, emit_floor, FP64)
                     z1 = keep_from(z1, emit_floor, FP64)
