@@ -272,6 +272,11 @@ def scope_rows(doc: dict) -> list[list[str]]:
         rows.append([f"checked ({mode})", _sizes_cell(entry, declared)])
     if declared and not sc.get("checked"):
         rows.append(["checked", "no call held to its law (no law group ran)"])
+    for mode, missing in (sc.get("unasked") or {}).items():
+        if missing:
+            rows.append([f"never asked ({mode})", f"{len(missing)} declared variant(s) (dtype, kind, proposal form) "
+                                                   f"no check held to its law: {', '.join(missing[:6])}"
+                                                   + (", …" if len(missing) > 6 else "")])
     for name, vol in (sc.get("volume") or {}).items():
         short = int(vol.get("reached", 0)) < int(vol.get("requested", 0))
         rows.append([f"volume {name}", f"{int(vol.get('reached', 0)):,} of {int(vol.get('requested', 0)):,} requests"

@@ -329,10 +329,14 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
 
 def _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope) -> dict:
     """What the verdict covers, for the first lines of every report: the declaration, the largest call
-    checked in each noise mode, the volume reached, α and seed (non-default ones marked)."""
+    checked in each noise mode, the declared variants no check asked (``scope.unasked``), the volume reached,
+    α and seed (non-default ones marked)."""
+    from specsim.conformance.core.scope import unasked
     volumes = {c["name"]: (c.get("extra") or {})["volume"] for c in checks if (c.get("extra") or {}).get("volume")}
+    checked = (scope or {}).get("checked", {})
     return {"declared": caps.to_json() if caps is not None else None,
-            "checked": (scope or {}).get("checked", {}), "served": (scope or {}).get("served", {}),
+            "checked": checked, "served": (scope or {}).get("served", {}),
+            "unasked": unasked(checked, caps) if caps is not None and scope is not None else {},
             "volume": volumes,
             "seed": seed, "seed_is_default": seed == DEFAULT_SEED,
             "alpha_family": alpha_family, "alpha_is_default": alpha_family == DEFAULT_ALPHA_FAMILY,
