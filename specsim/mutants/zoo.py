@@ -361,6 +361,14 @@ TREE = [
            ("            threshold_acc=float(batch.threshold_acc))",
             "            threshold_acc=float(batch.threshold_acc if noise is not None else batch.threshold_acc or 1.0))"),
            killed_by="L1/trees/edge/sglang-threshold-acc-zero/keyed"),
+    _torch("tree-keyed-position-in-16-bit", "on the keyed path of a tree batch with float16 or bfloat16 logits, every "
+           "request's streams keyed at its position plus one (the 16-bit tree kernel's variant for the device's own "
+           "noise derives the round itself)", "docs/bugs.md C18 (a rule kept only on the injected-noise path, here "
+           "§11's keys in one dtype)", TD,
+           ("                torch_philox.seeds_to_int64(batch.seeds).to(self.device), as_tensor(batch.positions, torch.int64),\n",
+            "                torch_philox.seeds_to_int64(batch.seeds).to(self.device),\n"
+            "                as_tensor(batch.positions, torch.int64) + int(np.dtype(batch.target_logits.dtype).itemsize == 2),\n"),
+           killed_by="L1/declared/keyed/variant/"),
     _torch("tree-sglang-placeholder-mass", "sglang's running sum A_k gathers a placeholder sibling's probability "
            "(the -1 id clamped to 0 reads t(0))", "docs/bugs.md #12 (a placeholder id read as a token: here into "
            "SGLang's running sum)", TT,

@@ -67,6 +67,8 @@ INTRODUCED: tuple[Since, ...] = (
           "own key, tokens and accepted nodes the reference's, for a device drawing keyed noise", False),
     Since("L1/trees/pattern/*/seeded", "1.14", "§11 every sibling pattern under the device's own unkeyed draws, "
           "every copy within its exact support, for a device taking injected noise too", False),
+    Since("L1/declared/*/variant/*", "1.14", "every kernel variant the device declares (dtype, kind of call, proposal "
+          "form) asked once in each token-for-token noise mode", False),
     *(Since(f"{area}/*/{dtype}/{mode}/*", "1.14", f"§4, §12 every edge at the ladder's sizes and among fillers in "
             f"{dtype} too on the device's {'keyed streams' if mode == 'keyed' else 'own unkeyed draws'}, for a device "
             "taking injected noise that draws its own too", False)

@@ -234,6 +234,78 @@ def l1_checks(device, ctx) -> list[CheckResult]:
         results += [empty_residual_positions(device, ctx, mode, lim, dtype, kind)
                     for kind, lim in position_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
+        results += variant_checks(device, ctx, mode)
+    return results
+
+
+# --------------------------------------------------------------------------- every declared variant (SPEC 1.14)
+
+VARIANT_BATCH, VARIANT_V, VARIANT_TREES = 33, 257, 12
+"""A variant's call: 33 requests (past a warp) at V = 257 (past a tile of 256) for chains, 12 trees at ``SMALL_V``:
+the variant asked, not its sizes (the ladder's and the declared limits' checks hold those)."""
+
+
+def _variant_chain(rng, caps, dtype: str, kind: str, form: str) -> VerifyBatch:
+    from specsim.testing.batches import BatchSpec, random_batch
+    filtered = kind == "filtered"
+    spec = BatchSpec(batch=VARIANT_BATCH, max_k=min(4, caps.max_k), vocab_size=min(VARIANT_V, caps.max_vocab_size),
+                     dtype=dtype, draft_probs=form == "draft", greedy_fraction=1.0 if kind == "greedy" else 0.0,
+                     top_k_fraction=0.5 if filtered and caps.top_k else 0.0,
+                     top_p_fraction=0.5 if filtered and caps.top_p else 0.0,
+                     masked_fraction=0.0 if kind == "sampler" else 0.1, draw="inverse-cdf")
+    batch = random_batch(rng, spec)
+    if kind == "sampler":
+        from specsim.conformance.cases.edges import sampler_lacking
+        from specsim.testing.sampler_params import random_sampler
+        order = caps.sampler_orders[0]
+        params = tuple(p for p in caps.sampler if sampler_lacking(caps, (p,), order) is None)
+        batch = dataclasses.replace(batch, sampler=random_sampler(rng, batch, params, order))
+    return batch
+
+
+def _variant_tree(rng, caps, dtype: str, form: str) -> TreeBatch:
+    from specsim.testing.trees import TreeSpec, random_tree_batch
+    schemes = set(caps.tree_schemes)
+    if form == "draft":
+        scheme, drafting, only_greedy = "rrs", "with_replacement", False
+    else:
+        scheme = "sglang" if "sglang" in schemes else "rrs"
+        drafting, only_greedy = "top", not ({"sglang", "rrs"} & schemes and (scheme == "sglang" or caps.point_proposals))
+    spec = TreeSpec(batch=VARIANT_TREES, max_nodes=min(8, caps.max_k, caps.tree_node_limit), vocab_size=SMALL_V,
+                    dtype=dtype, scheme=scheme, drafting=drafting,
+                    greedy_fraction=1.0 if only_greedy else 0.25 if "greedy" in schemes else 0.0,
+                    top_k_fraction=0.2 if caps.top_k else 0.0, top_p_fraction=0.2 if caps.top_p else 0.0)
+    return random_tree_batch(rng, spec)
+
+
+def variant_checks(device, ctx, mode: str) -> list[CheckResult]:
+    """``L1/declared/<mode>/variant/<dtype>/<kind>/<form>`` (SPEC 1.14): one call of each variant the device declares
+    in ``mode`` (``scope.declared_variants``: each declared dtype, kind of call — sampled, greedy, filtered, §12,
+    tree — and proposal form), token for token against the reference. A kernel variant compiled per dtype, noise
+    source and path (a 16-bit §12 race on the device's own noise, say) that no other check asks is asked here: a
+    variant that raises, or answers wrong, fails."""
+    from specsim.conformance.core.scope import declared_variants
+    from specsim.testing.trees import compare_tree, random_tree_noise, reference_tree_step
+    caps, results = device.capabilities, []
+    for variant in declared_variants(caps, mode):
+        dtype, kind, form = variant.split()
+        name = f"L1/declared/{mode}/variant/{dtype}/{kind}/{form}"
+        seed = case_seed(ctx.seed, name)
+        rng = np.random.default_rng(seed)
+        said = f"the {dtype} {kind} variant with {'draft probabilities' if form == 'draft' else 'point proposals'}"
+        if kind != "tree":
+            results.append(_l1_chain(device, ctx, mode, name, _variant_chain(rng, caps, dtype, kind, form), rng, said))
+            continue
+        batch = _variant_tree(rng, caps, dtype, form)
+        noise = random_tree_noise(rng, batch) if mode == INJECTED else None
+        sc = scope(mode, SMALL_V, int(batch.depths().max(initial=0)), batch.batch_size, int(batch.num_nodes.max()))
+        got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps)
+        if problem:
+            results.append(_with_scope(problem, sc, said))
+            continue
+        problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
+        results.append(_with_scope(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3])
+                                               or f"{said}: {batch.batch_size} trees agree", seed=seed), sc, said))
     return results
 
 
