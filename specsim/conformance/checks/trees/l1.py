@@ -216,6 +216,24 @@ def edge_mixed_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     return edge_batch_checks(device, ctx, only, kind="mixed")
 
 
+def _twins_asked(device, ctx, only: str | None, mode: str):
+    """Per §11 edge with a ``mode`` twin asked (``only``: that check or its neighbours), (the edge, the twins' names
+    to run, the ``not_supported`` results of those whose scheme the device does not declare): the twin alone,
+    ``/batches`` and, but for ``--quick`` runs, ``/mixed``."""
+    from specsim.conformance.core.batched import neighbours_of
+    for edge in EDGES:
+        base = f"L1/trees/edge/{edge.name}/{mode}"
+        names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
+        wanted = [n for n in names if only in (None, n, neighbours_of(n))]
+        if not wanted:
+            continue
+        if edge.scheme not in device.capabilities.tree_schemes:
+            yield edge, [], [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme "
+                                         f"{edge.scheme!r}") for n in wanted]
+        else:
+            yield edge, wanted, []
+
+
 KEYED_TRIES = 4096
 """Keys (seed, position) drawn per §11 edge for its keyed twin (SPEC 1.13); the one nearest its placed coins is kept."""
 KEYED_CHECKED = 32
@@ -268,18 +286,13 @@ def keyed_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult]
     the device keeps where its coins are given and loses where it draws them (another kernel, another path) fails
     here; 1.9 to 1.11 ask the edges with injected noise alone, and not at all of a device without it."""
     from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
-    from specsim.conformance.core.batched import copy_tree_answers, neighbours_of, tree_among
+    from specsim.conformance.core.batched import copy_tree_answers, tree_among
     results = []
-    for edge in EDGES:
-        base = f"L1/trees/edge/{edge.name}/keyed"
-        names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
-        wanted = [n for n in names if only in (None, n, neighbours_of(n))]
+    for edge, wanted, refused in _twins_asked(device, ctx, only, "keyed"):
+        results += refused
         if not wanted:
             continue
-        if edge.scheme not in device.capabilities.tree_schemes:
-            results += [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}")
-                        for n in wanted]
-            continue
+        base = f"L1/trees/edge/{edge.name}/keyed"
         batch, tokens, nodes, key = keyed_edge(edge, case_seed(ctx.seed, "tree-edge-keyed", edge.name))
         why = f"{edge.why} ({key})"
         for name in wanted:
@@ -313,19 +326,14 @@ def seeded_edge_checks(device, ctx, only: str | None = None) -> list[CheckResult
     threshold of 0, a token the residual removed — fails here where the device loses it on its own draws; a rule
     that shows only under placed coins (``sglang-u0-zero-probability``'s u = 0) cannot be seen."""
     from specsim.conformance.cases.declared import edge_batch_sizes, edge_mixed_sizes
-    from specsim.conformance.core.batched import copy_tree_support, neighbours_of, tree_among
+    from specsim.conformance.core.batched import copy_tree_support, tree_among
     from specsim.testing.trees import request_laws
     results, alone = [], QUICK_SEEDED_ALONE if ctx.quick else SEEDED_ALONE
-    for edge in EDGES:
-        base = f"L1/trees/edge/{edge.name}/seeded"
-        names = [base, f"{base}/batches"] + ([] if ctx.quick else [f"{base}/mixed"])
-        wanted = [n for n in names if only in (None, n, neighbours_of(n))]
+    for edge, wanted, refused in _twins_asked(device, ctx, only, "seeded"):
+        results += refused
         if not wanted:
             continue
-        if edge.scheme not in device.capabilities.tree_schemes:
-            results += [CheckResult(n, "L1", "not_supported", f"device does not declare tree scheme {edge.scheme!r}")
-                        for n in wanted]
-            continue
+        base = f"L1/trees/edge/{edge.name}/seeded"
         batch, _ = edge_batch(edge)
         (law,) = request_laws(batch)
         why = f"{edge.why} (here the coins are the device's own: held to the {len(law)} answer(s) its law allows)"
