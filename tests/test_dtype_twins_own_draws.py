@@ -47,8 +47,9 @@ def test_every_dtype_twin_is_asked_in_each_noise_mode_and_the_correct_devices_pa
     among = _asked(edge_mixed_checks, torch, [f"{EDGE}/bfloat16/keyed/mixed"])
     assert set(among) == {f"{EDGE}/bfloat16/keyed/mixed", "L1/edge-neighbours/placeholder-full/bfloat16/keyed/mixed"}
     assert {r.status for r in among.values()} == {"pass"}
-    sampler = _asked(sampler_batch_checks, torch, [f"{SAMPLER}/{d}/keyed/batches" for d in SIXTEEN])
+    sampler = _asked(sampler_batch_checks, torch, [f"{SAMPLER}/{d}/keyed/batches" for d in SIXTEEN], FULL)
     assert len(sampler) == 2 and {r.status for r in sampler.values()} == {"pass"}
+    assert _asked(sampler_batch_checks, torch, [f"{SAMPLER}/bfloat16/keyed/batches"]) == {}   # not with --quick
 
 
 def test_a_16_bit_keyed_path_wrong_past_32_requests_passes_1_13_and_fails_the_16_bit_keyed_twins(monkeypatch):
@@ -57,9 +58,10 @@ def test_a_16_bit_keyed_path_wrong_past_32_requests_passes_1_13_and_fails_the_16
     fail at 33 requests."""
     _at_33(monkeypatch)
     mutant = zoo_mutant(MUTANT)
-    names = {check: [n for n in (r.name for r in check(load("torch"), QUICK)) if n.startswith((f"{EDGE}/", f"{SAMPLER}/"))]
-             for check in (edge_batch_checks, sampler_batch_checks)}
-    mine = [r for check, ns in names.items() for r in _asked(check, mutant, ns).values()]
+    dtypes = SIXTEEN + ("float32",)
+    forms = ("", "keyed/", *(f"{d}/" for d in dtypes), *(f"{d}/keyed/" for d in dtypes))
+    mine = [r for check, area in ((edge_batch_checks, EDGE), (sampler_batch_checks, SAMPLER))
+            for r in _asked(check, mutant, [f"{area}/{form}batches" for form in forms], FULL).values()]
     before = [r for r in mine if introduced_in(r.name) != "1.14"]
     assert before and {r.status for r in before} == {"pass"}, [(r.name, r.detail) for r in before if r.status != "pass"]
     failed = {r.name for r in mine if r.status == "fail"}

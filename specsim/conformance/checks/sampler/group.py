@@ -327,7 +327,7 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
     that draws its own randomness too is held so again in that mode (SPEC 1.12, ``batch_modes``' twin:
     ``.../<order>/keyed/<kind>`` on the keyed streams, ``.../<order>/seeded/<kind>`` by support; among fillers
     not with ``--quick``), in the edges' dtype, and since SPEC 1.14 in every other dtype holding its logits too
-    (``.../<order>/<dtype>/keyed/<kind>``, ``.../<order>/<dtype>/seeded/<kind>``). A ban, penalty, bias or cut
+    (``.../<order>/<dtype>/keyed/<kind>``, ``.../<order>/<dtype>/seeded/<kind>``; not with ``--quick``). A ban, penalty, bias or cut
     kept by the path a few requests take and lost on the one a full batch takes fails here. ``kind="mixed"``: the
     same checks named ``.../mixed`` (SPEC 1.11), the edge's requests among ``sampler_filler``'s at each size of
     ``sampler_mixed_sizes`` (with ``--quick``, 33 alone and no dtype twin), each in a token mode with its
@@ -351,7 +351,7 @@ def edge_batch_checks(device, ctx, only: str | None = None, kind: str = "batches
                      **{f"{base}/{suffix}": (mode, dtype, suffix) for suffix, mode in modes.items() if twins},
                      **{f"{base}/{d}/{kind}": (first, d, kind) for d in dtype_twins(edge, caps) if twins},
                      **{f"{base}/{d}/{suffix}": (mode, d, suffix) for suffix, mode in modes.items()   # SPEC 1.14
-                        for d in dtype_twins(edge, caps) if twins}}
+                        for d in dtype_twins(edge, caps) if not ctx.quick}}
             why = sampler_edge_lacking(caps, edge, order)
             for name, (mode, in_dtype, suffix) in asked.items():
                 if only not in (None, name, neighbours_of(name)):
