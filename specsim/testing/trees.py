@@ -15,6 +15,7 @@ import numpy as np
 
 from devices.protocol import PLACEHOLDER_TOKEN_ID, Noise, TreeBatch, TreeOutput
 from devices.validate import draft_dtype
+from reference.layout import target_rows as request_rows
 from reference.target import target_rows
 from reference.tree import children_of, level, verify_tree
 from specsim.testing.batches import softmax_rows, numpy_dtype
@@ -300,13 +301,14 @@ def request_laws(batch: TreeBatch) -> list[dict]:
     [1.0, 1.0]
     """
     cu, logits = batch.request_offsets(), np.asarray(batch.target_logits, np.float64)
+    drafts = None if batch.draft_probs is None else np.asarray(batch.draft_probs, np.float64)
     laws = []
     for i in range(batch.batch_size):
-        rows = logits[cu[i] + i: cu[i + 1] + i + 1]
+        rows = logits[request_rows(cu, i)]
         greedy = batch.temperature[i] == 0
         if not greedy:
             rows = target_rows(rows, batch.temperature[i], batch.top_k[i], batch.top_p[i])[0]
-        draft = None if batch.draft_probs is None else np.asarray(batch.draft_probs, np.float64)[cu[i]:cu[i + 1]]
+        draft = None if drafts is None else drafts[cu[i]:cu[i + 1]]
         laws.append(drafted_law(batch.parents[cu[i]:cu[i + 1]].tolist(), batch.draft_token_ids[cu[i]:cu[i + 1]].tolist(),
                                 rows.tolist(), None if draft is None else draft.tolist(),
                                 "greedy" if greedy else batch.scheme, batch.threshold_single, batch.threshold_acc,

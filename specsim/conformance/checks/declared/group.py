@@ -151,7 +151,8 @@ def join_trees(a: TreeBatch, noise_a: Noise, b: TreeBatch, noise_b: Noise | None
 
 def noise_modes(caps) -> list[str]:
     """The token-for-token modes the device declares: ``injected`` and (``rng == "philox"``) ``keyed``."""
-    return [INJECTED] * bool(caps.injected_noise) + [KEYED] * (caps.rng == "philox")
+    from specsim.conformance.core.scope import declared_modes
+    return [m for m in declared_modes(caps) if m in (INJECTED, KEYED)]
 
 
 def _call(name: str, layer: str, fn, caps):
@@ -268,9 +269,9 @@ def _variant_tree(rng, caps, dtype: str, form: str) -> TreeBatch:
     schemes = set(caps.tree_schemes)
     if form == "draft":
         scheme, drafting, only_greedy = "rrs", "with_replacement", False
-    else:
-        scheme = "sglang" if "sglang" in schemes else "rrs"
-        drafting, only_greedy = "top", not ({"sglang", "rrs"} & schemes and (scheme == "sglang" or caps.point_proposals))
+    else:   # point proposals: sglang's, else rrs's where declared, else greedy trees alone
+        scheme, drafting = ("sglang" if "sglang" in schemes else "rrs"), "top"
+        only_greedy = not ("sglang" in schemes or ("rrs" in schemes and caps.point_proposals))
     spec = TreeSpec(batch=VARIANT_TREES, max_nodes=min(8, caps.max_k, caps.tree_node_limit), vocab_size=SMALL_V,
                     dtype=dtype, scheme=scheme, drafting=drafting,
                     greedy_fraction=1.0 if only_greedy else 0.25 if "greedy" in schemes else 0.0,

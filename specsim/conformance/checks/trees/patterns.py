@@ -354,7 +354,7 @@ def _twin(device, pattern: Pattern, ctx, dtype: str, mode: str) -> CheckResult:
                            + "; ".join(problems[:3]) if problems else f"{pattern.why} — {batch.batch_size} copies, "
                            "each under its own key, agree with the reference's keyed tokens and accepted nodes",
                            seed=seed)
-    laws_of = request_laws(_first(batch, len(trees)))
+    laws_of = request_laws(batch_of(trees, pattern.scheme, dtype))   # the copies' requests, once each
     taken = [[int(x) for x in row if x >= 0] for row in np.asarray(got.accepted_nodes)]
     outside = [n for n in range(batch.batch_size)
                if laws_of[n % len(trees)].get((tuple(got.emitted(n)), tuple(taken[n])), 0) <= 0]
@@ -367,11 +367,6 @@ def _twin(device, pattern: Pattern, ctx, dtype: str, mode: str) -> CheckResult:
     return CheckResult(name, "L1", "pass", f"{pattern.why} — {batch.batch_size} copies under the device's own "
                        "unkeyed draws, each its own seed and position, every one within its exact support",
                        seed=seed, n=batch.batch_size)
-
-
-def _first(batch: TreeBatch, n: int) -> TreeBatch:
-    from specsim.testing.trees import select_tree_requests
-    return select_tree_requests(batch, np.arange(n))[0]
 
 
 def pattern_checks(device, ctx, only: str | None = None) -> list[CheckResult]:
