@@ -59,19 +59,21 @@ def seed_key(seed: int) -> tuple[int, int]:
 
 
 def stream_words(seed: int, position: int, purpose: int, column: int, n: int) -> np.ndarray:
-    """The first ``n`` words of stream ``S(seed, position, purpose, column)`` → ``[n]`` uint32.
+    """The first ``n`` words of stream ``S(seed, position, purpose, column)`` → ``[n]`` uint32: word ``k`` is
+    output word ``k % 4`` of Philox on counter ``(k // 4, position mod 2^32, purpose, column)``."""
+    return streams_words([seed], [position], purpose, [n], column)
 
-    Word ``k`` is output word ``k % 4`` of Philox on counter
-    ``(k // 4, position mod 2^32, purpose, column)``.
-    """
-    blocks = (n + 3) // 4
-    counter = np.zeros((blocks, 4), np.uint32)
-    counter[:, 0] = np.arange(blocks, dtype=np.uint64).astype(np.uint32)
-    counter[:, 1] = int(position) & 0xFFFFFFFF
-    counter[:, 2] = purpose
-    counter[:, 3] = column
-    key = np.tile(np.array(seed_key(seed), np.uint32), (blocks, 1))
-    return philox4x32_10(counter, key).reshape(-1)[:n]
+
+def streams_words(seeds, positions, purpose: int, counts, column: int = 0) -> np.ndarray:
+    """``stream_words(seeds[i], positions[i], purpose, column, counts[i])`` for each i, concatenated: one Philox call."""
+    blocks = (np.asarray(counts, np.int64).reshape(-1) + 3) // 4
+    first, row = np.repeat(np.cumsum(blocks) - blocks, blocks), np.repeat(np.arange(len(blocks)), blocks)  # per row
+    counter = np.zeros((len(row), 4), np.uint32)
+    counter[:, 0] = (np.arange(len(row)) - first).astype(np.uint32)
+    counter[:, 1] = np.array([int(L) & 0xFFFFFFFF for L in positions], np.uint32)[row]
+    counter[:, 2], counter[:, 3] = purpose, column
+    words = philox4x32_10(counter, np.array([seed_key(s) for s in seeds], np.uint32).reshape(-1, 2)[row]).reshape(-1)
+    return words[np.arange(len(words)) - 4 * np.repeat(first, 4) < np.repeat(np.asarray(counts).reshape(-1)[row], 4)]
 
 
 def uniform(words: np.ndarray) -> np.ndarray:
@@ -94,9 +96,5 @@ def step_noise(seeds, positions, num_draft_tokens, vocab_size: int):
     Returns ``(uniforms [num_tokens], exponentials [batch, V])`` float64.
     Greedy requests simply never read theirs.
     """
-    uniforms = [uniform(stream_words(s, L, ACCEPT, 0, int(k)))
-                for s, L, k in zip(seeds, positions, num_draft_tokens)]
-    exponentials = [exponential(stream_words(s, L, RECOVER, 0, vocab_size))
-                    for s, L in zip(seeds, positions)]
-    return (np.concatenate(uniforms) if uniforms else np.zeros(0),
-            np.stack(exponentials) if exponentials else np.zeros((0, vocab_size)))
+    return (uniform(streams_words(seeds, positions, ACCEPT, num_draft_tokens)), exponential(
+        streams_words(seeds, positions, RECOVER, [vocab_size] * len(num_draft_tokens))).reshape(-1, vocab_size))

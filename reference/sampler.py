@@ -150,7 +150,7 @@ def sampler_rows(target_logits, num_draft_tokens, draft_token_ids, temperature, 
     T = np.asarray(temperature, dtype=np.float64)[request]
     probs = filtered_cuts(z, np.where(T > 0, T, 1.0), np.asarray(top_k)[request], np.asarray(top_p)[request],
                           None if min_p is None else np.asarray(min_p)[request], order)[0]
-    return np.where((T > 0)[:, None], probs, np.eye(z.shape[1])[np.argmax(z, axis=1)])
+    return np.where((T > 0)[:, None], probs, np.arange(z.shape[1]) == np.argmax(z, axis=1)[:, None])  # one-hot
 
 
 def prefix_rows(target_logits, temperature, top_k, top_p, **params) -> list:
