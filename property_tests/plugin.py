@@ -242,7 +242,7 @@ def _cuda_available() -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Skip ``slow`` (without --run-slow) and ``gpu`` (without CUDA) tests — the installed suite has no
+    """Skip ``slow`` and ``whole_run`` (without --run-slow) and ``gpu`` (without CUDA) tests — the installed suite has no
     conftest.py to do it — and mark waived tests (before -k/-m deselection, so a waiver matching a
     deselected test still counts as matched)."""
     run_slow = config.getoption("run_slow", default=False) or os.environ.get("SPECSIM_RUN_SLOW") == "1"
@@ -250,6 +250,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow: opt in with --run-slow"))
+        elif "whole_run" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="a whole quick run or campaign: opt in with --run-slow "
+                                                    "(CI runs these after the default suite: -m whole_run)"))
         if "gpu" in item.keywords:
             cuda = _cuda_available() if cuda is None else cuda
             if not cuda:

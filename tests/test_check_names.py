@@ -30,6 +30,7 @@ def test_the_groups_are_the_recorded_ones_in_their_order():
     assert list(GROUPS) == GOLDEN["groups"]
 
 
+@pytest.mark.whole_run
 def test_a_quick_run_names_its_checks_as_recorded():
     """The quick names, and each check's name mapping back to its group (``seedtable.group_of``: how a mutant's
     ``killed_by`` picks the group that judges it; the black-box run's in ``tests/stats/test_seedtable.py``)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import platform
 
+import pytest
+
 from specsim.cli import main
 from specsim.figures.records import cpu_name
 from specsim.figures import numbers as docs_numbers
@@ -18,6 +20,7 @@ def _record(path):
     return record
 
 
+@pytest.mark.whole_run
 def test_the_seed_table_writes_its_summary_as_a_record(tmp_path, capsys, monkeypatch):
     path = tmp_path / "seeds-x.json"
     argv = ["mutants", "--seeds", "2", "--first-seed", "7", "--only", "sampler-min-p-before-temperature", "--quick",

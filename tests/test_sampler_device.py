@@ -44,6 +44,7 @@ def _rows_read(batch) -> np.ndarray:
     return np.array(read)
 
 
+@pytest.mark.whole_run
 def test_every_l1_sampler_check_passes_on_the_reference_device_and_counts_as_declared():
     from specsim.testing.sampler_edges import SAMPLER_EDGES
     from specsim.conformance.cases.edges import dtype_twins, own_randomness_twin

@@ -134,6 +134,7 @@ def black_box_run():
     return device, ctx, results
 
 
+@pytest.mark.whole_run
 def test_every_statistical_check_of_a_black_box_run_is_planned_at_its_alpha(black_box_run):
     device, ctx, results = black_box_run
     plan = stat_plan.run_plan(device.capabilities, ctx)
@@ -148,6 +149,7 @@ def test_every_statistical_check_of_a_black_box_run_is_planned_at_its_alpha(blac
     assert [t for t in plan.of_group("L1-trees") if t.name.endswith("/request1")], "empty beside big: two tests"
 
 
+@pytest.mark.whole_run
 def test_conformance_json_lists_the_plan(black_box_run):
     device, ctx, results = black_box_run
     doc = document("torch", device, ctx, results, list(STATISTICAL_GROUPS))

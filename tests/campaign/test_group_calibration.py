@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from specsim.campaign import groups as cg
 from specsim.cli import main
 
 
+@pytest.mark.whole_run
 def test_tree_and_sampler_groups_calibrate_in_both_modes(tmp_path, capsys):
     rc = main(["calibrate", "--groups", "L3-trees,L1-sampler", "--seeds", "1", "--first-seed", "10", "--quick",
                "--out", str(tmp_path)])

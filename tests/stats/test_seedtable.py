@@ -54,6 +54,7 @@ def test_kinds_selects_the_zoo_lists_and_leaves_other_families_out():
     assert "unknown" in mutant_kinds(argparse.Namespace(kinds="trees", families=None), families)
 
 
+@pytest.mark.whole_run
 def test_seed_table_kills_every_mutant_at_every_seed_and_the_correct_device_passes(tmp_path, capsys):
     """Two tree mutants and their black-box twins at suite seeds 0 and 1 (quick sizes, in process)."""
     rc = main(["mutants", "--seeds", "0-1", "--only", "tree-sibling-order,tree-thresholds-relaxed", "--black-box",
