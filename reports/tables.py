@@ -277,6 +277,13 @@ def scope_rows(doc: dict) -> list[list[str]]:
             rows.append([f"never asked ({mode})", f"{len(missing)} declared variant(s) (dtype, kind, proposal form) "
                                                    f"no check held to its law: {', '.join(missing[:6])}"
                                                    + (", …" if len(missing) > 6 else "")])
+    for mode, short in (sc.get("unreached") or {}).items():
+        if short:
+            first, sizes = next(iter(short.items()))
+            rows.append([f"short of its limits ({mode})", f"{len(short)} declared variant(s) not asked at every "
+                                                          f"declared limit (SPEC 1.15), first: {first} ("
+                                                          + ", ".join(f"{k} {g:,} of {w:,}" for k, (g, w) in sizes.items())
+                                                          + ")"])
     for name, vol in (sc.get("volume") or {}).items():
         short = int(vol.get("reached", 0)) < int(vol.get("requested", 0))
         rows.append([f"volume {name}", f"{int(vol.get('reached', 0)):,} of {int(vol.get('requested', 0)):,} requests"

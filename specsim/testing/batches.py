@@ -25,6 +25,7 @@ class BatchSpec:
 
     batch: int = 8
     max_k: int = 4
+    min_k: int = 0                    # each request's K drawn from min_k … max_k (zero_k_fraction still sets some to 0)
     vocab_size: int = 16
     dtype: str = "float64"
     draft_probs: bool = True          # False: point proposals for the whole batch
@@ -94,7 +95,7 @@ def random_batch(rng: np.random.Generator, spec: BatchSpec) -> VerifyBatch:
     if spec.withdrawn_fraction > 0 and not spec.draft_probs:
         raise ValueError("withdrawn_fraction: a withdrawn draft needs its draft row; point proposals have none")
     B, V = spec.batch, spec.vocab_size
-    k = rng.integers(0, spec.max_k + 1, size=B)
+    k = rng.integers(spec.min_k, spec.max_k + 1, size=B)
     k[rng.random(B) < spec.zero_k_fraction] = 0
     num_tokens = int(k.sum())
     logits = rng.normal(0.0, spec.logit_scale, size=(num_tokens + B, V))

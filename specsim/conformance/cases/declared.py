@@ -301,11 +301,18 @@ def assemble(reqs: list[Req], V: int, dtype: str, point: bool, seeds=None) -> Ve
 
 def request_laws(batch: VerifyBatch) -> list[dict]:
     """Each request's exact law of emitted sequences (``edge_laws.request_law``) from the values the device
-    is given (its logits and draft rows in float64)."""
+    is given (its logits and draft rows in float64); a batch with SPEC §12's parameters takes its rows from
+    ``reference.sampler.sampler_rows``."""
     from specsim.conformance.cases.edges import request_law
     from specsim.testing.edges import Request
     logits = np.asarray(batch.target_logits).astype(np.float64)
     probs = None if batch.draft_probs is None else np.asarray(batch.draft_probs).astype(np.float64)
+    sampler = getattr(batch, "sampler", None)
+    rows = None
+    if sampler is not None and sampler.given():
+        from reference.sampler import sampler_rows
+        rows = sampler_rows(logits, batch.num_draft_tokens, batch.draft_token_ids, batch.temperature, batch.top_k,
+                            batch.top_p, **sampler.as_kwargs())
     cu = batch.request_offsets()
     out = []
     for i in range(batch.batch_size):
@@ -313,7 +320,7 @@ def request_laws(batch: VerifyBatch) -> list[dict]:
         r = Request(list(map(int, batch.draft_token_ids[k0:k1])), logits[k0 + i:k1 + i + 1],
                     None if probs is None else probs[k0:k1], float(batch.temperature[i]), int(batch.top_k[i]),
                     float(batch.top_p[i]))
-        out.append(request_law(r, probs is None))
+        out.append(request_law(r, probs is None, None if rows is None else rows[k0 + i:k1 + i + 1]))
     return out
 
 
@@ -449,6 +456,88 @@ def random_requests(rng, B: int, V: int, caps) -> list[Req]:
     return out
 
 
+# --------------------------------------------------------------------------- every declared variant at the limits
+
+LARGEST_BATCH = BATCH_SIZES[-1]
+"""The batch of a variant's call at the ladder's top (SPEC 1.15): batch size is never a declared limit, and any is
+served, so each variant is asked at the largest size the ladder asks at all."""
+TREE_V_NODES = 8
+"""Nodes of the tree a tree variant is asked at the declared V with (SPEC 1.15)."""
+
+
+def tree_vocab_limit(caps) -> Limit:
+    """The V a tree variant is asked at (SPEC 1.15): the declared ``max_vocab_size`` as ``vocab_limits`` checks it, capped
+    where one tree of ``TREE_V_NODES`` nodes (``TREE_V_NODES + 1`` rows, ``BYTES_PER_ID`` / 3 bytes a row and id) would
+    pass ``CALL_BYTES``.
+
+    >>> from devices.protocol import Capabilities
+    >>> tree_vocab_limit(Capabilities(True, "none", 262144)).value
+    262144
+    >>> tree_vocab_limit(Capabilities(True, "none", 1 << 30)).value
+    13256071
+    """
+    top = vocab_limits(caps)[-1]
+    cap = CALL_BYTES // ((TREE_V_NODES + 1) * (BYTES_PER_ID // 3))
+    if top.value <= cap:
+        return top
+    return Limit(cap, caps.max_vocab_size, f"one tree of {TREE_V_NODES} nodes at V = {cap} fills the "
+                                           f"{CALL_BYTES >> 30} GiB one call may hold")
+
+
+def variant_v_requests(V: int, caps) -> list[Req]:
+    """The requests of a variant's call at vocabulary V (SPEC 1.15): ``support_requests(V)``, the last id's first,
+    taken in turn until their supports hold every ``spread_ids(V)`` id — the last ids, each side of every power of two
+    from 2^15, the last tile's first id — in a few requests, not one per id (each variant asks this at the declared V).
+
+    >>> from devices.torch_device import CAPABILITIES as caps
+    >>> reqs = variant_v_requests(262144, caps)
+    >>> len(reqs), reqs[0].supports[-1][0], sorted({x for r in reqs for x in r.supports[-1]}) == spread_ids(262144)
+    (4, 262143, True)
+    """
+    covered, out = set(), []
+    for r in reversed(support_requests(V, caps)):
+        if not set(r.supports[-1]) <= covered:
+            out.append(r)
+            covered |= set(r.supports[-1])
+    return out
+
+
+def as_kind(reqs: list[Req], kind: str, caps) -> list[Req]:
+    """``reqs`` as requests of one kind of call (``scope.KINDS``' chain kinds but §12's): ``sampled`` (T = 1, no
+    filter), ``greedy`` (T = 0) or ``filtered`` (T = 1; top-k = 2 and top-p = 0.8 in turn, as declared). Their rows
+    and drafts are kept, so each request still rejects, accepts or reaches its bonus row as built.
+
+    >>> from devices.torch_device import CAPABILITIES as caps
+    >>> [(r.temperature, r.top_k, r.top_p) for r in as_kind(support_requests(64, caps)[:3], "filtered", caps)]
+    [(1.0, 2, 1.0), (1.0, 0, 0.8), (1.0, 2, 1.0)]
+    """
+    if kind not in ("sampled", "greedy", "filtered"):
+        raise ValueError(f"kind: {kind!r} is not a kind as_kind makes (sampled, greedy, filtered)")
+    out = []
+    for i, r in enumerate(reqs):
+        cut_k = caps.top_k and (i % 2 == 0 or not caps.top_p)
+        params = {"greedy": dict(temperature=0.0, top_k=0, top_p=1.0),
+                  "filtered": dict(temperature=1.0, top_k=2 if cut_k else 0, top_p=1.0 if cut_k else 0.8),
+                  "sampled": dict(temperature=1.0, top_k=0, top_p=1.0)}[kind]
+        out.append(dataclasses.replace(r, **params, what=f"{r.what}, {kind}"))
+    return out
+
+
+def variant_limits(caps, variant: str) -> dict[str, int]:
+    """The sizes SPEC 1.15's limit checks ask ``variant`` (``"<dtype> <kind> <form>"``) at: V and K (a tree's depth)
+    at the declared limits as ``vocab_limits``, ``k_limits``, ``tree_limits`` and ``tree_vocab_limit`` cap them, a
+    tree's nodes at ``max_tree_nodes``, the batch at ``LARGEST_BATCH``.
+
+    >>> from devices.torch_device import CAPABILITIES as caps
+    >>> variant_limits(caps, "float16 greedy point"), variant_limits(caps, "float32 tree draft")
+    ({'V': 262144, 'K': 256, 'batch': 1025}, {'V': 262144, 'K': 256, 'batch': 1025, 'tree_nodes': 1024})
+    """
+    if variant.split()[1] == "tree":
+        nodes, depth = tree_limits(caps)
+        return {"V": tree_vocab_limit(caps).value, "K": depth.value, "batch": LARGEST_BATCH, "tree_nodes": nodes.value}
+    return {"V": vocab_limits(caps)[-1].value, "K": k_limits(caps)[-1].value, "batch": LARGEST_BATCH}
+
+
 # --------------------------------------------------------------------------- L3-declared: goodness of fit
 
 @dataclass(frozen=True)
@@ -506,4 +595,5 @@ __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "T
            "between_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",
            "assemble", "request_laws",
            "per_call", "support_requests", "law_request", "deep_request", "deep_requests", "random_requests",
-           "LawCase", "law_cases", "case_law", "law_tests"]
+           "LawCase", "law_cases", "case_law", "law_tests", "LARGEST_BATCH", "TREE_V_NODES", "tree_vocab_limit",
+           "variant_v_requests", "as_kind", "variant_limits"]

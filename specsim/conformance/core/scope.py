@@ -4,8 +4,9 @@ A verdict states its scope (SPEC §10): not what the device declares, but what t
 exercised. Every group calls the device through ``_common.ask``, which records each call the
 device served (not one it refused) here: per noise mode, the largest vocabulary, draft length,
 batch and tree, the dtypes, and the variants (``variant_of``: dtype, kind of call, proposal form —
-the axes kernels compile a variant by), so that a verdict names the declared variants no check
-asked (``unasked``). ``runner.run_group`` clears the record before a group and reads it
+the axes kernels compile a variant by) with each one's largest sizes (``reach``), so that a verdict
+names the declared variants no check asked (``unasked``) and those no check asked at every declared
+limit (``verdict.profiles.unreached``, SPEC 1.15). ``runner.run_group`` clears the record before a group and reads it
 after, so each group's record is its own (the isolated runner writes it beside the group's
 results); ``merge`` adds groups together.
 
@@ -24,7 +25,7 @@ Example::
     ...                 np.ones(1), np.zeros(1, np.int64), np.ones(1))
     >>> record(b, noise=object(), rng="none")
     >>> snapshot()["injected"]
-    {'calls': 1, 'V': 5, 'K': 2, 'batch': 1, 'tree_nodes': 0, 'dtypes': ['float32'], 'variants': ['float32 sampled point']}
+    {'calls': 1, 'V': 5, 'K': 2, 'batch': 1, 'tree_nodes': 0, 'dtypes': ['float32'], 'variants': ['float32 sampled point'], 'reach': {'float32 sampled point': {'V': 5, 'K': 2, 'batch': 1, 'tree_nodes': 0}}}
 """
 
 from __future__ import annotations
@@ -110,10 +111,13 @@ def record(batch, noise, rng: str) -> None:
         variant = variant_of(batch)
     except Exception:  # a malformed batch is the check's business, never the record's
         return
-    entry = _record.setdefault(mode_of(noise, rng), {"calls": 0, **{k: 0 for k in SIZES}, "dtypes": [], "variants": []})
+    entry = _record.setdefault(mode_of(noise, rng), {"calls": 0, **{k: 0 for k in SIZES}, "dtypes": [], "variants": [],
+                                                     "reach": {}})
     entry["calls"] += 1
+    reach = entry.setdefault("reach", {}).setdefault(variant, {k: 0 for k in SIZES})
     for k in SIZES:
         entry[k] = max(entry[k], sizes[k])
+        reach[k] = max(reach[k], sizes[k])
     if dtype not in entry["dtypes"]:
         entry["dtypes"] = sorted(entry["dtypes"] + [dtype])
     if variant not in entry["variants"]:
@@ -125,8 +129,10 @@ def clear() -> None:
 
 
 def snapshot() -> dict:
-    """The record so far: ``{mode: {"calls", "V", "K", "batch", "tree_nodes", "dtypes", "variants"}}`` (JSON-ready)."""
-    return {m: dict(e, dtypes=list(e["dtypes"]), variants=list(e["variants"])) for m, e in _record.items()}
+    """The record so far: ``{mode: {"calls", "V", "K", "batch", "tree_nodes", "dtypes", "variants", "reach"}}``
+    (JSON-ready; ``reach``: each variant's largest of each size)."""
+    return {m: dict(e, dtypes=list(e["dtypes"]), variants=list(e["variants"]),
+                    reach={v: dict(r) for v, r in e.get("reach", {}).items()}) for m, e in _record.items()}
 
 
 def merge(records) -> dict:
@@ -140,7 +146,11 @@ def merge(records) -> dict:
                 o[k] = max(o[k], int(e.get(k, 0)))
             o["dtypes"] = sorted(set(o["dtypes"]) | set(e.get("dtypes", ())))
             o["variants"] = sorted(set(o["variants"]) | set(e.get("variants", ())))
-    return {m: out[m] for m in MODES if m in out}
+            for v, r in (e.get("reach") or {}).items():
+                mine = o.setdefault("reach", {}).setdefault(v, {k: 0 for k in SIZES})
+                for k in SIZES:
+                    mine[k] = max(mine[k], int(r.get(k, 0)))
+    return {m: dict(out[m], reach=dict(sorted(out[m].get("reach", {}).items()))) for m in MODES if m in out}
 
 
 def unasked(checked: dict, caps) -> dict[str, list[str]]:

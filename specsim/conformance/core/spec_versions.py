@@ -53,7 +53,14 @@ def _input_rule(rule: str) -> str:
 
 
 INTRODUCED: tuple[Since, ...] = (
-    # 1.14's rows first (1.11's ``L1/trees/edge/*/mixed`` and ``L1/trees/edge-neighbours/*`` and 1.9's
+    # 1.15's rows first (1.14's ``L1/declared/*/variant/*`` does not match ``variant-limit``)
+    Since("L1/declared/*/variant-limit/*", "1.15", "every declared kernel variant (dtype, kind of call, proposal "
+          "form) at each declared limit — the declared V, the declared max_k, the ladder's largest batch; trees at "
+          "max_tree_nodes and depth max_k — token for token in each token-for-token noise mode", False),
+    Since("L3/declared/support/variant-limit/*", "1.15", "every declared kernel variant at each declared limit under "
+          "the device's own unkeyed draws, every answer within its exact support, for a device drawing unkeyed "
+          "noise", False),
+    # 1.14's rows next (1.11's ``L1/trees/edge/*/mixed`` and ``L1/trees/edge-neighbours/*`` and 1.9's
     # ``L1/trees/edge/*/batches`` also match their names)
     Since("L1/trees/edge/*/seeded", "1.14", "§11 every tree edge alone under the device's own unkeyed draws, each "
           "answer within the edge's exact support, for a device drawing unkeyed noise", False),

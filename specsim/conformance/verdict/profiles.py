@@ -310,6 +310,10 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
     if narrowed:
         status = "partial" if status in PASSING else status
         reasons += narrowed
+    short = _short_of_declaration(caps, scope, versions["judged_against"]) if not narrowed else []
+    if short:
+        status = "partial" if status in PASSING else status
+        reasons += short
     if quick and status != "fail":
         reasons.insert(0, f"a --quick run (smaller cases and samples, for testing the harness) is never a verdict; "
                           f"at these sizes it would be {status.upper()}: run without --quick for the verdict")
@@ -327,6 +331,43 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
             "scope": _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope)}
 
 
+def _short_of_declaration(caps, scope: dict | None, judged_against: str) -> list[str]:
+    """From SPEC 1.15, a whole run must ask every declared variant at every declared limit in each declared noise
+    mode: one reason per mode where it did not (``scope.unasked``, ``unreached``), so that such a run is ``partial``,
+    never a PASS that claims sizes it did not check."""
+    from specsim.conformance.core.spec_versions import newer
+    if caps is None or scope is None or newer("1.15", judged_against):
+        return []
+    short = unreached(scope.get("checked", {}), caps)
+    return [f"{len(variants)} declared variant(s) in the {mode} noise mode were not asked at every declared limit "
+            f"(SPEC 1.15; first: {next(iter(variants))}, short of {_sizes_short(next(iter(variants.values())))}): "
+            f"no claim at those sizes" for mode, variants in short.items() if variants]
+
+
+def _sizes_short(sizes: dict) -> str:
+    return ", ".join(f"{k} {got} < {want}" for k, (got, want) in sizes.items())
+
+
+def unreached(checked: dict, caps) -> dict[str, dict[str, dict]]:
+    """Per declared noise mode, each declared variant some limit of which no call held to its law reached
+    (``checked``: the scope's; ``cases.declared.variant_limits``): ``{mode: {variant: {size: [largest asked,
+    limit]}}}`` (SPEC 1.15). Empty where every variant reached every limit; a variant never asked is here too."""
+    from specsim.conformance.cases.declared import variant_limits
+    from specsim.conformance.core.scope import declared_modes, declared_variants
+    out = {}
+    for m in declared_modes(caps):
+        reach = (checked.get(m) or {}).get("reach") or {}
+        short = {}
+        for variant in declared_variants(caps, m):
+            got = reach.get(variant, {})
+            sizes = {k: [int(got.get(k, 0)), want] for k, want in variant_limits(caps, variant).items()
+                     if int(got.get(k, 0)) < want}
+            if sizes:
+                short[variant] = sizes
+        out[m] = short
+    return out
+
+
 def _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope) -> dict:
     """What the verdict covers, for the first lines of every report: the declaration, the largest call
     checked in each noise mode, the declared variants no check asked (``scope.unasked``), the volume reached,
@@ -337,6 +378,7 @@ def _scope(caps, groups_run, all_groups, seed, alpha_family, checks, scope) -> d
     return {"declared": caps.to_json() if caps is not None else None,
             "checked": checked, "served": (scope or {}).get("served", {}),
             "unasked": unasked(checked, caps) if caps is not None and scope is not None else {},
+            "unreached": unreached(checked, caps) if caps is not None and scope is not None else {},
             "volume": volumes,
             "seed": seed, "seed_is_default": seed == DEFAULT_SEED,
             "alpha_family": alpha_family, "alpha_is_default": alpha_family == DEFAULT_ALPHA_FAMILY,

@@ -61,29 +61,22 @@ from collections import Counter
 
 import numpy as np
 
-from devices.protocol import Noise, TreeBatch, VerifyBatch
-from specsim.conformance.core.calls import Malformed, call, formed, malformed_result, missing
+from devices.protocol import Noise, TreeBatch
+from specsim.conformance.core.calls import Malformed, formed, malformed_result, missing
 from specsim.conformance.cases.edges import show_law
 from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED, KEYED, SMALL_V, LawCase, Limit, Req,
                                                 assemble, batch_sizes, case_law, cast_logits, deep_requests,
                                                 between_positions, empty_positions, k_limits,
                                                 law_cases, logits_dtype, per_call, random_requests, request_laws,
                                                 scope, support_requests, tree_limits, vocab_limits)
-from specsim.conformance.core.l1_judge import judge
+from specsim.conformance.checks.declared.shared import (VARIANT_TREES, call_formed, deep_noise, first_failure,
+                                                        formed_tree, l1_chain, outside_support, support_chain,
+                                                        variant_chain, with_scope)
+from specsim.conformance.checks.declared.variants import variant_limit_checks
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.edges import EDGES, after_certain, band_at_position, make_batch
 from specsim.testing.embed import embed_at, spread_ids as spread_ids_at
 from specsim.testing.seeds import case_seed
-
-
-def _first_failure(parts: list[CheckResult]) -> CheckResult:
-    """One check made of several calls: the first that did not pass, else the last (its detail counting the calls)."""
-    for r in parts:
-        if r.status != "pass":
-            return r
-    if len(parts) > 1:
-        parts[-1].detail += f" (in {len(parts)} calls, each within {CALL_BYTES >> 30} GiB of float rows)"
-    return parts[-1]
 
 
 # --------------------------------------------------------------------------- trees at the declared limits
@@ -155,37 +148,6 @@ def noise_modes(caps) -> list[str]:
     return [m for m in declared_modes(caps) if m in (INJECTED, KEYED)]
 
 
-def _call(name: str, layer: str, fn, caps):
-    """``_common.call``, with a malformed output (SPEC §7) this check's failure (naming its sizes), not the group's."""
-    try:
-        return call(name, layer, fn, caps)
-    except Malformed as e:
-        return None, CheckResult(name, layer, "fail", f"malformed output (SPEC §7): {e}")
-
-
-def _with_scope(result: CheckResult, sc: dict, said: str, declared: dict | None = None) -> CheckResult:
-    result.extra = dict(result.extra or {}) | {"scope": sc} | ({"declared": declared} if declared else {})
-    if result.status != "pass":
-        result.detail = f"{said}: {result.detail}"
-    return result
-
-
-def _l1_chain(device, ctx, mode: str, name: str, batch: VerifyBatch, rng, said: str, declared=None,
-              noise: Noise | None = None) -> CheckResult:
-    from specsim.testing.batches import random_noise
-    if mode == INJECTED and noise is None:
-        noise = random_noise(rng, batch)
-    seed = case_seed(ctx.seed, name)
-    result = judge(name, device, batch, noise if mode == INJECTED else None, seed, note=f" ({said})")
-    return _with_scope(result, scope(mode, batch.vocab_size, batch.max_k, batch.batch_size), said, declared)
-
-
-def _deep_noise(rng, batch: VerifyBatch) -> Noise:
-    """Coins below 0.05 (every draft a coin can accept is accepted), exponentials at random."""
-    return Noise(rng.uniform(0.0, 0.05, int(batch.num_draft_tokens.sum())),
-                 rng.exponential(size=(batch.batch_size, batch.vocab_size)) + 1e-300)
-
-
 def _steered_chain(rng, K: int, V: int, caps) -> Req:
     """K drafts on random rows (each draft's logit lifted: accepted under a small coin): the law at every depth."""
     drafts = [int(x) for x in rng.integers(0, V, K)]
@@ -214,55 +176,36 @@ def l1_checks(device, ctx) -> list[CheckResult]:
             name = f"L1/declared/{mode}/vocab-V{lim.value}"
             said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
             rng = np.random.default_rng(case_seed(ctx.seed, name))
-            parts = [_l1_chain(device, ctx, mode, name, assemble(reqs, lim.value, dtype, point), rng, said,
+            parts = [l1_chain(device, ctx, mode, name, assemble(reqs, lim.value, dtype, point), rng, said,
                                lim.to_json()) for reqs in per_call(support_requests(lim.value, caps), lim.value)]
-            results.append(_first_failure(parts))
+            results.append(first_failure(parts))
         for lim in k_limits(caps):
             name = f"L1/declared/{mode}/K{lim.value}"
             rng = np.random.default_rng(case_seed(ctx.seed, name))
             reqs = deep_requests(lim.value, caps) + [_steered_chain(rng, lim.value, SMALL_V, caps)]
             batch = assemble(reqs, SMALL_V, dtype, point)
-            noise = _deep_noise(rng, batch) if mode == INJECTED else None
+            noise = deep_noise(rng, batch) if mode == INJECTED else None
             said = f"K={lim.value} (declared max_k {lim.declared})"
-            results.append(_l1_chain(device, ctx, mode, name, batch, rng, said, lim.to_json(), noise))
+            results.append(l1_chain(device, ctx, mode, name, batch, rng, said, lim.to_json(), noise))
         for B in batch_sizes(ctx):
             name = f"L1/declared/{mode}/batch-B{B}"
             rng = np.random.default_rng(case_seed(ctx.seed, name))
             batch = assemble(random_requests(rng, B, SMALL_V, caps), SMALL_V, dtype, point)
-            results.append(_l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
+            results.append(l1_chain(device, ctx, mode, name, batch, rng, f"B={B}"))
         results += [empty_residual_at_v(device, ctx, mode, lim, dtype) for lim in vocab_limits(caps)]
         results += [empty_residual_at_k(device, ctx, mode, lim, dtype) for lim in k_limits(caps)]
         results += [empty_residual_positions(device, ctx, mode, lim, dtype, kind)
                     for kind, lim in position_limits(caps)]
         results += [_l1_tree(device, ctx, mode, scheme) for scheme in caps.tree_schemes]
         results += variant_checks(device, ctx, mode)
+        results += variant_limit_checks(device, ctx, mode)
     return results
 
 
+
+
+
 # --------------------------------------------------------------------------- every declared variant (SPEC 1.14)
-
-VARIANT_BATCH, VARIANT_V, VARIANT_TREES = 33, 257, 12
-"""A variant's call: 33 requests (past a warp) at V = 257 (past a tile of 256) for chains, 12 trees at ``SMALL_V``:
-the variant asked, not its sizes (the ladder's and the declared limits' checks hold those)."""
-
-
-def _variant_chain(rng, caps, dtype: str, kind: str, form: str) -> VerifyBatch:
-    from specsim.testing.batches import BatchSpec, random_batch
-    filtered = kind == "filtered"
-    spec = BatchSpec(batch=VARIANT_BATCH, max_k=min(4, caps.max_k), vocab_size=min(VARIANT_V, caps.max_vocab_size),
-                     dtype=dtype, draft_probs=form == "draft", greedy_fraction=1.0 if kind == "greedy" else 0.0,
-                     top_k_fraction=0.5 if filtered and caps.top_k else 0.0,
-                     top_p_fraction=0.5 if filtered and caps.top_p else 0.0,
-                     masked_fraction=0.0 if kind == "sampler" else 0.1, draw="inverse-cdf")
-    batch = random_batch(rng, spec)
-    if kind == "sampler":
-        from specsim.conformance.cases.edges import sampler_lacking
-        from specsim.testing.sampler_params import random_sampler
-        order = caps.sampler_orders[0]
-        params = tuple(p for p in caps.sampler if sampler_lacking(caps, (p,), order) is None)
-        batch = dataclasses.replace(batch, sampler=random_sampler(rng, batch, params, order))
-    return batch
-
 
 def _variant_tree(rng, caps, dtype: str, form: str) -> TreeBatch:
     from specsim.testing.trees import TreeSpec, random_tree_batch
@@ -295,17 +238,17 @@ def variant_checks(device, ctx, mode: str) -> list[CheckResult]:
         rng = np.random.default_rng(seed)
         said = f"the {dtype} {kind} variant with {'draft probabilities' if form == 'draft' else 'point proposals'}"
         if kind != "tree":
-            results.append(_l1_chain(device, ctx, mode, name, _variant_chain(rng, caps, dtype, kind, form), rng, said))
+            results.append(l1_chain(device, ctx, mode, name, variant_chain(rng, caps, dtype, kind, form), rng, said))
             continue
         batch = _variant_tree(rng, caps, dtype, form)
         noise = random_tree_noise(rng, batch) if mode == INJECTED else None
         sc = scope(mode, SMALL_V, int(batch.depths().max(initial=0)), batch.batch_size, int(batch.num_nodes.max()))
-        got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps)
+        got, problem = call_formed(name, "L1", lambda: formed_tree(device, batch, noise), caps)
         if problem:
-            results.append(_with_scope(problem, sc, said))
+            results.append(with_scope(problem, sc, said))
             continue
         problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
-        results.append(_with_scope(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3])
+        results.append(with_scope(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3])
                                                or f"{said}: {batch.batch_size} trees agree", seed=seed), sc, said))
     return results
 
@@ -337,8 +280,8 @@ def empty_residual_at_v(device, ctx, mode: str, lim: Limit, dtype: str) -> Check
             continue
         for request in edge.requests:   # one a call: within CALL_BYTES at every V checked
             batch, noise = embed_at(*make_batch([request], dtype=dtype, point=False), lim.value, ids)
-            parts.append(_l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise))
-    return _first_failure(parts)
+            parts.append(l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise))
+    return first_failure(parts)
 
 
 def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> CheckResult:
@@ -356,7 +299,7 @@ def empty_residual_at_k(device, ctx, mode: str, lim: Limit, dtype: str) -> Check
             and not missing(caps, e.needs)]
     batch, noise = make_batch(reqs, dtype=dtype, point=False)
     said = f"an empty residual at position K-1 of K={K} (declared max_k {lim.declared})"
-    return _l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
+    return l1_chain(device, ctx, mode, name, batch, None, said, lim.to_json(), noise)
 
 
 SHOWN_RUNS = 12
@@ -402,7 +345,7 @@ def empty_residual_positions(device, ctx, mode: str, lim: Limit, dtype: str, kin
         return CheckResult(name, "L1", "not_supported", why)
     positions = POSITION_SETS[kind](lim.value)
     batch, noise = make_batch([band_at_position(j, lim.value) for j in positions], dtype=dtype, point=False)
-    return _l1_chain(device, ctx, mode, name, batch, None, _positions_said(positions, lim), lim.to_json(), noise)
+    return l1_chain(device, ctx, mode, name, batch, None, _positions_said(positions, lim), lim.to_json(), noise)
 
 
 def _tree_said(scheme: str, nodes: Limit, depth: Limit) -> str:
@@ -425,24 +368,14 @@ def _l1_tree(device, ctx, mode: str, scheme: str) -> CheckResult:
     said = _tree_said(scheme, nodes, depth)
     sc = scope(mode, SMALL_V, depth.value, batch.batch_size, nodes.value)
     declared = {"tree_nodes": nodes.to_json(), "depth": depth.to_json()}
-    got, problem = _call(name, "L1", lambda: formed_tree(device, batch, noise), caps)
+    got, problem = call_formed(name, "L1", lambda: formed_tree(device, batch, noise), caps)
     if problem:
-        return _with_scope(problem, sc, said, declared)
+        return with_scope(problem, sc, said, declared)
     want = reference_tree_step(batch, noise)
     problems = compare_tree(got, want, repro=f" [case {name}, seed {seed}]")
     detail = "; ".join(problems[:3]) if problems else (
         f"{said}: agree; accepted {want.num_accepted.tolist()} nodes")
-    return _with_scope(CheckResult(name, "L1", "fail" if problems else "pass", detail, seed=seed), sc, said, declared)
-
-
-def formed_tree(device, batch: TreeBatch, noise):
-    """``verify_tree`` through ``_common.ask`` (a refusal judged against the declaration), its form checked."""
-    from specsim.conformance.core.calls import ask, structure_problems
-    out = ask(device, batch, noise)
-    problems = structure_problems(batch, out)
-    if problems:
-        raise Malformed(f"tree batch of {batch.batch_size}, V={batch.vocab_size}: " + "; ".join(problems))
-    return out
+    return with_scope(CheckResult(name, "L1", "fail" if problems else "pass", detail, seed=seed), sc, said, declared)
 
 
 def declared_exact_group(device, ctx) -> list[CheckResult]:
@@ -454,34 +387,6 @@ def declared_exact_group(device, ctx) -> list[CheckResult]:
 
 
 # --------------------------------------------------------------------------- L3-declared: exact support
-
-def outside_support(batch: VerifyBatch, out, reqs: list[Req]) -> list[str]:
-    """One line per request whose emitted sequence has probability 0 under its exact law."""
-    problems = []
-    for i, law in enumerate(request_laws(batch)):
-        got = tuple(out.emitted(i))
-        if got not in law:
-            problems.append(f"request {i} ({reqs[i].what}, K={reqs[i].K}) emitted {list(got)}, which its exact law "
-                            f"gives probability 0; the law: {show_law(law)}")
-    return problems
-
-
-def _support_chain(device, ctx, name: str, batch: VerifyBatch, reqs: list[Req], said: str,
-                   declared=None) -> CheckResult:
-    caps = device.capabilities
-    sc = scope(DEVICE_RNG, batch.vocab_size, batch.max_k, batch.batch_size)
-    seed = case_seed(ctx.seed, name)
-    batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
-                                                                                  dtype=np.uint64))
-    got, problem = _call(name, "L3", lambda: formed(device, batch), caps)
-    if problem:
-        return _with_scope(problem, sc, said, declared)
-    problems = outside_support(batch, got, reqs)
-    detail = (f"{len(problems)} of {batch.batch_size} requests outside their law's support: " + "; ".join(problems[:3])
-              if problems else f"{said}: every one of {batch.batch_size} requests emitted a sequence of its exact "
-                               "law's support (exact, no statistics)")
-    return _with_scope(CheckResult(name, "L3", "fail" if problems else "pass", detail, seed=seed), sc, said, declared)
-
 
 def _support_tree(device, ctx, scheme: str) -> CheckResult:
     from specsim.testing.trees import reference_tree_step
@@ -499,16 +404,16 @@ def _support_tree(device, ctx, scheme: str) -> CheckResult:
     if want.accepted_nodes[0][:len(path)].tolist() != path:
         return CheckResult(name, "L3", "error", f"{said}: the reference does not walk the certain path "
                            f"{path[:5]}…: the check built a tree whose walk is not certain", seed=seed)
-    got, problem = _call(name, "L3", lambda: formed_tree(device, batch, None), caps)
+    got, problem = call_formed(name, "L3", lambda: formed_tree(device, batch, None), caps)
     if problem:
-        return _with_scope(problem, sc, said, declared)
+        return with_scope(problem, sc, said, declared)
     emitted, nodes_got = got.emitted(0), np.asarray(got.accepted_nodes)[0][:len(path)].tolist()
     allowed = [int(want.output_token_ids[0][len(path)])] if scheme == "greedy" else leaf_ids
     ok = emitted[:-1] == tokens and nodes_got == path and emitted[-1] in allowed
     detail = (f"{said}: accepted the certain path of {len(path)} nodes and emitted {emitted[-1]} of the leaf's "
               f"{allowed}" if ok else f"the walk is certain: nodes {path[:6]}… (tokens {tokens[:6]}…), then one of "
               f"{allowed}; got nodes {nodes_got[:6]}… and tokens {emitted[:6]}…{emitted[-1:]}")
-    return _with_scope(CheckResult(name, "L3", "pass" if ok else "fail", detail, seed=seed), sc, said, declared)
+    return with_scope(CheckResult(name, "L3", "pass" if ok else "fail", detail, seed=seed), sc, said, declared)
 
 
 POSITION_RUNS, QUICK_POSITION_RUNS = 8, 4
@@ -534,9 +439,9 @@ def _support_positions(device, ctx, lim: Limit, dtype: str, kind: str = "positio
                                                                                   dtype=np.uint64))
     said = _positions_said(positions, lim) + f", {runs} runs each"
     sc = scope(DEVICE_RNG, batch.vocab_size, batch.max_k, batch.batch_size)
-    got, problem = _call(name, "L3", lambda: formed(device, batch), caps)
+    got, problem = call_formed(name, "L3", lambda: formed(device, batch), caps)
     if problem:
-        return _with_scope(problem, sc, said, lim.to_json())
+        return with_scope(problem, sc, said, lim.to_json())
     problems = []
     for i in range(batch.batch_size):
         j, law, emitted = positions[i % len(positions)], laws[i % len(positions)], tuple(got.emitted(i))
@@ -547,7 +452,7 @@ def _support_positions(device, ctx, lim: Limit, dtype: str, kind: str = "positio
     detail = (f"{len(problems)} of {batch.batch_size} runs outside their law's support: " + "; ".join(problems[:3])
               if problems else f"{said}: every run emitted a sequence of its exact law's support (exact, no "
                                "statistics)")
-    return _with_scope(CheckResult(name, "L3", "fail" if problems else "pass", detail, seed=seed), sc, said,
+    return with_scope(CheckResult(name, "L3", "fail" if problems else "pass", detail, seed=seed), sc, said,
                        lim.to_json())
 
 
@@ -558,12 +463,12 @@ def support_checks(device, ctx) -> list[CheckResult]:
     for lim in vocab_limits(caps):
         said = f"V={lim.value}" + (f" (declared {lim.declared}; {lim.capped})" if lim.capped else "")
         name = f"L3/declared/support/vocab-V{lim.value}"
-        results.append(_first_failure([
-            _support_chain(device, ctx, name, assemble(reqs, lim.value, dtype, point), reqs, said, lim.to_json())
+        results.append(first_failure([
+            support_chain(device, ctx, name, assemble(reqs, lim.value, dtype, point), reqs, said, lim.to_json())
             for reqs in per_call(support_requests(lim.value, caps), lim.value)]))
     for lim in k_limits(caps):
         reqs = deep_requests(lim.value, caps)
-        results.append(_support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
+        results.append(support_chain(device, ctx, f"L3/declared/support/K{lim.value}",
                                       assemble(reqs, SMALL_V, dtype, point), reqs,
                                       f"K={lim.value} (declared max_k {lim.declared})", lim.to_json()))
         results += [_support_positions(device, ctx, at, dtype, kind) for kind, at in position_limits(caps)
@@ -571,9 +476,9 @@ def support_checks(device, ctx) -> list[CheckResult]:
     for B in batch_sizes(ctx):
         name = f"L3/declared/support/batch-B{B}"
         reqs = random_requests(np.random.default_rng(case_seed(ctx.seed, name)), B, SMALL_V, caps)
-        results.append(_support_chain(device, ctx, name, assemble(reqs, SMALL_V, dtype, point), reqs, f"B={B}"))
+        results.append(support_chain(device, ctx, name, assemble(reqs, SMALL_V, dtype, point), reqs, f"B={B}"))
     results += [_support_tree(device, ctx, scheme) for scheme in caps.tree_schemes]
-    return results
+    return results + variant_limit_checks(device, ctx, DEVICE_RNG)
 
 
 LAW_CALL_BYTES = CALL_BYTES // 4
@@ -601,14 +506,14 @@ def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
     for start in range(0, case.n, size):
         chunk = seeds[start:start + size]
         batch = assemble([case.req] * len(chunk), case.V, logits_dtype(caps), not caps.draft_probs, seeds=chunk)
-        got, problem = _call(case.check, "L3", lambda b=batch: formed(device, b), caps)
+        got, problem = call_formed(case.check, "L3", lambda b=batch: formed(device, b), caps)
         if problem:
-            return _with_scope(problem, sc, said, case.declared)
+            return with_scope(problem, sc, said, case.declared)
         seen.update(tuple(got.emitted(i)) for i in range(batch.batch_size))
     alpha = plan.alpha(case.check)
     outside = {k: c for k, c in seen.items() if k not in law}
     if outside:
-        return _with_scope(CheckResult(case.check, "L3", "fail", f"emitted {sorted(outside)[:3]} "
+        return with_scope(CheckResult(case.check, "L3", "fail", f"emitted {sorted(outside)[:3]} "
                                        f"({sum(outside.values())} of {case.n} samples), which the exact law gives "
                                        f"probability 0; the law: {show_law(law)}", n=case.n, seed=seed),
                            sc, said, case.declared)
@@ -619,7 +524,7 @@ def _law_check(device, ctx, case: LawCase, plan) -> CheckResult:
     out = CheckResult(case.check, "L3", "pass" if result.passed else "fail", detail, p_value=result.p_value,
                       alpha=alpha, n=case.n, statistic=result.statistic, detectable_tv=result.detectable_tv, seed=seed,
                       extra={"alpha_share": plan.test(case.check).alpha_share})
-    return _with_scope(out, sc, said, case.declared)
+    return with_scope(out, sc, said, case.declared)
 
 
 def declared_law_group(device, ctx) -> list[CheckResult]:
