@@ -58,8 +58,8 @@ B_TREE_NODES = 4
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One call of a variant at a limit: its size's name part, what it says, the batch, the few-id requests it was
-    assembled from (None: random rows), its injected noise where the check places it, and the declaration it stands
-    for."""
+    assembled from (None: random rows), whether injected noise places its coins below 0.05 (``deep``: every draft
+    a coin can accept is accepted), and the declaration it stands for."""
 
     size: str
     said: str
@@ -129,14 +129,17 @@ def chain_calls(rng, caps, dtype: str, kind: str, form: str, seed: int = 0) -> l
 
 # --------------------------------------------------------------------------- trees
 
-LEAF_IDS = lambda V: [V - 1, V // 2, 1]   # noqa: E731 — the leaf row's three ids (the last id first)
+def leaf_ids(V: int) -> list[int]:
+    """The three ids of a certain tree's leaf row: the last id, the middle, the second."""
+    return [V - 1, V // 2, 1]
+
 
 
 def certain_trees(rng, caps, dtype: str, form: str, shapes: list[tuple[int, int]], V: int) -> TreeBatch:
     """Trees of ``shapes`` ((nodes, depth) each, ``layered_parents``) at vocabulary V, drafted as the variant's form
     drafts (``group._variant_tree``'s scheme and drafting), whose walk down each deepest path is certain: each row on
     the path one-hot on the path's next token (earlier siblings with other tokens are rejected with certainty), the
-    leaf's row on ``LEAF_IDS(V)``."""
+    leaf's row on ``leaf_ids(V)``."""
     from specsim.testing.trees import TreeSpec, deepest_path, layered_parents, tree_batch_of
     schemes = set(caps.tree_schemes)
     if form == "draft":
@@ -160,7 +163,7 @@ def certain_trees(rng, caps, dtype: str, form: str, shapes: list[tuple[int, int]
             logits[row, int(batch.draft_token_ids[cu[i] + node])] = 0.0
         leaf = base + (path[-1] + 1 if path else 0)
         logits[leaf] = -np.inf
-        logits[leaf, LEAF_IDS(V)] = [1.0, 0.5, 0.0]
+        logits[leaf, leaf_ids(V)] = [1.0, 0.5, 0.0]
     return dataclasses.replace(batch, target_logits=cast_logits(logits, dtype))
 
 
@@ -250,5 +253,5 @@ def variant_limit_checks(device, ctx, mode: str) -> list[CheckResult]:
     return results
 
 
-__all__ = ["LIFT", "B_TREE_NODES", "Call", "lifted", "chain_calls", "certain_trees", "tree_calls", "check_name",
+__all__ = ["LIFT", "B_TREE_NODES", "Call", "lifted", "chain_calls", "leaf_ids", "certain_trees", "tree_calls", "check_name",
            "variant_limit_checks"]
