@@ -463,20 +463,38 @@ LARGEST_BATCH = BATCH_SIZES[-1]
 served, so each variant is asked at the largest size the ladder asks at all."""
 TREE_V_NODES = 8
 """Nodes of the tree a tree variant is asked at the declared V with (SPEC 1.15)."""
+VARIANT_VOCAB_CAP = VOCAB_CAP // 8
+"""The largest V each variant is asked at (SPEC 1.15; 4 793 490, where one request fills an eighth of
+``CALL_BYTES``): a run asks some 80 variants there, and on an NVIDIA H200's host one such call at V = 4194304 takes
+8–10 s (the reference's rows), so a declared V of 2^31 checked per variant at ``VOCAB_CAP`` would take hours. The
+declared V itself is still checked at ``VOCAB_CAP`` in the logits' first dtype (``vocab_limits``)."""
+
+
+def variant_vocab_limit(caps) -> Limit:
+    """The V every chain variant is asked at (SPEC 1.15): ``vocab_limits``' largest, capped at ``VARIANT_VOCAB_CAP``.
+
+    >>> from devices.protocol import Capabilities
+    >>> variant_vocab_limit(Capabilities(True, "none", 4194304)).value, variant_vocab_limit(Capabilities(True, "none", 2**31 - 1)).value
+    (4194304, 4793490)
+    """
+    top = vocab_limits(caps)[-1]
+    if top.value <= VARIANT_VOCAB_CAP:
+        return top
+    return Limit(VARIANT_VOCAB_CAP, caps.max_vocab_size, f"each variant is checked up to V = {VARIANT_VOCAB_CAP} "
+                                                         f"(the declared V itself up to {top.value}, in one dtype)")
 
 
 def tree_vocab_limit(caps) -> Limit:
-    """The V a tree variant is asked at (SPEC 1.15): the declared ``max_vocab_size`` as ``vocab_limits`` checks it, capped
-    where one tree of ``TREE_V_NODES`` nodes (``TREE_V_NODES + 1`` rows, ``BYTES_PER_ID`` / 3 bytes a row and id) would
-    pass ``CALL_BYTES``.
+    """The V a tree variant is asked at (SPEC 1.15): ``variant_vocab_limit``, capped where one tree of ``TREE_V_NODES``
+    nodes (``TREE_V_NODES + 1`` rows, ``BYTES_PER_ID`` / 3 bytes a row and id) would pass ``CALL_BYTES``.
 
     >>> from devices.protocol import Capabilities
     >>> tree_vocab_limit(Capabilities(True, "none", 262144)).value
     262144
     >>> tree_vocab_limit(Capabilities(True, "none", 1 << 30)).value
-    13256071
+    4793490
     """
-    top = vocab_limits(caps)[-1]
+    top = variant_vocab_limit(caps)
     cap = CALL_BYTES // ((TREE_V_NODES + 1) * (BYTES_PER_ID // 3))
     if top.value <= cap:
         return top
@@ -525,7 +543,7 @@ def as_kind(reqs: list[Req], kind: str, caps) -> list[Req]:
 
 def variant_limits(caps, variant: str) -> dict[str, int]:
     """The sizes SPEC 1.15's limit checks ask ``variant`` (``"<dtype> <kind> <form>"``) at: V and K (a tree's depth)
-    at the declared limits as ``vocab_limits``, ``k_limits``, ``tree_limits`` and ``tree_vocab_limit`` cap them, a
+    at the declared limits as ``variant_vocab_limit``, ``k_limits``, ``tree_limits`` and ``tree_vocab_limit`` cap them, a
     tree's nodes at ``max_tree_nodes``, the batch at ``LARGEST_BATCH``.
 
     >>> from devices.torch_device import CAPABILITIES as caps
@@ -535,7 +553,7 @@ def variant_limits(caps, variant: str) -> dict[str, int]:
     if variant.split()[1] == "tree":
         nodes, depth = tree_limits(caps)
         return {"V": tree_vocab_limit(caps).value, "K": depth.value, "batch": LARGEST_BATCH, "tree_nodes": nodes.value}
-    return {"V": vocab_limits(caps)[-1].value, "K": k_limits(caps)[-1].value, "batch": LARGEST_BATCH}
+    return {"V": variant_vocab_limit(caps).value, "K": k_limits(caps)[-1].value, "batch": LARGEST_BATCH}
 
 
 # --------------------------------------------------------------------------- L3-declared: goodness of fit
@@ -595,5 +613,5 @@ __all__ = ["CORE_VOCAB", "CORE_K", "CALL_BYTES", "BYTES_PER_ID", "VOCAB_CAP", "T
            "between_positions", "tree_limits", "batch_sizes", "scope", "spread_ids", "Req",
            "assemble", "request_laws",
            "per_call", "support_requests", "law_request", "deep_request", "deep_requests", "random_requests",
-           "LawCase", "law_cases", "case_law", "law_tests", "LARGEST_BATCH", "TREE_V_NODES", "tree_vocab_limit",
+           "LawCase", "law_cases", "case_law", "law_tests", "LARGEST_BATCH", "TREE_V_NODES", "VARIANT_VOCAB_CAP", "variant_vocab_limit", "tree_vocab_limit",
            "variant_v_requests", "as_kind", "variant_limits"]

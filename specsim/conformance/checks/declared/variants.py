@@ -8,7 +8,8 @@ variant is now asked at each limit:
 
 * chains (kinds ``sampled``, ``greedy``, ``filtered``, ``sampler``):
 
-  - ``V<V>``: at the declared ``max_vocab_size`` (``vocab_limits``' largest, capped as it is), the requests' mass on
+  - ``V<V>``: at the declared ``max_vocab_size`` (``variant_vocab_limit``: capped at ``VARIANT_VOCAB_CAP``, 4 793 490,
+    for the time some 80 variants take there; the declared V itself is checked at ``VOCAB_CAP``), the requests' mass on
     ``spread_ids(V)`` — the last ids, each side of every power of two from 2^15, the last tile's first id
     (``variant_v_requests``; §12's kind: random rows with its parameters, as many requests as one call holds, at
     most three);
@@ -41,7 +42,7 @@ from devices.protocol import PLACEHOLDER_TOKEN_ID, TreeBatch, VerifyBatch
 from specsim.conformance.cases.declared import (CALL_BYTES, BYTES_PER_ID, DEVICE_RNG, INJECTED, LARGEST_BATCH, SMALL_V,
                                                 TREE_V_NODES, Limit, as_kind, assemble, cast_logits, deep_requests,
                                                 k_limits, per_call, random_requests, scope, tree_limits,
-                                                tree_vocab_limit, variant_v_requests, vocab_limits)
+                                                tree_vocab_limit, variant_v_requests, variant_vocab_limit)
 from specsim.conformance.checks.declared.shared import (call_formed, deep_noise, first_failure, formed_tree, l1_chain,
                                                         support_chain, variant_chain, with_scope)
 from specsim.conformance.core.results import CheckResult
@@ -110,14 +111,14 @@ def _requests(caps, seed: int) -> tuple[list, list, list]:
     """The few-id requests every chain variant of a run is asked at its limits (the same for each: the variant is
     what differs): at the declared V (as many as one call holds, the last id's first), at the declared ``max_k``,
     and ``LARGEST_BATCH`` random ones drawn under ``seed``."""
-    V, K = vocab_limits(caps)[-1], k_limits(caps)[-1]
+    V, K = variant_vocab_limit(caps), k_limits(caps)[-1]
     return (per_call(variant_v_requests(V.value, caps), V.value)[0], deep_requests(K.value, caps),
             random_requests(np.random.default_rng(seed), LARGEST_BATCH, SMALL_V, caps))
 
 
 def chain_calls(rng, caps, dtype: str, kind: str, form: str, seed: int = 0) -> list[list[Call]]:
     """The calls of one chain variant, one per limit (``_requests``' under ``seed``; §12's drawn from ``rng``)."""
-    V, K, point = vocab_limits(caps)[-1], k_limits(caps)[-1], form == "point"
+    V, K, point = variant_vocab_limit(caps), k_limits(caps)[-1], form == "point"
     if kind == "sampler":
         return _sampler_calls(rng, caps, dtype, form, V, K)
     at_v, deep, wide = (as_kind(reqs, kind, caps) for reqs in _requests(caps, seed))
