@@ -361,21 +361,44 @@ def confirm_filter_ties(device, check: str, quick: bool) -> str:
 def confirm_neighbours_top_p(device, check: str, quick: bool) -> str:
     """An ``L1/edge-neighbours`` or ``L1-sampler/edge-neighbours`` check (SPEC 1.10, 1.11: an edge's filler rows, of
     1.10's mix, of one kind or with §12 parameters) run again on the same batches with every filler's top-p off: the
-    deviation is top-p's on the neighbours iff they then all agree with the reference."""
+    deviation is top-p's on the neighbours iff they then all agree with the reference (§12's: ``_both_causes``)."""
     from specsim.conformance.checks.chain.exact import edge_kind_checks, edge_mixed_checks
-    from specsim.conformance.checks.sampler.group import edge_mixed_checks as sampler_mixed_checks
-    checks = (sampler_mixed_checks if check.startswith("L1-sampler/")
-              else edge_kind_checks if "/mixed-" in check else edge_mixed_checks)
+    if check.startswith("L1-sampler/"):
+        return _both_causes(device, check, quick, "filler_top_p")
+    checks = edge_kind_checks if "/mixed-" in check else edge_mixed_checks
     return _neighbours_again(device, check, quick, checks, "every filler's top-p off", filler_top_p=False)
 
 
 def confirm_neighbours_min_tokens(device, check: str, quick: bool) -> str:
     """An ``L1-sampler/edge-neighbours`` check (SPEC 1.11: a §12 edge's filler rows, some with ``min_tokens`` crossing
     inside the step) run again on the same batches with every filler's ``min_tokens`` 0: the deviation is the bonus
-    row's stop-id ban by the pre-step length iff the fillers' rows then all agree with the reference."""
+    row's stop-id ban by the pre-step length iff the fillers' rows then all agree with the reference
+    (``_both_causes``)."""
+    return _both_causes(device, check, quick, "filler_min_tokens")
+
+
+FILLER_CAUSES = {"filler_top_p": "every filler's top-p off", "filler_min_tokens": "every filler's min_tokens 0"}
+"""The two known causes a §12 edge's filler rows can hold at once (``sampler.group.edge_mixed_checks``' knobs)."""
+
+
+def _both_causes(device, check: str, quick: bool, own: str) -> str:
+    """A §12 edge's neighbours run again with the waiver's cause (``own``, a ``FILLER_CAUSES`` knob) off: confirmed
+    if they then agree. A batch can hold both known causes in different filler rows; then confirmed too if, with
+    the other cause alone off, they still differ (the waiver's cause is needed) and with both off they agree (no
+    third cause)."""
     from specsim.conformance.checks.sampler.group import edge_mixed_checks
-    return _neighbours_again(device, check, quick, edge_mixed_checks, "every filler's min_tokens 0",
-                             filler_min_tokens=False)
+    first = _neighbours_again(device, check, quick, edge_mixed_checks, FILLER_CAUSES[own], **{own: False})
+    if first.startswith("confirmed"):
+        return first
+    other = next(k for k in FILLER_CAUSES if k != own)
+    alone = _neighbours_again(device, check, quick, edge_mixed_checks, FILLER_CAUSES[other], **{other: False})
+    if alone.startswith("confirmed"):   # the other cause alone explains it: not the waiver's
+        return first
+    both = _neighbours_again(device, check, quick, edge_mixed_checks, " and ".join(FILLER_CAUSES.values()),
+                             **{k: False for k in FILLER_CAUSES})
+    if not both.startswith("confirmed"):
+        return first
+    return (f"confirmed: both known causes in one batch ({first}; {alone}; {both})")
 
 
 def _neighbours_again(device, check: str, quick: bool, checks, changed: str, **knob) -> str:

@@ -320,3 +320,28 @@ def test_the_figures_check_skips_exactly_the_field_block():
     assert kept.count("\n") == text.count("\n")
     assert [m[0] for m in numbers.FIGURE.finditer(kept)] == ["5 s", "7 checks"]
     assert numbers.re.search(numbers.FIELD_BLOCK, text, numbers.re.S)[0] == field.BLOCK.search(text)[0]
+
+
+def test_a_neighbours_finding_with_both_known_causes_is_confirmed_only_when_each_is_needed(monkeypatch):
+    """A §12 edge's filler rows can hold a top-p row vLLM cuts short and a min_tokens bonus row in one batch: the
+    waiver's cause is confirmed when it alone, or both causes together, make the rows agree — not when the other
+    cause alone does (then the waiver named the wrong cause)."""
+    from specsim.field import table
+
+    def runs(agree):   # agree: the sets of knobs turned off under which the rows agree
+        def again(device, check, quick, checks, changed, **knob):
+            off = frozenset(k for k, v in knob.items() if v is False)
+            return f"confirmed: with {changed}" if off in agree else f"NOT confirmed: with {changed}"
+        return again
+
+    top_p, min_tokens = frozenset({"filler_top_p"}), frozenset({"filler_min_tokens"})
+    both = top_p | min_tokens
+    check = "L1-sampler/edge-neighbours/allowed-ids-at-the-bonus-row/canonical/mixed"
+    for agree, want in (({top_p, both}, "confirmed: with every filler's top-p off"),
+                        ({both}, "confirmed: both known causes"),
+                        ({min_tokens, both}, "NOT confirmed"),
+                        (set(), "NOT confirmed")):
+        monkeypatch.setattr(table, "_neighbours_again", runs(agree))
+        assert table.confirm_neighbours_top_p(None, check, True).startswith(want), agree
+    monkeypatch.setattr(table, "_neighbours_again", runs({both}))
+    assert table.confirm_neighbours_min_tokens(None, check, True).startswith("confirmed: both known causes")
