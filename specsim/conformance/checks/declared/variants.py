@@ -43,8 +43,8 @@ from specsim.conformance.cases.declared import (CALL_BYTES, BYTES_PER_ID, DEVICE
                                                 TREE_V_NODES, Limit, as_kind, assemble, cast_logits, deep_requests,
                                                 k_limits, per_call, random_requests, scope, tree_limits,
                                                 tree_vocab_limit, variant_v_requests, variant_vocab_limit)
-from specsim.conformance.checks.declared.shared import (call_formed, deep_noise, first_failure, formed_tree, l1_chain,
-                                                        support_chain, variant_chain, with_scope)
+from specsim.conformance.checks.declared.shared import (call_formed, deep_noise, formed_tree, l1_chain, support_chain,
+                                                        variant_chain, with_scope)
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.seeds import case_seed
 
@@ -85,17 +85,17 @@ def lifted(batch: VerifyBatch, lift: float = LIFT) -> VerifyBatch:
     return dataclasses.replace(batch, target_logits=cast_logits(logits, np.asarray(batch.target_logits).dtype.name))
 
 
-def _sampler_calls(rng, caps, dtype: str, form: str, V: Limit, K: Limit) -> list[list[Call]]:
-    """§12's kind: random rows with the declared parameters (``group._variant_chain``) at each limit."""
+def _sampler_calls(rng, caps, dtype: str, form: str, V: Limit, K: Limit) -> list[Call]:
+    """§12's kind: random rows with the declared parameters (``shared.variant_chain``) at each limit."""
     at_v = max(1, min(3, CALL_BYTES // (V.value * BYTES_PER_ID)))
-    return [[Call(f"V{V.value}", _v_said(V), variant_chain(rng, caps, dtype, "sampler", form, batch=at_v,
-                                                           vocab_size=V.value, max_k=min(2, caps.max_k)),
-                  declared=V.to_json())],
-            [Call(f"K{K.value}", _k_said(K), lifted(variant_chain(rng, caps, dtype, "sampler", form, batch=3,
-                                                                   vocab_size=SMALL_V, max_k=K.value, min_k=K.value)),
-                  declared=K.to_json())],
-            [Call(f"B{LARGEST_BATCH}", f"B={LARGEST_BATCH}",
-                  variant_chain(rng, caps, dtype, "sampler", form, batch=LARGEST_BATCH, vocab_size=SMALL_V))]]
+    return [Call(f"V{V.value}", _v_said(V), variant_chain(rng, caps, dtype, "sampler", form, batch=at_v,
+                                                          vocab_size=V.value, max_k=min(2, caps.max_k)),
+                 declared=V.to_json()),
+            Call(f"K{K.value}", _k_said(K), lifted(variant_chain(rng, caps, dtype, "sampler", form, batch=3,
+                                                                  vocab_size=SMALL_V, max_k=K.value, min_k=K.value)),
+                 declared=K.to_json()),
+            Call(f"B{LARGEST_BATCH}", f"B={LARGEST_BATCH}",
+                 variant_chain(rng, caps, dtype, "sampler", form, batch=LARGEST_BATCH, vocab_size=SMALL_V))]
 
 
 def _v_said(V: Limit) -> str:
@@ -116,16 +116,16 @@ def _requests(caps, seed: int) -> tuple[list, list, list]:
             random_requests(np.random.default_rng(seed), LARGEST_BATCH, SMALL_V, caps))
 
 
-def chain_calls(rng, caps, dtype: str, kind: str, form: str, seed: int = 0) -> list[list[Call]]:
+def chain_calls(rng, caps, dtype: str, kind: str, form: str, seed: int = 0) -> list[Call]:
     """The calls of one chain variant, one per limit (``_requests``' under ``seed``; §12's drawn from ``rng``)."""
     V, K, point = variant_vocab_limit(caps), k_limits(caps)[-1], form == "point"
     if kind == "sampler":
         return _sampler_calls(rng, caps, dtype, form, V, K)
     at_v, deep, wide = (as_kind(reqs, kind, caps) for reqs in _requests(caps, seed))
-    return [[Call(f"V{V.value}", _v_said(V), assemble(at_v, V.value, dtype, point), at_v, declared=V.to_json())],
-            [Call(f"K{K.value}", _k_said(K), assemble(deep, SMALL_V, dtype, point), deep, deep=True,
-                  declared=K.to_json())],
-            [Call(f"B{LARGEST_BATCH}", f"B={LARGEST_BATCH}", assemble(wide, SMALL_V, dtype, point), wide)]]
+    return [Call(f"V{V.value}", _v_said(V), assemble(at_v, V.value, dtype, point), at_v, declared=V.to_json()),
+            Call(f"K{K.value}", _k_said(K), assemble(deep, SMALL_V, dtype, point), deep, deep=True,
+                 declared=K.to_json()),
+            Call(f"B{LARGEST_BATCH}", f"B={LARGEST_BATCH}", assemble(wide, SMALL_V, dtype, point), wide)]
 
 
 # --------------------------------------------------------------------------- trees
@@ -168,7 +168,7 @@ def certain_trees(rng, caps, dtype: str, form: str, shapes: list[tuple[int, int]
     return dataclasses.replace(batch, target_logits=cast_logits(logits, dtype))
 
 
-def tree_calls(rng, caps, dtype: str, form: str) -> list[list[Call]]:
+def tree_calls(rng, caps, dtype: str, form: str) -> list[Call]:
     """The calls of one tree variant: at the declared nodes and depth, at the declared V, at ``LARGEST_BATCH`` trees."""
     nodes, depth = tree_limits(caps)
     V = tree_vocab_limit(caps)
@@ -176,16 +176,16 @@ def tree_calls(rng, caps, dtype: str, form: str) -> list[list[Call]]:
     few = min(B_TREE_NODES, nodes.value)
     said = (f"a tree of {nodes.value} nodes at depth {depth.value} (declared max_tree_nodes {nodes.declared}, "
             f"max_k {depth.declared})")
-    return [[Call(f"N{nodes.value}-D{depth.value}", said,
-                  certain_trees(rng, caps, dtype, form, [(nodes.value, depth.value)], SMALL_V),
-                  declared={"tree_nodes": nodes.to_json(), "depth": depth.to_json()})],
-            [Call(f"V{V.value}", f"a tree of {small} nodes at {_v_said(V)}",
-                  certain_trees(rng, caps, dtype, form, [(small, min(3, depth.value))], V.value),
-                  declared=V.to_json())],
-            [Call(f"B{LARGEST_BATCH}", f"{LARGEST_BATCH} trees of up to {few} nodes",
-                  certain_trees(rng, caps, dtype, form,
-                                [(int(n), min(2, depth.value)) for n in rng.integers(0, few + 1, LARGEST_BATCH)],
-                                SMALL_V))]]
+    return [Call(f"N{nodes.value}-D{depth.value}", said,
+                 certain_trees(rng, caps, dtype, form, [(nodes.value, depth.value)], SMALL_V),
+                 declared={"tree_nodes": nodes.to_json(), "depth": depth.to_json()}),
+            Call(f"V{V.value}", f"a tree of {small} nodes at {_v_said(V)}",
+                 certain_trees(rng, caps, dtype, form, [(small, min(3, depth.value))], V.value),
+                 declared=V.to_json()),
+            Call(f"B{LARGEST_BATCH}", f"{LARGEST_BATCH} trees of up to {few} nodes",
+                 certain_trees(rng, caps, dtype, form,
+                               [(int(n), min(2, depth.value)) for n in rng.integers(0, few + 1, LARGEST_BATCH)],
+                               SMALL_V))]
 
 
 # --------------------------------------------------------------------------- the checks
@@ -245,12 +245,10 @@ def variant_limit_checks(device, ctx, mode: str) -> list[CheckResult]:
     for variant in declared_variants(caps, mode):
         dtype, kind, form = variant.split()
         rng = np.random.default_rng(case_seed(ctx.seed, check_name(mode, variant, "calls")))
-        limits = tree_calls(rng, caps, dtype, form) if kind == "tree" else \
+        calls = tree_calls(rng, caps, dtype, form) if kind == "tree" else \
             chain_calls(rng, caps, dtype, kind, form, case_seed(ctx.seed, f"variant-limit/{mode}/requests"))
-        for calls in limits:
-            name = check_name(mode, variant, calls[0].size)
-            one = _tree_result if kind == "tree" else _chain_result
-            results.append(first_failure([one(device, ctx, mode, name, c, rng) for c in calls]))
+        one = _tree_result if kind == "tree" else _chain_result
+        results += [one(device, ctx, mode, check_name(mode, variant, call.size), call, rng) for call in calls]
     return results
 
 
