@@ -333,8 +333,8 @@ def verdict(caps: Capabilities | None, checks: list[dict], groups_run: list[str]
 
 def _short_of_declaration(caps, scope: dict | None, judged_against: str) -> list[str]:
     """From SPEC 1.15, a whole run must ask every declared variant at every declared limit in each declared noise
-    mode: one reason per mode where it did not (``scope.unasked``, ``unreached``), so that such a run is ``partial``,
-    never a PASS that claims sizes it did not check."""
+    mode: one reason per mode where it did not (``unreached``, which names a variant never asked too), so that such a
+    run is ``partial``, never a PASS that claims sizes it did not check."""
     from specsim.conformance.core.spec_versions import newer
     if caps is None or scope is None or newer("1.15", judged_against):
         return []
