@@ -71,7 +71,7 @@ from specsim.conformance.cases.declared import (CALL_BYTES, DEVICE_RNG, INJECTED
                                                 scope, support_requests, tree_limits, vocab_limits)
 from specsim.conformance.checks.declared.shared import (VARIANT_TREES, call_formed, deep_noise, first_failure,
                                                         formed_tree, l1_chain, outside_support, support_chain,
-                                                        variant_chain, with_scope)
+                                                        tree_result, variant_chain, variant_tree_spec, with_scope)
 from specsim.conformance.checks.declared.variants import variant_limit_checks
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.edges import EDGES, after_certain, band_at_position, make_batch
@@ -208,18 +208,9 @@ def l1_checks(device, ctx) -> list[CheckResult]:
 # --------------------------------------------------------------------------- every declared variant (SPEC 1.14)
 
 def _variant_tree(rng, caps, dtype: str, form: str) -> TreeBatch:
-    from specsim.testing.trees import TreeSpec, random_tree_batch
-    schemes = set(caps.tree_schemes)
-    if form == "draft":
-        scheme, drafting, only_greedy = "rrs", "with_replacement", False
-    else:   # point proposals: sglang's, else rrs's where declared, else greedy trees alone
-        scheme, drafting = ("sglang" if "sglang" in schemes else "rrs"), "top"
-        only_greedy = not ("sglang" in schemes or ("rrs" in schemes and caps.point_proposals))
-    spec = TreeSpec(batch=VARIANT_TREES, max_nodes=min(8, caps.max_k, caps.tree_node_limit), vocab_size=SMALL_V,
-                    dtype=dtype, scheme=scheme, drafting=drafting,
-                    greedy_fraction=1.0 if only_greedy else 0.25 if "greedy" in schemes else 0.0,
-                    top_k_fraction=0.2 if caps.top_k else 0.0, top_p_fraction=0.2 if caps.top_p else 0.0)
-    return random_tree_batch(rng, spec)
+    from specsim.testing.trees import random_tree_batch
+    return random_tree_batch(rng, variant_tree_spec(caps, dtype, form, batch=VARIANT_TREES, vocab_size=SMALL_V,
+                                                    max_nodes=min(8, caps.max_k, caps.tree_node_limit)))
 
 
 def variant_checks(device, ctx, mode: str) -> list[CheckResult]:
@@ -229,7 +220,6 @@ def variant_checks(device, ctx, mode: str) -> list[CheckResult]:
     source and path (a 16-bit §12 race on the device's own noise, say) that no other check asks is asked here: a
     variant that raises, or answers wrong, fails."""
     from specsim.conformance.core.scope import declared_variants
-    from specsim.testing.trees import compare_tree, random_tree_noise, reference_tree_step
     caps, results = device.capabilities, []
     for variant in declared_variants(caps, mode):
         dtype, kind, form = variant.split()
@@ -240,16 +230,7 @@ def variant_checks(device, ctx, mode: str) -> list[CheckResult]:
         if kind != "tree":
             results.append(l1_chain(device, ctx, mode, name, variant_chain(rng, caps, dtype, kind, form), rng, said))
             continue
-        batch = _variant_tree(rng, caps, dtype, form)
-        noise = random_tree_noise(rng, batch) if mode == INJECTED else None
-        sc = scope(mode, SMALL_V, int(batch.depths().max(initial=0)), batch.batch_size, int(batch.num_nodes.max()))
-        got, problem = call_formed(name, "L1", lambda: formed_tree(device, batch, noise), caps)
-        if problem:
-            results.append(with_scope(problem, sc, said))
-            continue
-        problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
-        results.append(with_scope(CheckResult(name, "L1", "fail" if problems else "pass", "; ".join(problems[:3])
-                                               or f"{said}: {batch.batch_size} trees agree", seed=seed), sc, said))
+        results.append(tree_result(device, ctx, mode, name, _variant_tree(rng, caps, dtype, form), rng, said))
     return results
 
 

@@ -1,6 +1,6 @@
 """What ``group`` (1.5–1.14's declared checks) and ``variants`` (1.15's variant limits) both call: one call's result
-with its scope, a chain judged token for token or by its exact support, a tree's form checked, a variant's random
-batch. Neither group module imports the other.
+with its scope, a chain or a tree judged token for token or by its exact support, a tree's form checked, a
+variant's random batch and tree spec. ``variants`` does not import ``group``.
 """
 
 from __future__ import annotations
@@ -125,5 +125,55 @@ def variant_chain(rng, caps, dtype: str, kind: str, form: str, *, batch: int = V
     return batch
 
 
+def variant_tree_spec(caps, dtype: str, form: str, **fields):
+    """The ``TreeSpec`` of a tree variant of ``dtype`` in proposal ``form``: draft probabilities with ``"rrs"``'s
+    multi-draft (drawn with replacement); point proposals with ``"sglang"``, else ``"rrs"`` where declared, else
+    greedy trees alone; ``fields``: the spec's other fields (batch, sizes, fractions)."""
+    from specsim.testing.trees import TreeSpec
+    schemes = set(caps.tree_schemes)
+    if form == "draft":
+        scheme, drafting, only_greedy = "rrs", "with_replacement", False
+    else:
+        scheme, drafting = ("sglang" if "sglang" in schemes else "rrs"), "top"
+        only_greedy = not ("sglang" in schemes or ("rrs" in schemes and caps.point_proposals))
+    return TreeSpec(dtype=dtype, scheme=scheme, drafting=drafting,
+                    greedy_fraction=1.0 if only_greedy else 0.25 if "greedy" in schemes else 0.0,
+                    top_k_fraction=0.2 if caps.top_k else 0.0, top_p_fraction=0.2 if caps.top_p else 0.0, **fields)
+
+
+def tree_result(device, ctx, mode: str, name: str, batch: TreeBatch, rng, said: str,
+                declared: dict | None = None) -> CheckResult:
+    """One tree call: token for token and node for node against the reference (``injected``, noise drawn from
+    ``rng``; ``keyed``), or under the device's own unkeyed draws (``device-rng``, each request its own seed) every
+    answer within its exact law's support (``testing.trees.request_laws``)."""
+    from specsim.testing.trees import compare_tree, random_tree_noise, reference_tree_step, request_laws
+    seed = case_seed(ctx.seed, name)
+    layer = "L3" if mode == DEVICE_RNG else "L1"
+    if mode == DEVICE_RNG:
+        batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
+                                                                                      dtype=np.uint64))
+    noise = random_tree_noise(rng, batch) if mode == INJECTED else None
+    sc = scope(mode, batch.vocab_size, int(batch.depths().max(initial=0)), batch.batch_size,
+               int(batch.num_nodes.max(initial=0)))
+    got, problem = call_formed(name, layer, lambda: formed_tree(device, batch, noise), device.capabilities)
+    if problem:
+        return with_scope(problem, sc, said, declared)
+    if mode == DEVICE_RNG:
+        problems = []
+        for i, law in enumerate(request_laws(batch)):
+            key = (tuple(got.emitted(i)), tuple(int(n) for n in np.asarray(got.accepted_nodes)[i]
+                                                 [:int(got.num_accepted[i])]))
+            if law.get(key, 0) <= 0:
+                problems.append(f"tree {i} emitted {list(key[0])} through nodes {list(key[1])}, which its exact law "
+                                f"gives probability 0 [case {name}, seed {seed}]")
+        ok_said = f"{said}: every one of {batch.batch_size} trees within its exact law's support (no statistics)"
+    else:
+        problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
+        ok_said = f"{said}: {batch.batch_size} trees agree"
+    return with_scope(CheckResult(name, layer, "fail" if problems else "pass", "; ".join(problems[:3]) or ok_said,
+                                  seed=seed), sc, said, declared)
+
+
 __all__ = ["VARIANT_BATCH", "VARIANT_V", "VARIANT_TREES", "first_failure", "call_formed", "with_scope", "l1_chain",
-           "deep_noise", "formed_tree", "outside_support", "support_chain", "variant_chain"]
+           "deep_noise", "formed_tree", "outside_support", "support_chain", "variant_chain", "variant_tree_spec",
+           "tree_result"]

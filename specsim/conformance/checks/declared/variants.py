@@ -28,7 +28,7 @@ Token for token against the reference in each token-for-token mode (``L1/declare
 within its exact support (``L3/declared/support/variant-limit/...``, in ``L3-declared``; no α), which also asks the
 device-rng variants 1.14 left unasked. Not with ``--quick`` (which keeps 1.14's one call per variant): a quick run
 is never a verdict. The verdict's scope names every declared variant some limit of which no check reached
-(``scope.unreached``).
+(``verdict.profiles.unreached``).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ import numpy as np
 from devices.protocol import PLACEHOLDER_TOKEN_ID, TreeBatch, VerifyBatch
 from specsim.conformance.cases.declared import (CALL_BYTES, BYTES_PER_ID, DEVICE_RNG, INJECTED, LARGEST_BATCH, SMALL_V,
                                                 TREE_V_NODES, Limit, as_kind, assemble, cast_logits, deep_requests,
-                                                k_limits, per_call, random_requests, scope, tree_limits,
+                                                k_limits, per_call, random_requests, tree_limits,
                                                 tree_vocab_limit, variant_v_requests, variant_vocab_limit)
-from specsim.conformance.checks.declared.shared import (call_formed, deep_noise, formed_tree, l1_chain, support_chain,
-                                                        variant_chain, with_scope)
+from specsim.conformance.checks.declared.shared import (deep_noise, l1_chain, support_chain, tree_result,
+                                                        variant_chain, variant_tree_spec)
 from specsim.conformance.core.results import CheckResult
 from specsim.testing.seeds import case_seed
 
@@ -135,23 +135,14 @@ def leaf_ids(V: int) -> list[int]:
     return [V - 1, V // 2, 1]
 
 
-
 def certain_trees(rng, caps, dtype: str, form: str, shapes: list[tuple[int, int]], V: int) -> TreeBatch:
     """Trees of ``shapes`` ((nodes, depth) each, ``layered_parents``) at vocabulary V, drafted as the variant's form
-    drafts (``group._variant_tree``'s scheme and drafting), whose walk down each deepest path is certain: each row on
+    drafts (``shared.variant_tree_spec``), whose walk down each deepest path is certain: each row on
     the path one-hot on the path's next token (earlier siblings with other tokens are rejected with certainty), the
     leaf's row on ``leaf_ids(V)``."""
-    from specsim.testing.trees import TreeSpec, deepest_path, layered_parents, tree_batch_of
-    schemes = set(caps.tree_schemes)
-    if form == "draft":
-        scheme, drafting, only_greedy = "rrs", "with_replacement", False
-    else:
-        scheme, drafting = ("sglang" if "sglang" in schemes else "rrs"), "top"
-        only_greedy = not ("sglang" in schemes or ("rrs" in schemes and caps.point_proposals))
-    spec = TreeSpec(batch=len(shapes), max_nodes=max(n for n, _ in shapes), vocab_size=V, dtype=dtype, scheme=scheme,
-                    drafting=drafting, greedy_fraction=1.0 if only_greedy else 0.25 if "greedy" in schemes else 0.0,
-                    top_k_fraction=0.2 if caps.top_k else 0.0, top_p_fraction=0.2 if caps.top_p else 0.0,
-                    placeholder_fraction=0.0, masked_fraction=0.0)
+    from specsim.testing.trees import deepest_path, layered_parents, tree_batch_of
+    spec = variant_tree_spec(caps, dtype, form, batch=len(shapes), max_nodes=max(n for n, _ in shapes), vocab_size=V,
+                             placeholder_fraction=0.0, masked_fraction=0.0)
     parents = [layered_parents(n, d) for n, d in shapes]
     batch = tree_batch_of(rng, parents, spec)
     logits = np.asarray(batch.target_logits).astype(np.float64)
@@ -191,35 +182,7 @@ def tree_calls(rng, caps, dtype: str, form: str) -> list[Call]:
 # --------------------------------------------------------------------------- the checks
 
 def _tree_result(device, ctx, mode: str, name: str, call: Call, rng) -> CheckResult:
-    """A tree call token for token (``injected``, ``keyed``) or within its exact support (``device-rng``)."""
-    from specsim.testing.trees import compare_tree, random_tree_noise, reference_tree_step, request_laws
-    batch, caps = call.batch, device.capabilities
-    seed = case_seed(ctx.seed, name)
-    layer = "L3" if mode == DEVICE_RNG else "L1"
-    if mode == DEVICE_RNG:
-        batch = dataclasses.replace(batch, seeds=np.random.default_rng(seed).integers(1, 2**63, batch.batch_size,
-                                                                                      dtype=np.uint64))
-    noise = random_tree_noise(rng, batch) if mode == INJECTED else None
-    sc = scope(mode, batch.vocab_size, int(batch.depths().max(initial=0)), batch.batch_size,
-               int(batch.num_nodes.max(initial=0)))
-    got, problem = call_formed(name, layer, lambda: formed_tree(device, batch, noise), caps)
-    if problem:
-        return with_scope(problem, sc, call.said, call.declared)
-    if mode == DEVICE_RNG:
-        problems = []
-        for i, law in enumerate(request_laws(batch)):
-            key = (tuple(got.emitted(i)), tuple(int(n) for n in np.asarray(got.accepted_nodes)[i]
-                                                 [:int(got.num_accepted[i])]))
-            if law.get(key, 0) <= 0:
-                problems.append(f"tree {i} emitted {list(key[0])} through nodes {list(key[1])}, which its exact law "
-                                f"gives probability 0 [case {name}, seed {seed}]")
-        ok_said = f"{call.said}: every one of {batch.batch_size} trees within its exact law's support (no statistics)"
-    else:
-        problems = compare_tree(got, reference_tree_step(batch, noise), repro=f" [case {name}, seed {seed}]")
-        ok_said = f"{call.said}: {batch.batch_size} tree(s) agree"
-    detail = "; ".join(problems[:3]) or ok_said
-    return with_scope(CheckResult(name, layer, "fail" if problems else "pass", detail, seed=seed), sc, call.said,
-                       call.declared)
+    return tree_result(device, ctx, mode, name, call.batch, rng, call.said, call.declared)
 
 
 def _chain_result(device, ctx, mode: str, name: str, call: Call, rng) -> CheckResult:
