@@ -51,7 +51,8 @@ Cost, CPU seconds on one core (torch device on the CPU, ``torch.set_num_threads(
 ``L1-declared`` 37.2 s (SPEC 1.5's, 1.7's and 1.8's empty residuals at V and K included; 1.15's 240 variant limits
 about 29 s of it) and ``L3-declared`` 15.9 s at full size (``LAW_SAMPLES`` = 240 requests at V = 262144; the same
 wall), 4.7 s and 5.8 s with ``--quick``; peak memory 1.8 GB. Measured with
-``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A larger declared vocabulary costs in proportion to V.
+``python -m specsim.conformance.checks.declared.group [--quick]``, which prints each group's wall and CPU time. A
+larger declared vocabulary costs in proportion to V.
 """
 
 from __future__ import annotations
